@@ -1,0 +1,3 @@
+from lm_eval_evidential.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,204 @@
+"""Dirichlet (evidential) quantities on NaN right-padded batches.
+
+Convention: a batch is a float64 array of shape ``(n, K_max)`` whose row ``i`` holds that
+example's own ``K_i`` values in columns ``0..K_i-1`` and NaN beyond (``K_i = class_counts``).
+NaN is padding, never a class; a NaN inside a row's first ``K_i`` entries is an error.
+
+EDL: evidence ``e = softplus(logit) >= 0``, concentration ``alpha = e + lambda`` (prior weight
+``lambda > 0``, default 1), strength ``S = sum(alpha)``, expected probabilities
+``E[p] = alpha / S``, vacuity ``u = lambda * K / S`` (in ``(0, 1]``, 1 iff all evidence is 0).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.special import digamma, entr
+
+__all__ = [
+    "edl_alpha",
+    "strength",
+    "expected_probs",
+    "vacuity",
+    "class_counts",
+    "expected_entropy",
+    "mutual_information",
+    "entropy",
+    "softmax",
+    "invariant_extra_alpha",
+    "expand_classes",
+]
+
+
+def _check_prior_weight(prior_weight) -> float:
+    lam = float(prior_weight)
+    if not (np.isfinite(lam) and lam > 0):
+        raise ValueError(f"prior_weight (lambda) must be a finite number > 0, got {prior_weight!r}")
+    return lam
+
+
+def _padded(arr, name: str, *, positive: bool = False):
+    """Validate a NaN right-padded batch; return ``(arr, k, mask)`` with ``mask[i, j] = j < k[i]``."""
+    a = np.asarray(arr)
+    if a.ndim != 2:
+        raise ValueError(
+            f"{name} must be 2-D (n_examples, K_max), NaN right-padded, got shape {a.shape}; "
+            "for a single example use arr.reshape(1, -1)"
+        )
+    if a.dtype.kind not in "biuf":
+        raise ValueError(f"{name} must be numeric, got dtype {a.dtype}")
+    a = a.astype(np.float64, copy=False)
+    nan = np.isnan(a)
+    k = a.shape[1] - nan.sum(axis=1)
+    mask = np.arange(a.shape[1]) < k[:, None]
+    if a.shape[0] and not np.array_equal(nan, ~mask):
+        i = int(np.flatnonzero((nan == mask).any(axis=1))[0])
+        raise ValueError(
+            f"{name} row {i} has NaN before its last class value ({a[i].tolist()}); NaN is only allowed "
+            "as right padding beyond the row's own K classes"
+        )
+    if a.shape[0] and (k < 1).any():
+        i = int(np.flatnonzero(k < 1)[0])
+        raise ValueError(f"{name} row {i} is all NaN (K = 0); every example needs at least one class")
+    if np.isinf(a).any():
+        i, j = (int(v) for v in np.argwhere(np.isinf(a))[0])
+        raise ValueError(f"{name} contains an infinite value at row {i}, column {j}: {a[i, j]!r}")
+    if positive and (a[mask] <= 0).any():
+        i, j = (int(v) for v in np.argwhere(mask & (a <= 0))[0])
+        raise ValueError(
+            f"{name} must be > 0 (Dirichlet concentrations), got {a[i, j]!r} at row {i}, column {j}"
+        )
+    return a, k.astype(np.int64), mask
+
+
+def _masked_sum(a: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    # np.where + sum rather than nansum: same result, but avoids the nansum copy and keeps
+    # padding out of the arithmetic explicitly.
+    return np.where(mask, a, 0.0).sum(axis=1)
+
+
+def class_counts(arr) -> np.ndarray:
+    """Per-row class count K (the number of non-NaN entries) of a NaN right-padded batch, int64."""
+    return _padded(arr, "arr")[1]
+
+
+def edl_alpha(logits, prior_weight: float = 1.0) -> np.ndarray:
+    """Dirichlet concentrations ``alpha = softplus(logits) + lambda``, NaN padding preserved.
+
+    ``softplus(x) = log(1 + exp(x))`` is computed as ``np.logaddexp(0, x)``, which neither
+    overflows for large ``x`` nor loses the ``exp(x)`` tail for very negative ``x``.
+    """
+    lam = _check_prior_weight(prior_weight)
+    a, _, mask = _padded(logits, "logits")
+    # Padding is zero-filled for the arithmetic (logaddexp warns on NaN) and restored after.
+    return np.where(mask, np.logaddexp(0.0, np.where(mask, a, 0.0)) + lam, np.nan)
+
+
+def strength(alpha) -> np.ndarray:
+    """Dirichlet strength ``S = sum_{i<K} alpha_i`` per row, shape (n,)."""
+    a, _, mask = _padded(alpha, "alpha", positive=True)
+    return _masked_sum(a, mask)
+
+
+def expected_probs(alpha) -> np.ndarray:
+    """Expected class probabilities ``E[p_i] = alpha_i / S`` (NaN padding preserved)."""
+    a, _, mask = _padded(alpha, "alpha", positive=True)
+    return a / _masked_sum(a, mask)[:, None]
+
+
+def vacuity(alpha, prior_weight: float = 1.0) -> np.ndarray:
+    """Vacuity (uncertainty mass) ``u = lambda * K / S`` per row; higher = more uncertain.
+
+    Depends on ``K`` directly, which is why vacuity-based OOD scores must compare sets of
+    equal ``K`` (see :func:`invariant_extra_alpha`).
+    """
+    lam = _check_prior_weight(prior_weight)
+    a, k, mask = _padded(alpha, "alpha", positive=True)
+    return lam * k / _masked_sum(a, mask)
+
+
+def entropy(probs) -> np.ndarray:
+    """Shannon entropy ``H(p) = -sum_i p_i log p_i`` (natural log, ``0 log 0 = 0``) per row."""
+    p, _, mask = _padded(probs, "probs")
+    return np.where(mask, entr(np.where(mask, p, 0.0)), 0.0).sum(axis=1)
+
+
+def softmax(logits) -> np.ndarray:
+    """Row-wise softmax over each row's own K logits; padding stays NaN."""
+    a, _, mask = _padded(logits, "logits")
+    z = np.where(mask, a, -np.inf)
+    z = z - z.max(axis=1, keepdims=True)
+    ez = np.exp(z)  # exp(-inf) = 0, so the padding contributes nothing to the normaliser
+    out = ez / ez.sum(axis=1, keepdims=True)
+    out[~mask] = np.nan
+    return out
+
+
+def expected_entropy(alpha) -> np.ndarray:
+    """Expected entropy under the Dirichlet, ``E_{p~Dir(alpha)}[H(p)]`` (aleatoric), per row.
+
+    Closed form: ``psi(S + 1) - sum_i (alpha_i / S) psi(alpha_i + 1)`` with ``psi`` the digamma
+    function (natural log units).
+    """
+    a, _, mask = _padded(alpha, "alpha", positive=True)
+    s = _masked_sum(a, mask)
+    terms = np.where(mask, a * digamma(np.where(mask, a, 1.0) + 1.0), 0.0).sum(axis=1)
+    return digamma(s + 1.0) - terms / s
+
+
+def mutual_information(alpha) -> np.ndarray:
+    """Mutual information (epistemic) ``H(E[p]) - E_Dir[H(p)]`` per row; >= 0 up to rounding.
+
+    Not clipped at 0: values like -1e-17 are float cancellation at very large S, reported as is.
+    """
+    a, _, _ = _padded(alpha, "alpha", positive=True)
+    return entropy(expected_probs(a)) - expected_entropy(a)
+
+
+def invariant_extra_alpha(alpha) -> np.ndarray:
+    """Concentration a new (K+1)-th class needs for vacuity to stay unchanged: ``S_K / K``.
+
+    Proposition 1 (paper 001, §3), generalised to prior weight ``lambda``. With
+    ``u_K = lambda K / S_K`` and ``u_{K+1} = lambda (K + 1) / (S_K + alpha_{K+1})``::
+
+        u_{K+1} = u_K  <=>  (K + 1) S_K = K (S_K + alpha_{K+1})   (lambda > 0 cancels)
+                       <=>  alpha_{K+1} = S_K / K,
+
+    i.e. the mean concentration of the existing classes, whatever ``lambda`` is; in evidence
+    terms ``e_{K+1} = S_K / K - lambda``. Since ``S_K >= lambda K`` with equality iff every
+    existing class has zero evidence, a zero-evidence class (``alpha = lambda``) leaves vacuity
+    unchanged only for rows that have no evidence at all, and otherwise strictly raises it
+    (lowers the reciprocal-vacuity score): that is the OOD-only inflation of Table 1.
+    Returns shape (n,).
+    """
+    a, k, mask = _padded(alpha, "alpha", positive=True)
+    return _masked_sum(a, mask) / k
+
+
+def expand_classes(alpha, extra: int, prior_weight: float = 1.0, rows=None):
+    """Append ``extra`` zero-evidence classes (``alpha = lambda`` each) to rows; K grows by ``extra``.
+
+    ``rows`` is an optional boolean mask of shape (n,) selecting which rows grow (default all).
+    Each selected row's new classes go right after its own last class, so ragged rows stay
+    correctly padded. Returns ``(new_alpha, k)``: the NaN right-padded concentrations, width
+    ``max(k)``, and the new per-row class counts (int64).
+    """
+    lam = _check_prior_weight(prior_weight)
+    if isinstance(extra, bool) or not isinstance(extra, (int, np.integer)) or extra < 0:
+        raise ValueError(f"extra must be a non-negative integer number of classes, got {extra!r}")
+    a, k, mask = _padded(alpha, "alpha", positive=True)
+    n = a.shape[0]
+    if rows is None:
+        grow = np.ones(n, dtype=bool)
+    else:
+        grow = np.asarray(rows)
+        if grow.dtype != bool or grow.shape != (n,):
+            raise ValueError(
+                f"rows must be a boolean mask of shape ({n},), got dtype {grow.dtype} and shape {grow.shape}"
+            )
+    new_k = k + np.where(grow, int(extra), 0)
+    width = int(new_k.max()) if n else a.shape[1] + int(extra)
+    out = np.full((n, width), np.nan)
+    out[:, : a.shape[1]][mask] = a[mask]
+    cols = np.arange(width)
+    out[(cols >= k[:, None]) & (cols < new_k[:, None])] = lam
+    return out, new_k

@@ -1,0 +1,1 @@
+"""Harness layer: the `evidential` model, the EDL task class, the records hook."""

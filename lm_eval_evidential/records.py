@@ -1,0 +1,379 @@
+"""Per-example evidence records: the file format, the writer and the public loader.
+
+Format (schema version 1). One Apache Parquet file per task and run, written next to the
+harness's ``results_<date_id>.json`` as ``records_<task>_<date_id>.parquet``, atomically
+(temp file + rename). One row per (task, doc):
+
+| field    | type          | meaning                                                        |
+|----------|---------------|----------------------------------------------------------------|
+| task     | string        | harness task name                                              |
+| doc_id   | int64         | the harness's doc_id (position in the task's evaluated docs)   |
+| k        | int32         | number of options of *this* question                           |
+| labels   | list<string>  | the answer labels shown, e.g. ["A","B","C"]                    |
+| gold     | int32         | index of the correct label                                     |
+| logits   | list<float64> | last-position logits at the answer tokens (for models that only |
+|          |               | expose log-likelihoods, e.g. ``--model hf``: those)            |
+| evidence | list<float64> | e (null for method=softmax, where it is undefined)             |
+| alpha    | list<float64> | Dirichlet α = e + λ (null for method=softmax)                  |
+| strength | float64       | S = Σα (NaN for softmax)                                       |
+| vacuity  | float64       | λK/S (NaN for softmax)                                         |
+| max_prob | float64       | max E[p] (α/S, or the softmax of the logits for softmax)       |
+| pred     | int32         | argmax E[p] (first index on ties)                              |
+| correct  | bool          | pred == gold                                                   |
+
+The file's schema metadata key ``lm_eval_evidential`` holds JSON: schema_version, task,
+method, prior_weight, the IB-EDL settings, date_id and the producing package version.
+Parquet is columnar, typed, readable by pandas/polars/duckdb and never pickles.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+logger = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+META_KEY = b"lm_eval_evidential"
+RECORD_FIELDS = (
+    "task", "doc_id", "k", "labels", "gold", "logits", "evidence", "alpha",
+    "strength", "vacuity", "max_prob", "pred", "correct",
+)  # fmt: skip
+_FILE_RE = re.compile(r"^records_(?P<task>.+)_(?P<date_id>\d{4}-\d{2}-\d{2}T[\d\-.]+)\.parquet$")
+
+
+class RecordsError(ValueError):
+    """A records file is missing, truncated, corrupted or of another schema version."""
+
+
+def make_record(
+    *,
+    task: str,
+    doc_id: int,
+    labels: Sequence[str],
+    gold: int,
+    logits: Sequence[float],
+    alpha: Sequence[float] | None,
+    prior_weight: float = 1.0,
+) -> dict[str, Any]:
+    """One record from a question's answer logits and (for evidential methods) its alpha.
+
+    Derived fields follow the module table: E[p] = α/S (or softmax(logits) when alpha is
+    None), pred = argmax E[p] with the first index on ties, vacuity = λK/S.
+    """
+    z = np.asarray(logits, dtype=np.float64)
+    k = len(labels)
+    if z.shape != (k,):
+        raise ValueError(f"{task} doc {doc_id}: {len(z)} logits for {k} labels {list(labels)}")
+    if alpha is None:
+        probs = np.exp(z - z.max())
+        probs /= probs.sum()
+        evidence = alpha_list = None
+        strength = vacuity = float("nan")
+    else:
+        a = np.asarray(alpha, dtype=np.float64)
+        strength = float(a.sum())
+        probs = a / strength
+        vacuity = prior_weight * k / strength
+        evidence = (a - prior_weight).tolist()
+        alpha_list = a.tolist()
+    pred = int(np.argmax(probs))
+    return {
+        "task": task,
+        "doc_id": int(doc_id),
+        "k": k,
+        "labels": [str(x) for x in labels],
+        "gold": int(gold),
+        "logits": z.tolist(),
+        "evidence": evidence,
+        "alpha": alpha_list,
+        "strength": strength,
+        "vacuity": float(vacuity),
+        "max_prob": float(probs[pred]),
+        "pred": pred,
+        "correct": pred == int(gold),
+    }
+
+
+def _padded(list_array, n: int, k: np.ndarray) -> np.ndarray:
+    """A NaN right-padded (n, K_max) float64 matrix from an Arrow list column (vectorised)."""
+    k_max = int(k.max()) if n else 0
+    out = np.full((n, k_max), np.nan)
+    if n == 0:
+        return out
+    import pyarrow as pa
+
+    if isinstance(list_array, pa.ChunkedArray):
+        list_array = list_array.combine_chunks()
+    valid = ~np.asarray(list_array.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+    values = list_array.flatten().to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+    rows = np.repeat(np.flatnonzero(valid), k[valid])
+    starts = np.repeat(np.cumsum(k[valid]) - k[valid], k[valid])
+    cols = np.arange(len(values)) - starts
+    out[rows, cols] = values
+    return out
+
+
+@dataclass(frozen=True)
+class Records(Sequence):
+    """Columnar records of one task: a sequence of mappings with the fields of ``RECORD_FIELDS``.
+
+    Per-example access (``records[i]``, iteration) builds a dict; audits use the columns:
+    ``k``, ``gold``, ``pred``, ``correct``, ``strength``, ``vacuity``, ``max_prob`` (1-D) and
+    ``logits``, ``evidence``, ``alpha``, ``probs`` (NaN right-padded (n, K_max) float64).
+    """
+
+    task: str
+    meta: dict
+    doc_id: np.ndarray
+    k: np.ndarray
+    labels: list
+    gold: np.ndarray
+    pred: np.ndarray
+    correct: np.ndarray
+    logits: np.ndarray
+    evidence: np.ndarray
+    alpha: np.ndarray
+    strength: np.ndarray
+    vacuity: np.ndarray
+    max_prob: np.ndarray
+    path: Path | None = field(default=None, compare=False)
+
+    @property
+    def method(self) -> str:
+        return self.meta.get("method", "edl")
+
+    @property
+    def prior_weight(self) -> float:
+        return float(self.meta.get("prior_weight", 1.0))
+
+    @property
+    def has_alpha(self) -> bool:
+        return self.method != "softmax"
+
+    @property
+    def probs(self) -> np.ndarray:
+        """E[p]: α/S for evidential records, softmax of the logits otherwise (NaN padded)."""
+        if self.has_alpha:
+            return self.alpha / self.strength[:, None]
+        z = self.logits - np.nanmax(self.logits, axis=1, keepdims=True)
+        e = np.exp(z)
+        return e / np.nansum(e, axis=1, keepdims=True)
+
+    def __len__(self) -> int:
+        return len(self.doc_id)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        k = int(self.k[i])
+        return {
+            "task": self.task,
+            "doc_id": int(self.doc_id[i]),
+            "k": k,
+            "labels": list(self.labels[i]),
+            "gold": int(self.gold[i]),
+            "logits": self.logits[i, :k].tolist(),
+            "evidence": self.evidence[i, :k].tolist() if self.has_alpha else None,
+            "alpha": self.alpha[i, :k].tolist() if self.has_alpha else None,
+            "strength": float(self.strength[i]),
+            "vacuity": float(self.vacuity[i]),
+            "max_prob": float(self.max_prob[i]),
+            "pred": int(self.pred[i]),
+            "correct": bool(self.correct[i]),
+        }
+
+    @classmethod
+    def from_rows(cls, rows: Sequence[Mapping], *, task: str, meta: Mapping | None = None) -> Records:
+        """Records from per-example mappings (as produced by :func:`make_record`), sorted by doc_id."""
+        return cls._from_table(_rows_to_table(rows, task=task, meta=meta or {}), task=task)
+
+    def to_table(self):
+        return _rows_to_table(list(self), task=self.task, meta=self.meta)
+
+    @classmethod
+    def _from_table(cls, table, *, task: str, path: Path | None = None) -> Records:
+        raw = (table.schema.metadata or {}).get(META_KEY)
+        if raw is None:
+            raise RecordsError(f"{path or 'table'}: not an lm-eval-evidential records file (no metadata)")
+        meta = json.loads(raw)
+        version = meta.get("schema_version")
+        if version != SCHEMA_VERSION:
+            raise RecordsError(
+                f"{path}: records schema version {version!r}, this package reads version "
+                f"{SCHEMA_VERSION}; re-run the evaluation with this version of lm-eval-evidential"
+            )
+        missing = [f for f in RECORD_FIELDS if f not in table.column_names]
+        if missing:
+            raise RecordsError(f"{path}: records file lacks the fields {missing}")
+        n = table.num_rows
+        col = lambda name: table.column(name).to_numpy()  # noqa: E731
+        k = col("k").astype(np.int64)
+        lengths = {
+            name: np.asarray(
+                __import__("pyarrow").compute.list_value_length(table.column(name)).to_numpy(
+                    zero_copy_only=False
+                )
+            )
+            for name in ("labels", "logits")
+        }
+        for name, ln in lengths.items():
+            bad = np.flatnonzero(ln != k)
+            if bad.size:
+                i = int(bad[0])
+                raise RecordsError(f"{path}: row {i} has k={k[i]} but {ln[i]} {name}")
+        return cls(
+            task=task,
+            meta=meta,
+            doc_id=col("doc_id").astype(np.int64),
+            k=k,
+            labels=table.column("labels").to_pylist() if n <= 200_000 else _LazyLabels(table.column("labels")),
+            gold=col("gold").astype(np.int64),
+            pred=col("pred").astype(np.int64),
+            correct=col("correct").astype(bool),
+            logits=_padded(table.column("logits"), n, k),
+            evidence=_padded(table.column("evidence"), n, k),
+            alpha=_padded(table.column("alpha"), n, k),
+            strength=col("strength").astype(np.float64),
+            vacuity=col("vacuity").astype(np.float64),
+            max_prob=col("max_prob").astype(np.float64),
+            path=path,
+        )
+
+
+class _LazyLabels(Sequence):
+    """Label lists materialised per row, so loading millions of records makes no Python lists."""
+
+    def __init__(self, column):
+        self._column = column
+
+    def __len__(self):
+        return len(self._column)
+
+    def __getitem__(self, i):
+        return self._column[i].as_py()
+
+
+def _rows_to_table(rows: Sequence[Mapping], *, task: str, meta: Mapping):
+    import pyarrow as pa
+
+    rows = sorted(rows, key=lambda r: r["doc_id"])
+    ids = [r["doc_id"] for r in rows]
+    if len(set(ids)) != len(ids):
+        dup = next(i for i in ids if ids.count(i) > 1)
+        raise ValueError(f"{task}: doc_id {dup} appears more than once in the records")
+    f64_list = pa.list_(pa.float64())
+    schema = pa.schema(
+        [
+            ("task", pa.string()),
+            ("doc_id", pa.int64()),
+            ("k", pa.int32()),
+            ("labels", pa.list_(pa.string())),
+            ("gold", pa.int32()),
+            ("logits", f64_list),
+            ("evidence", f64_list),
+            ("alpha", f64_list),
+            ("strength", pa.float64()),
+            ("vacuity", pa.float64()),
+            ("max_prob", pa.float64()),
+            ("pred", pa.int32()),
+            ("correct", pa.bool_()),
+        ]
+    )
+    columns = {name: [r[name] for r in rows] for name in RECORD_FIELDS}
+    columns["task"] = [task] * len(rows)
+    full_meta = {"schema_version": SCHEMA_VERSION, "task": task, **dict(meta)}
+    schema = schema.with_metadata({META_KEY: json.dumps(full_meta, sort_keys=True).encode()})
+    return pa.table(columns, schema=schema)
+
+
+def atomic_write_bytes(path: Path, write) -> None:
+    """Call ``write(tmp_path)`` then rename onto ``path``: readers never see a partial file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        write(tmp)
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_records(path: str | os.PathLike, records: Records) -> Path:
+    """Write ``records`` to ``path`` (Parquet, atomically). Returns the path."""
+    import pyarrow.parquet as pq
+
+    table = records.to_table()
+    path = Path(path)
+    atomic_write_bytes(path, lambda tmp: pq.write_table(table, tmp))
+    return path
+
+
+def read_records_file(path: str | os.PathLike) -> Records:
+    """Read one records file, validating its schema version and shape."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    try:
+        table = pq.read_table(path)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise RecordsError(f"{path}: cannot read records file ({exc}); it is truncated or corrupted — re-run the evaluation") from exc
+    meta = json.loads((table.schema.metadata or {}).get(META_KEY, b"{}") or b"{}")
+    return Records._from_table(table, task=meta.get("task", path.stem), path=path)
+
+
+def records_path(folder: str | os.PathLike, task: str, date_id: str) -> Path:
+    return Path(folder) / f"records_{task}_{date_id}.parquet"
+
+
+def find_record_files(output_path: str | os.PathLike, task: str | None = None) -> dict[str, dict[str, Path]]:
+    """``{date_id: {task: path}}`` for every records file under ``output_path`` (recursive)."""
+    root = Path(output_path)
+    if root.suffix == ".json":
+        root = root.parent
+    if not root.exists():
+        raise FileNotFoundError(f"output path {root} does not exist; pass the folder given to --output_path")
+    runs: dict[str, dict[str, Path]] = {}
+    for p in root.rglob("records_*.parquet"):
+        m = _FILE_RE.match(p.name)
+        if m and (task is None or m["task"] == task):
+            runs.setdefault(m["date_id"], {})[m["task"]] = p
+    return runs
+
+
+def load_records(output_path: str | os.PathLike, task: str, *, run: str | None = None) -> Records:
+    """Load the records of ``task`` from the folder passed as ``--output_path``.
+
+    Takes the newest run there that has ``task`` unless ``run`` (a date_id such as
+    ``2026-11-21T20-15-03.123456``) names one; logs which file it read. The result is a
+    sequence of mappings with exactly the fields of ``RECORD_FIELDS`` plus columnar arrays.
+    """
+    runs = find_record_files(output_path, task)
+    if not runs:
+        raise FileNotFoundError(
+            f"no records for task {task!r} under {output_path}; run "
+            f"`lm_eval --model evidential --tasks {task} --output_path {output_path}` first"
+        )
+    if run is None:
+        run = max(runs)
+        if len(runs) > 1:
+            logger.info("%s: %d runs found, using the newest (%s)", task, len(runs), run)
+    elif run not in runs:
+        raise FileNotFoundError(f"no run {run!r} for task {task!r} under {output_path}; runs: {sorted(runs)}")
+    path = runs[run][task]
+    logger.info("loading %s records from %s", task, path)
+    return read_records_file(path)
