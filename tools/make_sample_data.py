@@ -108,7 +108,7 @@ def obqa_conductor(rng):
         return Item(stem, rng.choice(_CONDUCTORS), tuple(_INSULATORS))
     stem = rng.choice([
         "Which of these would best keep electricity from flowing?",
-        "{name} wants to cover a wire so it is safe to touch. The best covering is made like",
+        "{name} wants to cover a wire so it is safe to touch. The covering should be made of the same material as",
         "An electrical insulator, such as",
     ]).format(name=name)
     return Item(stem, rng.choice(_INSULATORS), tuple(_CONDUCTORS))
@@ -227,21 +227,26 @@ def obqa_plant(rng):
     return Item(stem, job, tuple(j for _, j in _PLANT_PARTS if j != job))
 
 
-_ENERGY = [("a toaster", "electrical", "heat"), ("a flashlight", "chemical", "light"),
-           ("a solar panel", "light", "electrical"), ("a windmill generator", "wind", "electrical"),
-           ("an electric fan", "electrical", "motion"), ("a loudspeaker", "electrical", "sound"),
-           ("a gas stove", "chemical", "heat"), ("a doorbell", "electrical", "sound"),
-           ("a wind-up toy car", "stored", "motion"), ("a light bulb", "electrical", "light")]
-_ENERGY_FORMS = ["heat", "light", "sound", "motion", "electrical", "magnetic"]
+# (device, source, output, distractors): distractors are chosen per device so that none is
+# also a large share of its output (a flashlight also makes electricity on the way to light).
+_ENERGY = [("a toaster", "electrical", "heat", ["sound", "motion", "magnetic", "chemical"]),
+           ("a flashlight", "chemical", "light", ["sound", "motion", "magnetic"]),
+           ("a solar panel", "light", "electrical", ["sound", "motion", "magnetic", "chemical"]),
+           ("a windmill generator", "wind", "electrical", ["sound", "light", "magnetic", "chemical"]),
+           ("an electric fan", "electrical", "motion", ["light", "magnetic", "chemical"]),
+           ("a loudspeaker", "electrical", "sound", ["light", "heat", "chemical"]),
+           ("a gas stove", "chemical", "heat", ["sound", "motion", "electrical", "magnetic"]),
+           ("a doorbell", "electrical", "sound", ["light", "heat", "chemical"]),
+           ("a wind-up toy car", "stored", "motion", ["light", "heat", "chemical", "electrical"])]
 
 
 def obqa_energy(rng):
-    device, src, out = rng.choice(_ENERGY)
+    device, src, out, wrong = rng.choice(_ENERGY)
     stem = rng.choice(["{D} mainly changes {s} energy into",
                        "When {d} is working, most of its {s} energy becomes",
                        "The useful energy given off by {d} is mostly"]).format(
         D=device[0].upper() + device[1:], d=device, s=src)
-    return Item(stem, out + " energy", tuple(f + " energy" for f in _ENERGY_FORMS if f not in (out, src)))
+    return Item(stem, out + " energy", tuple(f + " energy" for f in wrong))
 
 
 _RENEWABLE = ["wind", "sunlight", "trees", "flowing river water", "ocean tides", "heat from inside the Earth"]
@@ -286,13 +291,17 @@ _ADAPT = [("bat", "large ears", "find insects in the dark"), ("snake", "forked t
           ("porcupine", "sharp quills", "defend itself from predators"), ("eagle", "sharp talons", "grab its prey"),
           ("beaver", "strong front teeth", "cut through wood"), ("chameleon", "color-changing skin", "hide from predators"),
           ("woodpecker", "hard beak", "drill holes in trees"), ("fish", "gills", "breathe under water")]
+_MASS_OR_PLURAL = ("ears", "tongue", "whiskers", "eyes", "feet", "fur", "quills", "talons", "teeth", "skin", "gills")
 
 
 def obqa_adaptation(rng):
     animal, feature, use = rng.choice(_ADAPT)
-    stem = rng.choice(["The {f} of {a} most likely help it", "{A} uses its {f} to",
-                       "Why does {a} have {f}? To"]).format(f=feature, a=_article(animal),
-                                                           A=_article(animal).capitalize())
+    plural = feature.endswith(("ears", "whiskers", "eyes", "feet", "quills", "talons", "teeth", "gills"))
+    bare = feature.endswith(_MASS_OR_PLURAL)
+    stem = rng.choice(["The {f} of {a} most likely {help} it", "{A} uses its {f} to",
+                       "Why does {a} have {af}? To"]).format(
+        f=feature, a=_article(animal), A=_article(animal).capitalize(), help="help" if plural else "helps",
+        af=feature if bare else _article(feature))
     return Item(stem, use, tuple(u for _, _, u in _ADAPT if u != use))
 
 
@@ -300,12 +309,12 @@ _SPACE = [
     (["Day and night happen because", "We have daytime and nighttime because"], "the Earth spins on its axis"),
     (["The seasons change during the year because", "Summer and winter happen because"],
      "the Earth's axis is tilted"),
-    (["A year on Earth is the time it takes for", "It takes about 365 days for"],
-     "the Earth to travel once around the Sun"),
+    (["A year on Earth lasts about 365 days because", "A calendar year has about 365 days because"],
+     "the Earth takes that long to circle the Sun"),
     (["The Moon seems to change shape over a month because", "We see phases of the Moon because"],
      "we see different amounts of its lit side"),
-    (["Ocean tides rise and fall mostly because of", "High tide and low tide are caused mainly by"],
-     "the pull of the Moon's gravity"),
+    (["Ocean tides rise and fall mostly because", "High tide and low tide happen mainly because"],
+     "the Moon's gravity pulls on the oceans"),
     (["The Sun looks bigger than other stars because", "The Sun appears brighter than other stars because"],
      "it is much closer to the Earth"),
 ]
@@ -316,7 +325,8 @@ _SPACE_WRONG = ["the Sun moves around the Earth", "clouds block the Sun", "the E
 def obqa_space(rng):
     stems, right = rng.choice(_SPACE)
     stem = rng.choice(stems)
-    pool = [r for _, r in _SPACE if r != right] + _SPACE_WRONG
+    # The Earth's spin also shapes the daily tides, so it is no distractor for the tide question.
+    pool = [r for _, r in _SPACE if r != right and not (r.endswith("axis") and "oceans" in right)] + _SPACE_WRONG
     return Item(stem, right, tuple(rng.sample(pool, 5)))
 
 
@@ -527,7 +537,7 @@ def arc_classify(rng):
     stem = rng.choice(["{S} is best classified as", "How should a chemist classify {s}?",
                        "A sample of {s} would be described as"]).format(S=sub[0].upper() + sub[1:], s=sub)
     return Item(stem, kind, tuple(k for k in ("an element", "a compound", "a mixture") if k != kind)
-                + ("a single atom",))
+                + ("a form of energy",))
 
 
 _PARTICLES = [("packed closely together and vibrating in place", "solid"),
@@ -544,7 +554,7 @@ def arc_particles(rng):
                 + ("a plasma",))
 
 
-_VEHICLES = ["car", "train", "bus", "bicycle rider", "boat", "truck"]
+_VEHICLES = ["car", "train", "bus", "motorcycle", "boat", "truck"]
 
 
 def arc_speed(rng):
@@ -579,7 +589,7 @@ def arc_force(rng):
     return Item(stem, f"{a} m/s2", tuple(f"{w} m/s2" for w in wrong))
 
 
-_TRAITS = [("pea plants", "tall", "short", "T"), ("pea plants", "purple flowers", "white flowers", "P"),
+_TRAITS = [("pea plants", "tall stems", "short stems", "T"), ("pea plants", "purple flowers", "white flowers", "P"),
            ("pea plants", "round seeds", "wrinkled seeds", "R"), ("guinea pigs", "black fur", "white fur", "B"),
            ("corn plants", "yellow kernels", "white kernels", "Y"), ("rabbits", "brown fur", "white fur", "F")]
 _CROSSES = [("Aa", "Aa", 3, 1), ("Aa", "aa", 2, 2), ("AA", "aa", 4, 0), ("AA", "Aa", 4, 0), ("aa", "aa", 0, 4)]
@@ -593,7 +603,8 @@ def arc_punnett(rng):
     ask_dom = rng.random() < 0.5
     trait = dom if ask_dom else rec
     pct = 25 * (n_dom if ask_dom else n_rec)
-    stem = (f"In {org}, {dom} ({letter}) is dominant over {rec} ({letter.lower()}). "
+    stem = (f"In {org}, the allele for {dom} ({letter}) is dominant over the allele for {rec} "
+            f"({letter.lower()}). "
             f"If a {g1} parent is crossed with a {g2} parent, what percent of the offspring are expected "
             f"to have {trait}?")
     return Item(stem, f"{pct}%", tuple(f"{p}%" for p in (0, 25, 50, 75, 100) if p != pct))
@@ -656,7 +667,7 @@ _PLACES = [
     ("stethoscope", "doctor's office", ["candy store", "car wash", "theater", "farm", "gas station"]),
     ("lawn mower", "garden shed", ["bathtub", "cafeteria", "library", "bank", "bus"]),
     ("popcorn machine", "movie theater", ["dentist's office", "forest", "laundromat", "hospital room", "cave"]),
-    ("lifeguard", "swimming pool", ["art gallery", "office building", "hardware store", "bakery", "courtroom"]),
+    ("diving board", "swimming pool", ["art gallery", "office building", "hardware store", "bakery", "courtroom"]),
     ("oven mitt", "kitchen", ["garage", "playground", "hallway", "gym", "airport"]),
     ("saddle", "stable", ["aquarium", "office", "laundromat", "subway", "dentist"]),
     ("microscope", "laboratory", ["bowling alley", "beach", "shoe store", "playground", "barbershop"]),
@@ -788,10 +799,10 @@ def csqa_consequence(rng):
     name = rng.choice(NAMES)
     if right.startswith("it "):
         stem = rng.choice(["What will probably happen if you {a}?",
-                           "If {n} were to {a}, what would happen?"]).format(a=action, n=name)
+                           "What will happen if {n} decides to {a}?"]).format(a=action, n=name)
     else:
         stem = rng.choice(["What is likely to happen to you if you {a}?",
-                           "If {n} were to {a}, how would {n} probably end up?"]).format(a=action, n=name)
+                           "{n} plans to {a}. What will probably happen? {n} will"]).format(a=action, n=name)
     return Item(stem, right, tuple(wrong), concept)
 
 
@@ -931,7 +942,7 @@ def mmlu_college_mathematics(rng):
     if kind == 3:
         a, b = rng.sample(range(1, 10), 2)
         right = Fraction(a, b)
-        q = f"What is the limit of sin({a}x)/({b}x) as x approaches 0?"
+        q = f"What is the limit of sin({_poly([(a, 1)])})/({_poly([(b, 1)])}) as x approaches 0?".replace("/(x)", "/x")
         return _fmt(right), q, [_fmt(v) for v in _numeric_distractors(rng, right, [Fraction(b, a), Fraction(0), Fraction(1)])]
     if kind == 4:
         n, k = rng.randrange(5, 11), rng.randrange(2, 5)
@@ -968,7 +979,7 @@ def mmlu_high_school_mathematics(rng):
         pct, n = rng.choice([10, 15, 20, 25, 30, 40, 60, 75]), rng.choice([40, 60, 80, 120, 200, 240, 300])
         right = Fraction(pct * n, 100)
         q = f"What is {pct}% of {n}?"
-        return _fmt(right), q, [_fmt(v) for v in _numeric_distractors(rng, right, [Fraction(n, pct), right * 10, right + pct])]
+        return _fmt(right), q, [_fmt(v) for v in _numeric_distractors(rng, right, [right / 10, right * 10, right + pct])]
     if kind == 4:
         r, b = rng.randrange(2, 9), rng.randrange(2, 9)
         color = rng.choice(["red", "blue"])

@@ -289,8 +289,8 @@ def delong_test(y_true, score_a, score_b) -> tuple[float, float, float, float, f
     var = float(np.var(d10, ddof=1) / ba.n_id + np.var(d01, ddof=1) / ba.n_ood)
     if not var > 0:
         nan = undefined(
-            "DeLong test is undefined: the variance of the AUROC difference is 0 (the two scores "
-            f"order ID against OOD identically; auc_a={auc_a!r}, auc_b={auc_b!r})"
+            "DeLong test is undefined: the estimated variance of the AUROC difference is 0 (e.g. the "
+            f"two scores order ID against OOD identically; auc_a={auc_a!r}, auc_b={auc_b!r})"
         )
         return auc_a, auc_b, diff, nan, nan
     z = diff / np.sqrt(var)
