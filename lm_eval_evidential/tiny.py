@@ -215,6 +215,8 @@ def build_tiny_model(
 
     tmp = _fresh_dir(out_dir, overwrite)
     try:
+        if isinstance(corpus, str):  # one text, not an iterable of characters
+            corpus = [corpus]
         texts = list(_default_corpus() if corpus is None else corpus)
         if not texts:
             raise ValueError("corpus is empty; pass some text, or None for the bundled sample prompts")

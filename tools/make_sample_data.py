@@ -289,9 +289,10 @@ _ADAPT = [("bat", "large ears", "find insects in the dark"), ("snake", "forked t
           ("camel", "hump", "store fat for long trips"), ("duck", "webbed feet", "swim through water"),
           ("polar bear", "thick fur", "stay warm in the cold"), ("giraffe", "long neck", "reach high leaves"),
           ("porcupine", "sharp quills", "defend itself from predators"), ("eagle", "sharp talons", "grab its prey"),
-          ("beaver", "strong front teeth", "cut through wood"), ("chameleon", "color-changing skin", "hide from predators"),
+          ("beaver", "strong front teeth", "cut through wood"),
+          ("chameleon", "color-changing skin", "hide from predators"),
           ("woodpecker", "hard beak", "drill holes in trees"), ("fish", "gills", "breathe under water")]
-_MASS_OR_PLURAL = ("ears", "tongue", "whiskers", "eyes", "feet", "fur", "quills", "talons", "teeth", "skin", "gills")
+_MASS_OR_PLURAL = ("ears", "whiskers", "eyes", "feet", "fur", "quills", "talons", "teeth", "skin", "gills")
 
 
 def obqa_adaptation(rng):
@@ -753,8 +754,8 @@ _TOOL_USES = [
                                               "boiling eggs", "cleaning teeth"]),
     ("flashlight", "seeing in the dark", ["keeping food cold", "drying hair", "cutting bread", "tying knots",
                                           "sharpening pencils"]),
-    ("a bottle of sunscreen", "preventing sunburn", ["curing a cold", "cleaning shoes", "cooling soup", "fixing glasses",
-                                         "growing hair"]),
+    ("a bottle of sunscreen", "preventing sunburn", ["curing a cold", "cleaning shoes", "cooling soup",
+                                                     "fixing glasses", "growing hair"]),
 ]
 
 
@@ -908,7 +909,8 @@ def mmlu_abstract_algebra(rng):
         if which == 0:
             q, right, wrong = f"Find the degree of the field extension Q(sqrt({a}), sqrt({b})) over Q.", 4, [2, 6, 8]
         elif which == 1:
-            q, right, wrong = f"Find the degree of the field extension Q(sqrt({a}), cuberoot({b})) over Q.", 6, [3, 5, 9]
+            q = f"Find the degree of the field extension Q(sqrt({a}), cuberoot({b})) over Q."
+            right, wrong = 6, [3, 5, 9]
         else:
             q, right, wrong = f"Find the degree of the field extension Q(cuberoot({a})) over Q.", 3, [2, 6, 9]
         return right, q, wrong
@@ -943,7 +945,8 @@ def mmlu_college_mathematics(rng):
         a, b = rng.sample(range(1, 10), 2)
         right = Fraction(a, b)
         q = f"What is the limit of sin({_poly([(a, 1)])})/({_poly([(b, 1)])}) as x approaches 0?".replace("/(x)", "/x")
-        return _fmt(right), q, [_fmt(v) for v in _numeric_distractors(rng, right, [Fraction(b, a), Fraction(0), Fraction(1)])]
+        wrong = _numeric_distractors(rng, right, [Fraction(b, a), Fraction(0), Fraction(1)])
+        return _fmt(right), q, [_fmt(v) for v in wrong]
     if kind == 4:
         n, k = rng.randrange(5, 11), rng.randrange(2, 5)
         right = math.comb(n, k)
@@ -952,7 +955,8 @@ def mmlu_college_mathematics(rng):
     r = rng.randrange(2, 9)
     right = Fraction(r, r - 1)
     q = f"What is the sum of the infinite series 1 + 1/{r} + 1/{r}^2 + 1/{r}^3 + ...?"
-    return _fmt(right), q, [_fmt(v) for v in _numeric_distractors(rng, right, [Fraction(1, r - 1), Fraction(r - 1, r), Fraction(r + 1, r)])]
+    wrong = _numeric_distractors(rng, right, [Fraction(1, r - 1), Fraction(r - 1, r), Fraction(r + 1, r)])
+    return _fmt(right), q, [_fmt(v) for v in wrong]
 
 
 def mmlu_high_school_mathematics(rng):
@@ -979,7 +983,8 @@ def mmlu_high_school_mathematics(rng):
         pct, n = rng.choice([10, 15, 20, 25, 30, 40, 60, 75]), rng.choice([40, 60, 80, 120, 200, 240, 300])
         right = Fraction(pct * n, 100)
         q = f"What is {pct}% of {n}?"
-        return _fmt(right), q, [_fmt(v) for v in _numeric_distractors(rng, right, [right / 10, right * 10, right + pct])]
+        wrong = _numeric_distractors(rng, right, [right / 10, right * 10, right + pct])
+        return _fmt(right), q, [_fmt(v) for v in wrong]
     if kind == 4:
         r, b = rng.randrange(2, 9), rng.randrange(2, 9)
         color = rng.choice(["red", "blue"])
@@ -1180,6 +1185,7 @@ def _write_atomic(path: Path, data: bytes):
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600 files; package data must be world-readable
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

@@ -83,8 +83,8 @@ def doc_estimate(id_score, id_correct, target_score) -> float:
     confidence is taken as the drop in accuracy, so a more confident target set gets a higher
     estimate. This only makes sense when the score is a probability of being right on the
     accuracy scale (e.g. ``max_prob``); scores outside ``[0, 1]`` are rejected with a
-    ValueError, and even for ``[0, 1]`` scores such as ``l1_to_uniform`` the number has no
-    accuracy meaning. The result is not clipped to ``[0, 1]``: a value outside it signals that
+    ValueError, and a score that merely happens to lie in ``[0, 1]`` (e.g. ``l2_to_uniform``)
+    gives a number with no accuracy meaning. The result is not clipped to ``[0, 1]``: a value outside it signals that
     the linear assumption failed. NaN with a warning when either set is empty.
     """
     s_id = as_1d_float(id_score, "id_score")

@@ -266,8 +266,9 @@ def brier(probs, gold) -> float:
 
     The sum runs over each row's own ``K_i`` classes only (the NaN padding is not a class), so
     a row's score lies in ``[0, 2]``; lower is better. Same ``probs``/``gold`` conventions as
-    :func:`nll`. For a fixed K this equals :func:`sklearn.metrics.brier_score_loss` on
-    multi-class input (sum over classes, mean over examples, no division by K).
+    :func:`nll`. For a fixed K >= 3 this equals :func:`sklearn.metrics.brier_score_loss` (sum
+    over classes, mean over examples, no division by K); for K = 2 sklearn scores only the
+    positive class, which is half of this two-class sum.
     """
     p, _, mask, g = _probs_gold(probs, gold)
     if p.shape[0] == 0:

@@ -30,7 +30,10 @@ __all__ = [
 
 
 def _check_prior_weight(prior_weight) -> float:
-    lam = float(prior_weight)
+    try:
+        lam = float(prior_weight)
+    except (TypeError, ValueError):
+        lam = float("nan")
     if not (np.isfinite(lam) and lam > 0):
         raise ValueError(f"prior_weight (lambda) must be a finite number > 0, got {prior_weight!r}")
     return lam
@@ -47,33 +50,82 @@ def _padded(arr, name: str, *, positive: bool = False):
     if a.dtype.kind not in "biuf":
         raise ValueError(f"{name} must be numeric, got dtype {a.dtype}")
     a = a.astype(np.float64, copy=False)
-    nan = np.isnan(a)
-    k = a.shape[1] - nan.sum(axis=1)
+    present = ~np.isnan(a)
+    k = np.zeros(a.shape[0], dtype=np.int64)
+    for j in range(a.shape[1]):  # column loop: row reductions over a short axis are slow in numpy
+        k += present[:, j]
     mask = np.arange(a.shape[1]) < k[:, None]
-    if a.shape[0] and not np.array_equal(nan, ~mask):
-        i = int(np.flatnonzero((nan == mask).any(axis=1))[0])
+    if a.shape[0] == 0:
+        return a, k, mask
+    if not np.array_equal(present, mask):
+        i = int(np.flatnonzero((present != mask).any(axis=1))[0])
         raise ValueError(
             f"{name} row {i} has NaN before its last class value ({a[i].tolist()}); NaN is only allowed "
             "as right padding beyond the row's own K classes"
         )
-    if a.shape[0] and (k < 1).any():
+    if (k < 1).any():
         i = int(np.flatnonzero(k < 1)[0])
         raise ValueError(f"{name} row {i} is all NaN (K = 0); every example needs at least one class")
     if np.isinf(a).any():
         i, j = (int(v) for v in np.argwhere(np.isinf(a))[0])
         raise ValueError(f"{name} contains an infinite value at row {i}, column {j}: {a[i, j]!r}")
-    if positive and (a[mask] <= 0).any():
-        i, j = (int(v) for v in np.argwhere(mask & (a <= 0))[0])
+    if positive and (a <= 0).any():  # NaN padding compares False
+        i, j = (int(v) for v in np.argwhere(a <= 0)[0])
         raise ValueError(
             f"{name} must be > 0 (Dirichlet concentrations), got {a[i, j]!r} at row {i}, column {j}"
         )
-    return a, k.astype(np.int64), mask
+    return a, k, mask
 
 
-def _masked_sum(a: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    # np.where + sum rather than nansum: same result, but avoids the nansum copy and keeps
-    # padding out of the arithmetic explicitly.
-    return np.where(mask, a, 0.0).sum(axis=1)
+# ---- unchecked kernels on validated (arr, mask); padding may hold NaN and is ignored ----
+
+def _filled(x: np.ndarray, mask: np.ndarray, value: float) -> np.ndarray:
+    """``x`` with the padding set to ``value`` (``x`` itself when there is no padding).
+
+    copyto(where=) rather than np.where: np.where on 2-D arrays is ~6x slower here.
+    """
+    if mask.all():
+        return x
+    out = x.copy()
+    np.copyto(out, value, where=~mask)
+    return out
+
+
+def _masked_sum(x: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Row sums over each row's own classes, added strictly left to right.
+
+    A column loop rather than ``sum(axis=1)``: several times faster for (n, K<=8) arrays, and
+    the fixed left-to-right order makes the sum of an expanded row exactly ``((S + a) + b)...``
+    of the original sum S, which keeps matched-expansion ranks exactly unchanged.
+    """
+    xf = _filled(x, mask, 0.0)
+    if xf.shape[1] == 0:
+        return np.zeros(xf.shape[0])
+    acc = xf[:, 0].copy()
+    for j in range(1, xf.shape[1]):
+        acc += xf[:, j]
+    return acc
+
+
+def _masked_max(x: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    xf = _filled(x, mask, -np.inf)
+    acc = xf[:, 0].copy()
+    for j in range(1, xf.shape[1]):
+        np.maximum(acc, xf[:, j], out=acc)
+    return acc
+
+
+def _probs_of(a: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    return a / _masked_sum(a, mask)[:, None]
+
+
+def _entropy_of(p: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    return _masked_sum(entr(p), mask)  # entr(x) = -x log x, entr(0) = 0
+
+
+def _expected_entropy_of(a: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    s = _masked_sum(a, mask)
+    return digamma(s + 1.0) - _masked_sum(a * digamma(a + 1.0), mask) / s
 
 
 def class_counts(arr) -> np.ndarray:
@@ -90,7 +142,9 @@ def edl_alpha(logits, prior_weight: float = 1.0) -> np.ndarray:
     lam = _check_prior_weight(prior_weight)
     a, _, mask = _padded(logits, "logits")
     # Padding is zero-filled for the arithmetic (logaddexp warns on NaN) and restored after.
-    return np.where(mask, np.logaddexp(0.0, np.where(mask, a, 0.0)) + lam, np.nan)
+    out = np.logaddexp(0.0, _filled(a, mask, 0.0))
+    out += lam
+    return _filled(out, mask, np.nan)
 
 
 def strength(alpha) -> np.ndarray:
@@ -102,7 +156,7 @@ def strength(alpha) -> np.ndarray:
 def expected_probs(alpha) -> np.ndarray:
     """Expected class probabilities ``E[p_i] = alpha_i / S`` (NaN padding preserved)."""
     a, _, mask = _padded(alpha, "alpha", positive=True)
-    return a / _masked_sum(a, mask)[:, None]
+    return _probs_of(a, mask)
 
 
 def vacuity(alpha, prior_weight: float = 1.0) -> np.ndarray:
@@ -119,18 +173,15 @@ def vacuity(alpha, prior_weight: float = 1.0) -> np.ndarray:
 def entropy(probs) -> np.ndarray:
     """Shannon entropy ``H(p) = -sum_i p_i log p_i`` (natural log, ``0 log 0 = 0``) per row."""
     p, _, mask = _padded(probs, "probs")
-    return np.where(mask, entr(np.where(mask, p, 0.0)), 0.0).sum(axis=1)
+    return _entropy_of(p, mask)
 
 
 def softmax(logits) -> np.ndarray:
     """Row-wise softmax over each row's own K logits; padding stays NaN."""
     a, _, mask = _padded(logits, "logits")
-    z = np.where(mask, a, -np.inf)
-    z = z - z.max(axis=1, keepdims=True)
+    z = _filled(a, mask, -np.inf) - _masked_max(a, mask)[:, None]
     ez = np.exp(z)  # exp(-inf) = 0, so the padding contributes nothing to the normaliser
-    out = ez / ez.sum(axis=1, keepdims=True)
-    out[~mask] = np.nan
-    return out
+    return _filled(ez / _masked_sum(ez, mask)[:, None], mask, np.nan)
 
 
 def expected_entropy(alpha) -> np.ndarray:
@@ -140,9 +191,7 @@ def expected_entropy(alpha) -> np.ndarray:
     function (natural log units).
     """
     a, _, mask = _padded(alpha, "alpha", positive=True)
-    s = _masked_sum(a, mask)
-    terms = np.where(mask, a * digamma(np.where(mask, a, 1.0) + 1.0), 0.0).sum(axis=1)
-    return digamma(s + 1.0) - terms / s
+    return _expected_entropy_of(a, mask)
 
 
 def mutual_information(alpha) -> np.ndarray:
@@ -150,8 +199,8 @@ def mutual_information(alpha) -> np.ndarray:
 
     Not clipped at 0: values like -1e-17 are float cancellation at very large S, reported as is.
     """
-    a, _, _ = _padded(alpha, "alpha", positive=True)
-    return entropy(expected_probs(a)) - expected_entropy(a)
+    a, _, mask = _padded(alpha, "alpha", positive=True)
+    return _entropy_of(_probs_of(a, mask), mask) - _expected_entropy_of(a, mask)
 
 
 def invariant_extra_alpha(alpha) -> np.ndarray:
@@ -195,10 +244,16 @@ def expand_classes(alpha, extra: int, prior_weight: float = 1.0, rows=None):
             raise ValueError(
                 f"rows must be a boolean mask of shape ({n},), got dtype {grow.dtype} and shape {grow.shape}"
             )
-    new_k = k + np.where(grow, int(extra), 0)
-    width = int(new_k.max()) if n else a.shape[1] + int(extra)
+    return _expand(a, k, np.where(grow, int(extra), 0), lam)
+
+
+def _expand(a: np.ndarray, k: np.ndarray, extra: np.ndarray | int, lam: float):
+    """Unchecked core of :func:`expand_classes` on a validated batch; ``extra`` per row or scalar."""
+    n = a.shape[0]
+    new_k = k + extra
+    width = int(new_k.max()) if n else a.shape[1] + int(np.max(extra, initial=0))
     out = np.full((n, width), np.nan)
-    out[:, : a.shape[1]][mask] = a[mask]
+    out[:, : a.shape[1]] = a  # a's own padding is NaN already
     cols = np.arange(width)
-    out[(cols >= k[:, None]) & (cols < new_k[:, None])] = lam
+    np.copyto(out, lam, where=(cols >= k[:, None]) & (cols < new_k[:, None]))
     return out, new_k

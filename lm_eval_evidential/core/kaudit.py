@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .detection import _aupr_in_from, _auroc_from, _blocks
-from .dirichlet import _check_prior_weight, _padded, expand_classes
-from .scores import OOD_DEFAULT_SCORES, SCORES, compute_score
+from .detection import _aupr_in_from, _auroc_from, _merge_blocks
+from .dirichlet import _check_prior_weight, _expand, _padded, _probs_of
+from .scores import OOD_DEFAULT_SCORES, SCORES
 
 __all__ = [
     "CardinalityMismatchError",
@@ -56,7 +56,9 @@ class KCheck:
 def _as_k(k, name: str) -> np.ndarray:
     arr = np.asarray(k)
     if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
-        raise ValueError(f"{name} must be a 1-D integer array of class counts, got dtype {arr.dtype}, shape {arr.shape}")
+        raise ValueError(
+            f"{name} must be a 1-D integer array of class counts, got dtype {arr.dtype}, shape {arr.shape}"
+        )
     arr = arr.astype(np.int64, copy=False)
     if (arr < 1).any():
         i = int(np.flatnonzero(arr < 1)[0])
@@ -113,7 +115,9 @@ def check_cardinality(k_id, k_ood, *, policy: str = "assert", id_name: str = "ID
     if policy == "assert":
         if len(all_k) != 1:
             raise CardinalityMismatchError(
-                _mismatch_message("K mismatch between ID and OOD", id_name, hist_id, ood_name, hist_ood, _single(hist_id))
+                _mismatch_message(
+                    "K mismatch between ID and OOD", id_name, hist_id, ood_name, hist_ood, _single(hist_id)
+                )
             )
         k = next(iter(all_k))
         return KCheck(keep_id, keep_ood, 0, 0, True, k, k, policy)
@@ -138,10 +142,16 @@ def check_cardinality(k_id, k_ood, *, policy: str = "assert", id_name: str = "ID
 
 
 def _side_scores(alpha, k, names, lam) -> dict[str, np.ndarray]:
-    return {name: compute_score(name, probs=None, k=k, alpha=alpha, prior_weight=lam) for name in names}
+    # alpha is validated once by ksweep (expansions of it stay valid), so the registry's
+    # kernels are called directly instead of re-validating through compute_score per score.
+    mask = np.arange(alpha.shape[1]) < k[:, None]
+    p = _probs_of(alpha, mask)
+    return {name: SCORES[name].fn(p, k, mask, alpha, lam) for name in names}
 
 
-def ksweep(alpha_id, alpha_ood, *, prior_weight: float = 1.0, max_extra: int = 4, scores=OOD_DEFAULT_SCORES) -> list[dict]:
+def ksweep(
+    alpha_id, alpha_ood, *, prior_weight: float = 1.0, max_extra: int = 4, scores=OOD_DEFAULT_SCORES
+) -> list[dict]:
     """Paper 001 Table 1 on fixed alphas: how far each score's AUROC/AUPR-In moves when only K changes.
 
     For ``x = 0..max_extra`` zero-evidence classes (``alpha = lambda``) are appended to the
@@ -169,18 +179,21 @@ def ksweep(alpha_id, alpha_ood, *, prior_weight: float = 1.0, max_extra: int = 4
     a_ood, k_ood, _ = _padded(alpha_ood, "alpha_ood", positive=True)
     if a_id.shape[0] == 0 or a_ood.shape[0] == 0:
         raise ValueError(f"ksweep needs examples on both sides, got n_id={a_id.shape[0]}, n_ood={a_ood.shape[0]}")
-    y = np.concatenate((np.ones(a_id.shape[0], dtype=bool), np.zeros(a_ood.shape[0], dtype=bool)))
 
     def single_k(k):
         return int(k[0]) if (k == k[0]).all() else None
 
-    def metrics(s_id, s_ood):
-        b = _blocks(y, np.concatenate((s_id, s_ood)))
+    def metrics(sorted_id, sorted_ood):
+        b = _merge_blocks(sorted_id, sorted_ood)
         return _auroc_from(b), _aupr_in_from(b)
 
-    base_id = _side_scores(a_id, k_id, names, lam)
-    base_ood = _side_scores(a_ood, k_ood, names, lam)
-    base = {name: metrics(base_id[name], base_ood[name]) for name in names}
+    def sorted_scores(alpha, k):
+        return {name: np.sort(v) for name, v in _side_scores(alpha, k, names, lam).items()}
+
+    # Each side's scores are computed and sorted once per x and shared by both conditions.
+    base_id = sorted_scores(a_id, k_id)
+    base = {name: metrics(base_id[name], v) for name, v in sorted_scores(a_ood, k_ood).items()}
+    ood_cache: dict[int, tuple] = {}
 
     rows = []
     for condition in ("ood_only", "matched"):
@@ -188,11 +201,13 @@ def ksweep(alpha_id, alpha_ood, *, prior_weight: float = 1.0, max_extra: int = 4
             if x == 0:
                 res, kid_x, kood_x = base, k_id, k_ood
             else:
-                ax_ood, kood_x = expand_classes(a_ood, x, lam)
-                sc_ood = _side_scores(ax_ood, kood_x, names, lam)
+                if x not in ood_cache:
+                    ax_ood, kood_x = _expand(a_ood, k_ood, x, lam)
+                    ood_cache[x] = (kood_x, sorted_scores(ax_ood, kood_x))
+                kood_x, sc_ood = ood_cache.pop(x) if condition == "matched" else ood_cache[x]
                 if condition == "matched":
-                    ax_id, kid_x = expand_classes(a_id, x, lam)
-                    sc_id = _side_scores(ax_id, kid_x, names, lam)
+                    ax_id, kid_x = _expand(a_id, k_id, x, lam)
+                    sc_id = sorted_scores(ax_id, kid_x)
                 else:
                     kid_x, sc_id = k_id, base_id
                 res = {name: metrics(sc_id[name], sc_ood[name]) for name in names}

@@ -5,24 +5,27 @@ straight into :mod:`lm_eval_evidential.core.detection` (ID = positive = 1). ``p`
 predictive distribution passed as ``probs``: ``E[p] = alpha / S`` for EDL records, the softmax
 for ``method=softmax`` records. Natural logs throughout. ``lambda`` is the prior weight.
 
-=========================  ==========================================  ============  =====================================
-name                       formula                                     needs alpha?  K-sensitive in theory? (why)
-=========================  ==========================================  ============  =====================================
-``reciprocal_vacuity``     ``S / (lambda K)`` (= 1 / vacuity)          yes           yes: K in the formula; a zero-evidence
-                                                                                     class lowers it unless all evidence is 0
-``max_prob``               ``max_i p_i``                               no            yes: range ``[1/K, 1]``
-``neg_entropy``            ``-H(p) = sum_i p_i log p_i``               no            yes: range ``[-log K, 0]``
-``neg_norm_entropy``       ``-H(p) / log K`` (K >= 2)                  no            yes, less: range ``[-1, 0]`` for all K,
-                                                                                     but the distribution still moves with K
-``strength``               ``S = sum_i alpha_i``                       yes           yes: ``S >= lambda K``
-``neg_expected_entropy``   ``-E_Dir[H(p)]`` (aleatoric)                yes           yes: ``E_Dir[H]`` grows with K
-``neg_mutual_information`` ``-(H(E[p]) - E_Dir[H(p)])`` (epistemic)    yes           yes: MI of a flat Dirichlet grows with K
-``l2_norm``                ``||p||_2``                                 no            yes: range ``[1/sqrt(K), 1]``
-``l1_to_uniform``          ``sum_i |p_i - 1/K|``                       no            yes: range ``[0, 2 (1 - 1/K)]``
-``l2_to_uniform``          ``||p - 1/K||_2``                           no            yes: range ``[0, sqrt(1 - 1/K)]``
-``js_to_uniform``          ``JS(p, U_K) = H(m) - H(p)/2 - log(K)/2``,  no            yes: range ``[0, JS(vertex, U_K)]``
-                           ``m = (p + U_K) / 2``
-=========================  ==========================================  ============  =====================================
+==========================  ====================================  =====  ============================================
+name                        formula                               alpha  K-sensitive in theory? (why)
+==========================  ====================================  =====  ============================================
+``reciprocal_vacuity``      ``S / (lambda K)`` (= 1 / vacuity)    yes    yes: K in the formula; a zero-evidence class
+                                                                         lowers it unless all evidence is 0
+``max_prob``                ``max_i p_i``                         no     yes: range ``[1/K, 1]``
+``neg_entropy``             ``-H(p) = sum_i p_i log p_i``         no     yes: range ``[-log K, 0]``
+``neg_norm_entropy``        ``-H(p) / log K`` (K >= 2)            no     yes, less: range ``[-1, 0]`` for every K,
+                                                                         but the distribution still moves with K
+``strength``                ``S = sum_i alpha_i``                 yes    yes: ``S >= lambda K``
+``neg_expected_entropy``    ``-E_Dir[H(p)]`` (aleatoric)          yes    yes: ``E_Dir[H]`` grows with K
+``neg_mutual_information``  ``-(H(E[p]) - E_Dir[H(p)])``          yes    yes: MI of a flat Dirichlet grows with K
+``l2_norm``                 ``||p||_2``                           no     yes: range ``[1/sqrt(K), 1]``
+``l1_to_uniform``           ``sum_i |p_i - 1/K|``                 no     yes: range ``[0, 2 (1 - 1/K)]``
+``l2_to_uniform``           ``||p - 1/K||_2``                     no     yes: range ``[0, sqrt(1 - 1/K)]``
+``js_to_uniform``           ``JS(p, U_K) = H(m) - H(p)/2          no     yes: range ``[0, JS(vertex, U_K)]``
+                            - log(K)/2``, ``m = (p + U_K) / 2``
+==========================  ====================================  =====  ============================================
+
+"alpha" = needs Dirichlet alpha (absent for ``method=softmax`` records). ``neg_mutual_information``
+is epistemic (MI = H(E[p]) - E_Dir[H(p)]).
 
 The last four follow paper 003 (§2.3, the ATC score functions): distance to the uniform
 vector ``U_K`` is a *confidence* (farther from uniform = more confident), so they are used
@@ -43,7 +46,7 @@ from typing import Callable
 
 import numpy as np
 
-from .dirichlet import _check_prior_weight, _masked_sum, _padded, entropy, expected_entropy, expected_probs
+from .dirichlet import _check_prior_weight, _entropy_of, _expected_entropy_of, _masked_max, _masked_sum, _padded, _probs_of
 
 __all__ = ["ScoreSpec", "SCORES", "OOD_DEFAULT_SCORES", "compute_score", "available_scores"]
 
@@ -65,11 +68,11 @@ def _reciprocal_vacuity(p, k, mask, alpha, lam):
 
 
 def _max_prob(p, k, mask, alpha, lam):
-    return np.where(mask, p, -np.inf).max(axis=1)
+    return _masked_max(p, mask)
 
 
 def _neg_entropy(p, k, mask, alpha, lam):
-    return -entropy(p)
+    return -_entropy_of(p, mask)
 
 
 def _neg_norm_entropy(p, k, mask, alpha, lam):
@@ -79,7 +82,7 @@ def _neg_norm_entropy(p, k, mask, alpha, lam):
             f"neg_norm_entropy needs K >= 2 (it divides by log K), but example {i} has K = {int(k[i])}; "
             "drop single-option examples or use neg_entropy"
         )
-    return -entropy(p) / np.log(k)
+    return -_entropy_of(p, mask) / np.log(k)
 
 
 def _strength(p, k, mask, alpha, lam):
@@ -87,11 +90,11 @@ def _strength(p, k, mask, alpha, lam):
 
 
 def _neg_expected_entropy(p, k, mask, alpha, lam):
-    return -expected_entropy(alpha)
+    return -_expected_entropy_of(alpha, mask)
 
 
 def _neg_mutual_information(p, k, mask, alpha, lam):
-    return expected_entropy(alpha) - entropy(expected_probs(alpha))
+    return _expected_entropy_of(alpha, mask) - _entropy_of(p, mask)
 
 
 def _l2_norm(p, k, mask, alpha, lam):
@@ -109,7 +112,7 @@ def _l2_to_uniform(p, k, mask, alpha, lam):
 
 def _js_to_uniform(p, k, mask, alpha, lam):
     m = 0.5 * (p + 1.0 / k[:, None])
-    return entropy(m) - 0.5 * entropy(p) - 0.5 * np.log(k)
+    return _entropy_of(m, mask) - 0.5 * _entropy_of(p, mask) - 0.5 * np.log(k)
 
 
 SCORES: dict[str, ScoreSpec] = {
@@ -164,41 +167,41 @@ def compute_score(name: str, *, probs, k, alpha=None, prior_weight: float = 1.0)
     if spec is None:
         raise ValueError(f"unknown score {name!r}; valid scores are: {', '.join(SCORES)}")
     lam = _check_prior_weight(prior_weight)
-    if alpha is not None:
-        alpha, k_alpha, _ = _padded(alpha, "alpha", positive=True)
-        if probs is None:
-            probs = expected_probs(alpha)
-    elif spec.needs_alpha:
+    if alpha is None and spec.needs_alpha:
         raise ValueError(
             f"score {name!r} needs Dirichlet alpha, but alpha is None: these records came from "
             "method=softmax, where there is no evidence and vacuity/strength are undefined; use one of "
             f"{', '.join(available_scores(False))}"
         )
-    if probs is None:
+    if alpha is None and probs is None:
         raise ValueError("probs is None and no alpha was given to derive it from")
-    p, k_p, mask = _padded(probs, "probs")
-    _check_simplex(p, mask)
+    if alpha is not None:
+        a, k_rows, mask = _padded(alpha, "alpha", positive=True)
+    if probs is None:
+        p = _probs_of(a, mask)  # derived from validated alpha: nothing further to check
+    else:
+        p, k_p, mask_p = _padded(probs, "probs")
+        _check_simplex(p, mask_p)
+        if alpha is None:
+            k_rows, mask = k_p, mask_p
+        elif p.shape[0] != a.shape[0] or not np.array_equal(k_p, k_rows):
+            raise ValueError(
+                f"alpha (shape {a.shape}) and probs (shape {p.shape}) must describe the same examples "
+                "with the same K per row"
+            )
+        elif p.shape[1] != a.shape[1]:  # one carries extra all-NaN columns: trim both to max K
+            width = int(k_rows.max()) if k_rows.size else 0
+            a, p, mask = a[:, :width], p[:, :width], mask[:, :width]
     k_arr = np.asarray(k)
     if k_arr.ndim != 1 or k_arr.shape[0] != p.shape[0] or k_arr.dtype.kind not in "iu":
         raise ValueError(
             f"k must be a 1-D integer array of length {p.shape[0]} (one class count per example), "
             f"got dtype {k_arr.dtype} and shape {k_arr.shape}"
         )
-    k_arr = k_arr.astype(np.int64, copy=False)
-    if not np.array_equal(k_arr, k_p):
-        i = int(np.flatnonzero(k_arr != k_p)[0])
+    if not np.array_equal(k_arr, k_rows):
+        i = int(np.flatnonzero(k_arr != k_rows)[0])
         raise ValueError(
-            f"k disagrees with probs at example {i}: k = {int(k_arr[i])} but the row has {int(k_p[i])} "
-            "non-NaN values; rows must be NaN right-padded beyond their own K"
+            f"k disagrees with the scores' input at example {i}: k = {int(k_arr[i])} but the row has "
+            f"{int(k_rows[i])} non-NaN values; rows must be NaN right-padded beyond their own K"
         )
-    if alpha is not None:
-        if alpha.shape[0] != p.shape[0] or not np.array_equal(k_alpha, k_p):
-            raise ValueError(
-                f"alpha (shape {alpha.shape}) and probs (shape {p.shape}) must describe the same examples "
-                "with the same K per row"
-            )
-        # Align widths so mask indexing works when one array carries extra all-NaN columns.
-        alpha = alpha[:, : p.shape[1]] if alpha.shape[1] >= p.shape[1] else np.pad(
-            alpha, ((0, 0), (0, p.shape[1] - alpha.shape[1])), constant_values=np.nan
-        )
-    return spec.fn(p, k_arr, mask, alpha, lam)
+    return spec.fn(p, k_rows, mask, a if alpha is not None else None, lam)

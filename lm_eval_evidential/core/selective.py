@@ -24,6 +24,8 @@ __all__ = ["rejection_curve", "prr", "risk_coverage_curve", "aurc", "plot_risk_c
 
 def _by_confidence(score: np.ndarray, quality: np.ndarray) -> np.ndarray:
     """Quality ordered from most to least confident, tie groups replaced by their group mean."""
+    if score.size == 0:
+        return np.zeros(0)
     order = np.argsort(-score, kind="stable")
     s = score[order]
     q = quality[order]
@@ -72,7 +74,7 @@ def _capped_area(curve: np.ndarray, cap: float) -> float:
 def prr(score, correct, rejection_cap: float = 0.5) -> float:
     """Prediction rejection ratio: how much of the oracle's rejection gain the score achieves.
 
-    ``PRR = (A_score - A_random) / (A_oracle - A_random)`` (Malinin et al. 2021; the selective
+    ``PRR = (A_score - A_random) / (A_oracle - A_random)`` (Malinin & Gales 2021; the selective
     generation metric of paper 004 §4.1, which caps rejection at 0.75 while earlier work used
     0.5). 1 = ranks like the oracle, 0 = no better than random, < 0 = worse than random.
     ``score``: higher = more confident; ``correct``: 1/0 quality.
@@ -185,9 +187,8 @@ def plot_risk_coverage(score, correct, *, ax=None, label: str | None = None, tit
 def spearman(score, correct) -> float:
     """Spearman rank correlation between ``score`` and correctness (scipy.stats.spearmanr).
 
-    Ties get average ranks (so with 0/1 correctness this is the rank-biserial-type point
-    correlation of the score ranks with correctness). Positive = more confident examples are
-    more often correct. NaN with a warning when either input is constant or ``n < 2``.
+    Ties get average ranks (0/1 correctness is two tie groups), as in paper 004 §4.1, which
+    reports it next to PRR. Positive = more confident examples are more often correct. NaN with a warning when either input is constant or ``n < 2``.
     """
     s = as_1d_float(score, "score")
     y = as_binary_labels(correct, "correct").astype(np.float64)

@@ -30,23 +30,31 @@ class EvidentialInputError(ValueError):
 
 class EvidentialLM(HFLM):
     """See the module docstring. Extra model_args: ``method`` (edl | ib_edl | softmax),
-    ``prior_weight`` (λ, default 1), ``num_noises`` (20), ``sigma_mult`` (0), ``seed`` (0)."""
+    ``prior_weight`` (λ, default 1), ``num_noises`` (20), ``sigma_mult`` (0), ``seed`` (0).
+    When ``peft`` is a folder written by ``lm-eval-evidential train`` (it holds
+    ``evidential_config.json``), the first four default to the values trained with; model_args
+    given explicitly win."""
 
     def __init__(
         self,
         pretrained: Any = None,
-        method: str = "edl",
-        prior_weight: float = 1.0,
-        num_noises: int = 20,
-        sigma_mult: float = 0.0,
-        seed: int = 0,
+        method: str | None = None,
+        prior_weight: float | None = None,
+        num_noises: int | None = None,
+        sigma_mult: float | None = None,
+        seed: int | None = None,
         **kwargs,
     ) -> None:
+        from lm_eval_evidential.train import head_defaults
+
+        # None = not given: the adapter's metadata, then HeadConfig's defaults, fill it in.
+        given = {"method": method, "prior_weight": prior_weight, "num_noises": num_noises, "sigma_mult": sigma_mult}
+        settings = {**head_defaults(kwargs.get("peft")), **{k: v for k, v in given.items() if v is not None}}
+        casts = {"method": str, "prior_weight": float, "num_noises": int, "sigma_mult": float}
         # Validate the head before loading gigabytes of weights.
         self.head = HeadConfig(
-            method=str(method), prior_weight=float(prior_weight), num_noises=int(num_noises),
-            sigma_mult=float(sigma_mult), seed=int(seed),
-        )  # fmt: skip
+            **{k: casts[k](v) for k, v in settings.items()}, **({} if seed is None else {"seed": int(seed)})
+        )
         self._pretrained_name = str(pretrained)
         self._peft_path = kwargs.get("peft")
         try:
@@ -60,6 +68,19 @@ class EvidentialLM(HFLM):
                 ) from exc
             raise
         self.model.eval()
+
+    @classmethod
+    def create_from_arg_string(cls, arg_string: str, additional_config: dict | None = None):
+        from lm_eval.utils import simple_parse_args_string
+
+        return cls.create_from_arg_obj(simple_parse_args_string(arg_string), additional_config)
+
+    @classmethod
+    def create_from_arg_obj(cls, arg_dict: dict, additional_config: dict | None = None):
+        # The CLI passes its own --device/--batch_size as additional_config; a value given
+        # explicitly in --model_args wins instead of raising "multiple values for keyword".
+        extra = {k: v for k, v in (additional_config or {}).items() if v is not None and k not in arg_dict}
+        return cls(**arg_dict, **extra)
 
     # ------------------------------------------------------------------ tokenisation
     def _answer_ids(self, context: str, context_ids: list[int], continuations: list[str], where: str) -> list[int]:

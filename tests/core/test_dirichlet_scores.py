@@ -215,7 +215,8 @@ def test_js_to_uniform_matches_scipy_distance_squared(rows):
     k = D.class_counts(probs)
     js = S.compute_score("js_to_uniform", probs=probs, k=k)
     for i in range(len(rows)):
-        ref = jensenshannon(probs[i, : k[i]], np.full(k[i], 1.0 / k[i])) ** 2
+        # scipy returns NaN (sqrt of a rounding-negative divergence) for p ~= uniform: that is 0
+        ref = np.nan_to_num(jensenshannon(probs[i, : k[i]], np.full(k[i], 1.0 / k[i])) ** 2)
         np.testing.assert_allclose(js[i], ref, rtol=1e-6, atol=1e-12)
 
 
@@ -235,6 +236,18 @@ def test_probs_can_be_derived_from_alpha():
             S.compute_score(name, probs=None, k=k, alpha=alpha),
             S.compute_score(name, probs=D.expected_probs(alpha), k=k, alpha=alpha),
         )
+
+
+def test_alpha_and_probs_of_different_width_and_mismatch():
+    alpha = pad([[3.0, 1.0, 2.0], [1.0, 4.0]])
+    k = D.class_counts(alpha)
+    wide = np.hstack([D.expected_probs(alpha), np.full((2, 2), np.nan)])  # extra all-NaN columns
+    for name in S.SCORES:
+        np.testing.assert_array_equal(
+            S.compute_score(name, probs=wide, k=k, alpha=alpha), S.compute_score(name, probs=None, k=k, alpha=alpha)
+        )
+    with pytest.raises(ValueError, match="same examples"):
+        S.compute_score("max_prob", probs=pad([[0.5, 0.5], [0.5, 0.5]]), k=np.array([2, 2]), alpha=alpha)
 
 
 def test_registry_api_and_errors():

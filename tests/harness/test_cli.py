@@ -52,7 +52,7 @@ def test_stock_cli_end_to_end(tiny_model, tiny_adapter, mirror, tmp_path):
     proc = run(
         [
             "lm_eval", "--model", "evidential",
-            "--model_args", f"pretrained={tiny_model},peft={tiny_adapter},device=cpu,dtype=float32,batch_size=4",
+            "--model_args", f"pretrained={tiny_model},peft={tiny_adapter},device=cpu,dtype=float32", "--batch_size", "4",
             "--tasks", "obqa_edl,arc_c_edl", "--output_path", str(out_dir), "--limit", "6",
         ],
         env_extra={"EVIDENTIAL_DATA_DIR": str(mirror)}, cwd=tmp_path,
@@ -73,7 +73,7 @@ def test_stock_hf_model_runs_our_tasks(tiny_model, mirror, tmp_path):
     import lm_eval_evidential
 
     proc = run(
-        ["lm_eval", "--model", "hf", "--model_args", f"pretrained={tiny_model},device=cpu,dtype=float32",
+        ["lm_eval", "--model", "hf", "--model_args", f"pretrained={tiny_model},dtype=float32", "--device", "cpu",
          "--tasks", "obqa_edl", "--limit", "4", "--output_path", str(tmp_path / "out")],
         env_extra={"EVIDENTIAL_DATA_DIR": str(mirror)}, cwd=tmp_path,
     )  # fmt: skip

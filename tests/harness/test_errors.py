@@ -10,7 +10,7 @@ import pytest
 from lm_eval_evidential.harness.docs import DatasetError
 from lm_eval_evidential.harness.model import EvidentialInputError
 
-from .test_model import evaluate, make_lm
+from .test_model import evaluate, make_lm, our_tasks
 
 
 def write_rows(mirror, rel, rows):
@@ -34,9 +34,7 @@ def arc_row(qid, labels, key, texts=None):
 
 
 def load(task):
-    from lm_eval.tasks import TaskManager
-
-    return TaskManager().load([task])["tasks"][task]
+    return our_tasks().load([task])["tasks"][task]
 
 
 @pytest.mark.parametrize(
@@ -91,7 +89,7 @@ def test_adapter_for_another_base_model(tiny_model, tmp_path):
 def test_non_finite_logits_name_the_doc(tiny_model, use_mirror, monkeypatch):
     lm = make_lm(tiny_model)
     original = lm._last_logits
-    monkeypatch.setattr(lm, "_last_logits", lambda batch: original(batch).fill_(float("inf")))
+    monkeypatch.setattr(lm, "_last_logits", lambda batch: original(batch).clone().fill_(float("inf")))
     with pytest.raises(EvidentialInputError, match=r"obqa_edl.*doc \d+.*non-finite answer logit inf.*bfloat16"):
         evaluate(lm, ["obqa_edl"], limit=2)
 

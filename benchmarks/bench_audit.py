@@ -1,0 +1,154 @@
+"""Wall-time benchmark of the full OOD audit on synthetic EDL outputs.
+
+    python benchmarks/bench_audit.py [--n 1000000] [--seed 0] [--max-extra 4]
+
+``--n`` ID and ``--n`` OOD examples with K = 4 (plus an OOD copy where 10% of the examples
+have K = 5, for the cardinality-mismatch demo); every registered score; AUROC with DeLong
+CI, AUPR-In/Out and FPR@95%TPR per score; the K sweep (paper 001, Table 1). Each step's wall
+time is printed next to its ratio to one ``sklearn.metrics.roc_auc_score`` call on the same
+2n examples, measured in this run. Target: the whole audit within 60 s on 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+from sklearn.metrics import roc_auc_score  # noqa: E402
+
+from lm_eval_evidential.core import dirichlet as D  # noqa: E402
+from lm_eval_evidential.core.detection import detection_report  # noqa: E402
+from lm_eval_evidential.core.kaudit import (  # noqa: E402
+    CardinalityMismatchError,
+    check_cardinality,
+    classify_k_sensitivity,
+    ksweep,
+)
+from lm_eval_evidential.core.scores import SCORES, compute_score  # noqa: E402
+
+
+def synthetic_logits(rng, n, k, boost):
+    """Answer-token logits: one 'preferred' option gets ``boost`` extra on average."""
+    logits = rng.standard_normal((n, k)) * 1.5
+    logits[np.arange(n), rng.integers(0, k, n)] += rng.normal(boost, 1.0, n)
+    return logits
+
+
+class Timer:
+    def __init__(self):
+        self.rows = []
+
+    def __call__(self, label, fn, *args, **kwargs):
+        t0 = time.perf_counter()
+        out = fn(*args, **kwargs)
+        self.rows.append((label, time.perf_counter() - t0))
+        return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=1_000_000, help="examples per side (default 1,000,000)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--max-extra", type=int, default=4)
+    args = ap.parse_args(argv)
+    n = args.n
+    rng = np.random.default_rng(args.seed)
+    timer = Timer()
+    t_all = time.perf_counter()
+
+    logits_id = timer("generate synthetic logits", lambda: synthetic_logits(rng, n, 4, 3.0))
+    logits_ood = synthetic_logits(rng, n, 4, 2.0)
+    alpha_id = timer("edl_alpha (2n x 4)", lambda: (D.edl_alpha(logits_id), D.edl_alpha(logits_ood)))
+    alpha_id, alpha_ood = alpha_id
+    k_id, k_ood = D.class_counts(alpha_id), D.class_counts(alpha_ood)
+    y = np.r_[np.ones(n, dtype=bool), np.zeros(n, dtype=bool)]
+
+    def all_scores():
+        out = {}
+        for name in SCORES:
+            s_id = compute_score(name, probs=None, k=k_id, alpha=alpha_id)
+            s_ood = compute_score(name, probs=None, k=k_ood, alpha=alpha_ood)
+            out[name] = np.concatenate((s_id, s_ood))
+        return out
+
+    scores = timer(f"compute {len(SCORES)} scores", all_scores)
+
+    t0 = time.perf_counter()
+    ref_auc = roc_auc_score(y, scores["reciprocal_vacuity"])
+    t_sklearn = time.perf_counter() - t0
+
+    reports = timer(
+        f"detection ({len(SCORES)} scores: AUROC+DeLong CI, AUPR-In/Out, FPR95)",
+        lambda: {name: detection_report(y, s) for name, s in scores.items()},
+    )
+    assert abs(reports["reciprocal_vacuity"]["auroc"] - ref_auc) <= 1e-12
+
+    sweep = timer(f"K sweep (x = 0..{args.max_extra}, 3 scores, 2 conditions)",
+                  lambda: ksweep(alpha_id, alpha_ood, max_extra=args.max_extra))
+    sensitivity = classify_k_sensitivity(sweep)
+
+    # Mismatch demo: 10% of OOD examples get a fifth option (an extra zero-evidence-ish logit).
+    mixed = np.full((n, 5), np.nan)
+    mixed[:, :4] = logits_ood
+    five = rng.random(n) < 0.10
+    mixed[five, 4] = rng.normal(-2.0, 1.0, int(five.sum()))
+    alpha_mixed = D.edl_alpha(mixed)
+    k_mixed = D.class_counts(alpha_mixed)
+
+    def mismatch_demo():
+        try:
+            check_cardinality(k_id, k_mixed, id_name="synthetic_id", ood_name="synthetic_ood_mixed")
+            raise AssertionError("expected a CardinalityMismatchError")
+        except CardinalityMismatchError as err:
+            message = str(err)
+        rv_id = compute_score("reciprocal_vacuity", probs=None, k=k_id, alpha=alpha_id)
+        rv_mixed = compute_score("reciprocal_vacuity", probs=None, k=k_mixed, alpha=alpha_mixed)
+        report = check_cardinality(k_id, k_mixed, policy="report")
+        as_is = detection_report(y, np.concatenate((rv_id, rv_mixed)))["auroc"]
+        kept = check_cardinality(k_id, k_mixed, policy="restrict")
+        y_r = np.r_[np.ones(kept.keep_id.sum(), bool), np.zeros(kept.keep_ood.sum(), bool)]
+        restricted = detection_report(y_r, np.concatenate((rv_id[kept.keep_id], rv_mixed[kept.keep_ood])))["auroc"]
+        return message, report.matched, as_is, restricted, kept.n_dropped_ood
+
+    message, matched, auc_as_is, auc_restricted, dropped = timer("K check + mismatch demo (assert/report/restrict)",
+                                                                 mismatch_demo)
+    total = time.perf_counter() - t_all
+
+    print(f"# bench_audit: n_id = n_ood = {n:,}  |  python {platform.python_version()}, numpy {np.__version__}, "
+          f"{os.cpu_count()} CPU(s)")
+    print(f"\nreference: sklearn roc_auc_score on the same {2 * n:,} examples (one score): {t_sklearn:.3f} s\n")
+    print(f"{'step':<66}{'wall s':>9}{'x sklearn':>11}")
+    for label, t in timer.rows:
+        print(f"{label:<66}{t:>9.3f}{t / t_sklearn:>11.2f}")
+    print(f"{'TOTAL (everything above, incl. data generation)':<66}{total:>9.3f}{total / t_sklearn:>11.2f}")
+    per_score = dict(timer.rows)[next(lbl for lbl, _ in timer.rows if lbl.startswith("detection"))] / len(SCORES)
+    print(f"{'  per score: full detection report':<66}{per_score:>9.3f}{per_score / t_sklearn:>11.2f}")
+
+    print(f"\n{'score':<24}{'AUROC':>8}{'95% DeLong CI':>22}{'AUPR-In':>9}{'AUPR-Out':>9}{'FPR95':>8}")
+    for name, r in reports.items():
+        ci = f"[{r['auroc_lo']:.4f}, {r['auroc_hi']:.4f}]"
+        print(f"{name:<24}{r['auroc']:>8.4f}{ci:>22}{r['aupr_in']:>9.4f}{r['aupr_out']:>9.4f}{r['fpr_at_tpr']:>8.4f}")
+
+    print(f"\nK sweep (paper 001, Table 1 layout), reciprocal_vacuity:")
+    print(f"{'condition':<10}{'K_ID':>5}{'K_OOD':>6}{'AUROC':>8}{'dAUROC':>9}{'AUPR':>8}{'dAUPR':>9}")
+    for r in sweep:
+        if r["score"] == "reciprocal_vacuity":
+            print(f"{r['condition']:<10}{r['k_id']:>5}{r['k_ood']:>6}{r['auroc']:>8.3f}{r['delta_auroc']:>+9.3f}"
+                  f"{r['aupr_in']:>8.3f}{r['delta_aupr']:>+9.3f}")
+    print("K sensitivity:", sensitivity)
+
+    print(f"\nmismatch demo: OOD with 10% K=5 -> assert raised CardinalityMismatchError:\n  {message[:160]}...")
+    print(f"  report (matched={matched}): reciprocal_vacuity AUROC {auc_as_is:.4f}  |  restrict "
+          f"(dropped {dropped:,} OOD): {auc_restricted:.4f}")
+    print(f"\ntotal {total:.1f} s (target < 60 s on 2 cores): {'OK' if total < 60 else 'OVER TARGET'}")
+
+
+if __name__ == "__main__":
+    main()
