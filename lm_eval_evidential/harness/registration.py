@@ -88,7 +88,9 @@ def write_run_records(tracker, results) -> list[Path]:
         return []
     written = []
     for task, records in collected.items():
-        meta = {**records.meta, "date_id": date_id}
+        from lm_eval_evidential import __version__
+
+        meta = {**records.meta, "date_id": date_id, "package_version": __version__}
         from dataclasses import replace
 
         path = write_records(records_path(folder, task, date_id), replace(records, meta=meta))

@@ -143,10 +143,29 @@ class EvidentialMCQATask(ConfigurableTask):
         return self.config.validation_split in getattr(self, "dataset", {})
 
     # -- scoring --------------------------------------------------------------------------
-    def process_results(self, doc: dict, results) -> dict:
+    @property
+    def fingerprint(self) -> dict:
+        """What defines this task's records besides the model: prompt template, answer set, version."""
+        if getattr(self, "_fingerprint", None) is not None:
+            return self._fingerprint
+        import hashlib
+
+        template = self.config.doc_to_text if isinstance(self.config.doc_to_text, str) else repr(self.config.doc_to_text)
+        self._fingerprint = {
+            "prompt_template_sha256": hashlib.sha256(template.encode()).hexdigest()[:16],
+            "answer_tokens": self.answer_tokens,
+            "task_version": self.VERSION,
+        }
+        return self._fingerprint
+
+    def _item(self, doc: dict, results) -> dict:
         record, meta = record_from_results(self.config.task, doc, results)
+        return {"record": record, "meta": {**meta, **self.fingerprint}}
+
+    def process_results(self, doc: dict, results) -> dict:
+        item = self._item(doc, results)
+        record = item["record"]
         probs, gold = _probs_gold(record)
-        item = {"record": record, "meta": meta}
         return {
             "acc": float(record["correct"]),
             "ece": item,
@@ -224,8 +243,7 @@ class OODPairTask(EvidentialMCQATask):
         return list((self.config.metadata or {}).get("scores") or OOD_DEFAULT_SCORES)
 
     def process_results(self, doc: dict, results) -> dict:
-        record, meta = record_from_results(self.config.task, doc, results)
-        item = {"record": record, "meta": meta, "side": doc["side"]}
+        item = {**self._item(doc, results), "side": doc["side"]}
         out = {}
         for score in self.scores:
             out[f"auroc_{score}"] = item

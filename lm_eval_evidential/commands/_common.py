@@ -1,0 +1,72 @@
+"""What every audit subcommand shares: the output-path argument, loading records, JSON and tables."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+
+def add_output_path(parser) -> None:
+    parser.add_argument("output_path", help="the folder given to lm_eval --output_path")
+    parser.add_argument("--run", default=None, help="a run's date_id (default: the newest run that has the task)")
+
+
+def add_json(parser) -> None:
+    parser.add_argument("--json", dest="json_path", default=None, metavar="FILE", help="also write the rows as a JSON list")
+
+
+def split_tasks(value: str) -> list[str]:
+    tasks = [t.strip() for t in value.split(",") if t.strip()]
+    if not tasks:
+        raise SystemExit(f"no task names in {value!r}")
+    return tasks
+
+
+def load(output_path: str, task: str, run: str | None = None):
+    from lm_eval_evidential.records import load_records
+
+    return load_records(output_path, task, run=run)
+
+
+def _jsonable(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return None if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if hasattr(value, "item"):  # numpy scalars
+        return _jsonable(value.item())
+    return value
+
+
+def write_json(path: str | Path, rows) -> Path:
+    """Write ``rows`` as JSON atomically. NaN becomes null (JSON has no NaN); reasons stay."""
+    from lm_eval_evidential.records import atomic_write_bytes
+
+    text = json.dumps(_jsonable(rows), indent=2, sort_keys=False)
+    path = Path(path)
+
+    def write(tmp):
+        Path(tmp).write_text(text + "\n", encoding="utf-8")
+
+    atomic_write_bytes(path, write)
+    return path
+
+
+def format_table(rows: Sequence[dict], columns: Sequence[str]) -> str:
+    """A plain-text table (floats to 4 decimals, NaN shown as 'nan')."""
+
+    def cell(v):
+        if isinstance(v, float):
+            return "nan" if math.isnan(v) else f"{v:.4f}"
+        if isinstance(v, (list, tuple)) and len(v) == 2 and all(isinstance(x, float) for x in v):
+            return f"[{cell(v[0])}, {cell(v[1])}]"
+        return "" if v is None else str(v)
+
+    body = [[cell(r.get(c)) for c in columns] for r in rows]
+    widths = [max(len(c), *(len(b[i]) for b in body)) if body else len(c) for i, c in enumerate(columns)]
+    line = lambda cells: "  ".join(x.rjust(w) if i else x.ljust(w) for i, (x, w) in enumerate(zip(cells, widths)))  # noqa: E731
+    return "\n".join([line(columns), line(["-" * w for w in widths]), *(line(b) for b in body)])

@@ -1,0 +1,125 @@
+"""The records format: round trip, newest-run selection, atomic writes, bad files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lm_eval_evidential.records import (
+    RECORD_FIELDS,
+    Records,
+    RecordsError,
+    load_records,
+    make_record,
+    read_records_file,
+    records_path,
+    write_records,
+)
+
+
+def sample(task="obqa_edl", n=5, seed=0, method="edl", lam=1.0):
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(n):
+        k = int(rng.integers(3, 6))
+        z = rng.normal(size=k)
+        alpha = None if method == "softmax" else (np.logaddexp(0, z) + lam).tolist()
+        rows.append(make_record(task=task, doc_id=i, labels="ABCDE"[:k], gold=int(rng.integers(k)), logits=z, alpha=alpha, prior_weight=lam))
+    return Records.from_rows(rows, task=task, meta={"method": method, "prior_weight": lam})
+
+
+def test_round_trip_keeps_every_field(tmp_path):
+    rec = sample()
+    path = write_records(records_path(tmp_path / "m", "obqa_edl", "2026-01-01T00-00-00.000001"), rec)
+    back = load_records(tmp_path, "obqa_edl")
+    assert back.path == path
+    assert len(back) == len(rec)
+    for a, b in zip(rec, back):
+        assert set(b) == set(RECORD_FIELDS)
+        assert a == b
+    assert back.alpha.dtype == np.float64 and np.isnan(back.alpha[back.k < back.k.max()][:, -1]).all()
+
+
+def test_derived_fields_are_consistent():
+    rec = sample(n=50, lam=0.7)
+    np.testing.assert_allclose(rec.strength, np.nansum(rec.alpha, axis=1))
+    np.testing.assert_allclose(rec.vacuity, 0.7 * rec.k / rec.strength)
+    np.testing.assert_allclose(rec.max_prob, np.nanmax(rec.probs, axis=1))
+    np.testing.assert_array_equal(rec.pred, np.nanargmax(rec.probs, axis=1))
+    np.testing.assert_array_equal(rec.correct, rec.pred == rec.gold)
+
+
+def test_softmax_records_have_no_evidence(tmp_path):
+    rec = sample(method="softmax")
+    write_records(records_path(tmp_path, "t", "2026-01-01T00-00-00.000001"), rec)
+    back = load_records(tmp_path, "t")
+    assert back[0]["alpha"] is None and back[0]["evidence"] is None and np.isnan(back.vacuity).all()
+
+
+def test_newest_run_is_loaded_unless_one_is_named(tmp_path):
+    old, new = "2026-01-01T00-00-00.000001", "2026-02-01T00-00-00.000001"
+    write_records(records_path(tmp_path / "m", "t", old), sample("t", n=3))
+    write_records(records_path(tmp_path / "m", "t", new), sample("t", n=7))
+    assert len(load_records(tmp_path, "t")) == 7
+    assert len(load_records(tmp_path, "t", run=old)) == 3
+    with pytest.raises(FileNotFoundError, match="no run 'nope'"):
+        load_records(tmp_path, "t", run="nope")
+    with pytest.raises(FileNotFoundError, match="no records for task 'other'.*lm_eval --model evidential"):
+        load_records(tmp_path, "other")
+
+
+def test_results_json_path_is_accepted(tmp_path):
+    write_records(records_path(tmp_path, "t", "2026-01-01T00-00-00.000001"), sample("t"))
+    (tmp_path / "results.json").write_text("{}")
+    assert len(load_records(tmp_path / "results.json", "t")) == 5
+
+
+def test_truncated_and_corrupted_files_are_reported(tmp_path):
+    path = write_records(records_path(tmp_path, "t", "2026-01-01T00-00-00.000001"), sample("t"))
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(RecordsError, match="truncated or corrupted"):
+        read_records_file(path)
+    path.write_bytes(b"not parquet at all")
+    with pytest.raises(RecordsError, match="truncated or corrupted"):
+        read_records_file(path)
+
+
+def test_other_schema_version_is_refused(tmp_path):
+    import pyarrow.parquet as pq
+
+    path = write_records(records_path(tmp_path, "t", "2026-01-01T00-00-00.000001"), sample("t"))
+    table = pq.read_table(path)
+    meta = json.loads(table.schema.metadata[b"lm_eval_evidential"])
+    meta["schema_version"] = 99
+    pq.write_table(table.replace_schema_metadata({b"lm_eval_evidential": json.dumps(meta).encode()}), path)
+    with pytest.raises(RecordsError, match="schema version 99"):
+        read_records_file(path)
+
+
+def test_write_is_atomic_and_leaves_no_temp_file(tmp_path, monkeypatch):
+    import pyarrow.parquet as pq
+
+    target = records_path(tmp_path, "t", "2026-01-01T00-00-00.000001")
+    write_records(target, sample("t", n=2))
+    before = target.read_bytes()
+
+    def crash(table, where):
+        Path(where).write_bytes(b"partial")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pq, "write_table", crash)
+    with pytest.raises(KeyboardInterrupt):
+        write_records(target, sample("t", n=9))
+    assert target.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == [target.name]
+
+
+def test_duplicate_doc_ids_are_refused():
+    rec = sample(n=2)
+    rows = [rec[0], rec[0]]
+    with pytest.raises(ValueError, match="doc_id 0 appears more than once"):
+        Records.from_rows(rows, task="t")
