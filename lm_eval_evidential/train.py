@@ -190,16 +190,16 @@ def training_docs(task, split: str | None = None) -> list[dict]:
     split = split or task.config.training_split
     if not split:
         raise ValueError(f"task {name!r} declares no training_split; pass --train-split")
+    if split == task.config.training_split and task.has_training_docs():
+        return list(task.training_docs())  # with the task's own process_docs, where it has one
+    if split == task.config.validation_split and task.has_validation_docs():
+        return list(task.validation_docs())
     dataset = getattr(task, "dataset", None) or {}
     if split not in dataset:
-        if split == task.config.training_split and task.has_training_docs():
-            return list(task.training_docs())
         raise ValueError(
             f"task {name!r}: split {split!r} is not loaded (loaded: {sorted(dataset)}); load the task with "
             "TaskManager(metadata={'load_all_splits': True}) or pass the task name to train()"
         )
-    if split == task.config.training_split and task.has_training_docs():
-        return list(task.training_docs())
     return list(dataset[split])
 
 

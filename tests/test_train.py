@@ -158,7 +158,7 @@ def test_output_folder_and_metadata(trained, tiny_model):
         assert all("lora_" in key for key in fh.keys())
 
 
-def test_evidential_lm_takes_its_defaults_from_the_adapter(trained, tiny_model):
+def test_evidential_lm_takes_its_defaults_from_the_adapter(trained, tiny_model, tasks):
     from lm_eval_evidential.harness.model import EvidentialLM
 
     out, _ = trained["ib_edl"]
@@ -167,6 +167,16 @@ def test_evidential_lm_takes_its_defaults_from_the_adapter(trained, tiny_model):
     assert (lm.head.method, lm.head.num_noises, lm.head.sigma_mult, lm.head.prior_weight) == ("ib_edl", 5, 0.25, 1.0)
     lm = EvidentialLM(**common, method="edl", num_noises=9)
     assert (lm.head.method, lm.head.num_noises, lm.head.sigma_mult) == ("edl", 9, 0.25)
+    # Training saw the very logits the evaluator scores: same prompt, answer ids and last position.
+    task = tasks["obqa_edl"]
+    doc = training_docs(task)[0]
+    context = task.fewshot_context(doc, 0)
+    scored = lm.loglikelihood(task.construct_requests(doc=doc, ctx=context, metadata=("obqa_edl", 0, 1)), disable_tqdm=True)
+    (example,), _ = encode_examples(task, [doc], lm.tokenizer)
+    batch = LeftPadCollator(lm.tokenizer.pad_token_id)([example])
+    with torch.no_grad():
+        z = last_logits(lm.model, batch)[0, example["answer_ids"]]
+    torch.testing.assert_close(torch.tensor([r[2]["logit"] for r in scored]), z, atol=1e-5, rtol=1e-5)
     # Validation still happens before any weights load.
     with pytest.raises(ValueError, match="unknown method"):
         EvidentialLM(**common, method="nope")
