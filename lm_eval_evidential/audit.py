@@ -146,6 +146,8 @@ def resolve_scores(scores: Iterable[str] | None, *records: Records, default: Seq
 
 def record_scores(records: Records, names: Sequence[str], keep=None) -> dict[str, np.ndarray]:
     """``{score: values}`` for the examples of ``records`` selected by ``keep`` (default all)."""
+    if keep is not None and np.all(keep):
+        keep = None  # no copy of the (n, K_max) arrays when nothing is dropped
     k = records.k if keep is None else records.k[keep]
     if records.has_alpha:
         alpha = records.alpha if keep is None else records.alpha[keep]
