@@ -70,3 +70,20 @@ def format_table(rows: Sequence[dict], columns: Sequence[str]) -> str:
     widths = [max(len(c), *(len(b[i]) for b in body)) if body else len(c) for i, c in enumerate(columns)]
     line = lambda cells: "  ".join(x.rjust(w) if i else x.ljust(w) for i, (x, w) in enumerate(zip(cells, widths)))  # noqa: E731
     return "\n".join([line(columns), line(["-" * w for w in widths]), *(line(b) for b in body)])
+
+
+def add_fingerprint_flag(parser) -> None:
+    parser.add_argument(
+        "--allow-fingerprint-mismatch", action="store_true",
+        help="compare records even if they were produced by different models/settings (listed as warnings)",
+    )  # fmt: skip
+
+
+def check_producers(records, args) -> None:
+    """Refuse (FingerprintMismatchError, a ValueError) records from different producers unless allowed."""
+    import sys
+
+    from lm_eval_evidential.fingerprint import check_same_producer
+
+    for line in check_same_producer(records, allow=getattr(args, "allow_fingerprint_mismatch", False)):
+        print(f"warning: fingerprint differs: {line}", file=sys.stderr)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from ._common import add_json, add_output_path, format_table, load, split_tasks, write_json
+from ._common import add_fingerprint_flag, add_json, add_output_path, check_producers, format_table, load, split_tasks, write_json
 
 TABLE_COLUMNS = (
     "ood_task", "score", "k_id", "k_ood", "n_id", "n_ood", "dropped", "matched",
@@ -81,6 +81,7 @@ def add_parser(sub) -> None:
     p.add_argument("--n-boot", dest="n_boot", type=int, default=1000, help="bootstrap replicates for the AUPR-In CI (0: none)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     p.add_argument("--level", type=float, default=0.95, help="confidence level of both intervals")
+    add_fingerprint_flag(p)
     add_json(p)
     p.set_defaults(func=run)
 
@@ -95,6 +96,7 @@ def run(args) -> int:
         rows, refused = [], []
         for task in split_tasks(args.ood_tasks):
             ood_records = load(args.output_path, task, args.run)
+            check_producers([id_records, ood_records], args)
             try:
                 rows += ood_rows(
                     id_records, ood_records, scores=scores, k_policy=args.k_policy,

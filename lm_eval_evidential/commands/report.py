@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from ._common import add_output_path, load, split_tasks
+from ._common import add_fingerprint_flag, check_producers, add_output_path, load, split_tasks
 from .ood import add_scores, parse_scores
 
 
@@ -33,6 +33,7 @@ def add_parser(sub) -> None:
     p.add_argument("--n-boot", dest="n_boot", type=int, default=1000, help="bootstrap replicates for the AUPR-In CI (0: none)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     p.add_argument("--max-extra", dest="max_extra", type=int, default=4, help="largest K-sweep expansion (default 4)")
+    add_fingerprint_flag(p)
     p.set_defaults(func=run)
 
 
@@ -45,6 +46,7 @@ def run(args) -> int:
         policies = [p.strip() for p in args.k_policy.split(",") if p.strip()]
         id_records = load(args.output_path, args.id_task, args.run)
         ood = [load(args.output_path, t, args.run) for t in split_tasks(args.ood_tasks)]
+        check_producers([id_records, *ood], args)
         report = build_report(
             id_records, ood, args.out_dir, k_policy=policies, scores=scores,
             n_boot=args.n_boot, seed=args.seed, max_extra=args.max_extra,
