@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 
-from ._common import add_json, add_output_path, format_table, write_json
+from ._common import add_fingerprint_flag, add_json, add_output_path, check_producers, format_table, write_json
 
 COLUMNS = ("id_task", "target_task", "score", "method", "estimate", "true_acc", "abs_error")
 
@@ -31,6 +31,7 @@ def add_parser(sub) -> None:
     p.add_argument("--scores", default=None, metavar="S[,S…]",
                    help=f"score functions (default: every one the records give): {', '.join(SCORES)}")
     add_json(p)
+    add_fingerprint_flag(p)
     p.set_defaults(func=run)
 
 
@@ -61,6 +62,7 @@ def run(args) -> int:
         records = quality.load_records_by_task(args.output_path, [*id_task, *names], run=args.run)
         id_records = records[id_task[0]]
         targets = [records[t] for t in names]
+        check_producers([id_records, *targets], args)
         rows = quality.atc_rows(id_records, targets, scores=scores)
         written = [write_json(args.json_path, rows)] if args.json_path else []
     except (OSError, ValueError) as exc:
