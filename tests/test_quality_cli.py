@@ -299,13 +299,16 @@ def test_atc_more_confident_target_gets_a_higher_estimate(out, capsys, tmp_path)
 
 
 def test_atc_softmax_target_with_alpha_score_is_null_with_reason(out, capsys, tmp_path):
-    rows, _ = run_json(["atc", out, "--id", "idt", "--target", "soft", "--scores", "strength,max_prob"], capsys,
-                       tmp_path)
+    # an edl ID task against softmax records is a different producer: refused unless allowed
+    assert main(["atc", str(out), "--id", "idt", "--target", "soft"]) == 2
+    assert "method: idt='edl' vs soft='softmax'" in capsys.readouterr().err
+    rows, _ = run_json(["atc", out, "--id", "idt", "--target", "soft", "--scores", "strength,max_prob",
+                        "--allow-fingerprint-mismatch"], capsys, tmp_path)
     strength = next(r for r in rows if r["score"] == "strength")
     assert strength["estimate"] is None and strength["abs_error"] is None
     assert strength["true_acc"] is not None and "soft" in strength["reason"]
     # Default scores: only those both the ID (edl) and the softmax target give.
-    rows, _ = run_json(["atc", out, "--id", "idt", "--target", "soft"], capsys, tmp_path, "d.json")
+    rows, _ = run_json(["atc", out, "--id", "idt", "--target", "soft", "--allow-fingerprint-mismatch"], capsys, tmp_path, "d.json")
     assert {r["score"] for r in rows} == set(available_scores(False))
 
 
