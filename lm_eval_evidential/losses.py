@@ -81,8 +81,10 @@ def _masked(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 def _one_hot(target: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     target = torch.as_tensor(target, device=mask.device)
-    if target.dim() != 1 or target.shape[0] != mask.shape[0] or target.dtype in (torch.float16, torch.float32, torch.float64):
-        raise ValueError(f"target must be integer class indices of shape ({mask.shape[0]},), got {target.dtype} {tuple(target.shape)}")
+    if target.dim() != 1 or target.shape[0] != mask.shape[0] or target.is_floating_point() or target.dtype == torch.bool:
+        raise ValueError(
+            f"target must be integer class indices of shape ({mask.shape[0]},), got {target.dtype} {tuple(target.shape)}"
+        )
     k = mask.sum(-1)
     bad = (target < 0) | (target >= k)
     if bool(bad.any()):

@@ -33,7 +33,6 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 logger = logging.getLogger(__name__)
 
@@ -523,6 +522,8 @@ def train(pretrained, task, config: TrainConfig) -> Path:
     trainer.accelerator.wait_for_everyone()
     trainer.save_model(str(tmp))
     if trainer.is_world_process_zero():
+        # A stale metadata file must not vouch for a half-replaced adapter.
+        (output_dir / METADATA_FILE).unlink(missing_ok=True)
         for item in sorted(tmp.iterdir()):
             if item.name == "training_args.bin":
                 continue  # a pickle of TrainingArguments; the metadata JSON records the configuration
