@@ -24,6 +24,22 @@ from lm_eval_evidential.heads import HeadConfig, apply_head
 logger = logging.getLogger(__name__)
 
 
+def adapter_sha256(path) -> str | None:
+    """Content hash of a local adapter's weight files (None without one, or for a hub id)."""
+    import hashlib
+    from pathlib import Path
+
+    if not path or not Path(path).is_dir():
+        return None
+    digest = hashlib.sha256()
+    files = sorted(p for p in Path(path).iterdir() if p.name.startswith("adapter_model"))
+    for file in files:
+        with open(file, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()[:16] if files else None
+
+
 class EvidentialInputError(ValueError):
     """A request the evidential model cannot score; the message names task, doc, value and fix."""
 
@@ -57,6 +73,8 @@ class EvidentialLM(HFLM):
         )
         self._pretrained_name = str(pretrained)
         self._peft_path = kwargs.get("peft")
+        self._revision = kwargs.get("revision", "main")
+        self._answer_id_cache: dict[tuple, dict[str, int]] = {}
         try:
             super().__init__(pretrained=pretrained, **kwargs)
         except RuntimeError as exc:
@@ -169,17 +187,25 @@ class EvidentialLM(HFLM):
                     raise EvidentialInputError(
                         f"{where}: answer label {unknown[0]!r} is not in the task's declared answer tokens {declared}"
                     )
-            plans.append((idx, context, self._answer_ids(context, context_ids[context], conts, where), where))
+            answer_ids = self._answer_ids(context, context_ids[context], conts, where)
+            if declared is None:
+                token_ids = dict(zip(conts, answer_ids))
+            else:
+                if tuple(declared) not in self._answer_id_cache:
+                    ids = self._answer_ids(context, context_ids[context], list(declared), where)
+                    self._answer_id_cache[tuple(declared)] = dict(zip(declared, ids))
+                token_ids = self._answer_id_cache[tuple(declared)]
+            plans.append((idx, context, answer_ids, where, token_ids))
 
         needed: dict[str, set[int]] = defaultdict(set)
-        for _, context, answer_ids, _ in plans:
+        for _, context, answer_ids, _, _ in plans:
             needed[context].update(answer_ids)
         tail_k = max((len(p[2]) for p in plans), default=0) if self.head.needs_sigma else 0
         kept = self._forward_unique(context_ids, {c: sorted(v) for c, v in needed.items()}, tail_k, disable_tqdm)
 
         results: list[Any] = [None] * len(requests)
         meta = self._payload_meta()
-        for idx, context, answer_ids, where in plans:
+        for idx, context, answer_ids, where, token_ids in plans:
             columns, values, tail = kept[context]
             z = values[[columns.index(a) for a in answer_ids]]
             if not torch.isfinite(z).all():
@@ -198,6 +224,7 @@ class EvidentialLM(HFLM):
                     "logit": float(out.logits[j]),
                     "alpha": None if out.alpha is None else float(out.alpha[j]),
                     **meta,
+                    "answer_token_ids": token_ids,
                 }
                 results[i] = (float(torch.log(probs[j])), j == pred, payload)
         return results
@@ -212,6 +239,8 @@ class EvidentialLM(HFLM):
             "pretrained": self._pretrained_name,
             "peft": None if self._peft_path is None else str(self._peft_path),
             "dtype": str(self.model.dtype).removeprefix("torch."),
+            "revision": self._revision,
+            "adapter_sha256": adapter_sha256(self._peft_path),
         }
 
     def _forward_unique(

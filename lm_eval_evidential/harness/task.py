@@ -233,7 +233,8 @@ class OODPairTask(EvidentialMCQATask):
         for side, source, keep, task_name in ((1, id_docs, check.keep_id, id_name), (0, ood_docs, check.keep_ood, ood_name)):
             for doc, kept in zip(source, keep):
                 if kept:
-                    pair_docs.append({**doc, "doc_id": len(pair_docs), "side": side, "origin": f"{task_name}/{doc['doc_id']}"})
+                    pair_docs.append({**doc, "doc_id": len(pair_docs), "side": side, "origin": f"{task_name}/{doc['doc_id']}",
+                                      "answer_tokens": self.answer_tokens})  # fmt: skip
         self.dataset = datasets.DatasetDict({self.eval_split: datasets.Dataset.from_list(pair_docs)})
 
     @property
