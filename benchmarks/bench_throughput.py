@@ -294,10 +294,19 @@ def worker(args) -> dict:
     gc.collect()
     base_rss = _rss()
     peak = PeakRSS()
+    profiler = None
+    if args.profile:
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
     if way == "limit":
         out = run_limit(model, tok, task_manager, args.batch_size)
     else:
         out = run_harness(lm, task_manager)
+    if profiler is not None:
+        profiler.disable()
+        profiler.dump_stats(str(args._out.with_suffix(".prof")))
     out.update(way=way, rss_base=base_rss, rss_peak=peak.stop(), peak_method=peak.method, threads=torch.get_num_threads())
     return out
 
@@ -308,6 +317,8 @@ def spawn(way: str, model_dir: Path, adapter_dir: Path, mirror: Path, args, out_
            "--adapter-dir", str(adapter_dir), "--batch-size", str(args.batch_size), "--_out", str(out_file)]  # fmt: skip
     if args.threads:
         cmd += ["--threads", str(args.threads)]
+    if args.profile:
+        cmd += ["--profile", str(args.profile)]
     env = {**os.environ, "EVIDENTIAL_DATA_DIR": str(mirror), "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
@@ -333,6 +344,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--quick", action="store_true", help="a small smoke test (tiny model, few questions, one repeat)")
     ap.add_argument("--json", type=Path, default=None, help="also write every run's raw figures here")
+    ap.add_argument("--profile", type=Path, default=None,
+                    help="folder: cProfile each run's evaluation into <vocab>_<way>_<repeat>.prof there (slows the runs)")
     ap.add_argument("--_worker", choices=WAYS, help=argparse.SUPPRESS)
     ap.add_argument("--_out", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--model-dir", type=Path, help=argparse.SUPPRESS)
@@ -373,6 +386,10 @@ def main(argv=None) -> int:
                     t = time.perf_counter()
                     res = spawn(way, *built[vocab], work / "mirror", args, work / f"out_{vocab}_{way}_{rep}.json")
                     runs.setdefault((vocab, way), []).append(res)
+                    prof = (work / f"out_{vocab}_{way}_{rep}.json").with_suffix(".prof")
+                    if args.profile and prof.exists():
+                        args.profile.mkdir(parents=True, exist_ok=True)
+                        os.replace(prof, args.profile / f"{vocab}_{way}_{rep}.prof")
                     print(f"# repeat {rep + 1} vocab {vocab} {way}: {res['n'] / res['t_model']:.1f} q/s model, "
                           f"{(res['rss_peak'] - res['rss_base']) / 2**20:.1f} MB added ({time.perf_counter() - t:.0f} s)",
                           file=sys.stderr, flush=True)  # fmt: skip

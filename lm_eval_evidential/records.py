@@ -231,6 +231,8 @@ class Records(Sequence):
             if bad.size:
                 i = int(bad[0])
                 raise RecordsError(f"{path}: row {i} has k={k[i]} but {ln[i]} {name}")
+        logits, evidence, alpha = (_padded(table.column(c), n, k) for c in ("logits", "evidence", "alpha"))
+        _validate_values(path, meta, k, logits, alpha, col("gold").astype(np.int64))
         return cls(
             task=task,
             meta=meta,
@@ -240,14 +242,46 @@ class Records(Sequence):
             gold=col("gold").astype(np.int64),
             pred=col("pred").astype(np.int64),
             correct=col("correct").astype(bool),
-            logits=_padded(table.column("logits"), n, k),
-            evidence=_padded(table.column("evidence"), n, k),
-            alpha=_padded(table.column("alpha"), n, k),
+            logits=logits,
+            evidence=evidence,
+            alpha=alpha,
             strength=col("strength").astype(np.float64),
             vacuity=col("vacuity").astype(np.float64),
             max_prob=col("max_prob").astype(np.float64),
             path=path,
         )
+
+
+def _validate_values(path, meta: dict, k: np.ndarray, logits: np.ndarray, alpha: np.ndarray, gold: np.ndarray) -> None:
+    """Refuse records whose numbers cannot have come from a model: say which row and value."""
+
+    def fail(row: int, what: str) -> None:
+        raise RecordsError(f"{path or 'records'}: row {row}: {what}; the file was edited or produced by a broken run — re-run the evaluation")
+
+    if len(k) and (k.min() < 1):
+        fail(int(np.argmin(k)), f"k={int(k.min())}")
+    real = np.arange(logits.shape[1])[None, :] < k[:, None] if len(k) else np.zeros((0, 0), bool)
+    bad = real & ~np.isfinite(logits)
+    if bad.any():
+        row = int(np.flatnonzero(bad.any(axis=1))[0])
+        fail(row, f"non-finite logit {float(logits[row][bad[row]][0])!r}")
+    if len(gold) and ((gold < 0) | (gold >= k)).any():
+        row = int(np.flatnonzero((gold < 0) | (gold >= k))[0])
+        fail(row, f"gold index {int(gold[row])} outside 0..{int(k[row]) - 1}")
+    if meta.get("method", "edl") == "softmax":
+        return
+    lam = float(meta.get("prior_weight", 1.0))
+    if not np.isfinite(lam) or lam <= 0:
+        raise RecordsError(f"{path}: prior_weight {lam!r} in the metadata must be a positive number")
+    bad = real & ~np.isfinite(alpha)
+    if bad.any():
+        row = int(np.flatnonzero(bad.any(axis=1))[0])
+        fail(row, f"alpha {float(alpha[row][bad[row]][0])!r} is not finite (or missing) for an evidential record")
+    # evidence = alpha - λ must be >= 0; allow float rounding of the subtraction
+    bad = real & (alpha < lam * (1 - 1e-12))
+    if bad.any():
+        row = int(np.flatnonzero(bad.any(axis=1))[0])
+        fail(row, f"alpha {float(alpha[row][bad[row]][0])!r} is below the prior weight {lam} (negative evidence)")
 
 
 class _LazyLabels(Sequence):

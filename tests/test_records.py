@@ -123,3 +123,38 @@ def test_duplicate_doc_ids_are_refused():
     rows = [rec[0], rec[0]]
     with pytest.raises(ValueError, match="doc_id 0 appears more than once"):
         Records.from_rows(rows, task="t")
+
+
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("logits", float("nan"), "non-finite logit nan"),
+        ("logits", float("inf"), "non-finite logit inf"),
+        ("alpha", float("inf"), "alpha inf is not finite"),
+        ("alpha", 0.5, "alpha 0.5 is below the prior weight 1.0 .negative evidence."),
+        ("gold", 7, "gold index 7 outside"),
+    ],
+)
+def test_hand_made_records_with_impossible_values_are_refused(tmp_path, field, value, message):
+    rec = sample(n=4)
+    rows = list(rec)
+    if field == "gold":
+        rows[2]["gold"] = value
+    else:
+        rows[2][field] = [value, *rows[2][field][1:]]
+    with pytest.raises(RecordsError, match=rf"row 2: {message}"):
+        Records.from_rows(rows, task="t", meta=rec.meta)
+
+
+def test_impossible_values_in_a_file_name_the_file(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = write_records(records_path(tmp_path, "t", "2026-01-01T00-00-00.000001"), sample("t", n=3))
+    table = pq.read_table(path)
+    vac = table.column("logits").to_pylist()
+    vac[1][0] = float("nan")
+    table = table.set_column(table.column_names.index("logits"), "logits", pa.array(vac, pa.list_(pa.float64())))
+    pq.write_table(table, path)
+    with pytest.raises(RecordsError, match=rf"{path.name}: row 1: non-finite logit nan"):
+        load_records(tmp_path, "t")

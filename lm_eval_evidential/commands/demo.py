@@ -100,22 +100,23 @@ def run(args) -> int:
     primary = runs.get("ib_edl") or runs["edl"]
     heading(f"4. the K audit on {primary.name}")
     say("$ lm-eval-evidential ood … --id obqa_edl --ood csqa_edl   (K=4 vs K=5: must refuse)")
-    code = cli(["ood", str(primary), "--id", "obqa_edl", "--ood", "csqa_edl", "--n-boot", "200"])
+    scores = ["--scores", "reciprocal_vacuity,max_prob,neg_norm_entropy"]
+    code = cli(["ood", str(primary), "--id", "obqa_edl", "--ood", "csqa_edl", "--n-boot", "200", *scores])
     say(f"-> exit status {code} (refused, as it should: comparing K=4 with K=5 inflates vacuity AUROC)")
     say()
     say("$ lm-eval-evidential ood … --id obqa_edl --ood csqa4_edl,mmlu_math_edl   (matched K=4)")
     cli(["ood", str(primary), "--id", "obqa_edl", "--ood", "csqa4_edl,mmlu_math_edl", "--n-boot", "200",
-         "--json", str(out / "ood_matched.json")])  # fmt: skip
+         *scores, "--json", str(out / "ood_matched.json")])  # fmt: skip
     say()
     say("$ lm-eval-evidential ood … --id obqa_edl --ood csqa_edl --k-policy report   (the artefact, on purpose)")
-    cli(["ood", str(primary), "--id", "obqa_edl", "--ood", "csqa_edl", "--k-policy", "report", "--n-boot", "200"])
+    cli(["ood", str(primary), "--id", "obqa_edl", "--ood", "csqa_edl", "--k-policy", "report", "--n-boot", "200", *scores])
     say()
     say("$ lm-eval-evidential ksweep … --id obqa_edl --ood csqa4_edl   (the paper's Table 1 / Figure 1)")
     cli(["ksweep", str(primary), "--id", "obqa_edl", "--ood", "csqa4_edl", "--json", str(out / "ksweep.json"),
          "--plot", str(out / "ksweep")])  # fmt: skip
     report_dir = out / "report"
     cli(["report", str(primary), "--id", "obqa_edl", "--ood", "arc_c_edl,arc_e_edl,csqa_edl,csqa4_edl,mmlu_math_edl",
-         "--k-policy", "assert", "--out", str(report_dir)])  # fmt: skip
+         "--k-policy", "assert,restrict", "--out", str(report_dir)])  # fmt: skip
 
     heading("done")
     say(f"records:      {primary}/**/records_<task>_<date>.parquet  (lm_eval_evidential.load_records)")
