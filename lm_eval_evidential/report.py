@@ -277,7 +277,7 @@ def render_markdown(report: dict) -> str:
         f"- **Model**: {model}" + (f" + adapter {meta['peft']}" if meta.get("peft") else ""),
         f"- **Method**: {meta.get('method')}, prior weight λ = {meta.get('prior_weight')}"
         + (f", sigma_mult = {meta.get('sigma_mult')}, num_noises = {meta.get('num_noises')}" if meta.get("method") == "ib_edl" else ""),
-        f"- **Runs**: " + ", ".join(f"{t} {d or '(no date_id)'}" for t, d in report["runs"].items()),
+        "- **Runs**: " + ", ".join(f"{t} {d or '(no date_id)'}" for t, d in report["runs"].items()),
         f"- **K policy**: {', '.join(report['policies'])}"
         + (f" (K sweep, ATC and later sections use {primary})" if len(report["policies"]) > 1 else ""),
         "- **Convention**: ID = positive (label 1); every score is oriented higher = more in-distribution.",

@@ -46,3 +46,19 @@ def test_same_producer_is_accepted(tmp_path):
     write(tmp_path, "id_t", {**BASE, "answer_tokens": [" A", " B", " C", " D"]}, 0)
     write(tmp_path, "ood_t", {**BASE, "answer_tokens": [" A", " B", " C", " D", " E"]}, 1)
     assert main(["ksweep", str(tmp_path), "--id", "id_t", "--ood", "ood_t", "--max-extra", "2"]) == 0
+
+
+def test_records_of_two_runs_are_never_mixed(tmp_path, capsys):
+    old, new = "2026-01-01T00-00-00.000001", "2026-02-01T00-00-00.000001"
+    for date, tasks in ((old, ("id_t", "ood_t")), (new, ("id_t",))):
+        for i, task in enumerate(tasks):
+            rng = np.random.default_rng(i)
+            rows = [make_record(task=task, doc_id=j, labels="ABCD", gold=0, logits=z, alpha=np.logaddexp(0, z) + 1)
+                    for j, z in enumerate(rng.normal(size=(30, 4)))]  # fmt: skip
+            write_records(records_path(tmp_path / "m", task, date), Records.from_rows(rows, task=task, meta=BASE))
+    # the newest run lacks ood_t: the newest run with BOTH is used, and the choice is said
+    assert main(["ood", str(tmp_path), "--id", "id_t", "--ood", "ood_t", "--n-boot", "0"]) == 0
+    assert f"using run {old} for id_t, ood_t" in capsys.readouterr().err
+    # asking for a run that lacks a task is an error naming it
+    assert main(["ood", str(tmp_path), "--id", "id_t", "--ood", "ood_t", "--run", new]) == 1
+    assert "has no records for ['ood_t']" in capsys.readouterr().err

@@ -24,12 +24,6 @@ def split_tasks(value: str) -> list[str]:
     return tasks
 
 
-def load(output_path: str, task: str, run: str | None = None):
-    from lm_eval_evidential.records import load_records
-
-    return load_records(output_path, task, run=run)
-
-
 def _jsonable(value):
     if isinstance(value, float) and not math.isfinite(value):
         return None if math.isnan(value) else ("inf" if value > 0 else "-inf")
@@ -87,3 +81,44 @@ def check_producers(records, args) -> None:
 
     for line in check_same_producer(records, allow=getattr(args, "allow_fingerprint_mismatch", False)):
         print(f"warning: fingerprint differs: {line}", file=sys.stderr)
+
+
+def load_many(output_path: str, tasks, run: str | None = None) -> list:
+    """Records of several tasks from ONE run: the newest run that has them all, or ``run``.
+
+    Records of two runs are never mixed silently; says on stderr which run was read.
+    """
+    import sys
+
+    from lm_eval_evidential.records import find_record_files, read_records_file
+
+    requested = list(tasks)
+    tasks = list(dict.fromkeys(requested))
+    runs = find_record_files(output_path)
+    for task in tasks:
+        if not any(task in files for files in runs.values()):
+            raise FileNotFoundError(
+                f"no records for task {task!r} under {output_path}; run "
+                f"`lm_eval --model evidential --tasks {task} --output_path {output_path}` first"
+            )
+    complete = sorted(d for d, files in runs.items() if all(t in files for t in tasks))
+    if run is not None:
+        if run not in runs:
+            raise FileNotFoundError(f"no run {run!r} under {output_path}; runs: {sorted(runs)}")
+        missing = [t for t in tasks if t not in runs[run]]
+        if missing:
+            raise FileNotFoundError(f"run {run} has no records for {missing}; it has {sorted(runs[run])}")
+        chosen = run
+    elif complete:
+        chosen = complete[-1]
+    else:
+        have = {d: sorted(files) for d, files in sorted(runs.items())}
+        raise FileNotFoundError(
+            f"no single run under {output_path} has records for all of {tasks} (runs: {have}); evaluate them "
+            f"together: lm_eval --model evidential --tasks {','.join(tasks)} --output_path {output_path}"
+        )
+    if len(runs) > 1:
+        how = "as asked (--run)" if run else f"the newest of {len(runs)} runs that has all of them; pick another with --run"
+        print(f"using run {chosen} for {', '.join(tasks)} ({how})", file=sys.stderr)
+    loaded = {t: read_records_file(runs[chosen][t]) for t in tasks}
+    return [loaded[t] for t in requested]

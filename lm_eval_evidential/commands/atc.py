@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 
-from ._common import add_fingerprint_flag, add_json, add_output_path, check_producers, format_table, write_json
+from ._common import add_fingerprint_flag, add_json, add_output_path, check_producers, format_table, load_many, write_json
 
 COLUMNS = ("id_task", "target_task", "score", "method", "estimate", "true_acc", "abs_error")
 
@@ -59,9 +59,7 @@ def run(args) -> int:
         if len(id_task) != 1:
             raise ValueError(f"--id takes one task, got {id_task}")
         names = quality.parse_names(args.target)
-        records = quality.load_records_by_task(args.output_path, [*id_task, *names], run=args.run)
-        id_records = records[id_task[0]]
-        targets = [records[t] for t in names]
+        id_records, *targets = load_many(args.output_path, [*id_task, *names], args.run)
         check_producers([id_records, *targets], args)
         rows = quality.atc_rows(id_records, targets, scores=scores)
         written = [write_json(args.json_path, rows)] if args.json_path else []

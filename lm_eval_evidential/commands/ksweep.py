@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 
-from ._common import add_fingerprint_flag, check_producers, add_json, add_output_path, format_table, load, write_json
+from ._common import add_fingerprint_flag, check_producers, add_json, add_output_path, format_table, load_many, write_json
 from .ood import add_k_policy, add_scores, parse_scores
 
 TABLE_COLUMNS = ("condition", "extra", "k_id", "k_ood", "score", "auroc", "delta_auroc", "aupr_in", "delta_aupr")
@@ -52,8 +52,7 @@ def run(args) -> int:
 
     try:
         scores = parse_scores(args.scores)
-        id_records = load(args.output_path, args.id_task, args.run)
-        ood_records = load(args.output_path, args.ood_task, args.run)
+        id_records, ood_records = load_many(args.output_path, [args.id_task, args.ood_task], args.run)
         check_producers([id_records, ood_records], args)
         rows = ksweep_rows(id_records, ood_records, max_extra=args.max_extra, scores=scores, k_policy=args.k_policy)
         test = ksweep_delong(id_records, ood_records, k_policy=args.k_policy) if args.max_extra >= 1 else None

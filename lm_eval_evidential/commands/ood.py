@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from ._common import add_fingerprint_flag, add_json, add_output_path, check_producers, format_table, load, split_tasks, write_json
+from ._common import add_fingerprint_flag, add_json, add_output_path, check_producers, format_table, load_many, split_tasks, write_json
 
 TABLE_COLUMNS = (
     "ood_task", "score", "k_id", "k_ood", "n_id", "n_ood", "dropped", "matched",
@@ -92,10 +92,10 @@ def run(args) -> int:
 
     try:
         scores = parse_scores(args.scores)
-        id_records = load(args.output_path, args.id_task, args.run)
+        ood_tasks = split_tasks(args.ood_tasks)
+        id_records, *all_ood = load_many(args.output_path, [args.id_task, *ood_tasks], args.run)
         rows, refused = [], []
-        for task in split_tasks(args.ood_tasks):
-            ood_records = load(args.output_path, task, args.run)
+        for task, ood_records in zip(ood_tasks, all_ood):
             check_producers([id_records, ood_records], args)
             try:
                 rows += ood_rows(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from ._common import add_fingerprint_flag, check_producers, add_output_path, load, split_tasks
+from ._common import add_fingerprint_flag, check_producers, add_output_path, load_many, split_tasks
 from .ood import add_scores, parse_scores
 
 
@@ -44,8 +44,7 @@ def run(args) -> int:
     try:
         scores = parse_scores(args.scores)
         policies = [p.strip() for p in args.k_policy.split(",") if p.strip()]
-        id_records = load(args.output_path, args.id_task, args.run)
-        ood = [load(args.output_path, t, args.run) for t in split_tasks(args.ood_tasks)]
+        id_records, *ood = load_many(args.output_path, [args.id_task, *split_tasks(args.ood_tasks)], args.run)
         check_producers([id_records, *ood], args)
         report = build_report(
             id_records, ood, args.out_dir, k_policy=policies, scores=scores,
