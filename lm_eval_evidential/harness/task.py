@@ -169,6 +169,7 @@ class EvidentialMCQATask(ConfigurableTask):
         return {
             "acc": float(record["correct"]),
             "ece": item,
+            "adaptive_ece": item,
             "nll": -math.log(max(probs[gold], 1e-300)),
             "brier": sum((p - (i == gold)) ** 2 for i, p in enumerate(probs)),
             "vacuity": record["vacuity"],
@@ -185,6 +186,15 @@ class EvidentialMCQATask(ConfigurableTask):
         _COLLECTED[self.config.task] = records
         return float(ece(records.max_prob, records.correct.astype(np.float64), n_bins=15))
 
+    def _adaptive_ece(self, items: list[dict]) -> float:
+        import numpy as np
+
+        from lm_eval_evidential.core.calibration import adaptive_ece
+
+        conf = np.array([it["record"]["max_prob"] for it in items])
+        correct = np.array([float(it["record"]["correct"]) for it in items])
+        return float(adaptive_ece(conf, correct, n_bins=15))
+
     def _mean_vacuity(self, items: list[float]) -> float:
         if any(math.isnan(x) for x in items):
             logger.warning("%s: vacuity is undefined for method=softmax records; mean vacuity is NaN", self.config.task)
@@ -192,10 +202,13 @@ class EvidentialMCQATask(ConfigurableTask):
         return mean(items)
 
     def aggregation(self) -> dict:
-        return {"acc": mean, "ece": self._ece, "nll": mean, "brier": mean, "vacuity": self._mean_vacuity}
+        return {
+            "acc": mean, "ece": self._ece, "adaptive_ece": self._adaptive_ece, "nll": mean, "brier": mean,
+            "vacuity": self._mean_vacuity,
+        }  # fmt: skip
 
     def higher_is_better(self) -> dict:
-        return {"acc": True, "ece": False, "nll": False, "brier": False, "vacuity": False}
+        return {"acc": True, "ece": False, "adaptive_ece": False, "nll": False, "brier": False, "vacuity": False}
 
 
 class OODPairTask(EvidentialMCQATask):

@@ -158,8 +158,11 @@ def test_each_distinct_prompt_is_forwarded_once_across_tasks(tiny_model, tiny_ad
 
 
 def test_ece_matches_the_core_metric_on_the_records(tiny_model, tiny_adapter):
-    from lm_eval_evidential.core.calibration import ece
+    from lm_eval_evidential.core.calibration import adaptive_ece, brier, ece, nll
 
     results, records = evaluate(make_lm(tiny_model, tiny_adapter), ["obqa_edl"], limit=None)
-    rec = records["obqa_edl"]
-    assert results["results"]["obqa_edl"]["ece,none"] == pytest.approx(ece(rec.max_prob, rec.correct, n_bins=15), abs=1e-12)
+    rec, res = records["obqa_edl"], results["results"]["obqa_edl"]
+    assert res["ece,none"] == pytest.approx(ece(rec.max_prob, rec.correct, n_bins=15), abs=1e-12)
+    assert res["adaptive_ece,none"] == pytest.approx(adaptive_ece(rec.max_prob, rec.correct, n_bins=15), abs=1e-12)
+    assert res["nll,none"] == pytest.approx(nll(rec.probs, rec.gold), abs=1e-9)
+    assert res["brier,none"] == pytest.approx(brier(rec.probs, rec.gold), abs=1e-9)
