@@ -86,6 +86,13 @@ class EvidentialLM(HFLM):
                 ) from exc
             raise
         self.model.eval()
+        # HFLM takes rank and world size from accelerate only when it sees more than one GPU,
+        # so CPU processes launched with torchrun (gloo) would each score every doc. Shard
+        # them like GPU processes; tensor-parallel runs (tp_plan) stay one logical model.
+        accelerator = getattr(self, "accelerator", None)
+        if accelerator is not None and accelerator.num_processes > 1 and self._world_size == 1 and not kwargs.get("tp_plan"):
+            self._rank = accelerator.process_index
+            self._world_size = accelerator.num_processes
 
     @classmethod
     def create_from_arg_string(cls, arg_string: str, additional_config: dict | None = None):
@@ -161,14 +168,18 @@ class EvidentialLM(HFLM):
     # ------------------------------------------------------------------ the harness API
     def loglikelihood(self, requests, disable_tqdm: bool = False) -> list[tuple[float, bool, dict]]:
         # Group requests into questions: the K options of one (task, doc) share one prompt.
-        questions: dict[tuple, list[int]] = defaultdict(list)
+        # Under data parallel the harness pads a shorter rank by repeating its last request
+        # object: copies of one request share its response (distinct requests still collide).
+        questions: dict[tuple, dict[int, list[int]]] = defaultdict(dict)
         for i, req in enumerate(requests):
             context, _ = req.args
-            questions[(getattr(req, "task_name", None), getattr(req, "doc_id", None), context)].append(i)
+            key = (getattr(req, "task_name", None), getattr(req, "doc_id", None), context)
+            questions[key].setdefault(id(req), []).append(i)
 
         context_ids: dict[str, list[int]] = {}
         plans = []  # (request indices, context, answer ids, where)
-        for (task, doc_id, context), idx in questions.items():
+        for (task, doc_id, context), options in questions.items():
+            idx = list(options.values())  # per option: the positions of its copies
             where = f"task {task!r} doc {doc_id}"
             if context not in context_ids:
                 ids = self.tok_encode(context)
@@ -178,8 +189,8 @@ class EvidentialLM(HFLM):
                         "raise max_length in --model_args (the evidential model never truncates a question)"
                     )
                 context_ids[context] = ids
-            conts = [requests[i].args[1] for i in idx]
-            declared = getattr(requests[idx[0]], "doc", None)
+            conts = [requests[copies[0]].args[1] for copies in idx]
+            declared = getattr(requests[idx[0][0]], "doc", None)
             declared = declared.get("answer_tokens") if isinstance(declared, dict) else None
             if declared is not None:
                 unknown = [c for c in conts if c not in declared]
@@ -219,14 +230,15 @@ class EvidentialLM(HFLM):
             probs = out.probs
             pred = int(torch.argmax(probs))
 
-            for j, i in enumerate(idx):
+            for j, copies in enumerate(idx):
                 payload = {
                     "logit": float(out.logits[j]),
                     "alpha": None if out.alpha is None else float(out.alpha[j]),
                     **meta,
                     "answer_token_ids": token_ids,
                 }
-                results[i] = (float(torch.log(probs[j])), j == pred, payload)
+                for i in copies:
+                    results[i] = (float(torch.log(probs[j])), j == pred, dict(payload))
         return results
 
     def _payload_meta(self) -> dict:
