@@ -122,3 +122,19 @@ def load_many(output_path: str, tasks, run: str | None = None) -> list:
         print(f"using run {chosen} for {', '.join(tasks)} ({how})", file=sys.stderr)
     loaded = {t: read_records_file(runs[chosen][t]) for t in tasks}
     return [loaded[t] for t in requested]
+
+
+def add_scores(parser) -> None:
+    from lm_eval_evidential.core.scores import SCORES
+
+    parser.add_argument(
+        "--scores", default=None, metavar="A,B",
+        help=f"comma-separated score names (default: every score the records can give): {', '.join(SCORES)}",
+    )  # fmt: skip
+
+
+def parse_scores(value: str | None) -> list[str] | None:
+    """``--scores`` as a list validated against the registry (None: every available score)."""
+    from lm_eval_evidential.quality import parse_scores as parse
+
+    return parse(value)

@@ -12,13 +12,22 @@ from __future__ import annotations
 
 import sys
 
-from ._common import add_fingerprint_flag, add_json, add_output_path, check_producers, format_table, load_many, write_json
+from ._common import (
+    add_fingerprint_flag,
+    add_json,
+    add_output_path,
+    add_scores,
+    check_producers,
+    format_table,
+    load_many,
+    parse_scores,
+    write_json,
+)
 
 COLUMNS = ("id_task", "target_task", "score", "method", "estimate", "true_acc", "abs_error")
 
 
 def add_parser(sub) -> None:
-    from lm_eval_evidential.core.scores import SCORES
 
     p = sub.add_parser(
         "atc",
@@ -28,8 +37,7 @@ def add_parser(sub) -> None:
     add_output_path(p)
     p.add_argument("--id", dest="id_task", required=True, metavar="T", help="the labelled in-distribution task")
     p.add_argument("--target", required=True, metavar="T[,T…]", help="target task(s), comma-separated")
-    p.add_argument("--scores", default=None, metavar="S[,S…]",
-                   help=f"score functions (default: every one the records give): {', '.join(SCORES)}")
+    add_scores(p)
     add_json(p)
     add_fingerprint_flag(p)
     p.set_defaults(func=run)
@@ -54,7 +62,7 @@ def run(args) -> int:
     from lm_eval_evidential import quality
 
     try:
-        scores = quality.parse_scores(args.scores)
+        scores = parse_scores(args.scores)
         id_task = quality.parse_names(args.id_task)
         if len(id_task) != 1:
             raise ValueError(f"--id takes one task, got {id_task}")

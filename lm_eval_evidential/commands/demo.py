@@ -41,7 +41,11 @@ def heading(text: str) -> None:
 
 def run(args) -> int:
     from lm_eval_evidential.cli import main as cli
-    from lm_eval_evidential.tiny import build_lora_adapter, build_tiny_model, sample_data_dir
+    from lm_eval_evidential.tiny import (
+        build_lora_adapter,
+        build_tiny_model,
+        sample_data_dir,
+    )
 
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)

@@ -10,8 +10,18 @@ from __future__ import annotations
 
 import sys
 
-from ._common import add_fingerprint_flag, check_producers, add_json, add_output_path, format_table, load_many, write_json
-from .ood import add_k_policy, add_scores, parse_scores
+from ._common import (
+    add_fingerprint_flag,
+    add_json,
+    add_output_path,
+    add_scores,
+    check_producers,
+    format_table,
+    load_many,
+    parse_scores,
+    write_json,
+)
+from .ood import add_k_policy
 
 TABLE_COLUMNS = ("condition", "extra", "k_id", "k_ood", "score", "auroc", "delta_auroc", "aupr_in", "delta_aupr")
 
@@ -47,7 +57,13 @@ def delong_line(test: dict) -> str:
 
 
 def run(args) -> int:
-    from lm_eval_evidential.audit import CardinalityMismatchError, ksweep_delong, ksweep_rows, plot_ksweep, sensitivity_lines
+    from lm_eval_evidential.audit import (
+        CardinalityMismatchError,
+        ksweep_delong,
+        ksweep_rows,
+        plot_ksweep,
+        sensitivity_lines,
+    )
     from lm_eval_evidential.records import RecordsError
 
     try:

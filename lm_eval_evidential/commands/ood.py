@@ -9,7 +9,18 @@ from __future__ import annotations
 
 import sys
 
-from ._common import add_fingerprint_flag, add_json, add_output_path, check_producers, format_table, load_many, split_tasks, write_json
+from ._common import (
+    add_fingerprint_flag,
+    add_json,
+    add_output_path,
+    add_scores,
+    check_producers,
+    format_table,
+    load_many,
+    parse_scores,
+    split_tasks,
+    write_json,
+)  # fmt: skip
 
 TABLE_COLUMNS = (
     "ood_task", "score", "k_id", "k_ood", "n_id", "n_ood", "dropped", "matched",
@@ -25,22 +36,6 @@ def add_k_policy(parser) -> None:
         help="assert (default): refuse a comparison across different K; restrict: keep only examples with the ID "
         "task's K; report: compare anyway and mark the rows matched: false",
     )  # fmt: skip
-
-
-def add_scores(parser) -> None:
-    parser.add_argument(
-        "--scores", default=None, metavar="A,B",
-        help="comma-separated score names (default: every score the records can give); see core/scores.py",
-    )  # fmt: skip
-
-
-def parse_scores(value: str | None) -> list[str] | None:
-    if value is None:
-        return None
-    names = [s.strip() for s in value.split(",") if s.strip()]
-    if not names:
-        raise ValueError(f"--scores {value!r} names no score")
-    return names
 
 
 def display_k(value) -> str:

@@ -12,11 +12,17 @@ from __future__ import annotations
 
 import sys
 
-from ._common import add_json, add_output_path, format_table, write_json
+from ._common import (
+    add_json,
+    add_output_path,
+    add_scores,
+    format_table,
+    parse_scores,
+    write_json,
+)
 
 
 def add_parser(sub) -> None:
-    from lm_eval_evidential.core.scores import SCORES
 
     p = sub.add_parser(
         "orders",
@@ -25,8 +31,7 @@ def add_parser(sub) -> None:
     )
     add_output_path(p)
     p.add_argument("--task", required=True, metavar="T[,T…]", help="task name(s), comma-separated")
-    p.add_argument("--scores", default=None, metavar="S[,S…]",
-                   help=f"scores to compare (default: every one the records give): {', '.join(SCORES)}")
+    add_scores(p)
     add_json(p)
     p.set_defaults(func=run)
 
@@ -35,7 +40,7 @@ def run(args) -> int:
     from lm_eval_evidential import quality
 
     try:
-        scores = quality.parse_scores(args.scores)
+        scores = parse_scores(args.scores)
         if scores is not None and len(scores) < 2:
             raise ValueError(f"--scores needs at least two scores to compare, got {scores}")
         records = quality.load_records_by_task(args.output_path, quality.parse_names(args.task), run=args.run)

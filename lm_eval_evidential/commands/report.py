@@ -9,8 +9,15 @@ from __future__ import annotations
 
 import sys
 
-from ._common import add_fingerprint_flag, check_producers, add_output_path, load_many, split_tasks
-from .ood import add_scores, parse_scores
+from ._common import (
+    add_fingerprint_flag,
+    add_output_path,
+    add_scores,
+    check_producers,
+    load_many,
+    parse_scores,
+    split_tasks,
+)
 
 
 def add_parser(sub) -> None:

@@ -11,11 +11,17 @@ from __future__ import annotations
 
 import sys
 
-from ._common import add_json, add_output_path, format_table, write_json
+from ._common import (
+    add_json,
+    add_output_path,
+    add_scores,
+    format_table,
+    parse_scores,
+    write_json,
+)
 
 
 def add_parser(sub) -> None:
-    from lm_eval_evidential.core.scores import SCORES
 
     p = sub.add_parser(
         "selective",
@@ -24,8 +30,7 @@ def add_parser(sub) -> None:
     )
     add_output_path(p)
     p.add_argument("--task", required=True, metavar="T[,T…]", help="task name(s), comma-separated")
-    p.add_argument("--scores", default=None, metavar="S[,S…]",
-                   help=f"scores to compare (default: every one the records give): {', '.join(SCORES)}")
+    add_scores(p)
     p.add_argument("--plot", metavar="FILE", default=None,
                    help="also write risk-coverage curves to FILE.png and FILE.svg (FILE-<task>.* for several tasks)")
     add_json(p)
@@ -36,7 +41,7 @@ def run(args) -> int:
     from lm_eval_evidential import quality
 
     try:
-        scores = quality.parse_scores(args.scores)
+        scores = parse_scores(args.scores)
         records = quality.load_records_by_task(args.output_path, quality.parse_names(args.task), run=args.run)
         rows = quality.selective_rows(records, scores=scores)
         written = []
