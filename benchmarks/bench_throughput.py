@@ -17,15 +17,21 @@ mirror, half OpenBookQA-shaped (K=4, task ``obqa_edl``), half CommonsenseQA-shap
 (c) hf          the same with the harness's own ``HFLM(..., peft=adapter)``.
 
 Reported per way (medians over ``--repeats`` runs):
-  q/s model   questions / seconds spent in the model's ``loglikelihood`` (for (a): the forward loop);
-  q/s e2e     questions / seconds of ``lm_eval.evaluator.evaluate`` (building requests from the
+  q/s model   questions / wall seconds spent in the model's ``loglikelihood`` (for (a): the forward loop);
+  q/s e2e     questions / wall seconds of ``lm_eval.evaluator.evaluate`` (building requests from the
               docs, tokenising, the model, process_results, aggregation; not the dataset loading
               or simple_evaluate's environment report). For (a) this equals q/s model;
+  q/cpu-s     the same two rates per second of process CPU time;
   added MB    peak RSS during the evaluation minus RSS once the model is loaded (and warmed up
               with one forward); the peak is the kernel's VmHWM after resetting it through
               /proc/self/clear_refs, or a 1 ms psutil sampling thread where that is unavailable;
-  acc         accuracy over all questions: the three ways must agree (argmax of the answer logits).
-The ratios b/a and b/c are computed per repeat and their median is shown.
+  acc         accuracy over all questions: the three ways must agree (argmax of the answer logits);
+  fwd share   the fraction of the e2e time spent inside the model's forward calls (timed by hooks);
+  forwards    the number of forward calls: each distinct prompt once means ceil(questions / batch).
+The ratios b/a and b/c are computed per repeat and their median is shown. Because (a) and (b)
+run the same forward passes, b/a is also estimated as the ratio of their forward shares, each
+measured inside its own process, which other load on the machine barely moves; the b/a verdict
+uses that estimate (wall and CPU ratios are printed next to it).
 Goals at the 128k vocabulary: b/a >= 0.9 and b/c >= 1.2 in throughput, b/c <= 0.5 in added memory.
 """
 
@@ -295,6 +301,19 @@ def worker(args) -> dict:
         model = lm.model
     with torch.inference_mode():  # one-time kernel set-up is not part of either way's cost
         model(input_ids=torch.ones((args.batch_size, 32), dtype=torch.long), use_cache=False)
+    # Time every call of the model itself: the same process's share of time outside the forward
+    # pass is the harness's overhead, whatever else runs on the machine.
+    fwd = {"s": 0.0, "calls": 0, "start": 0.0}
+
+    def pre_hook(module, inputs):
+        fwd["start"] = time.perf_counter()
+
+    def post_hook(module, inputs, output):
+        fwd["s"] += time.perf_counter() - fwd["start"]
+        fwd["calls"] += 1
+
+    model.register_forward_pre_hook(pre_hook)
+    model.register_forward_hook(post_hook)
     gc.collect()
     base_rss = _rss()
     load_start = os.getloadavg()[0]
@@ -312,7 +331,7 @@ def worker(args) -> dict:
     if profiler is not None:
         profiler.disable()
         profiler.dump_stats(str(args._out.with_suffix(".prof")))
-    out.update(way=way, load_start=load_start, load_end=os.getloadavg()[0], rss_base=base_rss, rss_peak=peak.stop(), peak_method=peak.method, threads=torch.get_num_threads())
+    out.update(t_forward=fwd["s"], forwards=fwd["calls"], way=way, load_start=load_start, load_end=os.getloadavg()[0], rss_base=base_rss, rss_peak=peak.stop(), peak_method=peak.method, threads=torch.get_num_threads())
     return out
 
 
@@ -326,7 +345,7 @@ def spawn(way: str, model_dir: Path, adapter_dir: Path, mirror: Path, args, out_
         cmd += ["--profile", str(args.profile)]
     env = {**os.environ, "EVIDENTIAL_DATA_DIR": str(mirror), "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         sys.stderr.write(proc.stdout[-4000:] + proc.stderr[-8000:])
         raise SystemExit(f"worker {way} failed (exit {proc.returncode})")
@@ -345,7 +364,9 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=None, help="fresh-process runs per way (default 3; quick: 1)")
     ap.add_argument("--hidden", type=int, default=None, help="hidden size (default 256; quick: 64)")
     ap.add_argument("--layers", type=int, default=None, help="decoder layers (default 4; quick: 2)")
-    ap.add_argument("--threads", type=int, default=0, help="torch threads per worker (default: torch's own)")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="torch threads per worker (default 1: on a shared machine, OpenMP barriers across "
+                         "2 threads stall whenever either is descheduled; 0 = torch's own choice)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--quick", action="store_true", help="a small smoke test (tiny model, few questions, one repeat)")
     ap.add_argument("--json", type=Path, default=None, help="also write every run's raw figures here")
@@ -402,7 +423,7 @@ def main(argv=None) -> int:
     print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, torch threads "
           f"{runs[(vocabs[0], 'limit')][0]['threads']}, peak via {runs[(vocabs[0], 'limit')][0]['peak_method']}")  # fmt: skip
     cols = [("q/s model", "t_model"), ("q/s e2e", "t_e2e"), ("q/cpu-s mdl", "c_model"), ("q/cpu-s e2e", "c_e2e")]
-    head = f"{'vocab':>7}  {'way':<30}" + "".join(f"{c:>12}" for c, _ in cols) + f"{'added MB':>10}{'acc':>7}"
+    head = f"{'vocab':>7}  {'way':<30}" + "".join(f"{c:>12}" for c, _ in cols) + f"{'added MB':>10}{'acc':>7}{'fwd share':>10}{'forwards':>9}"
     print(head)
     print("-" * len(head))
     labels = {"limit": "(a) bare forward (PeftModel)", "evidential": "(b) --model evidential", "hf": "(c) --model hf, peft="}
@@ -415,10 +436,11 @@ def main(argv=None) -> int:
             speeds = [_median([r["n"] / r[key] for r in rs]) for _, key in cols]
             acc = rs[0]["correct"] / rs[0]["n"]
             accs.update(round(r["correct"] / r["n"], 9) for r in rs)
+            share = _median([r["t_forward"] / r["t_e2e"] for r in rs])
             print(f"{vocab:>7}  {labels[way]:<30}" + "".join(f"{v:>12.2f}" for v in speeds)
-                  + f"{_median([added(r) for r in rs]):>10.1f}{acc:>7.3f}")  # fmt: skip
+                  + f"{_median([added(r) for r in rs]):>10.1f}{acc:>7.3f}{share:>10.3f}{rs[0]['forwards']:>9d}")  # fmt: skip
 
-        def ratio(num, den, key):
+        def ratio(num, den, key, vocab=vocab):
             pairs = zip(runs[(vocab, num)], runs[(vocab, den)])
             if key == "mem":
                 return _median([added(a) / max(added(b), 1e-9) for a, b in pairs])
@@ -428,6 +450,12 @@ def main(argv=None) -> int:
              for num, den in (("evidential", "limit"), ("evidential", "hf"))}  # fmt: skip
         for name, label in (("e/l", "b/a (median of per-repeat ratios)"), ("e/h", "b/c")):
             print(f"{'':>7}  {label:<30}" + "".join(f"{r[name][k]:>12.2f}" for _, k in cols) + f"{r[name]['mem']:>10.2f}")
+        # The same forward passes run in (a) and (b), so b/a is also the ratio of the time shares
+        # spent in them, each measured inside its own process: insensitive to other load.
+        share = lambda way, key, vocab=vocab: _median([r["t_forward"] / r[key] for r in runs[(vocab, way)]])  # noqa: E731
+        r["e/l"]["share_model"] = share("evidential", "t_model") / share("limit", "t_model")
+        r["e/l"]["share_e2e"] = share("evidential", "t_e2e") / share("limit", "t_e2e")
+        print(f"{'':>7}  {'b/a from forward shares':<30}{r['e/l']['share_model']:>12.2f}{r['e/l']['share_e2e']:>12.2f}")
         if len(accs) != 1:
             print(f"{'':>7}  WARNING: the ways disagree on accuracy {sorted(accs)}; they did not score the same thing")
         verdicts.append((vocab, r["e/l"], r["e/h"]))
@@ -437,8 +465,9 @@ def main(argv=None) -> int:
     print()
     ok = lambda c: "met" if c else "NOT met"  # noqa: E731
     for vocab, ba, bc in verdicts:
-        print(f"# vocab {vocab}: b/a >= 0.9: {ok(ba['t_model'] >= 0.9)} in the model phase ({ba['t_model']:.2f} wall, "
-              f"{ba['c_model']:.2f} CPU), {ok(ba['t_e2e'] >= 0.9)} end to end ({ba['t_e2e']:.2f} wall, {ba['c_e2e']:.2f} CPU); "
+        print(f"# vocab {vocab}: b/a >= 0.9 (from forward shares): {ok(ba['share_model'] >= 0.9)} in the model phase "
+              f"({ba['share_model']:.2f}; wall {ba['t_model']:.2f}, CPU {ba['c_model']:.2f}), {ok(ba['share_e2e'] >= 0.9)} "
+              f"end to end ({ba['share_e2e']:.2f}; wall {ba['t_e2e']:.2f}, CPU {ba['c_e2e']:.2f}); "
               f"b/c >= 1.2: {ok(bc['t_e2e'] >= 1.2)} ({bc['t_model']:.2f} model, {bc['t_e2e']:.2f} e2e); "
               f"added memory b/c <= 0.5: {ok(bc['mem'] <= 0.5)} ({bc['mem']:.3f})")  # fmt: skip
     if args.json:

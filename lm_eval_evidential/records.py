@@ -104,23 +104,60 @@ def make_record(
     }
 
 
-def _padded(list_array, n: int, k: np.ndarray) -> np.ndarray:
-    """A NaN right-padded (n, K_max) float64 matrix from an Arrow list column (vectorised)."""
+def _padded(list_array, n: int, k: np.ndarray, name: str = "values") -> np.ndarray:
+    """A NaN right-padded (n, K_max) float64 matrix from an Arrow list column (vectorised).
+
+    Row i's values fill its first k[i] slots: a boolean mask over the grid, read row-major, has
+    the flattened values' order, so no per-value index arrays (4 x int64 per value) are built,
+    and chunks are converted one by one instead of being concatenated first. Null rows
+    (evidence/alpha of softmax records) stay NaN.
+    """
     k_max = int(k.max()) if n else 0
     out = np.full((n, k_max), np.nan)
     if n == 0:
         return out
     import pyarrow as pa
+    import pyarrow.compute as pc
 
-    if isinstance(list_array, pa.ChunkedArray):
-        list_array = list_array.combine_chunks()
-    valid = ~np.asarray(list_array.is_null().to_numpy(zero_copy_only=False), dtype=bool)
-    values = list_array.flatten().to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
-    rows = np.repeat(np.flatnonzero(valid), k[valid])
-    starts = np.repeat(np.cumsum(k[valid]) - k[valid], k[valid])
-    cols = np.arange(len(values)) - starts
-    out[rows, cols] = values
+    chunks = list_array.chunks if isinstance(list_array, pa.ChunkedArray) else [list_array]
+    row = 0
+    for chunk in chunks:
+        m = len(chunk)
+        slots = np.arange(k_max) < k[row : row + m, None]
+        if chunk.null_count:
+            slots &= ~np.asarray(chunk.is_null().to_numpy(zero_copy_only=False), dtype=bool)[:, None]
+        values = chunk.flatten().to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+        if values.size != np.count_nonzero(slots):
+            lengths = np.asarray(pc.list_value_length(chunk).fill_null(0).to_numpy(zero_copy_only=False))
+            bad = int(np.flatnonzero((lengths != k[row : row + m]) & slots.any(axis=1))[0])
+            raise RecordsError(f"row {row + bad} has k={k[row + bad]} but {lengths[bad]} {name}")
+        out[row : row + m][slots] = values
+        row += m
     return out
+
+
+class _ColumnsOnDemand:
+    """What ``Records._from_table`` uses of a pyarrow Table, read one column at a time (row group
+    by row group) from a Parquet file: a large file is never decoded whole, so the peak is the
+    arrays plus one column, not the arrays plus the whole decoded table."""
+
+    def __init__(self, parquet_file, path: Path):
+        self._file = parquet_file
+        self._path = path
+        self.schema = parquet_file.schema_arrow
+        self.column_names = self.schema.names
+        self.num_rows = parquet_file.metadata.num_rows
+
+    def column(self, name: str):
+        import pyarrow as pa
+
+        try:
+            parts = [self._file.read_row_group(i, columns=[name]).column(0) for i in range(self._file.num_row_groups)]
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise RecordsError(
+                f"{self._path}: cannot read column {name!r} ({exc}); the file is truncated or corrupted — re-run the evaluation"
+            ) from exc
+        return pa.chunked_array([c for part in parts for c in part.chunks], type=self.schema.field(name).type)
 
 
 @dataclass(frozen=True)
@@ -215,30 +252,40 @@ class Records(Sequence):
         missing = [f for f in RECORD_FIELDS if f not in table.column_names]
         if missing:
             raise RecordsError(f"{path}: records file lacks the fields {missing}")
+        import pyarrow.compute as pc
+
         n = table.num_rows
         col = lambda name: table.column(name).to_numpy()  # noqa: E731
         k = col("k").astype(np.int64)
-        lengths = {
-            name: np.asarray(
-                __import__("pyarrow").compute.list_value_length(table.column(name)).to_numpy(
-                    zero_copy_only=False
-                )
-            )
-            for name in ("labels", "logits")
-        }
-        for name, ln in lengths.items():
-            bad = np.flatnonzero(ln != k)
+
+        def check_lengths(name, column):
+            lengths = np.asarray(pc.list_value_length(column).to_numpy(zero_copy_only=False))
+            bad = np.flatnonzero(lengths != k)
             if bad.size:
                 i = int(bad[0])
-                raise RecordsError(f"{path}: row {i} has k={k[i]} but {ln[i]} {name}")
-        logits, evidence, alpha = (_padded(table.column(c), n, k) for c in ("logits", "evidence", "alpha"))
+                raise RecordsError(f"{path}: row {i} has k={k[i]} but {lengths[i]} {name}")
+
+        # Each column is fetched once and dropped once converted (``table`` may read on demand).
+        labels = table.column("labels")
+        check_lengths("labels", labels)
+        padded = {}
+        for name in ("logits", "evidence", "alpha"):
+            column = table.column(name)
+            if name == "logits":
+                check_lengths(name, column)
+            try:
+                padded[name] = _padded(column, n, k, name)
+            except RecordsError as exc:
+                raise RecordsError(f"{path}: {exc}") from None
+            del column
+        logits, evidence, alpha = padded["logits"], padded["evidence"], padded["alpha"]
         _validate_values(path, meta, k, logits, alpha, col("gold").astype(np.int64))
         return cls(
             task=task,
             meta=meta,
             doc_id=col("doc_id").astype(np.int64),
             k=k,
-            labels=table.column("labels").to_pylist() if n <= 200_000 else _LazyLabels(table.column("labels")),
+            labels=labels.to_pylist() if n <= 200_000 else _LazyLabels(labels),
             gold=col("gold").astype(np.int64),
             pred=col("pred").astype(np.int64),
             correct=col("correct").astype(bool),
@@ -363,11 +410,16 @@ def read_records_file(path: str | os.PathLike) -> Records:
 
     path = Path(path)
     try:
-        table = pq.read_table(path)
+        parquet = pq.ParquetFile(path, pre_buffer=False)
     except (pa.ArrowInvalid, OSError) as exc:
         raise RecordsError(f"{path}: cannot read records file ({exc}); it is truncated or corrupted — re-run the evaluation") from exc
-    meta = json.loads((table.schema.metadata or {}).get(META_KEY, b"{}") or b"{}")
-    return Records._from_table(table, task=meta.get("task", path.stem), path=path)
+    with parquet:
+        table = _ColumnsOnDemand(parquet, path)
+        meta = json.loads((table.schema.metadata or {}).get(META_KEY, b"{}") or b"{}")
+        records = Records._from_table(table, task=meta.get("task", path.stem), path=path)
+    # Arrow's allocator keeps freed decode buffers; return them now that only numpy arrays remain.
+    pa.default_memory_pool().release_unused()
+    return records
 
 
 def records_path(folder: str | os.PathLike, task: str, date_id: str) -> Path:

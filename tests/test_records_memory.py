@@ -9,12 +9,12 @@ peak RSS (kernel VmHWM, reset after the imports) minus the RSS after the imports
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
 
 import numpy as np
-import pytest
 
 N = 2_000_000
 K_MAX = 5
@@ -123,13 +123,12 @@ def test_two_million_records_load_and_audit_within_bounded_memory(tmp_path):
     from lm_eval_evidential.records import atomic_write_bytes, records_path
 
     table, truth = records_table(N)
-    path = records_path(tmp_path, TASK, DATE_ID)
-    atomic_write_bytes(path, lambda tmp: pq.write_table(table, tmp))
-    del table
+    atomic_write_bytes(records_path(tmp_path, TASK, DATE_ID), lambda tmp, t=table: pq.write_table(t, tmp))
+    del table  # the child measures its own memory; free this copy before it starts
 
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(
-        [sys.executable, "-c", CHILD, str(tmp_path), TASK, str(N)], capture_output=True, text=True, env=env, timeout=300
+        [sys.executable, "-c", CHILD, str(tmp_path), TASK, str(N)], capture_output=True, text=True, env=env, timeout=300, check=False
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -142,7 +141,7 @@ def test_two_million_records_load_and_audit_within_bounded_memory(tmp_path):
     assert last["k"] == k_last and last["gold"] == int(truth["gold"][-1])
     np.testing.assert_allclose(last["logits"], truth["logits"][-1, :k_last], rtol=0, atol=0)
     np.testing.assert_allclose(last["alpha"], truth["alpha"][-1, :k_last], rtol=0, atol=0)
-    assert all(0.0 <= v <= 1.0 for v in out["aucs"].values() if v == v)
+    assert all(0.0 <= v <= 1.0 for v in out["aucs"].values() if not math.isnan(v))
 
     # Labels stay columnar at this size (no 2M Python lists).
     assert out["labels_type"] != "list"

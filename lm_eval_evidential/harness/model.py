@@ -94,6 +94,22 @@ class EvidentialLM(HFLM):
             self._rank = accelerator.process_index
             self._world_size = accelerator.num_processes
 
+    def _create_model(self, pretrained, *args, peft=None, delta=None, revision="main", **kwargs) -> None:
+        # HFLM resizes the embeddings to len(tokenizer) whenever it loads an adapter and the two
+        # differ (it assumes the adapter added tokens). An output layer padded beyond the tokenizer
+        # (Qwen2: 151,936 rows for 151,665 tokens) is then cut and an adapter on lm_head (the
+        # paper's) no longer fits. Grow when the tokenizer is larger; never shrink.
+        if not peft:
+            return super()._create_model(pretrained, *args, peft=peft, delta=delta, revision=revision, **kwargs)
+        if delta:
+            raise ValueError("Cannot use both 'peft' and 'delta' options at the same time.")
+        super()._create_model(pretrained, *args, revision=revision, **kwargs)
+        from peft import PeftModel
+
+        if len(self.tokenizer) > self._model.get_input_embeddings().weight.shape[0]:
+            self._model.resize_token_embeddings(len(self.tokenizer))
+        self._model = PeftModel.from_pretrained(self._model, peft, revision=revision)
+
     @classmethod
     def create_from_arg_string(cls, arg_string: str, additional_config: dict | None = None):
         from lm_eval.utils import simple_parse_args_string
