@@ -166,3 +166,10 @@ def test_ece_matches_the_core_metric_on_the_records(tiny_model, tiny_adapter):
     assert res["adaptive_ece,none"] == pytest.approx(adaptive_ece(rec.max_prob, rec.correct, n_bins=15), abs=1e-12)
     assert res["nll,none"] == pytest.approx(nll(rec.probs, rec.gold), abs=1e-9)
     assert res["brier,none"] == pytest.approx(brier(rec.probs, rec.gold), abs=1e-9)
+
+
+def test_batch_size_auto_finds_a_size_and_gives_the_same_records(tiny_model, tiny_adapter):
+    lm = make_lm(tiny_model, tiny_adapter, batch_size="auto", max_batch_size=16)
+    auto = evaluate(lm, ["obqa_edl"], limit=20)[1]["obqa_edl"]
+    fixed = evaluate(make_lm(tiny_model, tiny_adapter, batch_size=3), ["obqa_edl"], limit=20)[1]["obqa_edl"]
+    np.testing.assert_allclose(auto.alpha, fixed.alpha, atol=1e-5)
