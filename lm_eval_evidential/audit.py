@@ -358,13 +358,17 @@ def _stem(path_without_suffix) -> Path:
 
 def save_figure(fig, path_without_suffix, formats: Sequence[str] = ("png", "svg")) -> list[Path]:
     """Save a matplotlib ``Figure`` as ``<path>.<fmt>`` for each format, each atomically."""
+    import matplotlib
+
     stem = _stem(path_without_suffix)
     out = []
     for fmt in formats:
         path = stem.parent / f"{stem.name}.{fmt}"
         # Fixed metadata: the same data gives byte-identical SVG (no creation date inside).
         meta = {"Date": None} if fmt == "svg" else {}
-        atomic_write_bytes(path, lambda tmp, fmt=fmt, meta=meta: fig.savefig(tmp, format=fmt, dpi=150, metadata=meta))
+        # A fixed salt for the SVG element ids, which matplotlib otherwise salts with uuid4.
+        with matplotlib.rc_context({"svg.hashsalt": "lm-eval-evidential"}):
+            atomic_write_bytes(path, lambda tmp, fmt=fmt, meta=meta: fig.savefig(tmp, format=fmt, dpi=150, metadata=meta))
         out.append(path)
     return out
 

@@ -384,14 +384,18 @@ def figure_base(path) -> Path:
 
 def _save(fig, path_without_suffix) -> list[Path]:
     """Write ``fig`` as ``<base>.png`` and ``<base>.svg``, each atomically."""
+    import matplotlib
+
     from .records import atomic_write_bytes
 
     base = figure_base(path_without_suffix)
     out = []
     for fmt, extra in (("png", {"dpi": 150}), ("svg", {"metadata": {"Date": None}})):
         path = base.with_name(f"{base.name}.{fmt}")
-        # The temp name ends in .tmp, so the format is given explicitly.
-        atomic_write_bytes(path, lambda tmp, fmt=fmt, extra=extra: fig.savefig(tmp, format=fmt, **extra))
+        # The temp name ends in .tmp, so the format is given explicitly. A fixed salt for the
+        # SVG element ids (matplotlib salts them with uuid4 otherwise): same data, same bytes.
+        with matplotlib.rc_context({"svg.hashsalt": "lm-eval-evidential"}):
+            atomic_write_bytes(path, lambda tmp, fmt=fmt, extra=extra: fig.savefig(tmp, format=fmt, **extra))
         out.append(path)
     return out
 

@@ -239,10 +239,7 @@ class Records(Sequence):
 
     @classmethod
     def _from_table(cls, table, *, task: str, path: Path | None = None) -> Records:
-        raw = (table.schema.metadata or {}).get(META_KEY)
-        if raw is None:
-            raise RecordsError(f"{path or 'table'}: not an lm-eval-evidential records file (no metadata)")
-        meta = json.loads(raw)
+        meta = _parse_meta(table.schema.metadata, path)
         version = meta.get("schema_version")
         if version != SCHEMA_VERSION:
             raise RecordsError(
@@ -252,6 +249,10 @@ class Records(Sequence):
         missing = [f for f in RECORD_FIELDS if f not in table.column_names]
         if missing:
             raise RecordsError(f"{path}: records file lacks the fields {missing}")
+        _check_types(table.schema, path)
+        for name in ("doc_id", "k", "gold", "pred", "correct", "strength", "vacuity", "max_prob"):
+            if table.column(name).null_count:
+                raise RecordsError(f"{path}: field {name!r} has missing (null) values; re-run the evaluation")
         import pyarrow.compute as pc
 
         n = table.num_rows
@@ -280,10 +281,15 @@ class Records(Sequence):
             del column
         logits, evidence, alpha = padded["logits"], padded["evidence"], padded["alpha"]
         _validate_values(path, meta, k, logits, alpha, col("gold").astype(np.int64))
+        doc_id = col("doc_id").astype(np.int64)
+        if len(np.unique(doc_id)) != n:
+            values, counts = np.unique(doc_id, return_counts=True)
+            raise RecordsError(f"{path}: doc_id {int(values[counts > 1][0])} appears more than once; records of two runs were mixed")
+        _validate_derived(path, meta, k, logits, alpha, col)
         return cls(
             task=task,
             meta=meta,
-            doc_id=col("doc_id").astype(np.int64),
+            doc_id=doc_id,
             k=k,
             labels=labels.to_pylist() if n <= 200_000 else _LazyLabels(labels),
             gold=col("gold").astype(np.int64),
@@ -297,6 +303,75 @@ class Records(Sequence):
             max_prob=col("max_prob").astype(np.float64),
             path=path,
         )
+
+
+def _parse_meta(schema_metadata, path) -> dict:
+    raw = (schema_metadata or {}).get(META_KEY)
+    if raw is None:
+        raise RecordsError(f"{path or 'table'}: not an lm-eval-evidential records file (no metadata)")
+    try:
+        meta = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise RecordsError(f"{path}: records metadata is not valid JSON ({exc}); the file is corrupted") from exc
+    if not isinstance(meta, dict):
+        raise RecordsError(f"{path}: records metadata must be a JSON object, got {type(meta).__name__}")
+    return meta
+
+
+def _check_types(schema, path) -> None:
+    """Each field must have the documented Arrow type (any integer width for integer fields)."""
+    import pyarrow as pa
+    import pyarrow.types as t
+
+    checks = {
+        "task": t.is_string, "doc_id": t.is_integer, "k": t.is_integer, "gold": t.is_integer, "pred": t.is_integer,
+        "correct": t.is_boolean, "strength": t.is_floating, "vacuity": t.is_floating, "max_prob": t.is_floating,
+        "labels": lambda ty: t.is_list(ty) and t.is_string(ty.value_type),
+        **{f: (lambda ty: t.is_list(ty) and t.is_floating(ty.value_type)) for f in ("logits", "evidence", "alpha")},
+    }  # fmt: skip
+    for name, ok in checks.items():
+        ty = schema.field(name).type
+        if not ok(ty) and not (t.is_null(ty) and name in ("evidence", "alpha")):
+            raise RecordsError(f"{path}: field {name!r} has type {ty}, not the records schema's; the file is of another format")
+    del pa
+
+
+def _validate_derived(path, meta: dict, k: np.ndarray, logits: np.ndarray, alpha: np.ndarray, col) -> None:
+    """Stored strength/vacuity/max_prob/pred/correct must follow from logits or alpha."""
+    if len(k) == 0:
+        return
+    if meta.get("method", "edl") == "softmax":
+        z = logits - np.nanmax(logits, axis=1, keepdims=True)
+        e = np.exp(z)
+        probs = e / np.nansum(e, axis=1, keepdims=True)
+        strength = vacuity = None
+    else:
+        with np.errstate(over="ignore", invalid="ignore"):
+            strength = np.nansum(alpha, axis=1)
+        if not np.isfinite(strength).all():
+            row = int(np.flatnonzero(~np.isfinite(strength))[0])
+            raise RecordsError(f"{path}: row {row}: alpha sums beyond the float64 range; the file was edited")
+        probs = alpha / strength[:, None]
+        vacuity = float(meta.get("prior_weight", 1.0)) * k / strength
+    pred = np.nanargmax(probs, axis=1)
+    expected = {
+        "strength": strength, "vacuity": vacuity, "max_prob": probs[np.arange(len(k)), pred],
+        "pred": pred, "correct": pred == col("gold"),
+    }  # fmt: skip
+    for name, want in expected.items():
+        if want is None:
+            continue
+        got = col(name)
+        if want.dtype.kind in "fc":
+            bad = ~np.isclose(got.astype(np.float64), want, rtol=1e-9, atol=1e-12)
+        else:
+            bad = got.astype(want.dtype) != want
+        if bad.any():
+            row = int(np.flatnonzero(bad)[0])
+            raise RecordsError(
+                f"{path}: row {row}: stored {name} {got[row]!r} does not follow from the record's "
+                f"{'logits' if strength is None else 'alpha'} (expected {want[row]!r}); the file was edited"
+            )
 
 
 def _validate_values(path, meta: dict, k: np.ndarray, logits: np.ndarray, alpha: np.ndarray, gold: np.ndarray) -> None:
@@ -315,11 +390,14 @@ def _validate_values(path, meta: dict, k: np.ndarray, logits: np.ndarray, alpha:
     if len(gold) and ((gold < 0) | (gold >= k)).any():
         row = int(np.flatnonzero((gold < 0) | (gold >= k))[0])
         fail(row, f"gold index {int(gold[row])} outside 0..{int(k[row]) - 1}")
+    try:
+        lam = float(meta.get("prior_weight", 1.0))
+    except (TypeError, ValueError):
+        lam = float("nan")
+    if not np.isfinite(lam) or lam <= 0:
+        raise RecordsError(f"{path}: prior_weight {meta.get('prior_weight')!r} in the metadata must be a positive number")
     if meta.get("method", "edl") == "softmax":
         return
-    lam = float(meta.get("prior_weight", 1.0))
-    if not np.isfinite(lam) or lam <= 0:
-        raise RecordsError(f"{path}: prior_weight {lam!r} in the metadata must be a positive number")
     bad = real & ~np.isfinite(alpha)
     if bad.any():
         row = int(np.flatnonzero(bad.any(axis=1))[0])
@@ -387,6 +465,9 @@ def atomic_write_bytes(path: Path, write) -> None:
         write(tmp)
         with open(tmp, "rb") as fh:
             os.fsync(fh.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; results are meant to be shared
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -415,8 +496,8 @@ def read_records_file(path: str | os.PathLike) -> Records:
         raise RecordsError(f"{path}: cannot read records file ({exc}); it is truncated or corrupted — re-run the evaluation") from exc
     with parquet:
         table = _ColumnsOnDemand(parquet, path)
-        meta = json.loads((table.schema.metadata or {}).get(META_KEY, b"{}") or b"{}")
-        records = Records._from_table(table, task=meta.get("task", path.stem), path=path)
+        meta = _parse_meta(table.schema.metadata, path)
+        records = Records._from_table(table, task=str(meta.get("task", path.stem)), path=path)
     # Arrow's allocator keeps freed decode buffers; return them now that only numpy arrays remain.
     pa.default_memory_pool().release_unused()
     return records

@@ -74,6 +74,15 @@ def _padded(arr, name: str, *, positive: bool = False):
         raise ValueError(
             f"{name} must be > 0 (Dirichlet concentrations), got {a[i, j]!r} at row {i}, column {j}"
         )
+    if positive:
+        with np.errstate(over="ignore"):
+            total = _masked_sum(a, mask)
+        if not np.isfinite(total).all():  # every strength-based quantity would be inf or NaN
+            i = int(np.flatnonzero(~np.isfinite(total))[0])
+            raise ValueError(
+                f"{name} row {i} sums to more than the largest float64 ({a[i].tolist()}); Dirichlet "
+                "concentrations this large are not model outputs"
+            )
     return a, k, mask
 
 
@@ -109,6 +118,8 @@ def _masked_sum(x: np.ndarray, mask: np.ndarray) -> np.ndarray:
 
 def _masked_max(x: np.ndarray, mask: np.ndarray) -> np.ndarray:
     xf = _filled(x, mask, -np.inf)
+    if xf.shape[1] == 0:  # only reachable with 0 rows: _padded refuses rows without classes
+        return np.full(xf.shape[0], -np.inf)
     acc = xf[:, 0].copy()
     for j in range(1, xf.shape[1]):
         np.maximum(acc, xf[:, j], out=acc)
@@ -125,7 +136,9 @@ def _entropy_of(p: np.ndarray, mask: np.ndarray) -> np.ndarray:
 
 def _expected_entropy_of(a: np.ndarray, mask: np.ndarray) -> np.ndarray:
     s = _masked_sum(a, mask)
-    return digamma(s + 1.0) - _masked_sum(a * digamma(a + 1.0), mask) / s
+    # (alpha / S) psi(alpha + 1) rather than alpha psi(alpha + 1) / S: the product can neither
+    # overflow (alpha ~ 1e307) nor lose its digits in the subnormal range (alpha ~ 1e-320).
+    return digamma(s + 1.0) - _masked_sum((a / s[:, None]) * digamma(a + 1.0), mask)
 
 
 def class_counts(arr) -> np.ndarray:

@@ -182,6 +182,8 @@ def compute_score(name: str, *, probs, k, alpha=None, prior_weight: float = 1.0)
     else:
         p, k_p, mask_p = _padded(probs, "probs")
         _check_simplex(p, mask_p)
+        if (p < 0).any():  # rounding below 0 that _check_simplex tolerates; entr(p < 0) is -inf
+            p = np.maximum(p, 0.0)
         if alpha is None:
             k_rows, mask = k_p, mask_p
         elif p.shape[0] != a.shape[0] or not np.array_equal(k_p, k_rows):
