@@ -30,3 +30,9 @@ def test_demo_runs_end_to_end(tmp_path):
     assert (demo / "adapter-edl" / "evidential_config.json").is_file()
     report = (demo / "report" / "report.md").read_text()
     assert "csqa_edl" in report and "refused" in report.lower()
+    # the README's main job may be run again in the same folder
+    again = subprocess.run(
+        [sys.executable, "-m", "lm_eval_evidential", "demo", "--fast", "--out", str(demo)],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900,
+    )  # fmt: skip
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]

@@ -74,7 +74,7 @@ def run(args) -> int:
         target = out / f"adapter-{method}"
         if can_train:
             code = cli(["train", "--pretrained", str(model_dir), "--task", "obqa_edl", "--method", method,
-                        "--output-dir", str(target), "--max-steps", str(steps)])  # fmt: skip
+                        "--output-dir", str(target), "--max-steps", str(steps), "--overwrite-output-dir"])  # fmt: skip
             if code:
                 return code
         else:  # a package built without the training module: a random LoRA still exercises the path
