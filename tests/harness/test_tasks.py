@@ -65,3 +65,14 @@ def test_obqa_declares_its_splits_and_answer_set():
     assert (task.config.training_split, task.config.validation_split, task.config.test_split) == ("train", "validation", "test")
     assert task.answer_tokens == [" A", " B", " C", " D"]
     assert len(list(task.eval_docs)) == 120
+
+
+@pytest.mark.parametrize("name", ["obqa_edl", "arc_c_edl", "csqa_edl", "obqa_edl_vs_arc_c_edl"])
+def test_cached_templates_render_exactly_as_the_harness(name):
+    from lm_eval.api.task import ConfigurableTask
+
+    task = load(name)
+    for doc in list(task.eval_docs)[:25]:
+        assert task.doc_to_text(doc) == ConfigurableTask.doc_to_text(task, doc)
+        assert task.doc_to_choice(doc) == ConfigurableTask.doc_to_choice(task, doc)
+        assert task.doc_to_target(doc) == ConfigurableTask.doc_to_target(task, doc)
