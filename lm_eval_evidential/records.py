@@ -55,6 +55,20 @@ class RecordsError(ValueError):
     """A records file is missing, truncated, corrupted or of another schema version."""
 
 
+def expected_probs(logits: np.ndarray, alpha: np.ndarray | None) -> np.ndarray:
+    """E[p] of NaN-padded rows: α/S when there is alpha, else softmax of the logits (the core's own)."""
+    from lm_eval_evidential.core.dirichlet import expected_probs as dirichlet_probs, softmax
+
+    return softmax(logits) if alpha is None else dirichlet_probs(alpha)
+
+
+def record_probs(record: Mapping) -> np.ndarray:
+    """E[p] of one record (a mapping with the fields of ``RECORD_FIELDS``)."""
+    alpha = record["alpha"]
+    return expected_probs(np.asarray([record["logits"]], dtype=np.float64),
+                          None if alpha is None else np.asarray([alpha], dtype=np.float64))[0]  # fmt: skip
+
+
 def make_record(
     *,
     task: str,
@@ -74,15 +88,13 @@ def make_record(
     k = len(labels)
     if z.shape != (k,):
         raise ValueError(f"{task} doc {doc_id}: {len(z)} logits for {k} labels {list(labels)}")
+    probs = expected_probs(z[None, :], None if alpha is None else np.asarray(alpha, dtype=np.float64)[None, :])[0]
     if alpha is None:
-        probs = np.exp(z - z.max())
-        probs /= probs.sum()
         evidence = alpha_list = None
         strength = vacuity = float("nan")
     else:
         a = np.asarray(alpha, dtype=np.float64)
         strength = float(a.sum())
-        probs = a / strength
         vacuity = prior_weight * k / strength
         evidence = (a - prior_weight).tolist()
         alpha_list = a.tolist()
@@ -200,11 +212,7 @@ class Records(Sequence):
     @property
     def probs(self) -> np.ndarray:
         """E[p]: α/S for evidential records, softmax of the logits otherwise (NaN padded)."""
-        if self.has_alpha:
-            return self.alpha / self.strength[:, None]
-        z = self.logits - np.nanmax(self.logits, axis=1, keepdims=True)
-        e = np.exp(z)
-        return e / np.nansum(e, axis=1, keepdims=True)
+        return expected_probs(self.logits, self.alpha if self.has_alpha else None)
 
     def __len__(self) -> int:
         return len(self.doc_id)
@@ -341,9 +349,7 @@ def _validate_derived(path, meta: dict, k: np.ndarray, logits: np.ndarray, alpha
     if len(k) == 0:
         return
     if meta.get("method", "edl") == "softmax":
-        z = logits - np.nanmax(logits, axis=1, keepdims=True)
-        e = np.exp(z)
-        probs = e / np.nansum(e, axis=1, keepdims=True)
+        probs = expected_probs(logits, None)
         strength = vacuity = None
     else:
         with np.errstate(over="ignore", invalid="ignore"):
@@ -351,7 +357,7 @@ def _validate_derived(path, meta: dict, k: np.ndarray, logits: np.ndarray, alpha
         if not np.isfinite(strength).all():
             row = int(np.flatnonzero(~np.isfinite(strength))[0])
             raise RecordsError(f"{path}: row {row}: alpha sums beyond the float64 range; the file was edited")
-        probs = alpha / strength[:, None]
+        probs = expected_probs(logits, alpha)
         vacuity = float(meta.get("prior_weight", 1.0)) * k / strength
     pred = np.nanargmax(probs, axis=1)
     expected = {

@@ -77,6 +77,9 @@ def results_folder(tracker) -> Path | None:
 
 def write_run_records(tracker, results) -> list[Path]:
     """Write the records collected in this run for the tasks in ``results``; returns the paths."""
+    from dataclasses import replace
+
+    from lm_eval_evidential import __version__
     from lm_eval_evidential.harness.task import pop_collected
     from lm_eval_evidential.records import records_path, write_records
 
@@ -88,11 +91,7 @@ def write_run_records(tracker, results) -> list[Path]:
         return []
     written = []
     for task, records in collected.items():
-        from lm_eval_evidential import __version__
-
         meta = {**records.meta, "date_id": date_id, "package_version": __version__}
-        from dataclasses import replace
-
         path = write_records(records_path(folder, task, date_id), replace(records, meta=meta))
         logger.info("wrote %d %s records to %s", len(records), task, path)
         written.append(path)

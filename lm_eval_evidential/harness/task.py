@@ -22,7 +22,7 @@ from lm_eval.api.metrics import mean
 from lm_eval.api.task import ConfigurableTask
 
 from lm_eval_evidential.harness import docs as docs_mod
-from lm_eval_evidential.records import Records, make_record
+from lm_eval_evidential.records import Records, make_record, record_probs
 
 logger = logging.getLogger(__name__)
 
@@ -76,17 +76,6 @@ def _records_from_items(task: str, items: Sequence[dict]) -> Records:
         raise ValueError(f"task {task!r}: records produced with different model settings in one run: {metas}")
     meta = items[0]["meta"] if items else {}
     return Records.from_rows([it["record"] for it in items], task=task, meta=meta)
-
-
-def _probs_gold(record: dict) -> tuple[list[float], int]:
-    if record["alpha"] is not None:
-        s = record["strength"]
-        return [a / s for a in record["alpha"]], record["gold"]
-    z = record["logits"]
-    m = max(z)
-    e = [math.exp(x - m) for x in z]
-    t = sum(e)
-    return [x / t for x in e], record["gold"]
 
 
 class EvidentialMCQATask(ConfigurableTask):
@@ -205,7 +194,7 @@ class EvidentialMCQATask(ConfigurableTask):
     def process_results(self, doc: dict, results) -> dict:
         item = self._item(doc, results)
         record = item["record"]
-        probs, gold = _probs_gold(record)
+        probs, gold = record_probs(record), record["gold"]
         return {
             "acc": float(record["correct"]),
             "ece": item,
