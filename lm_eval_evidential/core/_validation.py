@@ -61,3 +61,9 @@ def check_same_length(**arrays) -> int:
     if len(set(lengths.values())) > 1:
         raise ValueError(f"inputs must have the same length, got {lengths}")
     return next(iter(lengths.values()), 0)
+
+
+def first_outside_unit_interval(arr: np.ndarray) -> int | None:
+    """Index of the first value outside [0, 1] (probabilities are expected), or None."""
+    bad = (arr < 0.0) | (arr > 1.0)
+    return int(np.flatnonzero(bad)[0]) if bad.any() else None

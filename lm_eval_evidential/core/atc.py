@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._validation import as_1d_float, as_binary_labels, check_same_length, undefined
+from ._validation import as_1d_float, as_binary_labels, check_same_length, first_outside_unit_interval, undefined
 from .scores import SCORES, available_scores, compute_score
 
 __all__ = ["atc_threshold", "atc_estimate", "atc", "doc_estimate", "atc_by_score"]
@@ -92,9 +92,8 @@ def doc_estimate(id_score, id_correct, target_score) -> float:
     check_same_length(id_score=s_id, id_correct=y)
     s_t = as_1d_float(target_score, "target_score")
     for name, s in (("id_score", s_id), ("target_score", s_t)):
-        bad = (s < 0.0) | (s > 1.0)
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
+        i = first_outside_unit_interval(s)
+        if i is not None:
             raise ValueError(
                 f"doc_estimate needs probability-like scores in [0, 1] (e.g. max_prob); {name}[{i}] = "
                 f"{s[i]!r}. Use atc for other score functions"

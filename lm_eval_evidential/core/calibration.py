@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._validation import as_1d_float, as_binary_labels, check_same_length, undefined
+from ._validation import as_1d_float, as_binary_labels, check_same_length, first_outside_unit_interval, undefined
 from .dirichlet import _padded
 from .scores import _check_simplex
 
@@ -43,9 +43,8 @@ def _confidence_correct(confidence, correct):
     c = as_1d_float(confidence, "confidence")
     y = as_binary_labels(correct, "correct")
     check_same_length(confidence=c, correct=y)
-    bad = (c < 0.0) | (c > 1.0)
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
+    i = first_outside_unit_interval(c)
+    if i is not None:
         raise ValueError(
             f"confidence must lie in [0, 1] (a probability of the predicted class), found {c[i]!r} at "
             f"index {i}; pass probabilities, not logits or Dirichlet strengths"
