@@ -23,15 +23,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 from sklearn.metrics import roc_auc_score  # noqa: E402
 
-from lm_eval_evidential.core import dirichlet as D  # noqa: E402
-from lm_eval_evidential.core.detection import detection_report  # noqa: E402
-from lm_eval_evidential.core.kaudit import (  # noqa: E402
+from lm_eval_evidential.metrics import dirichlet as D  # noqa: E402
+from lm_eval_evidential.metrics.cardinality import (  # noqa: E402
     CardinalityMismatchError,
     check_cardinality,
     classify_k_sensitivity,
     ksweep,
 )
-from lm_eval_evidential.core.scores import SCORES, compute_score  # noqa: E402
+from lm_eval_evidential.metrics.detection import detection_report  # noqa: E402
+from lm_eval_evidential.metrics.scores import SCORES, compute_score  # noqa: E402
 
 
 def synthetic_logits(rng, n, k, boost):
@@ -136,7 +136,7 @@ def main(argv=None):
         ci = f"[{r['auroc_lo']:.4f}, {r['auroc_hi']:.4f}]"
         print(f"{name:<24}{r['auroc']:>8.4f}{ci:>22}{r['aupr_in']:>9.4f}{r['aupr_out']:>9.4f}{r['fpr_at_tpr']:>8.4f}")
 
-    print(f"\nK sweep (paper 001, Table 1 layout), reciprocal_vacuity:")
+    print("\nK sweep (paper 001, Table 1 layout), reciprocal_vacuity:")
     print(f"{'condition':<10}{'K_ID':>5}{'K_OOD':>6}{'AUROC':>8}{'dAUROC':>9}{'AUPR':>8}{'dAUPR':>9}")
     for r in sweep:
         if r["score"] == "reciprocal_vacuity":

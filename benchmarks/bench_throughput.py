@@ -57,7 +57,7 @@ LETTERS = "ABCDE"
 
 # ---------------------------------------------------------------------------- setup (parent)
 def _word_pool() -> list[str]:
-    from lm_eval_evidential.tiny import _sample_records
+    from lm_eval_evidential.testing.tiny import _sample_records
 
     words = set()
     for question, options, _ in _sample_records():
@@ -116,7 +116,7 @@ def pad_tokenizer(model_dir: Path, vocab: int) -> None:
 
 
 def build_models(work: Path, vocab: int, hidden: int, layers: int) -> tuple[Path, Path]:
-    from lm_eval_evidential.tiny import build_lora_adapter, build_tiny_model
+    from lm_eval_evidential.testing.tiny import build_lora_adapter, build_tiny_model
 
     heads = max(1, hidden // 64)
     model = build_tiny_model(work / f"model_{vocab}", hidden_size=hidden, num_layers=layers, num_heads=heads,

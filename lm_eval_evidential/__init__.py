@@ -9,7 +9,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "load_records": ("lm_eval_evidential.records", "load_records"),
     "Records": ("lm_eval_evidential.records", "Records"),
-    "CardinalityMismatchError": ("lm_eval_evidential.core.kaudit", "CardinalityMismatchError"),
+    "CardinalityMismatchError": ("lm_eval_evidential.metrics.cardinality", "CardinalityMismatchError"),
 }
 
 

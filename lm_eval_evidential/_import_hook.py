@@ -3,7 +3,7 @@
 lm-eval 0.4.13 has no plugin discovery, so a ``.pth`` file installed with the package imports
 this module at interpreter start. It only adds a meta-path finder (stdlib only, no numpy,
 torch or lm_eval import); when one of the lm_eval modules below finishes executing, the
-matching function of :mod:`lm_eval_evidential.harness.registration` runs on it. Unrelated
+matching function of :mod:`lm_eval_evidential.harness.plugin` runs on it. Unrelated
 processes pay for one tiny module import. Set ``LM_EVAL_EVIDENTIAL_DISABLE_HOOK=1`` to turn
 it off.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib.abc
 import sys
 
-# module name -> name of the function in lm_eval_evidential.harness.registration
+# module name -> name of the function in lm_eval_evidential.harness.plugin
 _TARGETS = {
     "lm_eval.models": "on_models_imported",
     "lm_eval.tasks.manager": "on_task_manager_imported",
@@ -22,9 +22,9 @@ _TARGETS = {
 
 
 def _run(fullname: str, module) -> None:
-    from lm_eval_evidential.harness import registration
+    from lm_eval_evidential.harness import plugin
 
-    getattr(registration, _TARGETS[fullname])(module)
+    getattr(plugin, _TARGETS[fullname])(module)
 
 
 class _PatchingLoader(importlib.abc.Loader):

@@ -3,11 +3,11 @@
 :func:`build_report` runs, on loaded :class:`~lm_eval_evidential.records.Records`:
 
 1. the K check and OOD-detection table of each OOD task under each requested ``k_policy``
-   (:func:`lm_eval_evidential.audit.ood_rows`); a pair refused under ``assert`` is listed with
+   (:func:`lm_eval_evidential.audits.ood.ood_rows`); a pair refused under ``assert`` is listed with
    the error text and the remedies, never compared;
 2. the K sweep of each accepted pair (paper 001 Table 1 / Figure 1) with its DeLong test;
 3. calibration, selective prediction (PRR, AURC), ATC accuracy estimates and score-order
-   equivalence (:mod:`lm_eval_evidential.quality`).
+   equivalence (:mod:`lm_eval_evidential.audits.quality`).
 
 Sections 2 and 3 use the *first* policy given. A section that cannot be computed on these
 records (e.g. the K sweep of softmax records, which have no alpha) is reported as skipped with
@@ -21,18 +21,18 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from lm_eval_evidential.audit import (
+from lm_eval_evidential import plots
+from lm_eval_evidential.audits.ood import (
     POLICIES,
     CardinalityMismatchError,
     k_check,
     ksweep_delong,
     ksweep_rows,
     ood_rows,
-    plot_ksweep,
     sensitivity_lines,
     subset_records,
 )
-from lm_eval_evidential.core.kaudit import k_histogram
+from lm_eval_evidential.metrics.cardinality import k_histogram
 from lm_eval_evidential.records import Records, atomic_write_bytes
 
 __all__ = ["MISMATCH_STATEMENT", "build_report", "render_markdown"]
@@ -119,8 +119,8 @@ def build_report(
     ``OOD_DEFAULT_SCORES``). The dict has the sections ``meta, k_histograms, policies, ood,
     ksweep, calibration, selective, atc, orders, figures, skipped``, all rows JSON-ready.
     """
-    from lm_eval_evidential import quality
-    from lm_eval_evidential.commands._common import write_json
+    from lm_eval_evidential.audits import quality
+    from lm_eval_evidential.records.io import write_json
 
     policies = _policies(k_policy)
     primary = policies[0]
@@ -181,7 +181,7 @@ def build_report(
             entry["rows"] = ksweep_rows(id_records, r, max_extra=max_extra, scores=scores, k_policy=primary)
             entry["delong_test"] = ksweep_delong(id_records, r, k_policy=primary) if max_extra >= 1 else None
             name = f"ksweep_{_slug(id_records.task)}_vs_{_slug(r.task)}"
-            paths = plot_ksweep(entry["rows"], out / name, title=f"{id_records.task} → {r.task} (k_policy={primary})")
+            paths = plots.plot_ksweep(entry["rows"], out / name, title=f"{id_records.task} → {r.task} (k_policy={primary})")
             report["figures"][name] = fig_paths(paths)
             entry["figure"] = paths[0].name
         except ValueError as exc:
@@ -192,13 +192,13 @@ def build_report(
     # 3. Per-task quality audits (K plays no cross-set role there), then ATC on accepted targets.
     try:
         report["calibration"] = quality.calibration_rows(by_task, n_bins=n_bins)
-        report["figures"]["reliability"] = fig_paths(quality.save_reliability_figure(by_task, out / "reliability", n_bins=n_bins))
+        report["figures"]["reliability"] = fig_paths(plots.save_reliability_figure(by_task, out / "reliability", n_bins=n_bins))
     except ValueError as exc:
         skip("calibration", exc)
     try:
         report["selective"] = quality.selective_rows(by_task, scores=scores)
         name = f"risk_coverage_{_slug(id_records.task)}"
-        report["figures"][name] = fig_paths(quality.save_risk_coverage_figure(id_records, out / name, scores=scores))
+        report["figures"][name] = fig_paths(plots.save_risk_coverage_figure(id_records, out / name, scores=scores))
     except ValueError as exc:
         skip("selective", exc)
     try:

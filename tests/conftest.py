@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
@@ -11,14 +10,14 @@ import pytest
 
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory) -> Path:
-    from lm_eval_evidential.tiny import build_tiny_model
+    from lm_eval_evidential.testing.tiny import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny") / "model", seed=0)
 
 
 @pytest.fixture(scope="session")
 def tiny_adapter(tiny_model, tmp_path_factory) -> Path:
-    from lm_eval_evidential.tiny import build_lora_adapter
+    from lm_eval_evidential.testing.tiny import build_lora_adapter
 
     return build_lora_adapter(tiny_model, tmp_path_factory.mktemp("tiny") / "adapter", seed=1)
 
@@ -26,7 +25,7 @@ def tiny_adapter(tiny_model, tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def mirror(tmp_path_factory) -> Path:
     """A copy of the bundled sample mirror that tests may extend with edge-case files."""
-    from lm_eval_evidential.tiny import sample_data_dir
+    from lm_eval_evidential.testing.tiny import sample_data_dir
 
     root = tmp_path_factory.mktemp("mirror") / "data"
     shutil.copytree(sample_data_dir(), root)

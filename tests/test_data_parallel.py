@@ -64,8 +64,8 @@ def single_process_records(tiny_model, tiny_adapter):
     import lm_eval
     from lm_eval.tasks import TaskManager
 
+    from lm_eval_evidential.harness.evidential_task import pop_collected
     from lm_eval_evidential.harness.model import EvidentialLM
-    from lm_eval_evidential.harness.task import pop_collected
 
     lm = EvidentialLM(pretrained=str(tiny_model), peft=str(tiny_adapter), device="cpu", dtype="float32", batch_size=4)
     results = lm_eval.simple_evaluate(

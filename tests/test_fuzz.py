@@ -29,18 +29,18 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from lm_eval_evidential.core._validation import UndefinedMetricWarning
-from lm_eval_evidential.core.atc import atc
-from lm_eval_evidential.core.calibration import adaptive_ece, ece
-from lm_eval_evidential.core.detection import (
+from lm_eval_evidential.metrics._validation import UndefinedMetricWarning
+from lm_eval_evidential.metrics.accuracy_estimation import atc
+from lm_eval_evidential.metrics.calibration import adaptive_ece, ece
+from lm_eval_evidential.metrics.detection import (
     aupr_in,
     aupr_out,
     auroc,
     delong_ci,
     fpr_at_95_tpr,
 )
-from lm_eval_evidential.core.scores import SCORES, compute_score
-from lm_eval_evidential.core.selective import aurc, prr
+from lm_eval_evidential.metrics.scores import SCORES, compute_score
+from lm_eval_evidential.metrics.selective import aurc, prr
 from lm_eval_evidential.records import (
     META_KEY,
     RECORD_FIELDS,

@@ -32,7 +32,7 @@ import numpy as np
 import pytest
 
 from lm_eval_evidential.cli import main
-from lm_eval_evidential.core._validation import UndefinedMetricWarning
+from lm_eval_evidential.metrics._validation import UndefinedMetricWarning
 from lm_eval_evidential.records import (
     Records,
     RecordsError,
@@ -312,8 +312,8 @@ def test_keyboard_interrupt_in_the_records_hook_leaves_no_records_file(tmp_path,
 
     import pyarrow.parquet as pq
 
-    from lm_eval_evidential.harness import task as task_mod
-    from lm_eval_evidential.harness.registration import (
+    from lm_eval_evidential.harness import evidential_task as task_mod
+    from lm_eval_evidential.harness.plugin import (
         results_folder,
         write_run_records,
     )

@@ -19,7 +19,8 @@ import torch
 from lm_eval.models.huggingface import HFLM
 from tqdm import tqdm
 
-from lm_eval_evidential.heads import HeadConfig, apply_head
+from lm_eval_evidential.modeling.config import HeadConfig, head_defaults
+from lm_eval_evidential.modeling.heads import apply_head
 
 logger = logging.getLogger(__name__)
 
@@ -61,8 +62,6 @@ class EvidentialLM(HFLM):
         seed: int | None = None,
         **kwargs,
     ) -> None:
-        from lm_eval_evidential.train import head_defaults
-
         # None = not given: the adapter's metadata, then HeadConfig's defaults, fill it in.
         given = {"method": method, "prior_weight": prior_weight, "num_noises": num_noises, "sigma_mult": sigma_mult}
         settings = {**head_defaults(kwargs.get("peft")), **{k: v for k, v in given.items() if v is not None}}

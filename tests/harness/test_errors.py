@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from lm_eval_evidential.harness.docs import DatasetError
+from lm_eval_evidential.harness.datasets import DatasetError
 from lm_eval_evidential.harness.model import EvidentialInputError
 
 from .test_model import evaluate, make_lm, our_tasks
@@ -78,7 +78,7 @@ def test_prompt_longer_than_max_length(tiny_model, use_mirror):
 
 
 def test_adapter_for_another_base_model(tiny_model, tmp_path):
-    from lm_eval_evidential.tiny import build_lora_adapter, build_tiny_model
+    from lm_eval_evidential.testing.tiny import build_lora_adapter, build_tiny_model
 
     other = build_tiny_model(tmp_path / "other", hidden_size=32, num_heads=2, seed=5)
     adapter = build_lora_adapter(other, tmp_path / "other_adapter")
@@ -118,7 +118,7 @@ def test_colliding_answer_labels(tiny_model):
 
 
 def test_cardinality_mismatch_refuses_before_any_forward_pass(tiny_model, use_mirror, monkeypatch):
-    from lm_eval_evidential.core.kaudit import CardinalityMismatchError
+    from lm_eval_evidential.metrics.cardinality import CardinalityMismatchError
 
     lm = make_lm(tiny_model)
     monkeypatch.setattr(lm, "_last_logits", lambda batch: pytest.fail("forward pass despite a K mismatch"))

@@ -24,7 +24,7 @@ def our_tasks(metadata=None):
 def evaluate(model, tasks, *, limit=LIMIT, metadata=None, **kwargs):
     import lm_eval
 
-    from lm_eval_evidential.harness.task import pop_collected
+    from lm_eval_evidential.harness.evidential_task import pop_collected
 
     results = lm_eval.simple_evaluate(
         model=model, tasks=tasks, limit=limit, bootstrap_iters=0, task_manager=our_tasks(metadata), **kwargs
@@ -158,7 +158,7 @@ def test_each_distinct_prompt_is_forwarded_once_across_tasks(tiny_model, tiny_ad
 
 
 def test_ece_matches_the_core_metric_on_the_records(tiny_model, tiny_adapter):
-    from lm_eval_evidential.core.calibration import adaptive_ece, brier, ece, nll
+    from lm_eval_evidential.metrics.calibration import adaptive_ece, brier, ece, nll
 
     results, records = evaluate(make_lm(tiny_model, tiny_adapter), ["obqa_edl"], limit=None)
     rec, res = records["obqa_edl"], results["results"]["obqa_edl"]

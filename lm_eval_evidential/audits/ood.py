@@ -1,0 +1,353 @@
+"""K-controlled OOD audit of saved records: detection rows, the K sweep and its figure.
+
+Conventions (as in :mod:`lm_eval_evidential.metrics.detection`): the in-distribution (ID) task
+is the positive class (label 1), the OOD task label 0, and every score is oriented
+**higher = more in-distribution**. Before any metric is computed the class counts K of the
+two sides go through :func:`lm_eval_evidential.metrics.cardinality.check_cardinality` under a
+``k_policy``:
+
+- ``assert`` (default): refuse (``CardinalityMismatchError``) unless every example has one K;
+- ``restrict``: keep only the examples whose K equals the ID side's single K;
+- ``report``: keep everything; rows say ``matched: false`` when the K differ.
+
+Vacuity is ``lambda K / S``, so across different K an AUROC partly measures K itself
+(paper 001, Proposition 1 and Table 1); the policy makes that explicit instead of silent.
+
+Pure numpy + records: no torch, no lm_eval. matplotlib is imported only by
+:func:`plot_ksweep`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from lm_eval_evidential.metrics.cardinality import (
+    POLICIES,
+    CardinalityMismatchError,
+    KCheck,
+    check_cardinality,
+    classify_k_sensitivity,
+    k_histogram,
+    ksweep,
+)
+from lm_eval_evidential.metrics.detection import (
+    aupr_in,
+    bootstrap_ci,
+    delong_test,
+    detection_report,
+)
+from lm_eval_evidential.metrics.dirichlet import expand_classes
+from lm_eval_evidential.metrics.scores import (
+    OOD_DEFAULT_SCORES,
+    SCORES,
+    available_scores,
+    compute_score,
+)
+from lm_eval_evidential.records import Records
+
+__all__ = [
+    "POLICIES",
+    "CardinalityMismatchError",
+    "OOD_ROW_KEYS",
+    "KSWEEP_ROW_KEYS",
+    "k_check",
+    "k_summary",
+    "subset_records",
+    "record_scores",
+    "resolve_scores",
+    "ood_rows",
+    "ksweep_rows",
+    "ksweep_delong",
+    "sensitivity_lines",
+]
+
+OOD_ROW_KEYS = (
+    "id_task", "ood_task", "score", "k_id", "k_ood", "n_id", "n_ood", "n_dropped", "matched",
+    "auroc", "auroc_ci", "aupr_in", "aupr_in_ci", "aupr_out", "fpr95", "aupr_baseline",
+)  # fmt: skip
+KSWEEP_ROW_KEYS = (
+    "condition", "extra", "k_id", "k_ood", "score", "auroc", "aupr_in", "delta_auroc", "delta_aupr", "sensitivity",
+)  # fmt: skip
+
+
+def k_check(id_records: Records, ood_records: Records, k_policy: str = "assert") -> KCheck:
+    """:func:`~lm_eval_evidential.metrics.cardinality.check_cardinality` on two tasks' records, named by task."""
+    return check_cardinality(
+        id_records.k, ood_records.k, policy=k_policy, id_name=id_records.task, ood_name=ood_records.task
+    )
+
+
+def k_summary(k) -> int | dict[int, int]:
+    """The single K of a set of examples, or its ``{K: count}`` histogram when K is mixed."""
+    hist = k_histogram(k)
+    return next(iter(hist)) if len(hist) == 1 else hist
+
+
+class _Taken(Sequence):
+    """A lazy row selection of a label sequence (labels may be a lazy Arrow column)."""
+
+    def __init__(self, base, index: np.ndarray):
+        self._base, self._index = base, index
+
+    def __len__(self):
+        return len(self._index)
+
+    def __getitem__(self, i):
+        return self._base[int(self._index[i])]
+
+
+def subset_records(records: Records, keep) -> Records:
+    """The examples of ``records`` selected by the boolean mask ``keep`` (same task and meta)."""
+    keep = np.asarray(keep)
+    if keep.dtype != bool or keep.shape != (len(records),):
+        raise ValueError(f"keep must be a boolean mask of shape ({len(records)},), got {keep.dtype} {keep.shape}")
+    if keep.all():
+        return records
+    idx = np.flatnonzero(keep)
+    labels = [records.labels[i] for i in idx] if isinstance(records.labels, list) else _Taken(records.labels, idx)
+    arrays = {
+        f.name: getattr(records, f.name)[idx]
+        for f in dataclasses.fields(records)
+        if isinstance(getattr(records, f.name), np.ndarray)
+    }
+    return dataclasses.replace(records, labels=labels, **arrays)
+
+
+def resolve_scores(scores: Iterable[str] | None, *records: Records, default: Sequence[str] | None = None) -> list[str]:
+    """Validated score names for ``records``.
+
+    ``None`` gives ``default`` or, without one, every registered score computable from all
+    the records (the alpha-based ones only when every side has Dirichlet alpha); a default
+    drops ``neg_norm_entropy`` (with a warning) when some example has K = 1. Explicit names
+    are checked: unknown names and alpha-based scores on ``method=softmax`` records raise
+    ValueError.
+    """
+    has_alpha = all(r.has_alpha for r in records)
+    if scores is None:
+        names = [s for s in (default or available_scores(has_alpha)) if has_alpha or not SCORES[s].needs_alpha]
+        if "neg_norm_entropy" in names and any(r.k.size and int(r.k.min()) < 2 for r in records):
+            warnings.warn("neg_norm_entropy left out: some examples have K = 1 (it divides by log K)", stacklevel=3)
+            names.remove("neg_norm_entropy")
+        return names
+    if isinstance(scores, str):
+        scores = [s.strip() for s in scores.split(",") if s.strip()]
+    names = list(dict.fromkeys(scores))
+    if not names:
+        raise ValueError("scores is empty; give at least one score name, or None for the defaults")
+    unknown = [s for s in names if s not in SCORES]
+    if unknown:
+        raise ValueError(f"unknown score(s) {unknown}; valid scores are: {', '.join(SCORES)}")
+    no_alpha = [r.task for r in records if not r.has_alpha]
+    needs = [s for s in names if SCORES[s].needs_alpha]
+    if needs and no_alpha:
+        raise ValueError(
+            f"score(s) {needs} need Dirichlet alpha, but the records of {no_alpha} are method=softmax (no "
+            f"evidence, so vacuity/strength are undefined); use scores from: {', '.join(available_scores(False))}"
+        )
+    return names
+
+
+def record_scores(records: Records, names: Sequence[str], keep=None) -> dict[str, np.ndarray]:
+    """``{score: values}`` for the examples of ``records`` selected by ``keep`` (default all)."""
+    if keep is not None and np.all(keep):
+        keep = None  # no copy of the (n, K_max) arrays when nothing is dropped
+    k = records.k if keep is None else records.k[keep]
+    if records.has_alpha:
+        alpha = records.alpha if keep is None else records.alpha[keep]
+        kw = {"probs": None, "alpha": alpha}
+    else:
+        probs = records.probs
+        kw = {"probs": probs if keep is None else probs[keep], "alpha": None}
+    return {name: compute_score(name, k=k, prior_weight=records.prior_weight, **kw) for name in names}
+
+
+def _check_n_boot(n_boot) -> int:
+    if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 0 or n_boot == 1:
+        raise ValueError(f"n_boot must be 0 (no bootstrap CI) or an integer >= 2, got {n_boot!r}")
+    return int(n_boot)
+
+
+def ood_rows(
+    id_records: Records,
+    ood_records: Records,
+    *,
+    scores: Iterable[str] | None = None,
+    k_policy: str = "assert",
+    n_boot: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> list[dict]:
+    """OOD-detection rows, one per score, for ID = ``id_records`` (label 1) vs ``ood_records`` (0).
+
+    The K check runs first under ``k_policy`` (see the module docstring); under ``assert`` a
+    K mismatch raises :class:`CardinalityMismatchError` whose message gives both K histograms.
+    Each row has exactly the keys of :data:`OOD_ROW_KEYS`:
+
+    - ``k_id``/``k_ood``: the single K of the evaluated examples, or their ``{K: count}``
+      histogram when mixed; ``n_id``/``n_ood``: examples evaluated; ``n_dropped``:
+      ``{"id": a, "ood": b}`` examples dropped by ``restrict``; ``matched``: whether every
+      evaluated example has the same K (false rows compare different K and are confounded);
+    - ``auroc`` with ``auroc_ci`` = ``[lo, hi]`` (DeLong, at ``level``); ``aupr_in`` (ID
+      positive) with ``aupr_in_ci`` from the stratified percentile bootstrap (``n_boot``
+      replicates, ``seed``; ``n_boot=0`` skips it and gives ``[nan, nan]``); ``aupr_out``
+      (OOD positive); ``fpr95`` (OOD accepted at 95% ID recall; lower is better);
+      ``aupr_baseline`` (the ID share, AUPR-In at chance).
+
+    ``scores`` defaults to every registered score computable from both sides.
+    """
+    n_boot = _check_n_boot(n_boot)
+    check = k_check(id_records, ood_records, k_policy)
+    names = resolve_scores(scores, id_records, ood_records)
+    s_id = record_scores(id_records, names, check.keep_id)
+    s_ood = record_scores(ood_records, names, check.keep_ood)
+    k_id, k_ood = id_records.k[check.keep_id], ood_records.k[check.keep_ood]
+    n_id, n_ood = int(k_id.size), int(k_ood.size)
+    y = np.concatenate((np.ones(n_id, dtype=bool), np.zeros(n_ood, dtype=bool)))
+    common = {
+        "id_task": id_records.task,
+        "ood_task": ood_records.task,
+        "k_id": k_summary(k_id),
+        "k_ood": k_summary(k_ood),
+        "n_id": n_id,
+        "n_ood": n_ood,
+        "matched": bool(check.matched),
+    }
+    rows = []
+    for name in names:
+        s = np.concatenate((s_id[name], s_ood[name]))
+        rep = detection_report(y, s, level=level)
+        if n_boot:
+            _, lo, hi = bootstrap_ci(aupr_in, y, s, n_boot=n_boot, level=level, seed=seed)
+        else:
+            lo = hi = float("nan")
+        row = {
+            **common,
+            "score": name,
+            "n_dropped": {"id": int(check.n_dropped_id), "ood": int(check.n_dropped_ood)},
+            "auroc": rep["auroc"],
+            "auroc_ci": [rep["auroc_lo"], rep["auroc_hi"]],
+            "aupr_in": rep["aupr_in"],
+            "aupr_in_ci": [lo, hi],
+            "aupr_out": rep["aupr_out"],
+            "fpr95": rep["fpr_at_tpr"],
+            "aupr_baseline": rep["aupr_baseline"],
+        }
+        rows.append({key: row[key] for key in OOD_ROW_KEYS})
+    return rows
+
+
+def _require_alpha(*records: Records) -> float:
+    """The shared prior weight of evidential records; ValueError for softmax or unequal lambdas."""
+    no_alpha = [r.task for r in records if not r.has_alpha]
+    if no_alpha:
+        raise ValueError(
+            f"the K sweep appends zero-evidence classes to Dirichlet alphas, but the records of {no_alpha} are "
+            "method=softmax and have no alpha; evaluate with an evidential method (edl, ib_edl)"
+        )
+    lams = {r.prior_weight for r in records}
+    if len(lams) != 1:
+        raise ValueError(
+            f"the records were produced with different prior weights {sorted(lams)} "
+            f"({', '.join(f'{r.task}: {r.prior_weight}' for r in records)}); the K sweep needs one lambda"
+        )
+    return lams.pop()
+
+
+def ksweep_rows(
+    id_records: Records,
+    ood_records: Records,
+    *,
+    max_extra: int = 4,
+    scores: Iterable[str] | None = None,
+    k_policy: str = "assert",
+) -> list[dict]:
+    """Paper 001 Table 1 on saved records: AUROC/AUPR-In as zero-evidence classes are appended.
+
+    The K check runs first under ``k_policy``; the sweep then runs on the kept examples'
+    fixed alphas (:func:`lm_eval_evidential.metrics.cardinality.ksweep`): ``x = 0..max_extra`` classes
+    with ``alpha = lambda`` appended to the OOD side only (``condition="ood_only"``) and to
+    both sides (``"matched"``). Rows have the keys of :data:`KSWEEP_ROW_KEYS`; deltas are
+    against ``x = 0`` and ``sensitivity`` is the score's
+    :func:`~lm_eval_evidential.metrics.cardinality.classify_k_sensitivity` label ("K-sensitive" or
+    "K-invariant"), the same on every row of that score. ``scores`` defaults to
+    ``OOD_DEFAULT_SCORES``. Needs evidential records with one prior weight.
+    """
+    check = k_check(id_records, ood_records, k_policy)
+    lam = _require_alpha(id_records, ood_records)
+    names = resolve_scores(scores, id_records, ood_records, default=OOD_DEFAULT_SCORES)
+    rows = ksweep(
+        id_records.alpha[check.keep_id],
+        ood_records.alpha[check.keep_ood],
+        prior_weight=lam,
+        max_extra=max_extra,
+        scores=names,
+    )
+    labels = classify_k_sensitivity(rows)
+    return [{**row, "sensitivity": labels[row["score"]]} for row in rows]
+
+
+def ksweep_delong(
+    id_records: Records,
+    ood_records: Records,
+    *,
+    extra: int = 1,
+    score: str = "reciprocal_vacuity",
+    k_policy: str = "assert",
+) -> dict:
+    """DeLong test of the OOD-only K inflation: AUROC with ``extra`` zero-evidence OOD classes vs none.
+
+    Both AUROCs are on the same examples (only the OOD side's alphas gain ``extra`` classes
+    with ``alpha = lambda``), so they are correlated and DeLong's paired test applies. Returns
+    ``{id_task, ood_task, score, condition: "ood_only", extra, auroc_expanded, auroc_base,
+    diff, z, p_value}`` with ``diff = auroc_expanded - auroc_base``; ``z``/``p_value`` are NaN
+    (with a warning) when the variance of the difference is 0. The sampling noise the test
+    measures is that of the evaluation set; the shift itself is a deterministic artefact of K.
+    """
+    check = k_check(id_records, ood_records, k_policy)
+    lam = _require_alpha(id_records, ood_records)
+    if score not in SCORES:
+        raise ValueError(f"unknown score {score!r}; valid scores are: {', '.join(SCORES)}")
+    alpha_id = id_records.alpha[check.keep_id]
+    alpha_ood = ood_records.alpha[check.keep_ood]
+    grown, k_grown = expand_classes(alpha_ood, extra, lam)
+    s_id = compute_score(score, probs=None, k=id_records.k[check.keep_id], alpha=alpha_id, prior_weight=lam)
+    s_ood = compute_score(score, probs=None, k=ood_records.k[check.keep_ood], alpha=alpha_ood, prior_weight=lam)
+    s_grown = compute_score(score, probs=None, k=k_grown, alpha=grown, prior_weight=lam)
+    y = np.concatenate((np.ones(s_id.size, dtype=bool), np.zeros(s_ood.size, dtype=bool)))
+    auc_x, auc_0, diff, z, p = delong_test(y, np.concatenate((s_id, s_grown)), np.concatenate((s_id, s_ood)))
+    return {
+        "id_task": id_records.task,
+        "ood_task": ood_records.task,
+        "score": score,
+        "condition": "ood_only",
+        "extra": int(extra),
+        "auroc_expanded": auc_x,
+        "auroc_base": auc_0,
+        "diff": diff,
+        "z": z,
+        "p_value": p,
+    }
+
+
+def sensitivity_lines(rows: list[dict]) -> list[str]:
+    """One line per score: its label and the largest AUROC/AUPR-In move under OOD-only expansion."""
+    lines = []
+    for name in dict.fromkeys(r["score"] for r in rows):
+        mine = [r for r in rows if r["score"] == name]
+        if mine[0]["sensitivity"] == "K-invariant":
+            lines.append(f"{name}: K-invariant on this data")
+            continue
+        ood = [r for r in mine if r["condition"] == "ood_only"] or mine
+        worst = max(ood, key=lambda r: abs(r["delta_auroc"]))
+        matched = [r for r in mine if r["condition"] == "matched"]
+        still = all(r["delta_auroc"] == 0.0 and r["delta_aupr"] == 0.0 for r in matched)
+        lines.append(
+            f"{name}: K-sensitive (OOD-only +{worst['extra']} classes moves AUROC by {worst['delta_auroc']:+.4f}, "
+            f"AUPR-In by {worst['delta_aupr']:+.4f}; matched expansion "
+            + ("leaves it exactly unchanged)" if still else "moves it too)")
+        )
+    return lines

@@ -1,0 +1,95 @@
+"""``lm-eval-evidential ksweep``: paper 001 Table 1 / Figure 1 on saved records.
+
+Appends zero-evidence classes (alpha = lambda) to the OOD side only and to both sides, with
+the model outputs fixed, and reports how each score's AUROC/AUPR-In moves: a K-sensitive
+score changes although nothing about the model did. Exit status as for ``ood`` (2: refused
+for a K mismatch under ``--k-policy assert``; 1: other errors).
+"""
+
+from __future__ import annotations
+
+import sys
+
+from lm_eval_evidential.records.io import write_json
+from lm_eval_evidential.records.loading import check_producers, load_run
+
+from ._options import (
+    add_fingerprint_flag,
+    add_json,
+    add_output_path,
+    add_scores,
+    format_table,
+    parse_scores,
+)
+from .ood import add_k_policy
+
+TABLE_COLUMNS = ("condition", "extra", "k_id", "k_ood", "score", "auroc", "delta_auroc", "aupr_in", "delta_aupr")
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(
+        "ksweep",
+        help="K sweep (paper 001 Table 1): how far each score's AUROC moves when only the class count K changes",
+        description=(
+            "For x = 0..MAX_EXTRA zero-evidence classes appended to the OOD side only (ood_only) and to both sides "
+            "(matched), recompute AUROC and AUPR-In on the same fixed alphas. ID = positive."
+        ),
+    )
+    add_output_path(p)
+    p.add_argument("--id", dest="id_task", required=True, metavar="TASK", help="in-distribution task")
+    p.add_argument("--ood", dest="ood_task", required=True, metavar="TASK", help="one OOD task")
+    p.add_argument("--max-extra", dest="max_extra", type=int, default=4, help="largest number of appended classes (default 4)")
+    add_k_policy(p)
+    add_scores(p)
+    add_json(p)
+    p.add_argument("--plot", default=None, metavar="FILE", help="write the Figure 1 plot as FILE.png and FILE.svg")
+    add_fingerprint_flag(p)
+    p.set_defaults(func=run)
+
+
+def delong_line(test: dict) -> str:
+    p = test["p_value"]
+    ptxt = "undefined" if p != p else f"{p:.3g}"
+    return (
+        f"DeLong test, {test['score']} OOD-only x={test['extra']} vs x=0 (same examples): AUROC "
+        f"{test['auroc_base']:.4f} -> {test['auroc_expanded']:.4f} (diff {test['diff']:+.4f}, z {test['z']:.3f}, p {ptxt})"
+    )
+
+
+def run(args) -> int:
+    from lm_eval_evidential.audits.ood import (
+        CardinalityMismatchError,
+        ksweep_delong,
+        ksweep_rows,
+        sensitivity_lines,
+    )
+    from lm_eval_evidential.plots import plot_ksweep
+    from lm_eval_evidential.records import RecordsError
+
+    try:
+        scores = parse_scores(args.scores)
+        id_records, ood_records = load_run(args.output_path, [args.id_task, args.ood_task], args.run)
+        check_producers([id_records, ood_records], allow=args.allow_fingerprint_mismatch)
+        rows = ksweep_rows(id_records, ood_records, max_extra=args.max_extra, scores=scores, k_policy=args.k_policy)
+        test = ksweep_delong(id_records, ood_records, k_policy=args.k_policy) if args.max_extra >= 1 else None
+    except CardinalityMismatchError as exc:
+        print(f"refused {args.id_task} vs {args.ood_task}: {exc}", file=sys.stderr)
+        return 2
+    except (FileNotFoundError, RecordsError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(format_table(rows, TABLE_COLUMNS))
+    print()
+    for line in sensitivity_lines(rows):
+        print(line)
+    if test is not None:
+        print(delong_line(test))
+    if args.json_path:
+        write_json(args.json_path, {
+            "id_task": args.id_task, "ood_task": args.ood_task, "k_policy": args.k_policy,
+            "rows": rows, "delong_test": test,
+        })  # fmt: skip
+    if args.plot:
+        for path in plot_ksweep(rows, args.plot, title=f"{args.id_task} \u2192 {args.ood_task}"):
+            print(f"wrote {path}")
+    return 0

@@ -1,0 +1,118 @@
+"""``lm-eval-evidential ood``: K-checked OOD-detection table (AUROC with DeLong CI, AUPR, FPR95).
+
+Exit status: 0 on success; 2 when a K mismatch is refused (``--k-policy assert``; every OOD
+task is still evaluated and every refusal reported, the accepted ones are tabulated and
+written); 1 for other errors (missing records, unknown scores).
+"""
+
+from __future__ import annotations
+
+import sys
+
+from lm_eval_evidential.records.io import write_json
+from lm_eval_evidential.records.loading import check_producers, load_run  # fmt: skip
+
+from ._options import (
+    add_fingerprint_flag,
+    add_json,
+    add_output_path,
+    add_scores,
+    format_table,
+    parse_scores,
+    split_tasks,
+)
+
+TABLE_COLUMNS = (
+    "ood_task", "score", "k_id", "k_ood", "n_id", "n_ood", "dropped", "matched",
+    "auroc", "auroc_ci", "aupr_in", "aupr_in_ci", "aupr_out", "fpr95", "aupr_baseline",
+)  # fmt: skip
+
+
+def add_k_policy(parser) -> None:
+    from lm_eval_evidential.metrics.cardinality import POLICIES
+
+    parser.add_argument(
+        "--k-policy", dest="k_policy", choices=POLICIES, default="assert",
+        help="assert (default): refuse a comparison across different K; restrict: keep only examples with the ID "
+        "task's K; report: compare anyway and mark the rows matched: false",
+    )  # fmt: skip
+
+
+def display_k(value) -> str:
+    """``4`` for a single K, ``3:4,4:1165,5:3`` for a histogram."""
+    if isinstance(value, dict):
+        return ",".join(f"{k}:{n}" for k, n in value.items())
+    return "" if value is None else str(value)
+
+
+def display_rows(rows: list[dict]) -> list[dict]:
+    return [
+        {
+            **r,
+            "k_id": display_k(r["k_id"]),
+            "k_ood": display_k(r["k_ood"]),
+            "dropped": f"{r['n_dropped']['id']}/{r['n_dropped']['ood']}",
+            "matched": "yes" if r["matched"] else "NO",
+        }
+        for r in rows
+    ]
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(
+        "ood",
+        help="OOD detection (ID = positive) between saved records, refusing K-mismatched comparisons by default",
+        description=(
+            "AUROC (DeLong CI), AUPR-In (bootstrap CI), AUPR-Out, FPR@95%%TPR and the AUPR baseline of each score, "
+            "ID task = positive, higher score = more in-distribution. Vacuity = lambda K / S depends on K itself, "
+            "so by default a comparison across different class counts K is refused (exit status 2)."
+        ),
+    )
+    add_output_path(p)
+    p.add_argument("--id", dest="id_task", required=True, metavar="TASK", help="in-distribution task, e.g. obqa_edl")
+    p.add_argument("--ood", dest="ood_tasks", required=True, metavar="T1,T2", help="OOD task(s), comma-separated")
+    add_k_policy(p)
+    add_scores(p)
+    p.add_argument("--n-boot", dest="n_boot", type=int, default=1000, help="bootstrap replicates for the AUPR-In CI (0: none)")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    p.add_argument("--level", type=float, default=0.95, help="confidence level of both intervals")
+    add_fingerprint_flag(p)
+    add_json(p)
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from lm_eval_evidential.audits.ood import CardinalityMismatchError, ood_rows
+    from lm_eval_evidential.records import RecordsError
+
+    try:
+        scores = parse_scores(args.scores)
+        ood_tasks = split_tasks(args.ood_tasks)
+        id_records, *all_ood = load_run(args.output_path, [args.id_task, *ood_tasks], args.run)
+        rows, refused = [], []
+        for task, ood_records in zip(ood_tasks, all_ood):
+            check_producers([id_records, ood_records], allow=args.allow_fingerprint_mismatch)
+            try:
+                rows += ood_rows(
+                    id_records, ood_records, scores=scores, k_policy=args.k_policy,
+                    n_boot=args.n_boot, seed=args.seed, level=args.level,
+                )  # fmt: skip
+            except CardinalityMismatchError as exc:
+                refused.append(task)
+                print(f"refused {args.id_task} vs {task}: {exc}", file=sys.stderr)
+    except (FileNotFoundError, RecordsError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if rows:
+        print(format_table(display_rows(rows), TABLE_COLUMNS))
+        if not all(r["matched"] for r in rows):
+            print(
+                "\nWARNING: rows with matched = NO compare different class counts K; their AUROC/AUPR partly "
+                "measure K rather than uncertainty (paper 001, Proposition 1)."
+            )
+    if args.json_path:
+        write_json(args.json_path, rows)
+    if refused:
+        print(f"{len(refused)} OOD task(s) refused for a K mismatch: {', '.join(refused)}", file=sys.stderr)
+        return 2
+    return 0

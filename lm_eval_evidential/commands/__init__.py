@@ -1,1 +1,0 @@
-"""One module per ``lm-eval-evidential`` subcommand: ``add_parser(subparsers)`` and ``run(args)``."""

@@ -1,0 +1,10 @@
+"""Functions the task YAMLs name with ``!function``; the code lives in the package."""
+
+from lm_eval_evidential.harness.datasets import (  # noqa: F401
+    process_arc,
+    process_csqa,
+    process_csqa4,
+    process_mmlu,
+    process_obqa,
+)
+from lm_eval_evidential.harness.evidential_task import EvidentialMCQATask, OODPairTask  # noqa: F401

@@ -1,0 +1,5 @@
+"""Pure numpy/scipy metrics: Dirichlet quantities, score functions, detection, calibration,
+selective prediction, accuracy estimation, score orders and the cardinality (K) audit.
+
+No torch, no lm_eval, no matplotlib: ``tests/test_layers.py`` enforces it.
+"""

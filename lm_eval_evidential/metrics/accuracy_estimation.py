@@ -1,0 +1,133 @@
+"""Unsupervised accuracy estimation: Average Thresholded Confidence (ATC) and DoC.
+
+ATC (Garg et al. 2022; paper 003 §2.1, Eqs. 1-3): on a labelled in-distribution (ID) split,
+learn a score threshold ``t`` such that the share of ID examples scoring **at or above** ``t``
+equals the ID accuracy; on an unlabelled target set, the estimated accuracy is the share of
+target examples scoring at or above ``t``. Scores are confidences, **higher = more confident**,
+so a target set whose scores are shifted up gets a higher (never lower) estimate.
+
+ATC depends on the score only through the order it induces (paper 003, Lemma 1): any strictly
+increasing transform of the score gives exactly the same estimate, here bit for bit, because
+the threshold is always one of the observed ID scores (or ``+inf``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._validation import (
+    as_1d_float,
+    as_binary_labels,
+    check_same_length,
+    first_outside_unit_interval,
+    undefined,
+)
+from .scores import SCORES, available_scores, compute_score
+
+__all__ = ["atc_threshold", "atc_estimate", "atc", "doc_estimate", "atc_by_score"]
+
+
+def atc_threshold(id_score, id_correct) -> float:
+    """ATC threshold ``t`` learned on the labelled ID split.
+
+    ``t`` is chosen among the candidates ``{distinct ID scores} U {+inf}`` to minimise
+    ``| #{i : s_i >= t} - #correct |`` (paper 003 Eq. 2, written for accuracy: with error
+    ``1 - acc`` it is the same objective ``|P(s < t) - err|``; counts are integers, so the
+    comparison is exact). The share of ID examples at or above the ``j``-th smallest distinct
+    score is ``1 - (#scores below it) / n``; ``+inf`` adds the share 0, so an all-wrong ID split
+    gets ``t = +inf`` (estimate 0 everywhere), and an all-correct split ``t = min(id_score)``.
+    When the shares cannot match the accuracy exactly (ties in the score) and two candidates are
+    equally close, the **larger** ``t`` is taken, i.e. the one whose ID share is below the
+    accuracy, so a tie-break never inflates the estimate. Deterministic, and invariant to the
+    input order.
+
+    Raises ValueError for an empty ID split (nothing to learn from).
+    """
+    s = as_1d_float(id_score, "id_score")
+    y = as_binary_labels(id_correct, "id_correct")
+    n = check_same_length(id_score=s, id_correct=y)
+    if n == 0:
+        raise ValueError("atc_threshold needs at least one labelled ID example, got 0")
+    values, counts = np.unique(s, return_counts=True)
+    at_or_above = n - np.concatenate(([0], np.cumsum(counts)[:-1]))
+    candidates = np.concatenate((values, [np.inf]))
+    gap = np.abs(np.concatenate((at_or_above, [0])) - int(y.sum()))
+    # argmin returns the first minimum; searching the reversed array picks the largest t.
+    j = candidates.size - 1 - int(np.argmin(gap[::-1]))
+    return float(candidates[j])
+
+
+def atc_estimate(t: float, target_score) -> float:
+    """Estimated target accuracy: the share of target examples with ``score >= t`` (Eq. 3).
+
+    ``t`` comes from :func:`atc_threshold` on the same score function. Higher target scores
+    give a higher estimate. NaN with a warning for an empty target set.
+    """
+    t = float(t)
+    if np.isnan(t):
+        raise ValueError("t is NaN; learn it with atc_threshold on a non-empty labelled ID split")
+    s = as_1d_float(target_score, "target_score")
+    if s.size == 0:
+        return undefined("atc is undefined for an empty target set")
+    return float(np.mean(s >= t))
+
+
+def atc(id_score, id_correct, target_score) -> float:
+    """ATC estimate of target accuracy: ``atc_estimate(atc_threshold(id_score, id_correct), target_score)``.
+
+    NaN with a warning when the ID split or the target set is empty.
+    """
+    if np.asarray(id_score).size == 0:
+        return undefined("atc is undefined: the labelled ID split is empty, so no threshold can be learned")
+    return atc_estimate(atc_threshold(id_score, id_correct), target_score)
+
+
+def doc_estimate(id_score, id_correct, target_score) -> float:
+    """Difference-of-confidences (DoC, Guillory et al. 2021) estimate of target accuracy.
+
+    ``acc_target ~= acc_ID - (mean(id_score) - mean(target_score))``: the drop in mean
+    confidence is taken as the drop in accuracy, so a more confident target set gets a higher
+    estimate. This only makes sense when the score is a probability of being right on the
+    accuracy scale (e.g. ``max_prob``); scores outside ``[0, 1]`` are rejected with a
+    ValueError, and a score that merely happens to lie in ``[0, 1]`` (e.g. ``l2_to_uniform``)
+    gives a number with no accuracy meaning. The result is not clipped to ``[0, 1]``: a value outside it signals that
+    the linear assumption failed. NaN with a warning when either set is empty.
+    """
+    s_id = as_1d_float(id_score, "id_score")
+    y = as_binary_labels(id_correct, "id_correct")
+    check_same_length(id_score=s_id, id_correct=y)
+    s_t = as_1d_float(target_score, "target_score")
+    for name, s in (("id_score", s_id), ("target_score", s_t)):
+        i = first_outside_unit_interval(s)
+        if i is not None:
+            raise ValueError(
+                f"doc_estimate needs probability-like scores in [0, 1] (e.g. max_prob); {name}[{i}] = "
+                f"{s[i]!r}. Use atc for other score functions"
+            )
+    if s_id.size == 0 or s_t.size == 0:
+        return undefined("doc_estimate is undefined: the ID split or the target set is empty")
+    return float(y.mean() - (s_id.mean() - s_t.mean()))
+
+
+def atc_by_score(id_probs, id_k, id_correct, target_probs, target_k, *, names=None, id_alpha=None,
+                 target_alpha=None, prior_weight: float = 1.0) -> dict[str, float]:
+    """ATC target-accuracy estimate for each registered score function, ``{name: estimate}``.
+
+    Probabilities (and optional Dirichlet ``alpha``) are NaN right-padded batches as in
+    :func:`lm_eval_evidential.metrics.scores.compute_score`. ``names`` defaults to every score
+    computable from the inputs (the alpha-based ones only when both alphas are given). By
+    paper 003 Theorem 1, for K = 2 the six §2.3 scores (max_prob, neg_entropy, l2_norm,
+    l1_to_uniform, l2_to_uniform, js_to_uniform) give identical estimates.
+    """
+    has_alpha = id_alpha is not None and target_alpha is not None
+    if names is None:
+        names = available_scores(has_alpha)
+    unknown = [name for name in names if name not in SCORES]
+    if unknown:
+        raise ValueError(f"unknown score(s) {unknown}; valid scores are: {', '.join(SCORES)}")
+    out = {}
+    for name in names:
+        s_id = compute_score(name, probs=id_probs, k=id_k, alpha=id_alpha, prior_weight=prior_weight)
+        s_t = compute_score(name, probs=target_probs, k=target_k, alpha=target_alpha, prior_weight=prior_weight)
+        out[name] = atc(s_id, id_correct, s_t)
+    return out

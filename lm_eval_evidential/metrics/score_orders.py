@@ -1,0 +1,165 @@
+"""Do two confidence scores order the examples the same way?
+
+Paper 003 (§2.2, Definition 1): two scores are *order-isomorphic* on a set when, for every
+pair of examples, one is strictly below / equal to / strictly above the other under both
+scores alike. Every rank-based metric (AUROC, AUPR, ATC, PRR, AURC) is then identical for the
+two, so such scores are one choice, not two. This module measures how far two scores are from
+that: the share of pairs they order oppositely (discordant, Kendall) and the share of pairs
+tied under exactly one of them.
+"""
+
+from __future__ import annotations
+
+from itertools import combinations
+
+import numpy as np
+from scipy.stats import kendalltau
+
+from ._validation import as_1d_float, check_same_length, undefined
+from .scores import SCORES, available_scores, compute_score
+
+__all__ = ["discordant_fraction", "order_audit", "score_order_audit"]
+
+# Largest pair count for which the discordant count is recovered from scipy's tau-b exactly:
+# the float64 reconstruction error is at most ~8 ulp of the pair count, kept below 1/2 here.
+_EXACT_TAU_PAIRS = 2**49
+
+
+def _tied_pairs(values: np.ndarray) -> int:
+    """Number of pairs with equal values (sum over tie groups of c (c - 1) / 2), exact."""
+    if values.size == 0:
+        return 0
+    c = np.unique(values, return_counts=True)[1].astype(np.int64)
+    return int((c * (c - 1) // 2).sum())
+
+
+def _dense_ranks(x: np.ndarray) -> np.ndarray:
+    return np.unique(x, return_inverse=True)[1].astype(np.int64).reshape(-1)
+
+
+def _discordant_merge(ra: np.ndarray, rb: np.ndarray) -> int:
+    """Exact discordant-pair count by a bottom-up merge sort, O(n log^2 n) numpy.
+
+    Fallback for inputs too large for the tau-b reconstruction (and a second exact method for
+    the tests). ``ra``, ``rb`` are dense integer ranks. Sorting by ``(ra, rb)`` turns discordant
+    pairs into strict inversions of the ``rb`` sequence (pairs tied in ``ra`` are sorted by
+    ``rb``, so they are never inversions); each merge level counts, for every element of a
+    right block, the elements of its left block that are strictly greater.
+    """
+    n = ra.size
+    v = rb[np.lexsort((rb, ra))]
+    width = int(v.max()) + 1 if n else 1
+    idx = np.arange(n, dtype=np.int64)
+    total = 0
+    w = 1
+    while w < n:
+        pair = idx // (2 * w)
+        right = (idx // w) % 2 == 1
+        key = pair * width + v  # every block is sorted, so left-block keys are sorted overall
+        left_keys = key[~right]
+        rp = pair[right]
+        at_most = np.searchsorted(left_keys, key[right], side="right") - rp * w
+        total += int((np.minimum(w, n - 2 * w * rp) - at_most).sum())
+        key.sort()
+        v = key - pair * width
+        w *= 2
+    return total
+
+
+def _discordant_pairs(ra: np.ndarray, rb: np.ndarray) -> int:
+    """Exact number of pairs with ``(a_i - a_j)(b_i - b_j) < 0``, from dense ranks."""
+    n = ra.size
+    total = n * (n - 1) // 2
+    tie_a, tie_b = _tied_pairs(ra), _tied_pairs(rb)
+    if tie_a == total or tie_b == total:
+        return 0  # one score is constant: every pair is tied, none discordant
+    # concordant + discordant = pairs tied in neither = total - tie_a - tie_b + tie_both
+    untied = total - tie_a - tie_b + _tied_pairs(ra * (int(rb.max()) + 1) + rb)
+    if total <= _EXACT_TAU_PAIRS:
+        # scipy computes tau_b = (C - D) / sqrt((total - tie_a)(total - tie_b)) from its exact
+        # integer counts; undoing that division recovers C - D to well under 1/2, and
+        # D = (untied - (C - D)) / 2 is an integer, so rounding makes it exact. Written by hand
+        # because scipy exposes tau but not the discordant count.
+        tau = kendalltau(ra, rb, variant="b").statistic
+        c_minus_d = tau * np.sqrt(float(total - tie_a)) * np.sqrt(float(total - tie_b))
+        half = (untied - c_minus_d) / 2.0
+        d = int(round(half))
+        if abs(half - d) < 0.25 and 0 <= d <= untied:
+            return d
+    return _discordant_merge(ra, rb)
+
+
+def discordant_fraction(score_a, score_b) -> float:
+    """Fraction of all ``n (n - 1) / 2`` pairs that the two scores order oppositely.
+
+    A pair ``(i, j)`` is discordant when ``(a_i - a_j)(b_i - b_j) < 0``. Ties count as
+    **not** discordant: a pair tied under either score (or both) is neither concordant nor
+    discordant, and stays in the denominator. 0 = never ordered oppositely (see
+    :func:`order_audit` for the tie side of order equivalence), 1 = one score strictly
+    reverses the other. The count is exact, O(n log n) (from scipy's tau-b, see
+    ``_discordant_pairs``), so the fraction is exactly ``D / (n (n - 1) / 2)`` in float64.
+    NaN with a warning for ``n < 2``.
+    """
+    a = as_1d_float(score_a, "score_a")
+    b = as_1d_float(score_b, "score_b")
+    n = check_same_length(score_a=a, score_b=b)
+    if n < 2:
+        return undefined(f"discordant_fraction is undefined for {n} example(s); it needs at least one pair")
+    return _discordant_pairs(_dense_ranks(a), _dense_ranks(b)) / (n * (n - 1) // 2)
+
+
+def order_audit(scores: dict) -> list[dict]:
+    """Pairwise order comparison of named scores on the same examples.
+
+    One row per unordered pair of names (in the dict's order), with keys ``score_a``,
+    ``score_b``, ``n_pairs`` (``n (n - 1) / 2``), ``discordant_fraction`` (see
+    :func:`discordant_fraction`), ``tie_mismatch_fraction`` (share of pairs tied under exactly
+    one of the two scores) and ``order_equivalent``: True iff both fractions are exactly 0,
+    i.e. the two scores are order-isomorphic on these examples (paper 003, Definition 1) and
+    every rank-based metric agrees between them. Ties are exact float equality, so two scores
+    that are equal in exact arithmetic can still differ in the last bit and be reported as not
+    equivalent. With fewer than 2 examples the fractions are NaN (with a warning) and
+    ``order_equivalent`` is False.
+    """
+    if not isinstance(scores, dict):
+        raise ValueError(f"scores must be a dict mapping score name to a 1-D array, got {type(scores).__name__}")
+    arrays = {str(name): as_1d_float(s, f"scores[{name!r}]") for name, s in scores.items()}
+    n = check_same_length(**arrays) if arrays else 0
+    total = n * (n - 1) // 2
+    ranks = {name: _dense_ranks(s) for name, s in arrays.items()}
+    ties = {name: _tied_pairs(r) for name, r in ranks.items()}
+    rows = []
+    for name_a, name_b in combinations(arrays, 2):
+        row = {"score_a": name_a, "score_b": name_b, "n_pairs": total}
+        if total == 0:
+            reason = f"order_audit is undefined for {n} example(s); it needs at least one pair"
+            row.update(discordant_fraction=undefined(reason), tie_mismatch_fraction=float("nan"),
+                       order_equivalent=False, reason=reason)
+        else:
+            ra, rb = ranks[name_a], ranks[name_b]
+            both = _tied_pairs(ra * (int(rb.max()) + 1) + rb)
+            mismatch = ties[name_a] + ties[name_b] - 2 * both
+            discordant = _discordant_pairs(ra, rb)
+            row.update(discordant_fraction=discordant / total, tie_mismatch_fraction=mismatch / total,
+                       order_equivalent=discordant == 0 and mismatch == 0)
+        rows.append(row)
+    return rows
+
+
+def score_order_audit(probs, k, *, names=None, alpha=None, prior_weight: float = 1.0) -> list[dict]:
+    """:func:`order_audit` of registered score functions computed on one batch.
+
+    ``probs``/``alpha`` are NaN right-padded batches as in
+    :func:`lm_eval_evidential.metrics.scores.compute_score`; ``names`` defaults to every score
+    computable from them. Paper 003: for K = 2 the six §2.3 scores are all order-equivalent
+    (Theorem 1); for any K, ``l2_norm`` and ``l2_to_uniform`` are (Theorem 2), but only
+    within rows of the same K.
+    """
+    if names is None:
+        names = available_scores(alpha is not None)
+    unknown = [name for name in names if name not in SCORES]
+    if unknown:
+        raise ValueError(f"unknown score(s) {unknown}; valid scores are: {', '.join(SCORES)}")
+    return order_audit({
+        name: compute_score(name, probs=probs, k=k, alpha=alpha, prior_weight=prior_weight) for name in names
+    })

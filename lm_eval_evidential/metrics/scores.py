@@ -1,0 +1,217 @@
+"""The one registry of per-example confidence / OOD scores.
+
+Every score is oriented **higher = more in-distribution / more confident**, so it plugs
+straight into :mod:`lm_eval_evidential.metrics.detection` (ID = positive = 1). ``p`` below is the
+predictive distribution passed as ``probs``: ``E[p] = alpha / S`` for EDL records, the softmax
+for ``method=softmax`` records. Natural logs throughout. ``lambda`` is the prior weight.
+
+==========================  ====================================  =====  ============================================
+name                        formula                               alpha  K-sensitive in theory? (why)
+==========================  ====================================  =====  ============================================
+``reciprocal_vacuity``      ``S / (lambda K)`` (= 1 / vacuity)    yes    yes: K in the formula; a zero-evidence class
+                                                                         lowers it unless all evidence is 0
+``max_prob``                ``max_i p_i``                         no     yes: range ``[1/K, 1]``
+``neg_entropy``             ``-H(p) = sum_i p_i log p_i``         no     yes: range ``[-log K, 0]``
+``neg_norm_entropy``        ``-H(p) / log K`` (K >= 2)            no     yes, less: range ``[-1, 0]`` for every K,
+                                                                         but the distribution still moves with K
+``strength``                ``S = sum_i alpha_i``                 yes    yes: ``S >= lambda K``
+``neg_expected_entropy``    ``-E_Dir[H(p)]`` (aleatoric)          yes    yes: ``E_Dir[H]`` grows with K
+``neg_mutual_information``  ``-(H(E[p]) - E_Dir[H(p)])``          yes    yes: MI of a flat Dirichlet grows with K
+``l2_norm``                 ``||p||_2``                           no     yes: range ``[1/sqrt(K), 1]``
+``l1_to_uniform``           ``sum_i |p_i - 1/K|``                 no     yes: range ``[0, 2 (1 - 1/K)]``
+``l2_to_uniform``           ``||p - 1/K||_2``                     no     yes: range ``[0, sqrt(1 - 1/K)]``
+``js_to_uniform``           ``JS(p, U_K) = H(m) - H(p)/2          no     yes: range ``[0, JS(vertex, U_K)]``
+                            - log(K)/2``, ``m = (p + U_K) / 2``
+==========================  ====================================  =====  ============================================
+
+"alpha" = needs Dirichlet alpha (absent for ``method=softmax`` records). ``neg_mutual_information``
+is epistemic (MI = H(E[p]) - E_Dir[H(p)]).
+
+The last four follow paper 003 (§2.3, the ATC score functions): distance to the uniform
+vector ``U_K`` is a *confidence* (farther from uniform = more confident), so they are used
+unsigned. 003 names the Jensen-Shannon *distance* ``sqrt(JS)``; we report the divergence,
+which is order-isomorphic to it, so every rank-based metric (AUROC, AUPR, FPR95) is identical.
+``l2_norm`` and ``l2_to_uniform`` are order-isomorphic on the simplex for a fixed K (003,
+Theorem 2); across rows of different K they are not.
+
+"K-sensitive in theory" means the score's range or value depends on K itself, so comparing
+sets with different K confounds the score with the class count (paper 001, §3). Which ones
+move on actual data is measured by :func:`lm_eval_evidential.metrics.cardinality.ksweep`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from .dirichlet import (
+    _check_prior_weight,
+    _entropy_of,
+    _expected_entropy_of,
+    _masked_max,
+    _masked_sum,
+    _padded,
+    _probs_of,
+)
+
+__all__ = ["ScoreSpec", "SCORES", "OOD_DEFAULT_SCORES", "compute_score", "available_scores"]
+
+OOD_DEFAULT_SCORES = ("reciprocal_vacuity", "max_prob", "neg_norm_entropy")
+
+
+@dataclass(frozen=True)
+class ScoreSpec:
+    """A registered score: ``fn(probs, k, mask, alpha, prior_weight) -> (n,)`` on validated arrays."""
+
+    name: str
+    fn: Callable[..., np.ndarray]
+    needs_alpha: bool
+    description: str
+
+
+def _reciprocal_vacuity(p, k, mask, alpha, lam):
+    return _masked_sum(alpha, mask) / (lam * k)
+
+
+def _max_prob(p, k, mask, alpha, lam):
+    return _masked_max(p, mask)
+
+
+def _neg_entropy(p, k, mask, alpha, lam):
+    return -_entropy_of(p, mask)
+
+
+def _neg_norm_entropy(p, k, mask, alpha, lam):
+    if (k < 2).any():
+        i = int(np.flatnonzero(k < 2)[0])
+        raise ValueError(
+            f"neg_norm_entropy needs K >= 2 (it divides by log K), but example {i} has K = {int(k[i])}; "
+            "drop single-option examples or use neg_entropy"
+        )
+    return -_entropy_of(p, mask) / np.log(k)
+
+
+def _strength(p, k, mask, alpha, lam):
+    return _masked_sum(alpha, mask)
+
+
+def _neg_expected_entropy(p, k, mask, alpha, lam):
+    return -_expected_entropy_of(alpha, mask)
+
+
+def _neg_mutual_information(p, k, mask, alpha, lam):
+    return _expected_entropy_of(alpha, mask) - _entropy_of(p, mask)
+
+
+def _l2_norm(p, k, mask, alpha, lam):
+    return np.sqrt(_masked_sum(p * p, mask))
+
+
+def _l1_to_uniform(p, k, mask, alpha, lam):
+    return _masked_sum(np.abs(p - 1.0 / k[:, None]), mask)
+
+
+def _l2_to_uniform(p, k, mask, alpha, lam):
+    d = p - 1.0 / k[:, None]
+    return np.sqrt(_masked_sum(d * d, mask))
+
+
+def _js_to_uniform(p, k, mask, alpha, lam):
+    m = 0.5 * (p + 1.0 / k[:, None])
+    return _entropy_of(m, mask) - 0.5 * _entropy_of(p, mask) - 0.5 * np.log(k)
+
+
+SCORES: dict[str, ScoreSpec] = {
+    s.name: s
+    for s in (
+        ScoreSpec("reciprocal_vacuity", _reciprocal_vacuity, True, "S / (lambda K), the reciprocal of vacuity"),
+        ScoreSpec("max_prob", _max_prob, False, "max_i p_i (maximum probability, L-infinity norm)"),
+        ScoreSpec("neg_entropy", _neg_entropy, False, "-H(p), natural log"),
+        ScoreSpec("neg_norm_entropy", _neg_norm_entropy, False, "-H(p) / log K, needs K >= 2"),
+        ScoreSpec("strength", _strength, True, "Dirichlet strength S = sum_i alpha_i"),
+        ScoreSpec("neg_expected_entropy", _neg_expected_entropy, True, "-E_Dir[H(p)] (aleatoric)"),
+        ScoreSpec("neg_mutual_information", _neg_mutual_information, True, "-(H(E[p]) - E_Dir[H(p)]) (epistemic)"),
+        ScoreSpec("l2_norm", _l2_norm, False, "||p||_2"),
+        ScoreSpec("l1_to_uniform", _l1_to_uniform, False, "sum_i |p_i - 1/K| (ATC-L1, paper 003)"),
+        ScoreSpec("l2_to_uniform", _l2_to_uniform, False, "||p - 1/K||_2 (ATC-L2, paper 003)"),
+        ScoreSpec("js_to_uniform", _js_to_uniform, False, "Jensen-Shannon divergence JS(p, U_K) (ATC-JS, paper 003)"),
+    )
+}
+
+
+def available_scores(has_alpha: bool) -> list[str]:
+    """Registered score names computable from records with (``True``) or without Dirichlet alpha."""
+    return [name for name, spec in SCORES.items() if has_alpha or not spec.needs_alpha]
+
+
+def _check_simplex(p, mask) -> None:
+    # Loose tolerance: probabilities from float16/float32 model outputs are accepted; the
+    # check exists to catch logits or alphas passed as ``probs``.
+    if p.shape[0] == 0:
+        return
+    outside = mask & ((p < -1e-6) | (p > 1 + 1e-6))
+    sums = _masked_sum(p, mask)
+    off = np.abs(sums - 1.0) > 1e-3
+    if outside.any() or off.any():
+        i = int(np.flatnonzero(outside.any(axis=1) | off)[0])
+        raise ValueError(
+            f"probs row {i} is not a probability vector (values {p[i].tolist()}, sum {sums[i]!r}); pass "
+            "E[p] = alpha / S or softmax probabilities, not logits or concentrations"
+        )
+
+
+def compute_score(name: str, *, probs, k, alpha=None, prior_weight: float = 1.0) -> np.ndarray:
+    """Score ``name`` per example, shape (n,); higher = more in-distribution / more confident.
+
+    ``probs`` and ``alpha`` are NaN right-padded ``(n, K_max)`` arrays (see
+    :mod:`lm_eval_evidential.metrics.dirichlet`); ``k`` is the per-example class count and must
+    match the non-NaN count of each row. With ``alpha`` given, ``probs`` must be ``alpha / S``
+    (pass ``probs=None`` to have it derived). Raises ValueError for an unknown name, and for an
+    alpha-based score when ``alpha`` is None.
+    """
+    spec = SCORES.get(name)
+    if spec is None:
+        raise ValueError(f"unknown score {name!r}; valid scores are: {', '.join(SCORES)}")
+    lam = _check_prior_weight(prior_weight)
+    if alpha is None and spec.needs_alpha:
+        raise ValueError(
+            f"score {name!r} needs Dirichlet alpha, but alpha is None: these records came from "
+            "method=softmax, where there is no evidence and vacuity/strength are undefined; use one of "
+            f"{', '.join(available_scores(False))}"
+        )
+    if alpha is None and probs is None:
+        raise ValueError("probs is None and no alpha was given to derive it from")
+    if alpha is not None:
+        a, k_rows, mask = _padded(alpha, "alpha", positive=True)
+    if probs is None:
+        p = _probs_of(a, mask)  # derived from validated alpha: nothing further to check
+    else:
+        p, k_p, mask_p = _padded(probs, "probs")
+        _check_simplex(p, mask_p)
+        if (p < 0).any():  # rounding below 0 that _check_simplex tolerates; entr(p < 0) is -inf
+            p = np.maximum(p, 0.0)
+        if alpha is None:
+            k_rows, mask = k_p, mask_p
+        elif p.shape[0] != a.shape[0] or not np.array_equal(k_p, k_rows):
+            raise ValueError(
+                f"alpha (shape {a.shape}) and probs (shape {p.shape}) must describe the same examples "
+                "with the same K per row"
+            )
+        elif p.shape[1] != a.shape[1]:  # one carries extra all-NaN columns: trim both to max K
+            width = int(k_rows.max()) if k_rows.size else 0
+            a, p, mask = a[:, :width], p[:, :width], mask[:, :width]
+    k_arr = np.asarray(k)
+    if k_arr.ndim != 1 or k_arr.shape[0] != p.shape[0] or k_arr.dtype.kind not in "iu":
+        raise ValueError(
+            f"k must be a 1-D integer array of length {p.shape[0]} (one class count per example), "
+            f"got dtype {k_arr.dtype} and shape {k_arr.shape}"
+        )
+    if not np.array_equal(k_arr, k_rows):
+        i = int(np.flatnonzero(k_arr != k_rows)[0])
+        raise ValueError(
+            f"k disagrees with the scores' input at example {i}: k = {int(k_arr[i])} but the row has "
+            f"{int(k_rows[i])} non-NaN values; rows must be NaN right-padded beyond their own K"
+        )
+    return spec.fn(p, k_rows, mask, a if alpha is not None else None, lam)

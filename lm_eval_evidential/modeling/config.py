@@ -1,0 +1,76 @@
+"""The evidential head's settings and ``evidential_config.json``: the one source of truth.
+
+:class:`HeadConfig` says how answer-token logits become evidence. ``lm-eval-evidential train``
+saves the head settings it trained with next to the PEFT adapter (``evidential_config.json``),
+the way peft saves ``adapter_config.json``; ``--model evidential`` reads them back as defaults
+(explicit model_args win).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from lm_eval_evidential.records.io import atomic_write_text
+
+METADATA_FILE = "evidential_config.json"
+METADATA_FORMAT = 1
+# Settings of the evidence head that an adapter's metadata supplies to --model evidential as defaults.
+HEAD_KEYS = ("method", "prior_weight", "num_noises", "sigma_mult")
+METHODS = ("edl", "ib_edl", "softmax")
+
+
+@dataclass(frozen=True)
+class HeadConfig:
+    """How logits become evidence. Defaults are the paper's (Table 7; IB-EDL sigma_mult 0)."""
+
+    method: str = "edl"
+    prior_weight: float = 1.0
+    num_noises: int = 20
+    sigma_mult: float = 0.0
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.method not in METHODS:
+            raise ValueError(
+                f"unknown method={self.method!r}; choose one of {', '.join(METHODS)} "
+                "(e.g. --model_args ...,method=ib_edl)"
+            )
+        if not self.prior_weight > 0:
+            raise ValueError(f"prior_weight must be > 0, got {self.prior_weight!r}")
+        if self.method == "ib_edl" and int(self.num_noises) < 1:
+            raise ValueError(f"num_noises must be >= 1 for method=ib_edl, got {self.num_noises!r}")
+
+    @property
+    def needs_sigma(self) -> bool:
+        return self.method == "ib_edl"
+
+
+def write_metadata(path: Path, payload: dict) -> None:
+    """Write an ``evidential_config.json`` atomically (sorted keys, trailing newline)."""
+    atomic_write_text(path, json.dumps(payload, indent=2, sort_keys=True) + "\n")
+
+
+def read_metadata(adapter_dir) -> dict | None:
+    """The ``evidential_config.json`` of a local adapter folder, or None if it has none."""
+    if adapter_dir is None:
+        return None
+    path = Path(str(adapter_dir)) / METADATA_FILE
+    if not path.is_file():
+        return None
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ValueError(f"cannot read {path}: {exc}; delete it or re-run `lm-eval-evidential train`") from exc
+    if not isinstance(meta, dict) or meta.get("method") not in METHODS:
+        raise ValueError(f"{path} has no valid 'method' (one of {', '.join(METHODS)}); was it written by this package?")
+    return meta
+
+
+def head_defaults(adapter_dir) -> dict:
+    """Head settings (method, prior_weight, num_noises, sigma_mult) stored with an adapter; {} if none."""
+    meta = read_metadata(adapter_dir)
+    if meta is None:
+        return {}
+    return {k: meta[k] for k in HEAD_KEYS if meta.get(k) is not None}

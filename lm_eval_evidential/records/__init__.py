@@ -1,0 +1,40 @@
+"""Per-example evidence records: the format (:mod:`.schema`), files (:mod:`.io`), the one
+loader (:mod:`.loading`) and who produced them (:mod:`.provenance`).
+
+The names below are the public API; ``_rows_to_table`` is re-exported for tests that build
+foreign or damaged files on purpose.
+"""
+
+from lm_eval_evidential.records.io import (
+    RECORDS_FILE_RE,
+    atomic_write_bytes,
+    atomic_write_text,
+    read_records_file,
+    records_path,
+    write_json,
+    write_records,
+)
+from lm_eval_evidential.records.loading import (
+    check_producers,
+    find_record_files,
+    load_records,
+    load_run,
+)
+from lm_eval_evidential.records.schema import (
+    META_KEY,
+    RECORD_FIELDS,
+    SCHEMA_VERSION,
+    Records,
+    RecordsError,
+    _rows_to_table,  # noqa: F401  (tests build foreign files with it)
+    expected_probs,
+    make_record,
+    record_probs,
+)
+
+__all__ = [
+    "META_KEY", "RECORD_FIELDS", "RECORDS_FILE_RE", "SCHEMA_VERSION", "Records", "RecordsError",
+    "atomic_write_bytes", "atomic_write_text", "check_producers", "expected_probs", "find_record_files",
+    "load_records", "load_run", "make_record", "read_records_file", "record_probs", "records_path",
+    "write_json", "write_records",
+]  # fmt: skip

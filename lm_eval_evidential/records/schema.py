@@ -1,0 +1,461 @@
+"""Per-example evidence records: the format (schema, columns, validation of every value).
+
+Writing and naming files is :mod:`lm_eval_evidential.records.io`; finding and loading a run
+is :mod:`lm_eval_evidential.records.loading`.
+
+Format (schema version 1). One Apache Parquet file per task and run, written next to the
+harness's ``results_<date_id>.json`` as ``records_<task>_<date_id>.parquet``, atomically
+(temp file + rename). One row per (task, doc):
+
+| field    | type          | meaning                                                        |
+|----------|---------------|----------------------------------------------------------------|
+| task     | string        | harness task name                                              |
+| doc_id   | int64         | the harness's doc_id (position in the task's evaluated docs)   |
+| k        | int32         | number of options of *this* question                           |
+| labels   | list<string>  | the answer labels shown, e.g. ["A","B","C"]                    |
+| gold     | int32         | index of the correct label                                     |
+| logits   | list<float64> | last-position logits at the answer tokens (for models that only |
+|          |               | expose log-likelihoods, e.g. ``--model hf``: those)            |
+| evidence | list<float64> | e (null for method=softmax, where it is undefined)             |
+| alpha    | list<float64> | Dirichlet α = e + λ (null for method=softmax)                  |
+| strength | float64       | S = Σα (NaN for softmax)                                       |
+| vacuity  | float64       | λK/S (NaN for softmax)                                         |
+| max_prob | float64       | max E[p] (α/S, or the softmax of the logits for softmax)       |
+| pred     | int32         | argmax E[p] (first index on ties)                              |
+| correct  | bool          | pred == gold                                                   |
+
+The file's schema metadata key ``lm_eval_evidential`` holds JSON: schema_version, task,
+method, prior_weight, the IB-EDL settings, date_id and the producing package version.
+Parquet is columnar, typed, readable by pandas/polars/duckdb and never pickles.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+logger = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+META_KEY = b"lm_eval_evidential"
+RECORD_FIELDS = (
+    "task", "doc_id", "k", "labels", "gold", "logits", "evidence", "alpha",
+    "strength", "vacuity", "max_prob", "pred", "correct",
+)  # fmt: skip
+
+
+class RecordsError(ValueError):
+    """A records file is missing, truncated, corrupted or of another schema version."""
+
+
+def expected_probs(logits: np.ndarray, alpha: np.ndarray | None) -> np.ndarray:
+    """E[p] of NaN-padded rows: α/S when there is alpha, else softmax of the logits (the core's own)."""
+    from lm_eval_evidential.metrics.dirichlet import expected_probs as dirichlet_probs
+    from lm_eval_evidential.metrics.dirichlet import softmax
+
+    return softmax(logits) if alpha is None else dirichlet_probs(alpha)
+
+
+def record_probs(record: Mapping) -> np.ndarray:
+    """E[p] of one record (a mapping with the fields of ``RECORD_FIELDS``)."""
+    alpha = record["alpha"]
+    return expected_probs(np.asarray([record["logits"]], dtype=np.float64),
+                          None if alpha is None else np.asarray([alpha], dtype=np.float64))[0]  # fmt: skip
+
+
+def make_record(
+    *,
+    task: str,
+    doc_id: int,
+    labels: Sequence[str],
+    gold: int,
+    logits: Sequence[float],
+    alpha: Sequence[float] | None,
+    prior_weight: float = 1.0,
+) -> dict[str, Any]:
+    """One record from a question's answer logits and (for evidential methods) its alpha.
+
+    Derived fields follow the module table: E[p] = α/S (or softmax(logits) when alpha is
+    None), pred = argmax E[p] with the first index on ties, vacuity = λK/S.
+    """
+    z = np.asarray(logits, dtype=np.float64)
+    k = len(labels)
+    if z.shape != (k,):
+        raise ValueError(f"{task} doc {doc_id}: {len(z)} logits for {k} labels {list(labels)}")
+    probs = expected_probs(z[None, :], None if alpha is None else np.asarray(alpha, dtype=np.float64)[None, :])[0]
+    if alpha is None:
+        evidence = alpha_list = None
+        strength = vacuity = float("nan")
+    else:
+        a = np.asarray(alpha, dtype=np.float64)
+        strength = float(a.sum())
+        vacuity = prior_weight * k / strength
+        evidence = (a - prior_weight).tolist()
+        alpha_list = a.tolist()
+    pred = int(np.argmax(probs))
+    return {
+        "task": task,
+        "doc_id": int(doc_id),
+        "k": k,
+        "labels": [str(x) for x in labels],
+        "gold": int(gold),
+        "logits": z.tolist(),
+        "evidence": evidence,
+        "alpha": alpha_list,
+        "strength": strength,
+        "vacuity": float(vacuity),
+        "max_prob": float(probs[pred]),
+        "pred": pred,
+        "correct": pred == int(gold),
+    }
+
+
+def _padded(list_array, n: int, k: np.ndarray, name: str = "values") -> np.ndarray:
+    """A NaN right-padded (n, K_max) float64 matrix from an Arrow list column (vectorised).
+
+    Row i's values fill its first k[i] slots: a boolean mask over the grid, read row-major, has
+    the flattened values' order, so no per-value index arrays (4 x int64 per value) are built,
+    and chunks are converted one by one instead of being concatenated first. Null rows
+    (evidence/alpha of softmax records) stay NaN.
+    """
+    k_max = int(k.max()) if n else 0
+    out = np.full((n, k_max), np.nan)
+    if n == 0:
+        return out
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    chunks = list_array.chunks if isinstance(list_array, pa.ChunkedArray) else [list_array]
+    row = 0
+    for chunk in chunks:
+        m = len(chunk)
+        slots = np.arange(k_max) < k[row : row + m, None]
+        if chunk.null_count:
+            slots &= ~np.asarray(chunk.is_null().to_numpy(zero_copy_only=False), dtype=bool)[:, None]
+        values = chunk.flatten().to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+        if values.size != np.count_nonzero(slots):
+            lengths = np.asarray(pc.list_value_length(chunk).fill_null(0).to_numpy(zero_copy_only=False))
+            bad = int(np.flatnonzero((lengths != k[row : row + m]) & slots.any(axis=1))[0])
+            raise RecordsError(f"row {row + bad} has k={k[row + bad]} but {lengths[bad]} {name}")
+        out[row : row + m][slots] = values
+        row += m
+    return out
+
+
+class _ColumnsOnDemand:
+    """What ``Records._from_table`` uses of a pyarrow Table, read one column at a time (row group
+    by row group) from a Parquet file: a large file is never decoded whole, so the peak is the
+    arrays plus one column, not the arrays plus the whole decoded table."""
+
+    def __init__(self, parquet_file, path: Path):
+        self._file = parquet_file
+        self._path = path
+        self.schema = parquet_file.schema_arrow
+        self.column_names = self.schema.names
+        self.num_rows = parquet_file.metadata.num_rows
+
+    def column(self, name: str):
+        import pyarrow as pa
+
+        try:
+            parts = [self._file.read_row_group(i, columns=[name]).column(0) for i in range(self._file.num_row_groups)]
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise RecordsError(
+                f"{self._path}: cannot read column {name!r} ({exc}); the file is truncated or corrupted — re-run the evaluation"
+            ) from exc
+        return pa.chunked_array([c for part in parts for c in part.chunks], type=self.schema.field(name).type)
+
+
+@dataclass(frozen=True)
+class Records(Sequence):
+    """Columnar records of one task: a sequence of mappings with the fields of ``RECORD_FIELDS``.
+
+    Per-example access (``records[i]``, iteration) builds a dict; audits use the columns:
+    ``k``, ``gold``, ``pred``, ``correct``, ``strength``, ``vacuity``, ``max_prob`` (1-D) and
+    ``logits``, ``evidence``, ``alpha``, ``probs`` (NaN right-padded (n, K_max) float64).
+    """
+
+    task: str
+    meta: dict
+    doc_id: np.ndarray
+    k: np.ndarray
+    labels: list
+    gold: np.ndarray
+    pred: np.ndarray
+    correct: np.ndarray
+    logits: np.ndarray
+    evidence: np.ndarray
+    alpha: np.ndarray
+    strength: np.ndarray
+    vacuity: np.ndarray
+    max_prob: np.ndarray
+    path: Path | None = field(default=None, compare=False)
+
+    @property
+    def method(self) -> str:
+        return self.meta.get("method", "edl")
+
+    @property
+    def prior_weight(self) -> float:
+        return float(self.meta.get("prior_weight", 1.0))
+
+    @property
+    def has_alpha(self) -> bool:
+        return self.method != "softmax"
+
+    @property
+    def probs(self) -> np.ndarray:
+        """E[p]: α/S for evidential records, softmax of the logits otherwise (NaN padded)."""
+        return expected_probs(self.logits, self.alpha if self.has_alpha else None)
+
+    def __len__(self) -> int:
+        return len(self.doc_id)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        k = int(self.k[i])
+        return {
+            "task": self.task,
+            "doc_id": int(self.doc_id[i]),
+            "k": k,
+            "labels": list(self.labels[i]),
+            "gold": int(self.gold[i]),
+            "logits": self.logits[i, :k].tolist(),
+            "evidence": self.evidence[i, :k].tolist() if self.has_alpha else None,
+            "alpha": self.alpha[i, :k].tolist() if self.has_alpha else None,
+            "strength": float(self.strength[i]),
+            "vacuity": float(self.vacuity[i]),
+            "max_prob": float(self.max_prob[i]),
+            "pred": int(self.pred[i]),
+            "correct": bool(self.correct[i]),
+        }
+
+    @classmethod
+    def from_rows(cls, rows: Sequence[Mapping], *, task: str, meta: Mapping | None = None) -> Records:
+        """Records from per-example mappings (as produced by :func:`make_record`), sorted by doc_id."""
+        return cls._from_table(_rows_to_table(rows, task=task, meta=meta or {}), task=task)
+
+    def to_table(self):
+        return _rows_to_table(list(self), task=self.task, meta=self.meta)
+
+    @classmethod
+    def _from_table(cls, table, *, task: str, path: Path | None = None) -> Records:
+        meta = _parse_meta(table.schema.metadata, path)
+        version = meta.get("schema_version")
+        if version != SCHEMA_VERSION:
+            raise RecordsError(
+                f"{path}: records schema version {version!r}, this package reads version "
+                f"{SCHEMA_VERSION}; re-run the evaluation with this version of lm-eval-evidential"
+            )
+        missing = [f for f in RECORD_FIELDS if f not in table.column_names]
+        if missing:
+            raise RecordsError(f"{path}: records file lacks the fields {missing}")
+        _check_types(table.schema, path)
+        for name in ("doc_id", "k", "gold", "pred", "correct", "strength", "vacuity", "max_prob"):
+            if table.column(name).null_count:
+                raise RecordsError(f"{path}: field {name!r} has missing (null) values; re-run the evaluation")
+        import pyarrow.compute as pc
+
+        n = table.num_rows
+        col = lambda name: table.column(name).to_numpy()  # noqa: E731
+        k = col("k").astype(np.int64)
+
+        def check_lengths(name, column):
+            lengths = np.asarray(pc.list_value_length(column).to_numpy(zero_copy_only=False))
+            bad = np.flatnonzero(lengths != k)
+            if bad.size:
+                i = int(bad[0])
+                raise RecordsError(f"{path}: row {i} has k={k[i]} but {lengths[i]} {name}")
+
+        # Each column is fetched once and dropped once converted (``table`` may read on demand).
+        labels = table.column("labels")
+        check_lengths("labels", labels)
+        padded = {}
+        for name in ("logits", "evidence", "alpha"):
+            column = table.column(name)
+            if name == "logits":
+                check_lengths(name, column)
+            try:
+                padded[name] = _padded(column, n, k, name)
+            except RecordsError as exc:
+                raise RecordsError(f"{path}: {exc}") from None
+            del column
+        logits, evidence, alpha = padded["logits"], padded["evidence"], padded["alpha"]
+        _validate_values(path, meta, k, logits, alpha, col("gold").astype(np.int64))
+        doc_id = col("doc_id").astype(np.int64)
+        if len(np.unique(doc_id)) != n:
+            values, counts = np.unique(doc_id, return_counts=True)
+            raise RecordsError(f"{path}: doc_id {int(values[counts > 1][0])} appears more than once; records of two runs were mixed")
+        _validate_derived(path, meta, k, logits, alpha, col)
+        return cls(
+            task=task,
+            meta=meta,
+            doc_id=doc_id,
+            k=k,
+            labels=labels.to_pylist() if n <= 200_000 else _LazyLabels(labels),
+            gold=col("gold").astype(np.int64),
+            pred=col("pred").astype(np.int64),
+            correct=col("correct").astype(bool),
+            logits=logits,
+            evidence=evidence,
+            alpha=alpha,
+            strength=col("strength").astype(np.float64),
+            vacuity=col("vacuity").astype(np.float64),
+            max_prob=col("max_prob").astype(np.float64),
+            path=path,
+        )
+
+
+def _parse_meta(schema_metadata, path) -> dict:
+    raw = (schema_metadata or {}).get(META_KEY)
+    if raw is None:
+        raise RecordsError(f"{path or 'table'}: not an lm-eval-evidential records file (no metadata)")
+    try:
+        meta = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise RecordsError(f"{path}: records metadata is not valid JSON ({exc}); the file is corrupted") from exc
+    if not isinstance(meta, dict):
+        raise RecordsError(f"{path}: records metadata must be a JSON object, got {type(meta).__name__}")
+    return meta
+
+
+def _check_types(schema, path) -> None:
+    """Each field must have the documented Arrow type (any integer width for integer fields)."""
+    import pyarrow as pa
+    import pyarrow.types as t
+
+    checks = {
+        "task": t.is_string, "doc_id": t.is_integer, "k": t.is_integer, "gold": t.is_integer, "pred": t.is_integer,
+        "correct": t.is_boolean, "strength": t.is_floating, "vacuity": t.is_floating, "max_prob": t.is_floating,
+        "labels": lambda ty: t.is_list(ty) and t.is_string(ty.value_type),
+        **{f: (lambda ty: t.is_list(ty) and t.is_floating(ty.value_type)) for f in ("logits", "evidence", "alpha")},
+    }  # fmt: skip
+    for name, ok in checks.items():
+        ty = schema.field(name).type
+        if not ok(ty) and not (t.is_null(ty) and name in ("evidence", "alpha")):
+            raise RecordsError(f"{path}: field {name!r} has type {ty}, not the records schema's; the file is of another format")
+    del pa
+
+
+def _validate_derived(path, meta: dict, k: np.ndarray, logits: np.ndarray, alpha: np.ndarray, col) -> None:
+    """Stored strength/vacuity/max_prob/pred/correct must follow from logits or alpha."""
+    if len(k) == 0:
+        return
+    if meta.get("method", "edl") == "softmax":
+        probs = expected_probs(logits, None)
+        strength = vacuity = None
+    else:
+        with np.errstate(over="ignore", invalid="ignore"):
+            strength = np.nansum(alpha, axis=1)
+        if not np.isfinite(strength).all():
+            row = int(np.flatnonzero(~np.isfinite(strength))[0])
+            raise RecordsError(f"{path}: row {row}: alpha sums beyond the float64 range; the file was edited")
+        probs = expected_probs(logits, alpha)
+        vacuity = float(meta.get("prior_weight", 1.0)) * k / strength
+    pred = np.nanargmax(probs, axis=1)
+    expected = {
+        "strength": strength, "vacuity": vacuity, "max_prob": probs[np.arange(len(k)), pred],
+        "pred": pred, "correct": pred == col("gold"),
+    }  # fmt: skip
+    for name, want in expected.items():
+        if want is None:
+            continue
+        got = col(name)
+        if want.dtype.kind in "fc":
+            bad = ~np.isclose(got.astype(np.float64), want, rtol=1e-9, atol=1e-12)
+        else:
+            bad = got.astype(want.dtype) != want
+        if bad.any():
+            row = int(np.flatnonzero(bad)[0])
+            raise RecordsError(
+                f"{path}: row {row}: stored {name} {got[row]!r} does not follow from the record's "
+                f"{'logits' if strength is None else 'alpha'} (expected {want[row]!r}); the file was edited"
+            )
+
+
+def _validate_values(path, meta: dict, k: np.ndarray, logits: np.ndarray, alpha: np.ndarray, gold: np.ndarray) -> None:
+    """Refuse records whose numbers cannot have come from a model: say which row and value."""
+
+    def fail(row: int, what: str) -> None:
+        raise RecordsError(f"{path or 'records'}: row {row}: {what}; the file was edited or produced by a broken run — re-run the evaluation")
+
+    if len(k) and (k.min() < 1):
+        fail(int(np.argmin(k)), f"k={int(k.min())}")
+    real = np.arange(logits.shape[1])[None, :] < k[:, None] if len(k) else np.zeros((0, 0), bool)
+    bad = real & ~np.isfinite(logits)
+    if bad.any():
+        row = int(np.flatnonzero(bad.any(axis=1))[0])
+        fail(row, f"non-finite logit {float(logits[row][bad[row]][0])!r}")
+    if len(gold) and ((gold < 0) | (gold >= k)).any():
+        row = int(np.flatnonzero((gold < 0) | (gold >= k))[0])
+        fail(row, f"gold index {int(gold[row])} outside 0..{int(k[row]) - 1}")
+    try:
+        lam = float(meta.get("prior_weight", 1.0))
+    except (TypeError, ValueError):
+        lam = float("nan")
+    if not np.isfinite(lam) or lam <= 0:
+        raise RecordsError(f"{path}: prior_weight {meta.get('prior_weight')!r} in the metadata must be a positive number")
+    if meta.get("method", "edl") == "softmax":
+        return
+    bad = real & ~np.isfinite(alpha)
+    if bad.any():
+        row = int(np.flatnonzero(bad.any(axis=1))[0])
+        fail(row, f"alpha {float(alpha[row][bad[row]][0])!r} is not finite (or missing) for an evidential record")
+    # evidence = alpha - λ must be >= 0; allow float rounding of the subtraction
+    bad = real & (alpha < lam * (1 - 1e-12))
+    if bad.any():
+        row = int(np.flatnonzero(bad.any(axis=1))[0])
+        fail(row, f"alpha {float(alpha[row][bad[row]][0])!r} is below the prior weight {lam} (negative evidence)")
+
+
+class _LazyLabels(Sequence):
+    """Label lists materialised per row, so loading millions of records makes no Python lists."""
+
+    def __init__(self, column):
+        self._column = column
+
+    def __len__(self):
+        return len(self._column)
+
+    def __getitem__(self, i):
+        return self._column[i].as_py()
+
+
+def _rows_to_table(rows: Sequence[Mapping], *, task: str, meta: Mapping):
+    import pyarrow as pa
+
+    rows = sorted(rows, key=lambda r: r["doc_id"])
+    ids = [r["doc_id"] for r in rows]
+    if len(set(ids)) != len(ids):
+        dup = next(i for i in ids if ids.count(i) > 1)
+        raise ValueError(f"{task}: doc_id {dup} appears more than once in the records")
+    f64_list = pa.list_(pa.float64())
+    schema = pa.schema(
+        [
+            ("task", pa.string()),
+            ("doc_id", pa.int64()),
+            ("k", pa.int32()),
+            ("labels", pa.list_(pa.string())),
+            ("gold", pa.int32()),
+            ("logits", f64_list),
+            ("evidence", f64_list),
+            ("alpha", f64_list),
+            ("strength", pa.float64()),
+            ("vacuity", pa.float64()),
+            ("max_prob", pa.float64()),
+            ("pred", pa.int32()),
+            ("correct", pa.bool_()),
+        ]
+    )
+    columns = {name: [r[name] for r in rows] for name in RECORD_FIELDS}
+    columns["task"] = [task] * len(rows)
+    full_meta = {"schema_version": SCHEMA_VERSION, "task": task, **dict(meta)}
+    schema = schema.with_metadata({META_KEY: json.dumps(full_meta, sort_keys=True).encode()})
+    return pa.table(columns, schema=schema)

@@ -1,0 +1,2 @@
+"""Fixture factories for tests and the demo: tiny models of each architecture, adapters, sample data.
+"""

@@ -1,0 +1,275 @@
+"""Detection metrics against scikit-learn, brute-force loops and their defining properties.
+
+Convention under test: ID = positive = label 1, higher score = more in-distribution.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.stats import norm
+from sklearn.metrics import average_precision_score, roc_auc_score, roc_curve
+
+from lm_eval_evidential.metrics import detection as M
+from lm_eval_evidential.metrics._validation import UndefinedMetricWarning
+
+SETTINGS = settings(max_examples=80, deadline=None)
+
+
+@st.composite
+def labelled_scores(draw, tie_heavy=None, min_size=2, max_size=60):
+    """(y, s) with both classes present; scores either tie-heavy (few integers) or floats."""
+    n = draw(st.integers(min_size, max_size))
+    y = np.array(draw(st.lists(st.booleans(), min_size=n, max_size=n)))
+    y[0], y[1] = True, False
+    heavy = draw(st.booleans()) if tie_heavy is None else tie_heavy
+    elem = st.integers(-3, 3).map(float) if heavy else st.floats(-1e6, 1e6, allow_nan=False)
+    s = np.array(draw(st.lists(elem, min_size=n, max_size=n)), dtype=float)
+    return y.astype(int), s
+
+
+# ---------------------------------------------------------------- oracles
+
+def brute_fpr(y, s, tpr):
+    y = y.astype(bool)
+    best = np.inf
+    for t in np.unique(s):
+        if np.mean(s[y] >= t) >= tpr:
+            best = min(best, np.mean(s[~y] >= t))
+    return best
+
+
+def brute_delong(y, *scores):
+    """Textbook DeLong (1988): explicit psi kernel over all ID x OOD pairs, np.cov of components."""
+    y = y.astype(bool)
+    v10, v01, aucs = [], [], []
+    for s in scores:
+        x, z = s[y], s[~y]
+        psi = (x[:, None] > z[None, :]) + 0.5 * (x[:, None] == z[None, :])
+        v10.append(psi.mean(axis=1))
+        v01.append(psi.mean(axis=0))
+        aucs.append(psi.mean())
+    cov = np.atleast_2d(np.cov(np.array(v10))) / y.sum() + np.atleast_2d(np.cov(np.array(v01))) / (~y).sum()
+    return np.array(aucs), cov
+
+
+# ---------------------------------------------------------------- agreement with scikit-learn
+
+@SETTINGS
+@given(labelled_scores())
+def test_agrees_with_sklearn_including_heavy_ties(data):
+    y, s = data
+    assert abs(M.auroc(y, s) - roc_auc_score(y, s)) <= 1e-12
+    assert abs(M.aupr_in(y, s) - average_precision_score(y, s)) <= 1e-12
+    assert abs(M.aupr_out(y, s) - average_precision_score(1 - y, -s)) <= 1e-12
+    fpr, tpr, _ = roc_curve(y, s, drop_intermediate=False)
+    assert M.fpr_at_95_tpr(y, s) == fpr[np.argmax(tpr >= 0.95)]
+
+
+def test_agrees_with_sklearn_large_tied():
+    rng = np.random.default_rng(3)
+    y = rng.integers(0, 2, 200_000)
+    s = np.round(rng.normal(size=y.size) + 0.3 * y, 2)  # ~800 distinct values: heavy ties
+    assert abs(M.auroc(y, s) - roc_auc_score(y, s)) <= 1e-12
+    assert abs(M.aupr_in(y, s) - average_precision_score(y, s)) <= 1e-12
+    assert abs(M.aupr_out(y, s) - average_precision_score(1 - y, -s)) <= 1e-12
+
+
+# ---------------------------------------------------------------- properties
+
+@SETTINGS
+@given(labelled_scores(tie_heavy=False), st.sampled_from(["exp", "cube", "arctan", "affine"]))
+def test_invariant_under_strictly_increasing_transform(data, kind):
+    y, s = data
+    s = np.round(s)  # integer scores: distinct values stay distinct after the transforms below
+    f = {"exp": lambda v: np.exp(v / 2e5), "cube": lambda v: v**3, "arctan": lambda v: np.arctan(v / 1e5),
+         "affine": lambda v: 3 * v - 7}[kind]
+    t = f(s)
+    assert len(np.unique(t)) == len(np.unique(s))
+    assert M.auroc(y, t) == M.auroc(y, s)
+    assert M.aupr_in(y, t) == M.aupr_in(y, s)
+    assert M.fpr_at_95_tpr(y, t) == M.fpr_at_95_tpr(y, s)
+
+
+@SETTINGS
+@given(labelled_scores())
+def test_label_swap_complements_auroc_and_bounds(data):
+    y, s = data
+    a = M.auroc(y, s)
+    assert abs(M.auroc(1 - y, s) - (1 - a)) <= 1e-12
+    assert abs(M.auroc(y, -s) - (1 - a)) <= 1e-12
+    assert abs(M.aupr_out(y, s) - M.aupr_in(1 - y, -s)) <= 1e-12
+    for v in (a, M.aupr_in(y, s), M.aupr_out(y, s), M.fpr_at_95_tpr(y, s)):
+        assert 0.0 <= v <= 1.0
+
+
+@SETTINGS
+@given(labelled_scores(), st.sampled_from([0.95, 0.5, 0.8, 1.0, 0.01]))
+def test_fpr_matches_brute_force_threshold_loop(data, tpr):
+    y, s = data
+    assert M.fpr_at_95_tpr(y, s, tpr=tpr) == brute_fpr(y, s, tpr)
+
+
+def test_fpr_tie_semantics_by_hand():
+    # ID scores 1..20 and OOD all tied at 2: accepting >= 95% of ID (19 of 20) needs t <= 2,
+    # which accepts the whole tied OOD block at once.
+    y = np.r_[np.ones(20, int), np.zeros(5, int)]
+    s = np.r_[np.arange(1, 21), np.full(5, 2)].astype(float)
+    assert M.fpr_at_95_tpr(y, s) == 1.0
+    s[20:] = 1.5
+    assert M.fpr_at_95_tpr(y, s) == 0.0  # t = 2 keeps 19/20 ID and rejects every OOD
+
+
+def test_perfect_and_reversed_separation():
+    y = np.array([1, 1, 1, 0, 0])
+    s = np.array([5.0, 4, 3, 2, 1])
+    assert M.auroc(y, s) == 1.0 and M.aupr_in(y, s) == 1.0 and M.aupr_out(y, s) == 1.0
+    assert M.fpr_at_95_tpr(y, s) == 0.0
+    assert M.auroc(y, -s) == 0.0 and M.fpr_at_95_tpr(y, -s) == 1.0
+    assert M.auroc(y, np.zeros(5)) == 0.5
+    assert M.aupr_baseline(y) == 0.6
+
+
+@pytest.mark.parametrize(
+    "fn", [M.auroc, M.aupr_in, M.aupr_out, M.fpr_at_95_tpr, lambda y, s: M.delong_ci(y, s)[0],
+           lambda y, s: M.delong_test(y, s, s)[0], lambda y, s: M.bootstrap_ci(M.auroc, y, s)[0],
+           lambda y, s: M.detection_report(y, s)["auroc"]],
+)
+def test_single_class_is_undefined_nan(fn):
+    with pytest.warns(UndefinedMetricWarning, match="n_id=3, n_ood=0"):
+        assert np.isnan(fn(np.ones(3, int), np.array([0.1, 0.2, 0.3])))
+
+
+def test_input_validation():
+    with pytest.raises(ValueError, match="same length"):
+        M.auroc([1, 0, 1], [0.1, 0.2])
+    with pytest.raises(ValueError, match="only 0 and 1"):
+        M.auroc([1, 2], [0.1, 0.2])
+    with pytest.raises(ValueError, match="non-finite"):
+        M.auroc([1, 0], [0.1, np.nan])
+    with pytest.raises(ValueError, match="tpr"):
+        M.fpr_at_95_tpr([1, 0], [0.1, 0.2], tpr=0.0)
+    with pytest.raises(ValueError, match="level"):
+        M.delong_ci([1, 0], [0.1, 0.2], level=1.0)
+    with pytest.raises(ValueError, match="n_boot"):
+        M.bootstrap_ci(M.auroc, [1, 0], [0.1, 0.2], n_boot=1)
+    with pytest.warns(UndefinedMetricWarning):
+        assert np.isnan(M.aupr_baseline([]))
+
+
+# ---------------------------------------------------------------- DeLong
+
+@SETTINGS
+@given(labelled_scores(min_size=4, max_size=40), st.sampled_from([0.9, 0.95, 0.99]))
+def test_delong_ci_matches_textbook_variance(data, level):
+    y, s = data
+    if min(y.sum(), (1 - y).sum()) < 2:
+        y[2], y[3] = 1, 0
+    auc, lo, hi = M.delong_ci(y, s, level=level)
+    aucs, cov = brute_delong(y, s)
+    assert abs(auc - aucs[0]) <= 1e-12
+    half = norm.ppf(0.5 + level / 2) * np.sqrt(cov[0, 0])
+    assert abs(lo - max(0.0, auc - half)) <= 1e-9 and abs(hi - min(1.0, auc + half)) <= 1e-9
+    assert 0.0 <= lo <= auc <= hi <= 1.0
+
+
+@SETTINGS
+@given(labelled_scores(min_size=4, max_size=40), st.integers(0, 2**32 - 1))
+def test_delong_test_matches_textbook_covariance(data, seed):
+    y, a = data
+    if min(y.sum(), (1 - y).sum()) < 2:
+        y[2], y[3] = 1, 0
+    b = np.round(a + np.random.default_rng(seed).normal(scale=2.0, size=a.size))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UndefinedMetricWarning)  # zero-variance draws are checked below
+        auc_a, auc_b, diff, z, p = M.delong_test(y, a, b)
+    aucs, cov = brute_delong(y, a, b)
+    assert abs(auc_a - aucs[0]) <= 1e-12 and abs(auc_b - aucs[1]) <= 1e-12
+    assert diff == auc_a - auc_b
+    var = cov[0, 0] + cov[1, 1] - 2 * cov[0, 1]
+    if var > 1e-12:
+        assert abs(z - diff / np.sqrt(var)) <= 1e-6 * max(1.0, abs(z))
+        assert abs(p - 2 * norm.sf(abs(diff / np.sqrt(var)))) <= 1e-9
+        assert 0.0 <= p <= 1.0
+    else:  # (numerically) zero variance: undefined, or a degenerate z
+        assert np.isnan(z) or diff == 0 or abs(z) > 1e3
+
+
+def test_delong_test_identical_rankings_is_undefined():
+    y = np.array([1, 0, 1, 0, 1, 0])
+    s = np.array([0.9, 0.1, 0.4, 0.5, 0.7, 0.2])
+    with pytest.warns(UndefinedMetricWarning, match="variance"):
+        auc_a, auc_b, diff, z, p = M.delong_test(y, s, np.exp(s))
+    assert auc_a == auc_b and diff == 0.0 and np.isnan(z) and np.isnan(p)
+
+
+def test_delong_se_agrees_with_bootstrap():
+    rng = np.random.default_rng(7)
+    y = np.r_[np.ones(300, int), np.zeros(300, int)]
+    s = rng.normal(size=600) + 0.8 * y
+    auc, lo, hi = M.delong_ci(y, s)
+    est, blo, bhi = M.bootstrap_ci(M.auroc, y, s, n_boot=2000, seed=1)
+    assert est == auc
+    assert blo <= auc <= bhi
+    ratio = (hi - lo) / (bhi - blo)
+    assert 0.85 < ratio < 1.15, ratio
+
+
+def test_delong_large_n_fast_and_no_overflow():
+    rng = np.random.default_rng(11)
+    n = 1_000_000
+    y = rng.integers(0, 2, n)
+    s = np.round(rng.normal(size=n) + 0.25 * y, 3)
+    t0 = time.perf_counter()
+    auc, lo, hi = M.delong_ci(y, s)
+    elapsed = time.perf_counter() - t0
+    assert abs(auc - roc_auc_score(y, s)) <= 1e-12
+    assert lo < auc < hi and 0 < hi - lo < 0.01
+    assert elapsed < 5.0, elapsed
+
+
+# ---------------------------------------------------------------- bootstrap
+
+def test_bootstrap_is_stratified_and_seeded():
+    rng = np.random.default_rng(0)
+    y = np.r_[np.ones(30, int), np.zeros(70, int)]
+    s = rng.normal(size=100) + y
+    n_id = lambda yy, ss: float(np.sum(yy))
+    assert M.bootstrap_ci(n_id, y, s, n_boot=50) == (30.0, 30.0, 30.0)
+    # the resampled ID scores come from the ID examples only
+    max_id = lambda yy, ss: float(ss[yy.astype(bool)].max())
+    est, lo, hi = M.bootstrap_ci(max_id, y, s, n_boot=200)
+    assert hi <= s[:30].max() and lo >= s[:30].min()
+    a = M.bootstrap_ci(M.aupr_in, y, s, n_boot=300, seed=5)
+    assert a == M.bootstrap_ci(M.aupr_in, y, s, n_boot=300, seed=5)
+    assert a != M.bootstrap_ci(M.aupr_in, y, s, n_boot=300, seed=6)
+    assert a[1] <= a[0] <= a[2]
+
+
+def test_bootstrap_nan_replicates_are_reported():
+    y = np.array([1, 0, 1, 0])
+    with pytest.warns(UndefinedMetricWarning, match="replicates"):
+        est, lo, hi = M.bootstrap_ci(lambda yy, ss: float("nan"), y, np.arange(4.0), n_boot=10)
+    assert np.isnan(lo) and np.isnan(hi)
+
+
+# ---------------------------------------------------------------- one-sort report
+
+@SETTINGS
+@given(labelled_scores(min_size=4))
+def test_detection_report_equals_single_metrics(data):
+    y, s = data
+    if min(y.sum(), (1 - y).sum()) < 2:
+        y[2], y[3] = 1, 0
+    r = M.detection_report(y, s)
+    assert r["auroc"] == M.auroc(y, s)
+    assert (r["auroc"], r["auroc_lo"], r["auroc_hi"]) == M.delong_ci(y, s)
+    assert r["aupr_in"] == M.aupr_in(y, s) and r["aupr_out"] == M.aupr_out(y, s)
+    assert r["fpr_at_tpr"] == M.fpr_at_95_tpr(y, s)
+    assert r["aupr_baseline"] == M.aupr_baseline(y)
+    assert r["n_id"] + r["n_ood"] == y.size and r["reason"] is None
