@@ -82,8 +82,11 @@ def _mismatch_message(headline: str, id_name, hist_id, ood_name, hist_ood, k_tar
         f"{headline}: {id_name} {hist_id} vs {ood_name} {hist_ood} (K: number of examples). "
         "Vacuity-based scores depend on K itself, so AUROC/AUPR across different K measure the class "
         "count rather than uncertainty (paper 001, Proposition 1). Remedies: use k_policy=restrict to keep "
-        f"only examples whose K equals the ID side's K{target}; use a matched control task such as "
-        "csqa4_edl; or use k_policy=report to reproduce the artefact deliberately (rows marked matched: false)."
+        f"only examples whose K equals the ID side's K{target}; use a K-matched control task: a distractor-removal "
+        "control such as csqa_k4_edl, arc_c_k4_edl or arc_e_k4_edl (wrong options removed by a seeded hash down to "
+        "the ID task's K: every question kept that has at least that many options) or csqa4_edl (option E and the "
+        "questions answered E dropped); or use k_policy=report to reproduce the artefact deliberately (rows marked "
+        "matched: false)."
     )
 
 

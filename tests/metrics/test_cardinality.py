@@ -31,7 +31,7 @@ def test_assert_policy_error_message():
         KA.check_cardinality(OBQA, ARC_C, id_name="obqa_edl", ood_name="arc_c_edl")
     msg = str(err.value)
     assert "obqa_edl {4: 500} vs arc_c_edl {3: 4, 4: 1165, 5: 3}" in msg
-    for remedy in ("k_policy=restrict", "csqa4_edl", "k_policy=report", "matched: false"):
+    for remedy in ("k_policy=restrict", "csqa_k4_edl", "arc_c_k4_edl", "csqa4_edl", "k_policy=report", "matched: false"):
         assert remedy in msg
     assert isinstance(err.value, ValueError)
 

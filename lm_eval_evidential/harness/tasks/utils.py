@@ -1,5 +1,6 @@
 """Functions the task YAMLs name with ``!function``; the code lives in the package."""
 
+from lm_eval_evidential.harness.controls import KMatchedControlTask  # noqa: F401
 from lm_eval_evidential.harness.datasets import (  # noqa: F401
     process_arc,
     process_csqa,
