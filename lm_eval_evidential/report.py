@@ -29,10 +29,12 @@ from lm_eval_evidential.audits.ood import (
     ksweep_delong,
     ksweep_rows,
     ood_rows,
+    resolve_scores,
     sensitivity_lines,
     subset_records,
 )
 from lm_eval_evidential.metrics.cardinality import k_histogram
+from lm_eval_evidential.metrics.scores import OOD_DEFAULT_SCORES
 from lm_eval_evidential.records import Records, atomic_write_bytes
 
 __all__ = ["MISMATCH_STATEMENT", "build_report", "render_markdown"]
@@ -92,10 +94,86 @@ def _refusal(policy: str, id_task: str, task: str, exc: Exception) -> dict:
         "ood_task": task,
         "error": str(exc),
         "suggestion": (
-            f"compare {id_task} with a K-matched control task instead (e.g. csqa4_edl for csqa_edl), or rerun with "
+            f"compare {id_task} with {_controls_phrase(task)} instead, or rerun with "
             f"--k-policy restrict to keep only the {task} questions whose K equals {id_task}'s"
         ),
     }
+
+
+def _shipped_controls() -> dict[str, list[dict]]:
+    """``{OOD task: [{"task", "control"}]}``: the K-matched control tasks that ship (from their YAMLs)."""
+    from lm_eval_evidential.harness.datasets import control_tasks
+    from lm_eval_evidential.harness.plugin import tasks_dir
+
+    return control_tasks(tasks_dir())
+
+
+def _controls_phrase(task: str) -> str:
+    names = [c["task"] for c in _shipped_controls().get(task, [])]
+    if names:
+        return "its K-matched control task" + ("s " if len(names) > 1 else " ") + " or ".join(names)
+    return "a K-matched control task (e.g. a distractor-removal control such as csqa_k4_edl or arc_c_k4_edl)"
+
+
+RESTRICT_CONTROL = "restrict: only the questions whose K equals the ID task's K"
+
+
+def control_rows(
+    id_records: Records, ood_records: Sequence[Records], *, scores: Sequence[str] | None = None, level: float = 0.95
+) -> list[dict]:
+    """What each K-matched control keeps and what it measures, side by side, per OOD dataset.
+
+    For every OOD task that has shipped controls (or whose control is among ``ood_records``):
+    one row for ``k_policy=restrict`` on that task's own records and one per control task
+    (records whose metadata names it in ``control.of``, or a shipped control of it). Row keys:
+    ``source, control, description, evaluated, n_source, n_kept, n_excluded, excluded,
+    matched, error, auroc`` (``{score: {"auroc", "auroc_ci"}}``, DeLong CI at ``level``).
+    A control absent from the records is listed with ``evaluated: false`` (evaluate it to compare).
+    """
+    shipped = _shipped_controls()
+    by_task = {r.task: r for r in ood_records}
+    of = {r.task: (r.meta.get("control") or {}).get("of") for r in ood_records}
+    for source, controls in shipped.items():
+        for c in controls:
+            of[c["task"]] = of.get(c["task"]) or source
+    sources = list(dict.fromkeys([*(t for t in by_task if t in shipped), *(of[t] for t in by_task if of.get(t))]))
+    rows = []
+    for source in sources:
+        described = {c["task"]: c["control"] for c in shipped.get(source, [])}
+        controls = list(dict.fromkeys([*described, *(t for t in by_task if of.get(t) == source)]))
+        src = by_task.get(source)
+        rows.append(_control_row(id_records, src, source, "restrict", RESTRICT_CONTROL, src, scores, level))
+        for name in controls:
+            rows.append(_control_row(id_records, by_task.get(name), source, name, described.get(name, ""), src, scores, level))
+    return rows
+
+
+def _control_row(id_records, records, source, control, description, source_records, scores, level) -> dict:
+    summary = (records.meta.get("control") or {}) if records is not None else {}
+    n_source = summary.get("n_questions", len(source_records) if source_records is not None else None)
+    row = {
+        "source": source, "control": control, "description": description or summary.get("rule", ""),
+        "evaluated": records is not None, "n_source": n_source, "n_kept": None, "n_excluded": None,
+        "excluded": summary.get("excluded", {}), "matched": None, "error": None, "auroc": {},
+    }  # fmt: skip
+    if records is None:
+        return row
+    try:
+        policy = "restrict" if control == "restrict" else "assert"
+        names = resolve_scores(scores, id_records, records, default=OOD_DEFAULT_SCORES[:2])
+        found = ood_rows(id_records, records, scores=names, k_policy=policy, n_boot=0, level=level)
+    except CardinalityMismatchError as exc:
+        row.update(n_kept=0 if control == "restrict" else None, n_excluded=n_source if control == "restrict" else None,
+                   error=str(exc).split(". ")[0])  # fmt: skip
+        return row
+    first = found[0]
+    row["n_kept"], row["matched"] = first["n_ood"], first["matched"]
+    if n_source is not None:
+        row["n_excluded"] = n_source - first["n_ood"]
+    if control == "restrict" and row["n_excluded"]:
+        row["excluded"] = {f"K ≠ {first['k_id']}": row["n_excluded"]}
+    row["auroc"] = {r["score"]: {"auroc": r["auroc"], "auroc_ci": r["auroc_ci"]} for r in found}
+    return row
 
 
 def build_report(
@@ -117,7 +195,7 @@ def build_report(
     other per-pair sections use the first. ``scores`` restricts every section to those
     score names (default: every score the records can give; the K sweep defaults to
     ``OOD_DEFAULT_SCORES``). The dict has the sections ``meta, k_histograms, policies, ood,
-    ksweep, calibration, selective, atc, orders, figures, skipped``, all rows JSON-ready.
+    controls, ksweep, calibration, selective, atc, orders, figures, skipped``, all rows JSON-ready.
     """
     from lm_eval_evidential.audits import quality
     from lm_eval_evidential.records.io import write_json
@@ -142,6 +220,7 @@ def build_report(
         "policies": policies,
         "mismatch_statement": MISMATCH_STATEMENT,
         "ood": {},
+        "controls": [],
         "ksweep": {},
         "calibration": [],
         "selective": [],
@@ -166,6 +245,13 @@ def build_report(
             except CardinalityMismatchError as exc:
                 refused.append(_refusal(policy, id_records.task, r.task, exc))
         report["ood"][policy] = {"rows": rows, "refused": refused}
+
+    # 1b. The K-matched controls side by side: what each keeps and what it measures.
+    try:
+        report["controls"] = control_rows(id_records, ood_records, scores=scores, level=level)
+    except ValueError as exc:
+        report["controls"] = []
+        skip("controls", exc)
 
     # 2. K sweep of each pair the primary policy accepts.
     accepted: list[Records] = []  # OOD records as the primary policy evaluates them (restricted or whole)
@@ -266,6 +352,34 @@ def _reasons(rows: Sequence[dict]) -> list[str]:
     return ["Undefined values (n/a):", *out, ""] if out else []
 
 
+def _controls_markdown(report: dict) -> list[str]:
+    rows = report.get("controls") or []
+    if not rows:
+        return []
+    names = list(dict.fromkeys(score for r in rows for score in r["auroc"])) or list(OOD_DEFAULT_SCORES[:1])
+    L = ["## K-matched controls side by side", "",
+         f"Each row brings an OOD dataset to {report['id_task']}'s K in its own way. *Kept / n* and *excluded* say "
+         "what the control costs; AUROC (ID = positive, DeLong 95% CI) what it then measures. `restrict` drops every "
+         "question whose K differs; a `*_k4_edl` control removes wrong options only (chosen by a seeded hash of the "
+         "question id, gold always kept) and excludes only questions with fewer options; csqa4_edl drops option E "
+         "and with it every question answered E, a selection by the gold label.", ""]  # fmt: skip
+    body = []
+    for r in rows:
+        kept = "—" if r["n_kept"] is None else f"{r['n_kept']} / {_num(r['n_source'])}"
+        excluded = "; ".join(f"{n}: {why}" for why, n in r["excluded"].items()) or _num(r["n_excluded"])
+        if not r["evaluated"]:
+            cells = [f"not in these records: evaluate {r['control']}"] + [""] * max(len(names) - 1, 0)
+            kept, excluded = "—", "—"
+        elif r["error"]:
+            cells = [f"refused: {r['error']}"] + [""] * max(len(names) - 1, 0)
+        else:
+            cells = [f"{_num(r['auroc'][n]['auroc'])} {_ci(r['auroc'][n]['auroc_ci'])}" if n in r["auroc"] else "n/a"
+                     for n in names]  # fmt: skip
+        body.append([r["source"], r["control"], r["description"], kept, excluded, *cells])
+    L += _table(["OOD data", "control", "what it does", "kept / n", "excluded", *(f"AUROC {n} [95% CI]" for n in names)], body)
+    return L
+
+
 def render_markdown(report: dict) -> str:
     """``report.md`` from the dict :func:`build_report` returns (tables ready to paste into a paper)."""
     idt = report["id_task"]
@@ -320,6 +434,8 @@ def render_markdown(report: dict) -> str:
         for ref in sec["refused"]:
             L += [f"**Refused: {ref['id_task']} vs {ref['ood_task']}** (k_policy={ref['policy']}, not compared).", "",
                   "```", ref["error"], "```", "", f"Suggestion: {ref['suggestion']}.", ""]  # fmt: skip
+
+    L += _controls_markdown(report)
 
     L += ["## K sweep (paper 001, Table 1 / Figure 1)", "",
           f"Zero-evidence options (α = λ) appended to the OOD side only (OOD-only) or to both sides (matched), model "
