@@ -16,6 +16,7 @@ the reason; everything else is still written. All files are written atomically.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Sequence
@@ -100,6 +101,7 @@ def _refusal(policy: str, id_task: str, task: str, exc: Exception) -> dict:
     }
 
 
+@functools.cache
 def _shipped_controls() -> dict[str, list[dict]]:
     """``{OOD task: [{"task", "control"}]}``: the K-matched control tasks that ship (from their YAMLs)."""
     from lm_eval_evidential.harness.datasets import control_tasks

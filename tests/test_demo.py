@@ -30,6 +30,9 @@ def test_demo_runs_end_to_end(tmp_path):
     assert (demo / "adapter-edl" / "evidential_config.json").is_file()
     report = (demo / "report" / "report.md").read_text()
     assert "csqa_edl" in report and "refused" in report.lower()
+    controls = report.split("## K-matched controls side by side")[1].split("\n## ")[0]
+    assert "| csqa_edl | csqa_k4_edl |" in controls and "| arc_c_edl | arc_c_k4_edl |" in controls
+    assert "not in these records" not in controls  # the demo evaluates every control it reports
     # the README's main job may be run again in the same folder
     again = subprocess.run(
         [sys.executable, "-m", "lm_eval_evidential", "demo", "--fast", "--out", str(demo)],

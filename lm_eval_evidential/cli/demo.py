@@ -17,7 +17,8 @@ import sys
 import time
 from pathlib import Path
 
-EVAL_TASKS = ("obqa_edl", "arc_c_edl", "arc_e_edl", "csqa_edl", "csqa4_edl", "mmlu_math_edl")
+EVAL_TASKS = ("obqa_edl", "arc_c_edl", "arc_e_edl", "csqa_edl", "csqa4_edl", "mmlu_math_edl",
+              "csqa_k4_edl", "arc_c_k4_edl", "arc_e_k4_edl")  # fmt: skip
 METHODS = ("edl", "ib_edl")
 
 
@@ -119,7 +120,7 @@ def run(args) -> int:
     cli(["ksweep", str(primary), "--id", "obqa_edl", "--ood", "csqa4_edl", "--json", str(out / "ksweep.json"),
          "--plot", str(out / "ksweep")])  # fmt: skip
     report_dir = out / "report"
-    cli(["report", str(primary), "--id", "obqa_edl", "--ood", "arc_c_edl,arc_e_edl,csqa_edl,csqa4_edl,mmlu_math_edl",
+    cli(["report", str(primary), "--id", "obqa_edl", "--ood", "arc_c_edl,arc_e_edl,csqa_edl,csqa4_edl,mmlu_math_edl,csqa_k4_edl,arc_c_k4_edl,arc_e_k4_edl",
          "--k-policy", "assert,restrict", "--out", str(report_dir)])  # fmt: skip
 
     heading("done")

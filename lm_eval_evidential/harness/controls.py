@@ -10,7 +10,8 @@ kept options in their original order, and excludes (and counts) questions with f
 YAML ``metadata``: ``control_of`` (the task it controls), ``control`` (one line for reports),
 ``k_from`` (the ID task; the control takes its single K) or ``target_k`` (an explicit K), and
 ``removal_seed`` (default 0). The summary (counts, exclusions by reason, rule) is logged when
-the dataset is built and stored in the records' metadata under ``control``.
+the dataset is built, stored in the records' metadata under ``control`` and shown in the results
+JSON under ``configs.<task>.metadata.control_summary``.
 """
 
 from __future__ import annotations
@@ -91,3 +92,9 @@ class KMatchedControlTask(EvidentialMCQATask):
     @property
     def fingerprint(self) -> dict:
         return {**super().fingerprint, "control": self.control}
+
+    def dump_config(self) -> dict:
+        """The harness's task config, plus the control's summary (so results JSON shows the counts too)."""
+        config = dict(super().dump_config())
+        config["metadata"] = {**(config.get("metadata") or {}), "control_summary": self.control}
+        return config

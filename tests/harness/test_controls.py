@@ -162,3 +162,5 @@ def test_pairs_and_records_of_the_controls_pass_the_k_assertion(tiny_model, tiny
         assert rows and all(r["matched"] and r["n_ood"] == len(rec) for r in rows)
         pair = results["results"][f"obqa_edl_vs_{control}"]
         assert pair["k_matched,none"] == 1.0 and pair["n_ood,none"] == len(rec) and pair["n_id,none"] == n_id
+        shown = results["configs"][control]["metadata"]["control_summary"]  # the counts in the results JSON
+        assert shown == rec.meta["control"] and shown["n_kept"] + shown["n_excluded"] == shown["n_questions"]
