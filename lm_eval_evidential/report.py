@@ -117,7 +117,7 @@ def _controls_phrase(task: str) -> str:
     return "a K-matched control task (e.g. a distractor-removal control such as csqa_k4_edl or arc_c_k4_edl)"
 
 
-RESTRICT_CONTROL = "restrict: only the questions whose K equals the ID task's K"
+RESTRICT_CONTROL = "k_policy=restrict: only the questions whose K equals the ID task's K; the others dropped"
 
 
 def control_rows(
@@ -165,15 +165,18 @@ def _control_row(id_records, records, source, control, description, source_recor
         names = resolve_scores(scores, id_records, records, default=OOD_DEFAULT_SCORES[:2])
         found = ood_rows(id_records, records, scores=names, k_policy=policy, n_boot=0, level=level)
     except CardinalityMismatchError as exc:
-        row.update(n_kept=0 if control == "restrict" else None, n_excluded=n_source if control == "restrict" else None,
-                   error=str(exc).split(". ")[0])  # fmt: skip
+        row["error"] = str(exc).split(". ")[0]
+        if control == "restrict":
+            row.update(n_kept=0, n_excluded=n_source)
+            hist = k_histogram(id_records.k)
+            row["excluded"] = {f"K ≠ {_k(next(iter(hist)) if len(hist) == 1 else hist)}": n_source}
         return row
     first = found[0]
     row["n_kept"], row["matched"] = first["n_ood"], first["matched"]
     if n_source is not None:
         row["n_excluded"] = n_source - first["n_ood"]
     if control == "restrict" and row["n_excluded"]:
-        row["excluded"] = {f"K ≠ {first['k_id']}": row["n_excluded"]}
+        row["excluded"] = {f"K ≠ {_k(first['k_id'])}": row["n_excluded"]}
     row["auroc"] = {r["score"]: {"auroc": r["auroc"], "auroc_ci": r["auroc_ci"]} for r in found}
     return row
 
