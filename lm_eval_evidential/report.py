@@ -47,8 +47,11 @@ MISMATCH_STATEMENT = (
     "separate partly *because of K*, not because the model is less certain, and AUROC/AUPR are inflated "
     "(paper 001, Table 1: OBQA → ARC-C reciprocal-vacuity AUROC 0.570 becomes 0.842 when one zero-evidence option "
     "is appended to the OOD side only). Max probability and entropy-based scores have K-dependent ranges too. "
-    "A valid comparison needs K_ID = K_OOD: use a K-matched control task (e.g. csqa4_edl, CSQA without option E) "
-    "or k_policy=restrict (only OOD questions with the ID task's K). k_policy=report computes the comparison "
+    "A valid comparison needs K_ID = K_OOD: use a K-matched control task — a distractor-removal control "
+    "(csqa_k4_edl, arc_c_k4_edl, arc_e_k4_edl: wrong options removed down to the ID task's K, every question with "
+    "enough options kept) or csqa4_edl (CSQA without option E and without the questions answered E) — or "
+    "k_policy=restrict (only OOD questions with the ID task's K); the section on K-matched controls below shows "
+    "what each costs. k_policy=report computes the comparison "
     "anyway to reproduce the artefact, and marks those rows matched: false."
 )
 
