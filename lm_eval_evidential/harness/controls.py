@@ -70,16 +70,16 @@ class KMatchedControlTask(EvidentialMCQATask):
 
     def download(self, dataset_kwargs: dict | None = None, **kwargs) -> None:
         task, meta = self.config.task, self.config.metadata or {}
-        if self._convert is None:
+        source = self._convert.convert if isinstance(self._convert, mcqa_datasets.DistractorRemoval) else self._convert
+        if source is None:
             raise ValueError(f"task {task!r}: process_docs (a converter) is missing from its YAML")
         seed = _int_setting(task, "removal_seed", meta.get("removal_seed", 0), 0)
-        removal = mcqa_datasets.DistractorRemoval(self._convert, k=self.target_k(), seed=seed)
-        source, self._convert = self._convert, removal
-        try:
-            super().download(dataset_kwargs, **kwargs)
-        finally:
-            self._convert = source
+        removal = mcqa_datasets.DistractorRemoval(source, k=self.target_k(), seed=seed)
+        self._convert = removal
+        super().download(dataset_kwargs, **kwargs)
         self.control = {"of": meta.get("control_of"), "k_from": meta.get("k_from"), **removal.summary()}
+        # Splits loaded later (few-shot examples) get the same removal, counted apart from the evaluated one.
+        self._convert = mcqa_datasets.DistractorRemoval(source, k=removal.k, seed=seed)
         c = self.control
         k_source = f"{c['k_from']}'s K" if c["k_from"] and meta.get("target_k") is None else "metadata.target_k"
         excluded = "; ".join(f"{n} ({reason})" for reason, n in c["excluded"].items()) or "none"
