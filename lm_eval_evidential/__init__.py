@@ -8,6 +8,7 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "load_records": ("lm_eval_evidential.records", "load_records"),
+    "load_run": ("lm_eval_evidential.records", "load_run"),
     "Records": ("lm_eval_evidential.records", "Records"),
     "CardinalityMismatchError": ("lm_eval_evidential.metrics.cardinality", "CardinalityMismatchError"),
 }

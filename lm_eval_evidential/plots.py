@@ -13,12 +13,12 @@ from pathlib import Path
 
 import numpy as np
 
-from lm_eval_evidential.audits.quality import (
-    _call,
-    _check_records_by_task,
-    _no_alpha_reason,
-    _Scorer,
+from lm_eval_evidential.audits._common import (
+    check_records_by_task,
     check_scores,
+    collect,
+    no_alpha_reason,
+    record_scores,
 )
 from lm_eval_evidential.metrics._validation import as_binary_labels
 from lm_eval_evidential.metrics.calibration import reliability_diagram
@@ -175,7 +175,7 @@ def save_reliability_figure(records_by_task, path_without_suffix, n_bins: int = 
     """
     from matplotlib.figure import Figure
 
-    _check_records_by_task(records_by_task)
+    check_records_by_task(records_by_task, allow_fingerprint_mismatch=True)  # figures draw what the rows audited
     if not records_by_task:
         raise ValueError("no tasks to plot")
     n = len(records_by_task)
@@ -184,7 +184,7 @@ def save_reliability_figure(records_by_task, path_without_suffix, n_bins: int = 
     fig = Figure(figsize=(4.5 * ncols, 4.2 * nrows), layout="constrained")
     axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
     for ax, (task, r) in zip(axes, records_by_task.items()):
-        diagram = _call([], reliability_diagram, r.max_prob, r.correct, n_bins)
+        diagram = collect([], reliability_diagram, r.max_prob, r.correct, n_bins)
         plot_reliability_diagram(diagram, ax=ax, title=f"{task} (n={len(r)}, ECE {diagram['ece']:.4f})")
     for ax in axes[n:]:
         ax.set_visible(False)
@@ -202,15 +202,15 @@ def save_risk_coverage_figure(records, path_without_suffix, scores: Sequence[str
     names = check_scores(scores) or available_scores(records.has_alpha)
     bad = [n for n in names if SCORES[n].needs_alpha and not records.has_alpha]
     if bad:
-        raise ValueError(_no_alpha_reason(bad[0], [records.task]))
+        raise ValueError(no_alpha_reason(bad[0], [records.task]))
     if len(records) == 0:
         raise ValueError(f"task {records.task!r} has no records (0 examples); nothing to plot")
-    scorer = _Scorer(records)
+    values = record_scores(records, names)
     fig = Figure(figsize=(8.5, 5.0), layout="constrained")
     ax = fig.add_subplot()
     styles = ("-", "--", "-.")
     for i, name in enumerate(names):
-        plot_risk_coverage(scorer(name), records.correct, ax=ax, label=name, show_reference=(i == 0))
+        plot_risk_coverage(values[name], records.correct, ax=ax, label=name, show_reference=(i == 0))
         ax.get_lines()[-1 if i else 0].set_linestyle(styles[(i // 10) % len(styles)])
     ax.set_title(f"{records.task}: risk vs coverage (n={len(records)}, acc {np.mean(records.correct):.4f})")
     # Outside the axes: with a dozen scores an inside legend hides the low-coverage end.

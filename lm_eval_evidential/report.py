@@ -5,7 +5,7 @@
 1. the K check and OOD-detection table of each OOD task under each requested ``k_policy``
    (:func:`lm_eval_evidential.audits.ood.ood_rows`); a pair refused under ``assert`` is listed with
    the error text and the remedies, never compared;
-2. the K sweep of each accepted pair (paper 001 Table 1 / Figure 1) with its DeLong test;
+2. the K sweep of each accepted pair (McNamara 2026, Table 1 / Figure 1) with its DeLong test;
 3. calibration, selective prediction (PRR, AURC), ATC accuracy estimates and score-order
    equivalence (:mod:`lm_eval_evidential.audits.quality`).
 
@@ -36,16 +36,16 @@ from lm_eval_evidential.audits.ood import (
 )
 from lm_eval_evidential.metrics.cardinality import k_histogram
 from lm_eval_evidential.metrics.scores import OOD_DEFAULT_SCORES
-from lm_eval_evidential.records import Records, atomic_write_bytes
+from lm_eval_evidential.records import RECORDS_FILE_RE, Records, atomic_write_text, check_same_producer
 
 __all__ = ["MISMATCH_STATEMENT", "build_report", "render_markdown"]
 
 MISMATCH_STATEMENT = (
-    "Vacuity u = λK/S depends on the class count K itself (paper 001, Proposition 1): appending an answer "
+    "Vacuity u = λK/S depends on the class count K itself (McNamara 2026, Proposition 1): appending an answer "
     "option that receives no evidence raises u unless that option gets the mean concentration S/K. So when the "
     "in-distribution (ID) questions have K options and the OOD questions have a different number, ID and OOD "
     "separate partly *because of K*, not because the model is less certain, and AUROC/AUPR are inflated "
-    "(paper 001, Table 1: OBQA → ARC-C reciprocal-vacuity AUROC 0.570 becomes 0.842 when one zero-evidence option "
+    "(McNamara 2026, Table 1: OBQA → ARC-C reciprocal-vacuity AUROC 0.570 becomes 0.842 when one zero-evidence option "
     "is appended to the OOD side only). Max probability and entropy-based scores have K-dependent ranges too. "
     "A valid comparison needs K_ID = K_OOD: use a K-matched control task — a distractor-removal control "
     "(csqa_k4_edl, arc_c_k4_edl, arc_e_k4_edl: wrong options removed down to the ID task's K, every question with "
@@ -55,7 +55,6 @@ MISMATCH_STATEMENT = (
     "anyway to reproduce the artefact, and marks those rows matched: false."
 )
 
-_RUN_RE = re.compile(r"^records_.+_(?P<date_id>\d{4}-\d{2}-\d{2}T[\d\-.]+)\.parquet$")
 _META_FIELDS = ("pretrained", "model", "peft", "method", "prior_weight", "sigma_mult", "num_noises", "seed", "dtype")
 
 
@@ -87,7 +86,7 @@ def _model_meta(records: Sequence[Records]) -> tuple[dict, list[str]]:
 
 
 def _date_id_of(records: Records) -> str | None:
-    m = _RUN_RE.match(records.path.name) if records.path is not None else None
+    m = RECORDS_FILE_RE.match(records.path.name) if records.path is not None else None
     return m["date_id"] if m else None
 
 
@@ -124,7 +123,12 @@ RESTRICT_CONTROL = "k_policy=restrict: only the questions whose K equals the ID 
 
 
 def control_rows(
-    id_records: Records, ood_records: Sequence[Records], *, scores: Sequence[str] | None = None, level: float = 0.95
+    id_records: Records,
+    ood_records: Sequence[Records],
+    *,
+    scores: Sequence[str] | None = None,
+    level: float = 0.95,
+    allow_fingerprint_mismatch: bool = False,
 ) -> list[dict]:
     """What each K-matched control keeps and what it measures, side by side, per OOD dataset.
 
@@ -134,7 +138,9 @@ def control_rows(
     ``source, control, description, evaluated, n_source, n_kept, n_excluded, excluded,
     matched, error, auroc`` (``{score: {"auroc", "auroc_ci"}}``, DeLong CI at ``level``).
     A control absent from the records is listed with ``evaluated: false`` (evaluate it to compare).
+    Records of different producers are refused unless ``allow_fingerprint_mismatch``.
     """
+    allow = allow_fingerprint_mismatch
     shipped = _shipped_controls()
     by_task = {r.task: r for r in ood_records}
     of = {r.task: (r.meta.get("control") or {}).get("of") for r in ood_records}
@@ -147,13 +153,15 @@ def control_rows(
         described = {c["task"]: c["control"] for c in shipped.get(source, [])}
         controls = list(dict.fromkeys([*described, *(t for t in by_task if of.get(t) == source)]))
         src = by_task.get(source)
-        rows.append(_control_row(id_records, src, source, "restrict", RESTRICT_CONTROL, src, scores, level))
+        rows.append(_control_row(id_records, src, source, "restrict", RESTRICT_CONTROL, src, scores, level, allow))
         for name in controls:
-            rows.append(_control_row(id_records, by_task.get(name), source, name, described.get(name, ""), src, scores, level))
+            rows.append(
+                _control_row(id_records, by_task.get(name), source, name, described.get(name, ""), src, scores, level, allow)
+            )
     return rows
 
 
-def _control_row(id_records, records, source, control, description, source_records, scores, level) -> dict:
+def _control_row(id_records, records, source, control, description, source_records, scores, level, allow) -> dict:
     summary = (records.meta.get("control") or {}) if records is not None else {}
     n_source = summary.get("n_questions", len(source_records) if source_records is not None else None)
     row = {
@@ -166,7 +174,9 @@ def _control_row(id_records, records, source, control, description, source_recor
     try:
         policy = "restrict" if control == "restrict" else "assert"
         names = resolve_scores(scores, id_records, records, default=OOD_DEFAULT_SCORES[:2])
-        found = ood_rows(id_records, records, scores=names, k_policy=policy, n_boot=0, level=level)
+        found = ood_rows(
+            id_records, records, scores=names, k_policy=policy, n_boot=0, level=level, allow_fingerprint_mismatch=allow
+        )
     except CardinalityMismatchError as exc:
         row["error"] = str(exc).split(". ")[0]
         if control == "restrict":
@@ -196,6 +206,7 @@ def build_report(
     level: float = 0.95,
     max_extra: int = 4,
     n_bins: int = 15,
+    allow_fingerprint_mismatch: bool = False,
 ) -> dict:
     """Write ``report.md``, ``report.json`` and the figures (PNG + SVG) into ``out_dir``; return the report dict.
 
@@ -204,6 +215,8 @@ def build_report(
     score names (default: every score the records can give; the K sweep defaults to
     ``OOD_DEFAULT_SCORES``). The dict has the sections ``meta, k_histograms, policies, ood,
     controls, ksweep, calibration, selective, atc, orders, figures, skipped``, all rows JSON-ready.
+    Records of different producers raise ``FingerprintMismatchError`` before anything is
+    written, unless ``allow_fingerprint_mismatch`` (then the differences are in ``meta_warnings``).
     """
     from lm_eval_evidential.audits import quality
     from lm_eval_evidential.records.io import write_json
@@ -216,6 +229,8 @@ def build_report(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     all_records = [id_records, *ood_records]
+    check_same_producer(all_records, allow=allow_fingerprint_mismatch)
+    allow = {"allow_fingerprint_mismatch": allow_fingerprint_mismatch}
     by_task = {r.task: r for r in all_records}
     meta, meta_warnings = _model_meta(all_records)
     report: dict = {
@@ -249,14 +264,14 @@ def build_report(
         rows, refused = [], []
         for r in ood_records:
             try:
-                rows += ood_rows(id_records, r, scores=scores, k_policy=policy, n_boot=n_boot, seed=seed, level=level)
+                rows += ood_rows(id_records, r, scores=scores, k_policy=policy, n_boot=n_boot, seed=seed, level=level, **allow)
             except CardinalityMismatchError as exc:
                 refused.append(_refusal(policy, id_records.task, r.task, exc))
         report["ood"][policy] = {"rows": rows, "refused": refused}
 
     # 1b. The K-matched controls side by side: what each keeps and what it measures.
     try:
-        report["controls"] = control_rows(id_records, ood_records, scores=scores, level=level)
+        report["controls"] = control_rows(id_records, ood_records, scores=scores, level=level, **allow)
     except ValueError as exc:
         report["controls"] = []
         skip("controls", exc)
@@ -272,8 +287,8 @@ def build_report(
             continue
         accepted.append(subset_records(r, check.keep_ood))
         try:
-            entry["rows"] = ksweep_rows(id_records, r, max_extra=max_extra, scores=scores, k_policy=primary)
-            entry["delong_test"] = ksweep_delong(id_records, r, k_policy=primary) if max_extra >= 1 else None
+            entry["rows"] = ksweep_rows(id_records, r, max_extra=max_extra, scores=scores, k_policy=primary, **allow)
+            entry["delong_test"] = ksweep_delong(id_records, r, k_policy=primary, **allow) if max_extra >= 1 else None
             name = f"ksweep_{_slug(id_records.task)}_vs_{_slug(r.task)}"
             paths = plots.plot_ksweep(entry["rows"], out / name, title=f"{id_records.task} → {r.task} (k_policy={primary})")
             report["figures"][name] = fig_paths(paths)
@@ -285,31 +300,31 @@ def build_report(
 
     # 3. Per-task quality audits (K plays no cross-set role there), then ATC on accepted targets.
     try:
-        report["calibration"] = quality.calibration_rows(by_task, n_bins=n_bins)
+        report["calibration"] = quality.calibration_rows(by_task, n_bins=n_bins, **allow)
         report["figures"]["reliability"] = fig_paths(plots.save_reliability_figure(by_task, out / "reliability", n_bins=n_bins))
     except ValueError as exc:
         skip("calibration", exc)
     try:
-        report["selective"] = quality.selective_rows(by_task, scores=scores)
+        report["selective"] = quality.selective_rows(by_task, scores=scores, **allow)
         name = f"risk_coverage_{_slug(id_records.task)}"
         report["figures"][name] = fig_paths(plots.save_risk_coverage_figure(id_records, out / name, scores=scores))
     except ValueError as exc:
         skip("selective", exc)
     try:
         if accepted:
-            report["atc"] = quality.atc_rows(id_records, accepted, scores=scores)
+            report["atc"] = quality.atc_rows(id_records, accepted, scores=scores, **allow)
         else:
             skip("atc", f"no OOD task is accepted under k_policy={primary}")
     except ValueError as exc:
         skip("atc", exc)
     try:
-        report["orders"] = quality.order_rows(by_task, scores=scores)
+        report["orders"] = quality.order_rows(by_task, scores=scores, **allow)
     except ValueError as exc:
         skip("orders", exc)
 
     write_json(out / "report.json", report)
     text = render_markdown(report)
-    atomic_write_bytes(out / "report.md", lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+    atomic_write_text(out / "report.md", text)
     return report
 
 
@@ -445,7 +460,7 @@ def render_markdown(report: dict) -> str:
 
     L += _controls_markdown(report)
 
-    L += ["## K sweep (paper 001, Table 1 / Figure 1)", "",
+    L += ["## K sweep (McNamara 2026, Table 1 / Figure 1)", "",
           f"Zero-evidence options (α = λ) appended to the OOD side only (OOD-only) or to both sides (matched), model "
           f"outputs fixed; Δ against x = 0. k_policy = {primary}.", ""]  # fmt: skip
     for task, entry in report["ksweep"].items():
@@ -506,7 +521,7 @@ def render_markdown(report: dict) -> str:
         L += _reasons(report["atc"])
 
     L += ["## Score-order equivalence", "",
-          "Order-equivalent scores give identical AUROC, AUPR, PRR, AURC and ATC (paper 003).", ""]  # fmt: skip
+          "Order-equivalent scores give identical AUROC, AUPR, PRR, AURC and ATC (Maaz et al. 2023).", ""]  # fmt: skip
     if report["orders"]:
         L += _table(
             ["task", "score A", "score B", "discordant pairs", "order-equivalent"],

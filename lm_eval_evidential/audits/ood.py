@@ -11,10 +11,13 @@ two sides go through :func:`lm_eval_evidential.metrics.cardinality.check_cardina
 - ``report``: keep everything; rows say ``matched: false`` when the K differ.
 
 Vacuity is ``lambda K / S``, so across different K an AUROC partly measures K itself
-(paper 001, Proposition 1 and Table 1); the policy makes that explicit instead of silent.
+(McNamara 2026, Proposition 1 and Table 1); the policy makes that explicit instead of silent.
 
-Pure numpy + records: no torch, no lm_eval. matplotlib is imported only by
-:func:`plot_ksweep`.
+Every function here first refuses records of different producers
+(:func:`~lm_eval_evidential.records.provenance.check_same_producer`, a
+``FingerprintMismatchError``) unless ``allow_fingerprint_mismatch=True``: the rule the CLI
+applies holds for Python callers too. Pure numpy + records: no torch, no lm_eval, no figures
+(those are in :mod:`lm_eval_evidential.plots`).
 """
 
 from __future__ import annotations
@@ -45,9 +48,12 @@ from lm_eval_evidential.metrics.scores import (
     OOD_DEFAULT_SCORES,
     SCORES,
     available_scores,
+    check_score_names,
     compute_score,
 )
-from lm_eval_evidential.records import Records
+from lm_eval_evidential.records import Records, check_same_producer
+
+from ._common import record_scores
 
 __all__ = [
     "POLICIES",
@@ -133,14 +139,7 @@ def resolve_scores(scores: Iterable[str] | None, *records: Records, default: Seq
             warnings.warn("neg_norm_entropy left out: some examples have K = 1 (it divides by log K)", stacklevel=3)
             names.remove("neg_norm_entropy")
         return names
-    if isinstance(scores, str):
-        scores = [s.strip() for s in scores.split(",") if s.strip()]
-    names = list(dict.fromkeys(scores))
-    if not names:
-        raise ValueError("scores is empty; give at least one score name, or None for the defaults")
-    unknown = [s for s in names if s not in SCORES]
-    if unknown:
-        raise ValueError(f"unknown score(s) {unknown}; valid scores are: {', '.join(SCORES)}")
+    names = check_score_names(scores)
     no_alpha = [r.task for r in records if not r.has_alpha]
     needs = [s for s in names if SCORES[s].needs_alpha]
     if needs and no_alpha:
@@ -149,26 +148,6 @@ def resolve_scores(scores: Iterable[str] | None, *records: Records, default: Seq
             f"evidence, so vacuity/strength are undefined); use scores from: {', '.join(available_scores(False))}"
         )
     return names
-
-
-def record_scores(records: Records, names: Sequence[str], keep=None) -> dict[str, np.ndarray]:
-    """``{score: values}`` for the examples of ``records`` selected by ``keep`` (default all)."""
-    if keep is not None and np.all(keep):
-        keep = None  # no copy of the (n, K_max) arrays when nothing is dropped
-    k = records.k if keep is None else records.k[keep]
-    if records.has_alpha:
-        alpha = records.alpha if keep is None else records.alpha[keep]
-        kw = {"probs": None, "alpha": alpha}
-    else:
-        probs = records.probs
-        kw = {"probs": probs if keep is None else probs[keep], "alpha": None}
-    return {name: compute_score(name, k=k, prior_weight=records.prior_weight, **kw) for name in names}
-
-
-def _check_n_boot(n_boot) -> int:
-    if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 0 or n_boot == 1:
-        raise ValueError(f"n_boot must be 0 (no bootstrap CI) or an integer >= 2, got {n_boot!r}")
-    return int(n_boot)
 
 
 def ood_rows(
@@ -180,6 +159,7 @@ def ood_rows(
     n_boot: int = 1000,
     seed: int = 0,
     level: float = 0.95,
+    allow_fingerprint_mismatch: bool = False,
 ) -> list[dict]:
     """OOD-detection rows, one per score, for ID = ``id_records`` (label 1) vs ``ood_records`` (0).
 
@@ -197,9 +177,10 @@ def ood_rows(
       (OOD positive); ``fpr95`` (OOD accepted at 95% ID recall; lower is better);
       ``aupr_baseline`` (the ID share, AUPR-In at chance).
 
-    ``scores`` defaults to every registered score computable from both sides.
+    ``scores`` defaults to every registered score computable from both sides. Records of
+    different producers raise ``FingerprintMismatchError`` unless ``allow_fingerprint_mismatch``.
     """
-    n_boot = _check_n_boot(n_boot)
+    check_same_producer([id_records, ood_records], allow=allow_fingerprint_mismatch)
     check = k_check(id_records, ood_records, k_policy)
     names = resolve_scores(scores, id_records, ood_records)
     s_id = record_scores(id_records, names, check.keep_id)
@@ -220,10 +201,8 @@ def ood_rows(
     for name in names:
         s = np.concatenate((s_id[name], s_ood[name]))
         rep = detection_report(y, s, level=level)
-        if n_boot:
-            _, lo, hi = bootstrap_ci(aupr_in, y, s, n_boot=n_boot, level=level, seed=seed)
-        else:
-            lo = hi = float("nan")
+        # n_boot = 0 gives [nan, nan]; the one n_boot rule is bootstrap_ci's.
+        _, lo, hi = bootstrap_ci(aupr_in, y, s, n_boot=n_boot, level=level, seed=seed)
         row = {
             **common,
             "score": name,
@@ -264,8 +243,9 @@ def ksweep_rows(
     max_extra: int = 4,
     scores: Iterable[str] | None = None,
     k_policy: str = "assert",
+    allow_fingerprint_mismatch: bool = False,
 ) -> list[dict]:
-    """Paper 001 Table 1 on saved records: AUROC/AUPR-In as zero-evidence classes are appended.
+    """McNamara (2026), Table 1, on saved records: AUROC/AUPR-In as zero-evidence classes are appended.
 
     The K check runs first under ``k_policy``; the sweep then runs on the kept examples'
     fixed alphas (:func:`lm_eval_evidential.metrics.cardinality.ksweep`): ``x = 0..max_extra`` classes
@@ -274,8 +254,10 @@ def ksweep_rows(
     against ``x = 0`` and ``sensitivity`` is the score's
     :func:`~lm_eval_evidential.metrics.cardinality.classify_k_sensitivity` label ("K-sensitive" or
     "K-invariant"), the same on every row of that score. ``scores`` defaults to
-    ``OOD_DEFAULT_SCORES``. Needs evidential records with one prior weight.
+    ``OOD_DEFAULT_SCORES``. Needs evidential records with one prior weight, from one producer
+    (unless ``allow_fingerprint_mismatch``).
     """
+    check_same_producer([id_records, ood_records], allow=allow_fingerprint_mismatch)
     check = k_check(id_records, ood_records, k_policy)
     lam = _require_alpha(id_records, ood_records)
     names = resolve_scores(scores, id_records, ood_records, default=OOD_DEFAULT_SCORES)
@@ -297,6 +279,7 @@ def ksweep_delong(
     extra: int = 1,
     score: str = "reciprocal_vacuity",
     k_policy: str = "assert",
+    allow_fingerprint_mismatch: bool = False,
 ) -> dict:
     """DeLong test of the OOD-only K inflation: AUROC with ``extra`` zero-evidence OOD classes vs none.
 
@@ -306,11 +289,12 @@ def ksweep_delong(
     diff, z, p_value}`` with ``diff = auroc_expanded - auroc_base``; ``z``/``p_value`` are NaN
     (with a warning) when the variance of the difference is 0. The sampling noise the test
     measures is that of the evaluation set; the shift itself is a deterministic artefact of K.
+    Records of different producers are refused unless ``allow_fingerprint_mismatch``.
     """
+    check_same_producer([id_records, ood_records], allow=allow_fingerprint_mismatch)
     check = k_check(id_records, ood_records, k_policy)
     lam = _require_alpha(id_records, ood_records)
-    if score not in SCORES:
-        raise ValueError(f"unknown score {score!r}; valid scores are: {', '.join(SCORES)}")
+    (score,) = check_score_names([score])
     alpha_id = id_records.alpha[check.keep_id]
     alpha_ood = ood_records.alpha[check.keep_ood]
     grown, k_grown = expand_classes(alpha_ood, extra, lam)

@@ -1,25 +1,82 @@
-"""What every audit subcommand shares: the output-path argument, loading records, JSON and tables."""
+"""What the audit subcommands share: their arguments, the one comma-list parser, loading, tables."""
 
 from __future__ import annotations
 
+import argparse
 import math
+import sys
 from collections.abc import Sequence
+
+
+def comma_list(what: str):
+    """An argparse ``type`` for comma-separated names: ``"a, b,a"`` -> ``["a", "b"]`` (duplicates
+    dropped, order kept). The one parser of comma lists in the CLI; an empty list is a usage error."""
+
+    def parse(text: str) -> list[str]:
+        names = list(dict.fromkeys(t.strip() for t in text.split(",") if t.strip()))
+        if not names:
+            raise argparse.ArgumentTypeError(f"no {what} names in {text!r}; give one or more, separated by commas")
+        return names
+
+    parse.__name__ = f"{what} list"  # argparse names the type in its messages
+    return parse
+
+
+def score_list(text: str) -> list[str]:
+    """``--scores``: a comma list validated by the one score-name validator."""
+    from lm_eval_evidential.metrics.scores import check_score_names
+
+    try:
+        return check_score_names(comma_list("score")(text))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return value
 
 
 def add_output_path(parser) -> None:
     parser.add_argument("output_path", help="the folder given to lm_eval --output_path")
-    parser.add_argument("--run", default=None, help="a run's date_id (default: the newest run that has the task)")
+    parser.add_argument("--run", default=None, help="a run's date_id (default: the newest run that has every task)")
+    parser.add_argument(
+        "--allow-fingerprint-mismatch", action="store_true",
+        help="compare records even if they were produced by different models/settings (listed as warnings)",
+    )  # fmt: skip
 
 
 def add_json(parser) -> None:
     parser.add_argument("--json", dest="json_path", default=None, metavar="FILE", help="also write the rows as a JSON list")
 
 
-def split_tasks(value: str) -> list[str]:
-    tasks = [t.strip() for t in value.split(",") if t.strip()]
-    if not tasks:
-        raise SystemExit(f"no task names in {value!r}")
-    return tasks
+def add_scores(parser) -> None:
+    from lm_eval_evidential.metrics.scores import SCORES
+
+    parser.add_argument(
+        "--scores", default=None, type=score_list, metavar="A,B",
+        help=f"comma-separated score names (default: every score the records can give): {', '.join(SCORES)}",
+    )  # fmt: skip
+
+
+def load(args, tasks: Sequence[str]) -> list:
+    """The records of ``tasks`` (in that order, repeats allowed) from one run, via the one loader.
+
+    Says on stderr which run was read and any producer difference ``--allow-fingerprint-mismatch``
+    let through; a refused mismatch raises FingerprintMismatchError (exit status 2).
+    """
+    from lm_eval_evidential.records.loading import load_run
+
+    run = load_run(args.output_path, list(tasks), run=args.run, allow_fingerprint_mismatch=args.allow_fingerprint_mismatch)
+    print(run.describe(), file=sys.stderr)
+    for line in run.fingerprint_warnings:
+        print(f"warning: fingerprint differs: {line}", file=sys.stderr)
+    return [run[t] for t in tasks]
 
 
 def format_table(rows: Sequence[dict], columns: Sequence[str]) -> str:
@@ -38,24 +95,14 @@ def format_table(rows: Sequence[dict], columns: Sequence[str]) -> str:
     return "\n".join([line(columns), line(["-" * w for w in widths]), *(line(b) for b in body)])
 
 
-def add_fingerprint_flag(parser) -> None:
-    parser.add_argument(
-        "--allow-fingerprint-mismatch", action="store_true",
-        help="compare records even if they were produced by different models/settings (listed as warnings)",
-    )  # fmt: skip
-
-
-def add_scores(parser) -> None:
-    from lm_eval_evidential.metrics.scores import SCORES
-
-    parser.add_argument(
-        "--scores", default=None, metavar="A,B",
-        help=f"comma-separated score names (default: every score the records can give): {', '.join(SCORES)}",
-    )  # fmt: skip
-
-
-def parse_scores(value: str | None) -> list[str] | None:
-    """``--scores`` as a list validated against the registry (None: every available score)."""
-    from lm_eval_evidential.audits.quality import parse_scores as parse
-
-    return parse(value)
+def print_rows(rows: Sequence[dict], columns: Sequence[str], label_keys: Sequence[str], written=(), notes=()) -> int:
+    """Print the table, a ``note:`` per row reason and per extra note, and the files written; exit 0."""
+    print(format_table(rows, columns))
+    for row in rows:
+        if row.get("reason"):
+            print(f"note: {' / '.join(str(row[k]) for k in label_keys)}: {row['reason']}")
+    for line in notes:
+        print(f"note: {line}")
+    for path in written:
+        print(f"wrote {path}", file=sys.stderr)
+    return 0

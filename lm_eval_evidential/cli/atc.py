@@ -13,16 +13,8 @@ from __future__ import annotations
 import sys
 
 from lm_eval_evidential.records.io import write_json
-from lm_eval_evidential.records.loading import check_producers, load_run
 
-from ._options import (
-    add_fingerprint_flag,
-    add_json,
-    add_output_path,
-    add_scores,
-    format_table,
-    parse_scores,
-)
+from ._options import add_json, add_output_path, add_scores, comma_list, load, print_rows
 
 COLUMNS = ("id_task", "target_task", "score", "method", "estimate", "true_acc", "abs_error")
 
@@ -35,11 +27,11 @@ def add_parser(sub) -> None:
         description=(__doc__ or "").split("\n\n")[0].split(": ", 1)[-1],
     )
     add_output_path(p)
-    p.add_argument("--id", dest="id_task", required=True, metavar="T", help="the labelled in-distribution task")
-    p.add_argument("--target", required=True, metavar="T[,T…]", help="target task(s), comma-separated")
+    p.add_argument("--id", dest="id_task", required=True, type=comma_list("task"), metavar="T",
+                   help="the labelled in-distribution task")
+    p.add_argument("--target", required=True, type=comma_list("task"), metavar="T[,T…]", help="target task(s), comma-separated")
     add_scores(p)
     add_json(p)
-    add_fingerprint_flag(p)
     p.set_defaults(func=run)
 
 
@@ -53,7 +45,7 @@ def _k_note(id_records, targets) -> list[str]:
         if t_k != id_k:
             notes.append(
                 f"{id_records.task} has K in {id_k}, {t.task} has K in {t_k}: every score's range moves with K "
-                "(core/scores.py), so this estimate mixes the accuracy shift with the class-count shift"
+                "(lm_eval_evidential/metrics/scores.py), so this estimate mixes the accuracy shift with the class-count shift"
             )
     return notes
 
@@ -61,24 +53,11 @@ def _k_note(id_records, targets) -> list[str]:
 def run(args) -> int:
     from lm_eval_evidential.audits import quality
 
-    try:
-        scores = parse_scores(args.scores)
-        id_task = quality.parse_names(args.id_task)
-        if len(id_task) != 1:
-            raise ValueError(f"--id takes one task, got {id_task}")
-        names = quality.parse_names(args.target)
-        id_records, *targets = load_run(args.output_path, [*id_task, *names], args.run)
-        check_producers([id_records, *targets], allow=args.allow_fingerprint_mismatch)
-        rows = quality.atc_rows(id_records, targets, scores=scores)
-        written = [write_json(args.json_path, rows)] if args.json_path else []
-    except (OSError, ValueError) as exc:
-        print(f"lm-eval-evidential atc: error: {exc}", file=sys.stderr)
-        return 2
-    print(format_table(rows, COLUMNS))
-    for line in quality.reason_lines(rows, ("target_task", "score", "method")):
-        print(f"note: {line}")
-    for line in _k_note(id_records, targets):
-        print(f"note: {line}")
-    for path in written:
-        print(f"wrote {path}", file=sys.stderr)
-    return 0
+    if len(args.id_task) != 1:
+        raise ValueError(f"--id takes one task, got {args.id_task}")
+    id_records, *targets = load(args, [*args.id_task, *args.target])
+    rows = quality.atc_rows(
+        id_records, targets, scores=args.scores, allow_fingerprint_mismatch=args.allow_fingerprint_mismatch
+    )
+    written = [write_json(args.json_path, rows)] if args.json_path else []
+    return print_rows(rows, COLUMNS, ("target_task", "score", "method"), written, _k_note(id_records, targets))

@@ -12,19 +12,7 @@ import sys
 
 from lm_eval_evidential.records.io import write_json
 
-from ._options import add_json, add_output_path, format_table
-
-
-def _positive_int(text: str) -> int:
-    import argparse
-
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
-    return value
+from ._options import add_json, add_output_path, comma_list, load, positive_int, print_rows
 
 
 def add_parser(sub) -> None:
@@ -34,8 +22,9 @@ def add_parser(sub) -> None:
         description=(__doc__ or "").split("\n\n")[0].split(": ", 1)[-1],
     )
     add_output_path(p)
-    p.add_argument("--task", required=True, metavar="T[,T…]", help="task name(s), comma-separated")
-    p.add_argument("--bins", type=_positive_int, default=15, help="number of confidence bins (default: 15)")
+    p.add_argument("--task", dest="tasks", required=True, type=comma_list("task"), metavar="T[,T…]",
+                   help="task name(s), comma-separated, all from one run")
+    p.add_argument("--bins", type=positive_int, default=15, help="number of confidence bins (default: 15)")
     p.add_argument("--plot", metavar="FILE", default=None, help="also write reliability diagrams to FILE.png and FILE.svg")
     add_json(p)
     p.set_defaults(func=run)
@@ -45,18 +34,9 @@ def run(args) -> int:
     from lm_eval_evidential import plots
     from lm_eval_evidential.audits import quality
 
-    try:
-        records = quality.load_records_by_task(args.output_path, quality.parse_names(args.task), run=args.run)
-        rows = quality.calibration_rows(records, n_bins=args.bins)
-        written = plots.save_reliability_figure(records, args.plot, n_bins=args.bins) if args.plot else []
-        if args.json_path:
-            written.append(write_json(args.json_path, rows))
-    except (OSError, ValueError) as exc:
-        print(f"lm-eval-evidential calibration: error: {exc}", file=sys.stderr)
-        return 2
-    print(format_table(rows, quality.CALIBRATION_KEYS))
-    for line in quality.reason_lines(rows, ("task",)):
-        print(f"note: {line}")
-    for path in written:
-        print(f"wrote {path}", file=sys.stderr)
-    return 0
+    records = dict(zip(args.tasks, load(args, args.tasks)))
+    rows = quality.calibration_rows(records, n_bins=args.bins, allow_fingerprint_mismatch=args.allow_fingerprint_mismatch)
+    written = plots.save_reliability_figure(records, args.plot, n_bins=args.bins) if args.plot else []
+    if args.json_path:
+        written.append(write_json(args.json_path, rows))
+    return print_rows(rows, quality.CALIBRATION_KEYS, ("task",), written)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 EVAL_TASKS = ("obqa_edl", "arc_c_edl", "arc_e_edl", "csqa_edl", "csqa4_edl", "mmlu_math_edl",
               "csqa_k4_edl", "arc_c_k4_edl", "arc_e_k4_edl")  # fmt: skip
-METHODS = ("edl", "ib_edl")
+DEMO_METHODS = ("edl", "ib_edl")  # the two evidential objectives the demo fine-tunes
 
 
 def add_parser(sub) -> None:
@@ -41,19 +41,16 @@ def heading(text: str) -> None:
 
 
 def run(args) -> int:
-    from lm_eval_evidential.cli import main as cli
-    from lm_eval_evidential.testing.tiny import (
-        build_lora_adapter,
-        build_tiny_model,
-        sample_data_dir,
-    )
+    from lm_eval_evidential.cli.main import EXIT_ERROR, EXIT_OK, EXIT_REFUSED
+    from lm_eval_evidential.cli.main import main as cli
+    from lm_eval_evidential.testing.tiny import build_tiny_model, sample_data_dir
 
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     data = sample_data_dir()
     env = {**os.environ, "EVIDENTIAL_DATA_DIR": str(data), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     os.environ.update({k: env[k] for k in ("EVIDENTIAL_DATA_DIR", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TOKENIZERS_PARALLELISM")})
-    methods = ("edl",) if args.fast else METHODS
+    methods = ("edl",) if args.fast else DEMO_METHODS
     steps = min(args.max_steps, 20) if args.fast else args.max_steps
     limit = args.limit if args.limit is not None else (24 if args.fast else None)
     started = time.monotonic()
@@ -65,21 +62,12 @@ def run(args) -> int:
 
     heading("2. LoRA fine-tuning on the OBQA-format sample questions")
     adapters = {}
-    try:
-        import lm_eval_evidential.training.trainer  # noqa: F401
-
-        can_train = True
-    except ImportError:
-        can_train = False
     for method in methods:
         target = out / f"adapter-{method}"
-        if can_train:
-            code = cli(["train", "--pretrained", str(model_dir), "--task", "obqa_edl", "--method", method,
-                        "--output-dir", str(target), "--max-steps", str(steps), "--overwrite-output-dir"])  # fmt: skip
-            if code:
-                return code
-        else:  # a package built without the training module: a random LoRA still exercises the path
-            build_lora_adapter(model_dir, target, seed=1, overwrite=True)
+        code = cli(["train", "--pretrained", str(model_dir), "--task", "obqa_edl", "--method", method,
+                    "--output-dir", str(target), "--max-steps", str(steps), "--overwrite-output-dir"])  # fmt: skip
+        if code:
+            return code
         adapters[method] = target
         say(f"{method}: adapter in {target}")
 
@@ -104,24 +92,33 @@ def run(args) -> int:
 
     primary = runs.get("ib_edl") or runs["edl"]
     heading(f"4. the K audit on {primary.name}")
-    say("$ lm-eval-evidential ood … --id obqa_edl --ood csqa_edl   (K=4 vs K=5: must refuse)")
     scores = ["--scores", "reciprocal_vacuity,max_prob,neg_norm_entropy"]
-    code = cli(["ood", str(primary), "--id", "obqa_edl", "--ood", "csqa_edl", "--n-boot", "200", *scores])
-    say(f"-> exit status {code} (refused, as it should: comparing K=4 with K=5 inflates vacuity AUROC)")
-    say()
-    say("$ lm-eval-evidential ood … --id obqa_edl --ood csqa4_edl,mmlu_math_edl   (matched K=4)")
-    cli(["ood", str(primary), "--id", "obqa_edl", "--ood", "csqa4_edl,mmlu_math_edl", "--n-boot", "200",
-         *scores, "--json", str(out / "ood_matched.json")])  # fmt: skip
-    say()
-    say("$ lm-eval-evidential ood … --id obqa_edl --ood csqa_edl --k-policy report   (the artefact, on purpose)")
-    cli(["ood", str(primary), "--id", "obqa_edl", "--ood", "csqa_edl", "--k-policy", "report", "--n-boot", "200", *scores])
-    say()
-    say("$ lm-eval-evidential ksweep … --id obqa_edl --ood csqa4_edl   (the paper's Table 1 / Figure 1)")
-    cli(["ksweep", str(primary), "--id", "obqa_edl", "--ood", "csqa4_edl", "--json", str(out / "ksweep.json"),
-         "--plot", str(out / "ksweep")])  # fmt: skip
     report_dir = out / "report"
-    cli(["report", str(primary), "--id", "obqa_edl", "--ood", "arc_c_edl,arc_e_edl,csqa_edl,csqa4_edl,mmlu_math_edl,csqa_k4_edl,arc_c_k4_edl,arc_e_k4_edl",
-         "--k-policy", "assert,restrict", "--out", str(report_dir)])  # fmt: skip
+    # (what is shown, argv, the exit status it must give: cli.main's map, 2 = refused)
+    audit_steps = [
+        ("ood … --id obqa_edl --ood csqa_edl   (K=4 vs K=5: must refuse)",
+         ["ood", "--id", "obqa_edl", "--ood", "csqa_edl", "--n-boot", "200", *scores], EXIT_REFUSED),
+        ("ood … --id obqa_edl --ood csqa4_edl,mmlu_math_edl   (matched K=4)",
+         ["ood", "--id", "obqa_edl", "--ood", "csqa4_edl,mmlu_math_edl", "--n-boot", "200", *scores,
+          "--json", str(out / "ood_matched.json")], EXIT_OK),
+        ("ood … --id obqa_edl --ood csqa_edl --k-policy report   (the artefact, on purpose)",
+         ["ood", "--id", "obqa_edl", "--ood", "csqa_edl", "--k-policy", "report", "--n-boot", "200", *scores], EXIT_OK),
+        ("ksweep … --id obqa_edl --ood csqa4_edl   (McNamara 2026, Table 1 / Figure 1)",
+         ["ksweep", "--id", "obqa_edl", "--ood", "csqa4_edl", "--json", str(out / "ksweep.json"),
+          "--plot", str(out / "ksweep")], EXIT_OK),
+        ("report … (csqa_edl, K=5, is refused; its K-matched controls are compared)",
+         ["report", "--id", "obqa_edl", "--ood",
+          "arc_c_edl,arc_e_edl,csqa_edl,csqa4_edl,mmlu_math_edl,csqa_k4_edl,arc_c_k4_edl,arc_e_k4_edl",
+          "--k-policy", "assert,restrict", "--out", str(report_dir)], EXIT_REFUSED),
+    ]  # fmt: skip
+    for shown, (command, *rest), expected in audit_steps:
+        say(f"$ lm-eval-evidential {shown}")
+        code = cli([command, str(primary), *rest])
+        say(f"-> exit status {code}" + (" (refused, as it should be)" if code == EXIT_REFUSED else ""))
+        say()
+        if code != expected:
+            say(f"demo: expected exit status {expected} from `{command}`, got {code}")
+            return EXIT_ERROR
 
     heading("done")
     say(f"records:      {primary}/**/records_<task>_<date>.parquet  (lm_eval_evidential.load_records)")

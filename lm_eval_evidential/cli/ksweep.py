@@ -1,4 +1,4 @@
-"""``lm-eval-evidential ksweep``: paper 001 Table 1 / Figure 1 on saved records.
+"""``lm-eval-evidential ksweep``: McNamara (2026), Table 1 / Figure 1 on saved records.
 
 Appends zero-evidence classes (alpha = lambda) to the OOD side only and to both sides, with
 the model outputs fixed, and reports how each score's AUROC/AUPR-In moves: a K-sensitive
@@ -11,16 +11,8 @@ from __future__ import annotations
 import sys
 
 from lm_eval_evidential.records.io import write_json
-from lm_eval_evidential.records.loading import check_producers, load_run
 
-from ._options import (
-    add_fingerprint_flag,
-    add_json,
-    add_output_path,
-    add_scores,
-    format_table,
-    parse_scores,
-)
+from ._options import add_json, add_output_path, add_scores, format_table, load
 from .ood import add_k_policy
 
 TABLE_COLUMNS = ("condition", "extra", "k_id", "k_ood", "score", "auroc", "delta_auroc", "aupr_in", "delta_aupr")
@@ -29,7 +21,7 @@ TABLE_COLUMNS = ("condition", "extra", "k_id", "k_ood", "score", "auroc", "delta
 def add_parser(sub) -> None:
     p = sub.add_parser(
         "ksweep",
-        help="K sweep (paper 001 Table 1): how far each score's AUROC moves when only the class count K changes",
+        help="K sweep (McNamara 2026, Table 1): how far each score's AUROC moves when only the class count K changes",
         description=(
             "For x = 0..MAX_EXTRA zero-evidence classes appended to the OOD side only (ood_only) and to both sides "
             "(matched), recompute AUROC and AUPR-In on the same fixed alphas. ID = positive."
@@ -43,7 +35,6 @@ def add_parser(sub) -> None:
     add_scores(p)
     add_json(p)
     p.add_argument("--plot", default=None, metavar="FILE", help="write the Figure 1 plot as FILE.png and FILE.svg")
-    add_fingerprint_flag(p)
     p.set_defaults(func=run)
 
 
@@ -57,27 +48,19 @@ def delong_line(test: dict) -> str:
 
 
 def run(args) -> int:
-    from lm_eval_evidential.audits.ood import (
-        CardinalityMismatchError,
-        ksweep_delong,
-        ksweep_rows,
-        sensitivity_lines,
-    )
+    from lm_eval_evidential.audits.ood import ksweep_delong, ksweep_rows, sensitivity_lines
     from lm_eval_evidential.plots import plot_ksweep
-    from lm_eval_evidential.records import RecordsError
 
-    try:
-        scores = parse_scores(args.scores)
-        id_records, ood_records = load_run(args.output_path, [args.id_task, args.ood_task], args.run)
-        check_producers([id_records, ood_records], allow=args.allow_fingerprint_mismatch)
-        rows = ksweep_rows(id_records, ood_records, max_extra=args.max_extra, scores=scores, k_policy=args.k_policy)
-        test = ksweep_delong(id_records, ood_records, k_policy=args.k_policy) if args.max_extra >= 1 else None
-    except CardinalityMismatchError as exc:
-        print(f"refused {args.id_task} vs {args.ood_task}: {exc}", file=sys.stderr)
-        return 2
-    except (FileNotFoundError, RecordsError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+    id_records, ood_records = load(args, [args.id_task, args.ood_task])
+    rows = ksweep_rows(
+        id_records, ood_records, max_extra=args.max_extra, scores=args.scores, k_policy=args.k_policy,
+        allow_fingerprint_mismatch=args.allow_fingerprint_mismatch,
+    )  # fmt: skip
+    test = None
+    if args.max_extra >= 1:
+        test = ksweep_delong(
+            id_records, ood_records, k_policy=args.k_policy, allow_fingerprint_mismatch=args.allow_fingerprint_mismatch
+        )
     print(format_table(rows, TABLE_COLUMNS))
     print()
     for line in sensitivity_lines(rows):

@@ -1,8 +1,9 @@
 """``lm-eval-evidential ood``: K-checked OOD-detection table (AUROC with DeLong CI, AUPR, FPR95).
 
-Exit status: 0 on success; 2 when a K mismatch is refused (``--k-policy assert``; every OOD
-task is still evaluated and every refusal reported, the accepted ones are tabulated and
-written); 1 for other errors (missing records, unknown scores).
+Exit status (:mod:`lm_eval_evidential.cli.main`): 0 on success; 2 when a comparison is refused
+(a K mismatch under ``--k-policy assert``: every OOD task is still evaluated and every refusal
+reported, the accepted ones are tabulated and written; or records of different producers);
+1 for errors (missing records, unknown scores).
 """
 
 from __future__ import annotations
@@ -10,17 +11,8 @@ from __future__ import annotations
 import sys
 
 from lm_eval_evidential.records.io import write_json
-from lm_eval_evidential.records.loading import check_producers, load_run  # fmt: skip
 
-from ._options import (
-    add_fingerprint_flag,
-    add_json,
-    add_output_path,
-    add_scores,
-    format_table,
-    parse_scores,
-    split_tasks,
-)
+from ._options import add_json, add_output_path, add_scores, comma_list, format_table, load
 
 TABLE_COLUMNS = (
     "ood_task", "score", "k_id", "k_ood", "n_id", "n_ood", "dropped", "matched",
@@ -70,49 +62,44 @@ def add_parser(sub) -> None:
     )
     add_output_path(p)
     p.add_argument("--id", dest="id_task", required=True, metavar="TASK", help="in-distribution task, e.g. obqa_edl")
-    p.add_argument("--ood", dest="ood_tasks", required=True, metavar="T1,T2", help="OOD task(s), comma-separated")
+    p.add_argument("--ood", dest="ood_tasks", required=True, type=comma_list("task"), metavar="T1,T2",
+                   help="OOD task(s), comma-separated")
     add_k_policy(p)
     add_scores(p)
     p.add_argument("--n-boot", dest="n_boot", type=int, default=1000, help="bootstrap replicates for the AUPR-In CI (0: none)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     p.add_argument("--level", type=float, default=0.95, help="confidence level of both intervals")
-    add_fingerprint_flag(p)
     add_json(p)
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    from lm_eval_evidential.audits.ood import CardinalityMismatchError, ood_rows
-    from lm_eval_evidential.records import RecordsError
+    from lm_eval_evidential.audits.ood import ood_rows
+    from lm_eval_evidential.cli.main import EXIT_OK, EXIT_REFUSED
+    from lm_eval_evidential.metrics.cardinality import CardinalityMismatchError
 
-    try:
-        scores = parse_scores(args.scores)
-        ood_tasks = split_tasks(args.ood_tasks)
-        id_records, *all_ood = load_run(args.output_path, [args.id_task, *ood_tasks], args.run)
-        rows, refused = [], []
-        for task, ood_records in zip(ood_tasks, all_ood):
-            check_producers([id_records, ood_records], allow=args.allow_fingerprint_mismatch)
-            try:
-                rows += ood_rows(
-                    id_records, ood_records, scores=scores, k_policy=args.k_policy,
-                    n_boot=args.n_boot, seed=args.seed, level=args.level,
-                )  # fmt: skip
-            except CardinalityMismatchError as exc:
-                refused.append(task)
-                print(f"refused {args.id_task} vs {task}: {exc}", file=sys.stderr)
-    except (FileNotFoundError, RecordsError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+    id_records, *all_ood = load(args, [args.id_task, *args.ood_tasks])
+    rows, refused = [], []
+    for task, ood_records in zip(args.ood_tasks, all_ood):
+        try:
+            rows += ood_rows(
+                id_records, ood_records, scores=args.scores, k_policy=args.k_policy,
+                n_boot=args.n_boot, seed=args.seed, level=args.level,
+                allow_fingerprint_mismatch=args.allow_fingerprint_mismatch,
+            )  # fmt: skip
+        except CardinalityMismatchError as exc:
+            refused.append(task)
+            print(f"refused {args.id_task} vs {task}: {exc}", file=sys.stderr)
     if rows:
         print(format_table(display_rows(rows), TABLE_COLUMNS))
         if not all(r["matched"] for r in rows):
             print(
                 "\nWARNING: rows with matched = NO compare different class counts K; their AUROC/AUPR partly "
-                "measure K rather than uncertainty (paper 001, Proposition 1)."
+                "measure K rather than uncertainty (McNamara 2026, Proposition 1)."
             )
     if args.json_path:
         write_json(args.json_path, rows)
     if refused:
         print(f"{len(refused)} OOD task(s) refused for a K mismatch: {', '.join(refused)}", file=sys.stderr)
-        return 2
-    return 0
+        return EXIT_REFUSED
+    return EXIT_OK

@@ -13,13 +13,7 @@ import sys
 
 from lm_eval_evidential.records.io import write_json
 
-from ._options import (
-    add_json,
-    add_output_path,
-    add_scores,
-    format_table,
-    parse_scores,
-)
+from ._options import add_json, add_output_path, add_scores, comma_list, load, print_rows
 
 
 def add_parser(sub) -> None:
@@ -30,7 +24,8 @@ def add_parser(sub) -> None:
         description=(__doc__ or "").split("\n\n")[0].split(": ", 1)[-1],
     )
     add_output_path(p)
-    p.add_argument("--task", required=True, metavar="T[,T…]", help="task name(s), comma-separated")
+    p.add_argument("--task", dest="tasks", required=True, type=comma_list("task"), metavar="T[,T…]",
+                   help="task name(s), comma-separated, all from one run")
     add_scores(p)
     p.add_argument("--plot", metavar="FILE", default=None,
                    help="also write risk-coverage curves to FILE.png and FILE.svg (FILE-<task>.* for several tasks)")
@@ -42,24 +37,14 @@ def run(args) -> int:
     from lm_eval_evidential import plots
     from lm_eval_evidential.audits import quality
 
-    try:
-        scores = parse_scores(args.scores)
-        records = quality.load_records_by_task(args.output_path, quality.parse_names(args.task), run=args.run)
-        rows = quality.selective_rows(records, scores=scores)
-        written = []
-        if args.plot:
-            base = plots.figure_base(args.plot)
-            for task, r in records.items():
-                path = base if len(records) == 1 else base.with_name(f"{base.name}-{task}")
-                written += plots.save_risk_coverage_figure(r, path, scores=scores)
-        if args.json_path:
-            written.append(write_json(args.json_path, rows))
-    except (OSError, ValueError) as exc:
-        print(f"lm-eval-evidential selective: error: {exc}", file=sys.stderr)
-        return 2
-    print(format_table(rows, quality.SELECTIVE_KEYS))
-    for line in quality.reason_lines(rows, ("task", "score")):
-        print(f"note: {line}")
-    for path in written:
-        print(f"wrote {path}", file=sys.stderr)
-    return 0
+    records = dict(zip(args.tasks, load(args, args.tasks)))
+    rows = quality.selective_rows(records, scores=args.scores, allow_fingerprint_mismatch=args.allow_fingerprint_mismatch)
+    written = []
+    if args.plot:
+        base = plots.figure_base(args.plot)
+        for task, r in records.items():
+            path = base if len(records) == 1 else base.with_name(f"{base.name}-{task}")
+            written += plots.save_risk_coverage_figure(r, path, scores=args.scores)
+    if args.json_path:
+        written.append(write_json(args.json_path, rows))
+    return print_rows(rows, quality.SELECTIVE_KEYS, ("task", "score"), written)

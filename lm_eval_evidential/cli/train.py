@@ -58,12 +58,9 @@ def config_from_args(args: argparse.Namespace):
 def run(args: argparse.Namespace) -> int:
     from lm_eval_evidential.training.trainer import train
 
-    try:
-        config = config_from_args(args)
-    except ValueError as exc:
-        raise SystemExit(f"lm-eval-evidential train: {exc}") from None
+    config = config_from_args(args)  # a ValueError is an error (exit status 1), said by cli.main
     if config.output_dir is None:
-        raise SystemExit("lm-eval-evidential train: --output-dir is required")
+        raise ValueError("--output-dir is required")
     out = train(args.pretrained, args.task, config)
     if os.environ.get("RANK", "0") == "0":  # one line per run, not per process under accelerate/torchrun
         print(out)

@@ -1,12 +1,12 @@
 """Unsupervised accuracy estimation: Average Thresholded Confidence (ATC) and DoC.
 
-ATC (Garg et al. 2022; paper 003 §2.1, Eqs. 1-3): on a labelled in-distribution (ID) split,
+ATC (Garg et al. 2022; Maaz et al. 2023, §2.1, Eqs. 1-3): on a labelled in-distribution (ID) split,
 learn a score threshold ``t`` such that the share of ID examples scoring **at or above** ``t``
 equals the ID accuracy; on an unlabelled target set, the estimated accuracy is the share of
 target examples scoring at or above ``t``. Scores are confidences, **higher = more confident**,
 so a target set whose scores are shifted up gets a higher (never lower) estimate.
 
-ATC depends on the score only through the order it induces (paper 003, Lemma 1): any strictly
+ATC depends on the score only through the order it induces (Maaz et al. 2023, Lemma 1): any strictly
 increasing transform of the score gives exactly the same estimate, here bit for bit, because
 the threshold is always one of the observed ID scores (or ``+inf``).
 """
@@ -22,7 +22,7 @@ from ._validation import (
     first_outside_unit_interval,
     undefined,
 )
-from .scores import SCORES, available_scores, compute_score
+from .scores import available_scores, check_score_names, compute_score
 
 __all__ = ["atc_threshold", "atc_estimate", "atc", "doc_estimate", "atc_by_score"]
 
@@ -31,7 +31,7 @@ def atc_threshold(id_score, id_correct) -> float:
     """ATC threshold ``t`` learned on the labelled ID split.
 
     ``t`` is chosen among the candidates ``{distinct ID scores} U {+inf}`` to minimise
-    ``| #{i : s_i >= t} - #correct |`` (paper 003 Eq. 2, written for accuracy: with error
+    ``| #{i : s_i >= t} - #correct |`` (Maaz et al. 2023, Eq. 2, written for accuracy: with error
     ``1 - acc`` it is the same objective ``|P(s < t) - err|``; counts are integers, so the
     comparison is exact). The share of ID examples at or above the ``j``-th smallest distinct
     score is ``1 - (#scores below it) / n``; ``+inf`` adds the share 0, so an all-wrong ID split
@@ -116,15 +116,11 @@ def atc_by_score(id_probs, id_k, id_correct, target_probs, target_k, *, names=No
     Probabilities (and optional Dirichlet ``alpha``) are NaN right-padded batches as in
     :func:`lm_eval_evidential.metrics.scores.compute_score`. ``names`` defaults to every score
     computable from the inputs (the alpha-based ones only when both alphas are given). By
-    paper 003 Theorem 1, for K = 2 the six §2.3 scores (max_prob, neg_entropy, l2_norm,
+    Maaz et al. (2023), Theorem 1, for K = 2 the six §2.3 scores (max_prob, neg_entropy, l2_norm,
     l1_to_uniform, l2_to_uniform, js_to_uniform) give identical estimates.
     """
     has_alpha = id_alpha is not None and target_alpha is not None
-    if names is None:
-        names = available_scores(has_alpha)
-    unknown = [name for name in names if name not in SCORES]
-    if unknown:
-        raise ValueError(f"unknown score(s) {unknown}; valid scores are: {', '.join(SCORES)}")
+    names = available_scores(has_alpha) if names is None else check_score_names(names)
     out = {}
     for name in names:
         s_id = compute_score(name, probs=id_probs, k=id_k, alpha=id_alpha, prior_weight=prior_weight)

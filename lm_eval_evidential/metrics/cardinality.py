@@ -1,6 +1,6 @@
-"""The K audit: class-count (K) checks before OOD metrics, and the K sweep of paper 001, Table 1.
+"""The K audit: class-count (K) checks before OOD metrics, and the K sweep of McNamara (2026), Table 1.
 
-Vacuity ``u = lambda K / S`` depends on the class count K itself (paper 001, Proposition 1,
+Vacuity ``u = lambda K / S`` depends on the class count K itself (McNamara 2026, Proposition 1,
 see :func:`lm_eval_evidential.metrics.dirichlet.invariant_extra_alpha`), so an ID-vs-OOD AUROC
 computed across different K partly measures K, not uncertainty. :func:`check_cardinality`
 enforces the comparison is K-matched (or makes the mismatch explicit);
@@ -15,7 +15,7 @@ import numpy as np
 
 from .detection import _aupr_in_from, _auroc_from, _merge_blocks
 from .dirichlet import _check_prior_weight, _expand, _padded, _probs_of
-from .scores import OOD_DEFAULT_SCORES, SCORES
+from .scores import OOD_DEFAULT_SCORES, SCORES, check_score_names
 
 __all__ = [
     "CardinalityMismatchError",
@@ -81,7 +81,7 @@ def _mismatch_message(headline: str, id_name, hist_id, ood_name, hist_ood, k_tar
     return (
         f"{headline}: {id_name} {hist_id} vs {ood_name} {hist_ood} (K: number of examples). "
         "Vacuity-based scores depend on K itself, so AUROC/AUPR across different K measure the class "
-        "count rather than uncertainty (paper 001, Proposition 1). Remedies: use k_policy=restrict to keep "
+        "count rather than uncertainty (McNamara 2026, Proposition 1). Remedies: use k_policy=restrict to keep "
         f"only examples whose K equals the ID side's K{target}; use a K-matched control task: a distractor-removal "
         "control such as csqa_k4_edl, arc_c_k4_edl or arc_e_k4_edl (wrong options removed by a seeded hash down to "
         "the ID task's K: every question kept that has at least that many options) or csqa4_edl (option E and the "
@@ -155,7 +155,7 @@ def _side_scores(alpha, k, names, lam) -> dict[str, np.ndarray]:
 def ksweep(
     alpha_id, alpha_ood, *, prior_weight: float = 1.0, max_extra: int = 4, scores=OOD_DEFAULT_SCORES
 ) -> list[dict]:
-    """Paper 001 Table 1 on fixed alphas: how far each score's AUROC/AUPR-In moves when only K changes.
+    """McNamara (2026), Table 1 on fixed alphas: how far each score's AUROC/AUPR-In moves when only K changes.
 
     For ``x = 0..max_extra`` zero-evidence classes (``alpha = lambda``) are appended to the
     OOD side only (``condition="ood_only"``) and to both sides (``condition="matched"``);
@@ -174,10 +174,7 @@ def ksweep(
     lam = _check_prior_weight(prior_weight)
     if isinstance(max_extra, bool) or not isinstance(max_extra, (int, np.integer)) or max_extra < 0:
         raise ValueError(f"max_extra must be a non-negative integer, got {max_extra!r}")
-    names = tuple(scores)
-    unknown = [s for s in names if s not in SCORES]
-    if unknown:
-        raise ValueError(f"unknown score(s) {unknown}; valid scores are: {', '.join(SCORES)}")
+    names = tuple(check_score_names(scores))
     a_id, k_id, _ = _padded(alpha_id, "alpha_id", positive=True)
     a_ood, k_ood, _ = _padded(alpha_ood, "alpha_ood", positive=True)
     if a_id.shape[0] == 0 or a_ood.shape[0] == 0:

@@ -336,16 +336,20 @@ def bootstrap_ci(
     ``numpy.random.default_rng(seed)`` (reproducible). ``estimate`` is the metric on the full
     data. Resample indices are drawn in vectorised chunks; ``metric_fn`` is called once per
     replicate. If any replicate is NaN the interval is reported as NaN with a warning.
+    ``n_boot`` is 0 (no interval: ``lo = hi = nan``, no warning) or at least 2: the one rule for
+    every caller, the audits included.
     """
     level = _check_level(level)
-    if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 2:
-        raise ValueError(f"n_boot must be an integer >= 2, got {n_boot!r}")
+    if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 0 or n_boot == 1:
+        raise ValueError(f"n_boot must be 0 (no interval) or an integer >= 2, got {n_boot!r}")
     y, s = _inputs(y_true, score)
     reason = _single_class_reason("a stratified bootstrap", y)
     if reason:
         nan = undefined(reason)
         return nan, nan, nan
     estimate = float(metric_fn(y, s))
+    if n_boot == 0:
+        return estimate, float("nan"), float("nan")
     s_id, s_ood = s[y], s[~y]
     n_id, n_ood = s_id.size, s_ood.size
     yb = np.concatenate((np.ones(n_id, dtype=bool), np.zeros(n_ood, dtype=bool)))

@@ -219,7 +219,7 @@ def mutual_information(alpha) -> np.ndarray:
 def invariant_extra_alpha(alpha) -> np.ndarray:
     """Concentration a new (K+1)-th class needs for vacuity to stay unchanged: ``S_K / K``.
 
-    Proposition 1 (paper 001, §3), generalised to prior weight ``lambda``. With
+    Proposition 1 (McNamara 2026, §3), generalised to prior weight ``lambda``. With
     ``u_K = lambda K / S_K`` and ``u_{K+1} = lambda (K + 1) / (S_K + alpha_{K+1})``::
 
         u_{K+1} = u_K  <=>  (K + 1) S_K = K (S_K + alpha_{K+1})   (lambda > 0 cancels)

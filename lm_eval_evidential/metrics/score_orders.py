@@ -1,6 +1,6 @@
 """Do two confidence scores order the examples the same way?
 
-Paper 003 (§2.2, Definition 1): two scores are *order-isomorphic* on a set when, for every
+Maaz et al. (2023, §2.2, Definition 1): two scores are *order-isomorphic* on a set when, for every
 pair of examples, one is strictly below / equal to / strictly above the other under both
 scores alike. Every rank-based metric (AUROC, AUPR, ATC, PRR, AURC) is then identical for the
 two, so such scores are one choice, not two. This module measures how far two scores are from
@@ -16,7 +16,7 @@ import numpy as np
 from scipy.stats import kendalltau
 
 from ._validation import as_1d_float, check_same_length, undefined
-from .scores import SCORES, available_scores, compute_score
+from .scores import available_scores, check_score_names, compute_score
 
 __all__ = ["discordant_fraction", "order_audit", "score_order_audit"]
 
@@ -115,7 +115,7 @@ def order_audit(scores: dict) -> list[dict]:
     ``score_b``, ``n_pairs`` (``n (n - 1) / 2``), ``discordant_fraction`` (see
     :func:`discordant_fraction`), ``tie_mismatch_fraction`` (share of pairs tied under exactly
     one of the two scores) and ``order_equivalent``: True iff both fractions are exactly 0,
-    i.e. the two scores are order-isomorphic on these examples (paper 003, Definition 1) and
+    i.e. the two scores are order-isomorphic on these examples (Maaz et al. 2023, Definition 1) and
     every rank-based metric agrees between them. Ties are exact float equality, so two scores
     that are equal in exact arithmetic can still differ in the last bit and be reported as not
     equivalent. With fewer than 2 examples the fractions are NaN (with a warning) and
@@ -151,15 +151,11 @@ def score_order_audit(probs, k, *, names=None, alpha=None, prior_weight: float =
 
     ``probs``/``alpha`` are NaN right-padded batches as in
     :func:`lm_eval_evidential.metrics.scores.compute_score`; ``names`` defaults to every score
-    computable from them. Paper 003: for K = 2 the six §2.3 scores are all order-equivalent
+    computable from them. Maaz et al. (2023): for K = 2 the six §2.3 scores are all order-equivalent
     (Theorem 1); for any K, ``l2_norm`` and ``l2_to_uniform`` are (Theorem 2), but only
     within rows of the same K.
     """
-    if names is None:
-        names = available_scores(alpha is not None)
-    unknown = [name for name in names if name not in SCORES]
-    if unknown:
-        raise ValueError(f"unknown score(s) {unknown}; valid scores are: {', '.join(SCORES)}")
+    names = available_scores(alpha is not None) if names is None else check_score_names(names)
     return order_audit({
         name: compute_score(name, probs=probs, k=k, alpha=alpha, prior_weight=prior_weight) for name in names
     })

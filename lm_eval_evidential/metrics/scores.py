@@ -27,15 +27,15 @@ name                        formula                               alpha  K-sensi
 "alpha" = needs Dirichlet alpha (absent for ``method=softmax`` records). ``neg_mutual_information``
 is epistemic (MI = H(E[p]) - E_Dir[H(p)]).
 
-The last four follow paper 003 (§2.3, the ATC score functions): distance to the uniform
+The last four follow Maaz et al. (2023, §2.3, the ATC score functions): distance to the uniform
 vector ``U_K`` is a *confidence* (farther from uniform = more confident), so they are used
-unsigned. 003 names the Jensen-Shannon *distance* ``sqrt(JS)``; we report the divergence,
+unsigned. Maaz et al. name the Jensen-Shannon *distance* ``sqrt(JS)``; we report the divergence,
 which is order-isomorphic to it, so every rank-based metric (AUROC, AUPR, FPR95) is identical.
-``l2_norm`` and ``l2_to_uniform`` are order-isomorphic on the simplex for a fixed K (003,
-Theorem 2); across rows of different K they are not.
+``l2_norm`` and ``l2_to_uniform`` are order-isomorphic on the simplex for a fixed K (Maaz et al.
+2023, Theorem 2); across rows of different K they are not.
 
 "K-sensitive in theory" means the score's range or value depends on K itself, so comparing
-sets with different K confounds the score with the class count (paper 001, §3). Which ones
+sets with different K confounds the score with the class count (McNamara 2026, §3). Which ones
 move on actual data is measured by :func:`lm_eval_evidential.metrics.cardinality.ksweep`.
 """
 
@@ -56,7 +56,7 @@ from .dirichlet import (
     _probs_of,
 )
 
-__all__ = ["ScoreSpec", "SCORES", "OOD_DEFAULT_SCORES", "compute_score", "available_scores"]
+__all__ = ["ScoreSpec", "SCORES", "OOD_DEFAULT_SCORES", "compute_score", "available_scores", "check_score_names"]
 
 OOD_DEFAULT_SCORES = ("reciprocal_vacuity", "max_prob", "neg_norm_entropy")
 
@@ -134,9 +134,9 @@ SCORES: dict[str, ScoreSpec] = {
         ScoreSpec("neg_expected_entropy", _neg_expected_entropy, True, "-E_Dir[H(p)] (aleatoric)"),
         ScoreSpec("neg_mutual_information", _neg_mutual_information, True, "-(H(E[p]) - E_Dir[H(p)]) (epistemic)"),
         ScoreSpec("l2_norm", _l2_norm, False, "||p||_2"),
-        ScoreSpec("l1_to_uniform", _l1_to_uniform, False, "sum_i |p_i - 1/K| (ATC-L1, paper 003)"),
-        ScoreSpec("l2_to_uniform", _l2_to_uniform, False, "||p - 1/K||_2 (ATC-L2, paper 003)"),
-        ScoreSpec("js_to_uniform", _js_to_uniform, False, "Jensen-Shannon divergence JS(p, U_K) (ATC-JS, paper 003)"),
+        ScoreSpec("l1_to_uniform", _l1_to_uniform, False, "sum_i |p_i - 1/K| (ATC-L1, Maaz et al. 2023)"),
+        ScoreSpec("l2_to_uniform", _l2_to_uniform, False, "||p - 1/K||_2 (ATC-L2, Maaz et al. 2023)"),
+        ScoreSpec("js_to_uniform", _js_to_uniform, False, "Jensen-Shannon divergence JS(p, U_K) (ATC-JS, Maaz et al. 2023)"),
     )
 }
 
@@ -144,6 +144,21 @@ SCORES: dict[str, ScoreSpec] = {
 def available_scores(has_alpha: bool) -> list[str]:
     """Registered score names computable from records with (``True``) or without Dirichlet alpha."""
     return [name for name, spec in SCORES.items() if has_alpha or not spec.needs_alpha]
+
+
+def check_score_names(names) -> list[str]:
+    """The one validator of score names: registered names, duplicates dropped, order kept.
+
+    ``names`` is one name or an iterable of names; ValueError (listing the valid names) for an
+    unknown name or none at all. Every function that takes score names uses it.
+    """
+    names = [names] if isinstance(names, str) else list(names)
+    unknown = [name for name in names if name not in SCORES]
+    if unknown:
+        raise ValueError(f"unknown score(s) {unknown}; valid scores are: {', '.join(SCORES)}")
+    if not names:
+        raise ValueError(f"no score names given; valid scores are: {', '.join(SCORES)}")
+    return list(dict.fromkeys(names))
 
 
 def _check_simplex(p, mask) -> None:
@@ -171,9 +186,7 @@ def compute_score(name: str, *, probs, k, alpha=None, prior_weight: float = 1.0)
     (pass ``probs=None`` to have it derived). Raises ValueError for an unknown name, and for an
     alpha-based score when ``alpha`` is None.
     """
-    spec = SCORES.get(name)
-    if spec is None:
-        raise ValueError(f"unknown score {name!r}; valid scores are: {', '.join(SCORES)}")
+    spec = SCORES[check_score_names(name)[0]]
     lam = _check_prior_weight(prior_weight)
     if alpha is None and spec.needs_alpha:
         raise ValueError(

@@ -74,7 +74,7 @@ def prr(score, correct, rejection_cap: float = 0.5) -> float:
     """Prediction rejection ratio: how much of the oracle's rejection gain the score achieves.
 
     ``PRR = (A_score - A_random) / (A_oracle - A_random)`` (Malinin & Gales 2021; the selective
-    generation metric of paper 004 §4.1, which caps rejection at 0.75 while earlier work used
+    generation metric of Goloburda et al. (2026), §4.1, which caps rejection at 0.75 while earlier work used
     0.5). 1 = ranks like the oracle, 0 = no better than random, < 0 = worse than random.
     ``score``: higher = more confident; ``correct``: 1/0 quality.
 
@@ -157,7 +157,7 @@ def aurc(score, correct) -> float:
 def spearman(score, correct) -> float:
     """Spearman rank correlation between ``score`` and correctness (scipy.stats.spearmanr).
 
-    Ties get average ranks (0/1 correctness is two tie groups), as in paper 004 §4.1, which
+    Ties get average ranks (0/1 correctness is two tie groups), as in Goloburda et al. (2026), §4.1, which
     reports it next to PRR. Positive = more confident examples are more often correct. NaN with a warning when either input is constant or ``n < 2``.
     """
     s = as_1d_float(score, "score")

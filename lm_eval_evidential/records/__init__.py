@@ -15,11 +15,12 @@ from lm_eval_evidential.records.io import (
     write_records,
 )
 from lm_eval_evidential.records.loading import (
-    check_producers,
+    Run,
     find_record_files,
     load_records,
     load_run,
 )
+from lm_eval_evidential.records.provenance import FingerprintMismatchError, check_same_producer
 from lm_eval_evidential.records.schema import (
     META_KEY,
     RECORD_FIELDS,
@@ -33,8 +34,8 @@ from lm_eval_evidential.records.schema import (
 )
 
 __all__ = [
-    "META_KEY", "RECORD_FIELDS", "RECORDS_FILE_RE", "SCHEMA_VERSION", "Records", "RecordsError",
-    "atomic_write_bytes", "atomic_write_text", "check_producers", "expected_probs", "find_record_files",
+    "FingerprintMismatchError", "META_KEY", "RECORD_FIELDS", "RECORDS_FILE_RE", "SCHEMA_VERSION", "Records",
+    "RecordsError", "Run", "atomic_write_bytes", "atomic_write_text", "check_same_producer", "expected_probs", "find_record_files",
     "load_records", "load_run", "make_record", "read_records_file", "record_probs", "records_path",
     "write_json", "write_records",
 ]  # fmt: skip

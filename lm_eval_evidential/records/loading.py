@@ -1,15 +1,26 @@
-"""Finding records files and loading a run: the one loader every audit uses."""
+"""Finding records files and loading a run: the one loader every audit uses.
+
+:func:`load_run` reads the records of several tasks from ONE run under an ``--output_path``
+folder and refuses records of different producers; :func:`load_records` is the same loader
+for one task. Every audit command and :func:`lm_eval_evidential.report.build_report`'s CLI go
+through it, so no table ever mixes two runs or two models silently.
+"""
 
 from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from lm_eval_evidential.records.io import RECORDS_FILE_RE, read_records_file
+from lm_eval_evidential.records.provenance import check_same_producer
 from lm_eval_evidential.records.schema import Records
 
 logger = logging.getLogger(__name__)
+
+__all__ = ["Run", "find_record_files", "load_run", "load_records"]
 
 
 def find_record_files(output_path: str | os.PathLike, task: str | None = None) -> dict[str, dict[str, Path]]:
@@ -27,75 +38,103 @@ def find_record_files(output_path: str | os.PathLike, task: str | None = None) -
     return runs
 
 
-def load_records(output_path: str | os.PathLike, task: str, *, run: str | None = None) -> Records:
-    """Load the records of ``task`` from the folder passed as ``--output_path``.
+@dataclass(frozen=True)
+class Run:
+    """The records of several tasks read from ONE run of ONE producer (made by :func:`load_run`).
 
-    Takes the newest run there that has ``task`` unless ``run`` (a date_id such as
-    ``2026-11-21T20-15-03.123456``) names one; logs which file it read. The result is a
-    sequence of mappings with exactly the fields of ``RECORD_FIELDS`` plus columnar arrays.
+    ``records`` maps each requested task (in the order asked, duplicates dropped) to its
+    :class:`Records`; ``date_id`` is the run that was read; ``runs`` every run found under
+    ``output_path``; ``asked`` whether ``date_id`` was requested; ``fingerprint_warnings`` the
+    producer differences that ``allow_fingerprint_mismatch`` let through.
     """
-    runs = find_record_files(output_path, task)
-    if not runs:
-        raise FileNotFoundError(
-            f"no records for task {task!r} under {output_path}; run "
-            f"`lm_eval --model evidential --tasks {task} --output_path {output_path}` first"
-        )
-    if run is None:
-        run = max(runs)
-        if len(runs) > 1:
-            logger.info("%s: %d runs found, using the newest (%s)", task, len(runs), run)
-    elif run not in runs:
-        raise FileNotFoundError(f"no run {run!r} for task {task!r} under {output_path}; runs: {sorted(runs)}")
-    path = runs[run][task]
-    logger.info("loading %s records from %s", task, path)
-    return read_records_file(path)
+
+    output_path: Path
+    date_id: str
+    records: dict[str, Records]
+    runs: tuple[str, ...]
+    asked: bool
+    fingerprint_warnings: tuple[str, ...] = ()
+
+    def __getitem__(self, task: str) -> Records:
+        return self.records[task]
+
+    def describe(self) -> str:
+        """One line saying which run was read and why (the CLI prints it on stderr)."""
+        if self.asked:
+            why = "as asked with --run"
+        elif len(self.runs) == 1:
+            why = "the only run there"
+        else:
+            why = f"the newest of {len(self.runs)} runs that has all of them; pick another with --run"
+        return f"using run {self.date_id} for {', '.join(self.records)} ({why})"
 
 
-def check_producers(records, *, allow: bool = False) -> None:
-    """Refuse (FingerprintMismatchError, a ValueError) records from different producers unless allowed."""
-    import sys
-
-    from lm_eval_evidential.records.provenance import check_same_producer
-
-    for line in check_same_producer(records, allow=allow):
-        print(f"warning: fingerprint differs: {line}", file=sys.stderr)
-
-
-def load_run(output_path: str, tasks, run: str | None = None) -> list:
-    """Records of several tasks from ONE run: the newest run that has them all, or ``run``.
-
-    Records of two runs are never mixed silently; says on stderr which run was read.
-    """
-    import sys
-
-    
-    requested = list(tasks)
-    tasks = list(dict.fromkeys(requested))
-    runs = find_record_files(output_path)
+def _choose_run(output_path, runs: dict[str, dict[str, Path]], tasks: list[str], run: str | None) -> str:
     for task in tasks:
         if not any(task in files for files in runs.values()):
             raise FileNotFoundError(
                 f"no records for task {task!r} under {output_path}; run "
                 f"`lm_eval --model evidential --tasks {task} --output_path {output_path}` first"
             )
-    complete = sorted(d for d, files in runs.items() if all(t in files for t in tasks))
     if run is not None:
         if run not in runs:
             raise FileNotFoundError(f"no run {run!r} under {output_path}; runs: {sorted(runs)}")
         missing = [t for t in tasks if t not in runs[run]]
         if missing:
             raise FileNotFoundError(f"run {run} has no records for {missing}; it has {sorted(runs[run])}")
-        chosen = run
-    elif complete:
-        chosen = complete[-1]
-    else:
+        return run
+    complete = sorted(d for d, files in runs.items() if all(t in files for t in tasks))
+    if not complete:
         have = {d: sorted(files) for d, files in sorted(runs.items())}
         raise FileNotFoundError(
             f"no single run under {output_path} has records for all of {tasks} (runs: {have}); evaluate them "
             f"together: lm_eval --model evidential --tasks {','.join(tasks)} --output_path {output_path}"
         )
-    if len(runs) > 1:
-        how = "as asked (--run)" if run else f"the newest of {len(runs)} runs that has all of them; pick another with --run"
-        print(f"using run {chosen} for {', '.join(tasks)} ({how})", file=sys.stderr)
-    loaded = {t: read_records_file(runs[chosen][t]) for t in tasks}
-    return [loaded[t] for t in requested]
+    return complete[-1]
+
+
+def load_run(
+    output_path: str | os.PathLike,
+    tasks: str | Sequence[str],
+    *,
+    run: str | None = None,
+    allow_fingerprint_mismatch: bool = False,
+) -> Run:
+    """Records of ``tasks`` from ONE run under ``output_path``, checked to come from one producer.
+
+    The run is ``run`` (a date_id such as ``2026-11-21T20-15-03.123456``) or else the newest
+    run that has every task; records of two runs are never mixed. The records must then share
+    a producer fingerprint (:func:`~lm_eval_evidential.records.provenance.check_same_producer`:
+    base model and revision, adapter hash, method and its parameters, dtype, prompt template,
+    answer-token ids, package version), otherwise
+    :class:`~lm_eval_evidential.records.provenance.FingerprintMismatchError` (a ValueError)
+    is raised, unless ``allow_fingerprint_mismatch``, which lists the differences in
+    ``Run.fingerprint_warnings`` instead. Raises FileNotFoundError naming the ``lm_eval``
+    command to run when a task has no records or no single run has them all.
+
+    >>> run = load_run("out", ["obqa_edl", "arc_c_edl"])        # doctest: +SKIP
+    >>> run.date_id, run["obqa_edl"].vacuity.mean()               # doctest: +SKIP
+    """
+    names = [tasks] if isinstance(tasks, str) else list(tasks)
+    names = list(dict.fromkeys(t.strip() for t in names if t and t.strip()))
+    if not names:
+        raise ValueError(f"no task names in {tasks!r}; give one or more")
+    runs = find_record_files(output_path)
+    chosen = _choose_run(output_path, runs, names, run)
+    records = {}
+    for task in names:
+        logger.info("loading %s records from %s", task, runs[chosen][task])
+        records[task] = read_records_file(runs[chosen][task])
+    warnings = check_same_producer(list(records.values()), allow=allow_fingerprint_mismatch)
+    return Run(Path(output_path), chosen, records, tuple(sorted(runs)), run is not None, tuple(warnings))
+
+
+def load_records(output_path: str | os.PathLike, task: str, *, run: str | None = None) -> Records:
+    """Load the records of ``task`` from the folder passed as ``--output_path``.
+
+    :func:`load_run` for one task: the newest run there that has ``task`` unless ``run`` (a
+    date_id such as ``2026-11-21T20-15-03.123456``) names one; logs which file it read. The
+    result is a sequence of mappings with exactly the fields of ``RECORD_FIELDS`` plus
+    columnar arrays.
+    """
+    return load_run(output_path, [task], run=run)[task]

@@ -29,6 +29,7 @@ from lm_eval_evidential.cli import main
 from lm_eval_evidential.metrics.scores import available_scores, compute_score
 from lm_eval_evidential.plots import plot_ksweep
 from lm_eval_evidential.records import (
+    FingerprintMismatchError,
     Records,
     load_records,
     make_record,
@@ -161,12 +162,17 @@ def test_score_selection_is_validated(recs):
     with pytest.raises(ValueError, match="unknown score"):
         ood_rows(recs["id4"], recs["ood4"], scores=["vacuum"])
     sm = _records("sm4", [4] * 30, 0.0, 9, softmax=True)
-    rows = ood_rows(recs["id4"], sm, n_boot=0)
+    # Python callers get the CLI's producer rule: edl vs softmax records are refused ...
+    for audit in (ood_rows, ksweep_rows, ksweep_delong):
+        with pytest.raises(FingerprintMismatchError, match="method: id4='edl' vs sm4='softmax'"):
+            audit(recs["id4"], sm)
+    # ... unless asked for explicitly.
+    rows = ood_rows(recs["id4"], sm, n_boot=0, allow_fingerprint_mismatch=True)
     assert [r["score"] for r in rows] == available_scores(False)
     with pytest.raises(ValueError, match="method=softmax"):
-        ood_rows(recs["id4"], sm, scores=["reciprocal_vacuity"])
+        ood_rows(recs["id4"], sm, scores=["reciprocal_vacuity"], allow_fingerprint_mismatch=True)
     with pytest.raises(ValueError, match="no alpha"):
-        ksweep_rows(recs["id4"], sm)
+        ksweep_rows(recs["id4"], sm, allow_fingerprint_mismatch=True)
 
 
 # ---- K sweep ----
@@ -281,7 +287,7 @@ def test_cli_report_folder(out_dir, tmp_path, capsys):
     rc = main(["report", str(out_dir), "--id", "id4", "--ood", "ood4,ood5,mix", "--out", str(rep), "--n-boot", "20",
                "--max-extra", "2", "--k-policy", "assert,report"])  # fmt: skip
     err = capsys.readouterr().err
-    assert rc == 0, err
+    assert rc == 2, err  # written, but two pairs were refused under assert (cli.main's map)
     assert "Traceback" not in err
     names = {p.name for p in rep.iterdir()}
     assert {"report.md", "report.json", "ksweep_id4_vs_ood4.png", "ksweep_id4_vs_ood4.svg", "reliability.png",

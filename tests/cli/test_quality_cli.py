@@ -151,7 +151,7 @@ def _atc_brute(id_scores, id_correct, target_scores):
 
 
 def test_calibration_rows_keys_and_values_equal_core(out, capsys, tmp_path):
-    rows, stdout = run_json(["calibration", out, "--task", "idt,soft", "--bins", "10"], capsys, tmp_path)
+    rows, stdout = run_json(["calibration", out, "--task", "idt,soft", "--allow-fingerprint-mismatch", "--bins", "10"], capsys, tmp_path)
     assert [r["task"] for r in rows] == ["idt", "soft"]
     for row in rows:
         assert tuple(row) == quality.CALIBRATION_KEYS
@@ -177,7 +177,7 @@ def test_calibration_ece_matches_brute_force_through_the_cli(out, capsys, tmp_pa
 
 
 def test_calibration_plot_writes_png_and_svg(out, capsys, tmp_path):
-    rc, _, stderr = cli(["calibration", out, "--task", "idt,soft,allright", "--plot", tmp_path / "rel.png"], capsys)
+    rc, _, stderr = cli(["calibration", out, "--task", "idt,soft,allright", "--allow-fingerprint-mismatch", "--plot", tmp_path / "rel.png"], capsys)
     assert rc == 0, stderr
     png, svg = tmp_path / "rel.png", tmp_path / "rel.svg"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -199,7 +199,7 @@ def test_run_selects_an_older_run(out, capsys, tmp_path):
 
 
 def test_selective_rows_equal_core_and_default_scores(out, capsys, tmp_path):
-    rows, stdout = run_json(["selective", out, "--task", "idt,soft"], capsys, tmp_path)
+    rows, stdout = run_json(["selective", out, "--task", "idt,soft", "--allow-fingerprint-mismatch"], capsys, tmp_path)
     by_task = {}
     for row in rows:
         assert tuple(row) == quality.SELECTIVE_KEYS, row  # no NaN here, so no reason key
@@ -220,7 +220,7 @@ def test_selective_rows_equal_core_and_default_scores(out, capsys, tmp_path):
 
 
 def test_selective_nan_becomes_null_with_a_reason(out, capsys, tmp_path):
-    rows, stdout = run_json(["selective", out, "--task", "allright,soft", "--scores", "max_prob,strength"], capsys,
+    rows, stdout = run_json(["selective", out, "--task", "allright,soft", "--allow-fingerprint-mismatch", "--scores", "max_prob,strength"], capsys,
                             tmp_path)
     allright = [r for r in rows if r["task"] == "allright"]
     for row in allright:  # every answer right: nothing to rank
@@ -236,7 +236,7 @@ def test_selective_nan_becomes_null_with_a_reason(out, capsys, tmp_path):
 
 
 def test_selective_plot_one_file_per_task(out, capsys, tmp_path):
-    rc, _, stderr = cli(["selective", out, "--task", "idt,soft", "--scores", "max_prob,neg_entropy",
+    rc, _, stderr = cli(["selective", out, "--task", "idt,soft", "--allow-fingerprint-mismatch", "--scores", "max_prob,neg_entropy",
                          "--plot", tmp_path / "rc.svg"], capsys)
     assert rc == 0, stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rc-idt.png", "rc-idt.svg", "rc-soft.png", "rc-soft.svg"]
@@ -373,19 +373,19 @@ def test_orders_default_scores_cover_every_pair(out, capsys, tmp_path):
         (["atc", "{out}", "--id", "idt"], "--target"),
     ],
 )
-def test_bad_input_exits_2_with_a_clear_message(out, capsys, argv, message):
+def test_bad_input_exits_1_with_a_clear_message(out, capsys, argv, message):
     rc, stdout, stderr = cli([a.format(out=out) for a in argv], capsys)
-    assert rc == 2
+    assert rc == 1  # cli.main's map: 1 = error (bad input or usage), 2 = refused
     assert message in stderr
     assert "Traceback" not in stderr and stdout == ""
 
 
-def test_corrupted_records_file_exits_2(tmp_path, capsys):
+def test_corrupted_records_file_exits_1(tmp_path, capsys):
     bad = records_path(tmp_path / "m", "broken", RUN)
     bad.parent.mkdir(parents=True)
     bad.write_bytes(b"PAR1 not really parquet")
     rc, _, stderr = cli(["calibration", tmp_path, "--task", "broken"], capsys)
-    assert rc == 2 and "truncated or corrupted" in stderr and "Traceback" not in stderr
+    assert rc == 1 and "truncated or corrupted" in stderr and "Traceback" not in stderr
 
 
 def test_subprocess_python_m_calibration(out, tmp_path):
@@ -404,7 +404,7 @@ def test_subprocess_python_m_calibration(out, tmp_path):
     assert rows == json.loads(json.dumps(quality.calibration_rows({t: load_records(out, t) for t in ("idt", "allright")})))
     bad = subprocess.run([sys.executable, "-m", "lm_eval_evidential", "calibration", str(out), "--task", "nope"],
                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
-    assert bad.returncode == 2 and "Traceback" not in bad.stderr and "--tasks nope" in bad.stderr
+    assert bad.returncode == 1 and "Traceback" not in bad.stderr and "--tasks nope" in bad.stderr
 
 
 # ---------------------------------------------------------------- library API
@@ -420,7 +420,7 @@ def test_quality_imports_neither_torch_nor_lm_eval():
 
 
 def test_empty_records_give_nan_rows_with_reasons(tmp_path):
-    empty = Records.from_rows([], task="empty", meta={"method": "edl"})
+    empty = Records.from_rows([], task="empty", meta={"method": "edl", "prior_weight": 1.0})  # full's producer
     full = _records("full", 20, seed=5)
     cal = quality.calibration_rows({"empty": empty})[0]
     assert math.isnan(cal["ece"]) and math.isnan(cal["acc"]) and "0 examples" in cal["reason"]

@@ -261,7 +261,7 @@ def test_registry_api_and_errors():
         assert spec.name == name and f"``{name}``" in S.__doc__  # documented once, in the table
     probs = pad([[0.7, 0.2, 0.1], [0.5, 0.5]])
     k = np.array([3, 2])
-    with pytest.raises(ValueError, match="unknown score 'vacuity'.*reciprocal_vacuity.*js_to_uniform"):
+    with pytest.raises(ValueError, match=r"unknown score\(s\) \['vacuity'\].*reciprocal_vacuity.*js_to_uniform"):
         S.compute_score("vacuity", probs=probs, k=k)
     with pytest.raises(ValueError, match="method=softmax"):
         S.compute_score("reciprocal_vacuity", probs=probs, k=k)

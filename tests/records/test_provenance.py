@@ -34,7 +34,7 @@ def test_ood_refuses_records_from_another_adapter(tmp_path, capsys):
     write(tmp_path, "ood_t", {**BASE, "adapter_sha256": "zzz", "method": "ib_edl"}, 1)
     code = main(["ood", str(tmp_path), "--id", "id_t", "--ood", "ood_t", "--n-boot", "0"])
     err = capsys.readouterr().err
-    assert code == 1
+    assert code == 2  # refused (cli.main's map), not an error
     assert "adapter_sha256: id_t='abc' vs ood_t='zzz'" in err and "method: id_t='edl' vs ood_t='ib_edl'" in err
     assert "--allow-fingerprint-mismatch" in err
     code = main(["ood", str(tmp_path), "--id", "id_t", "--ood", "ood_t", "--n-boot", "0", "--allow-fingerprint-mismatch"])

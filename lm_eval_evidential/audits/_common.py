@@ -1,0 +1,82 @@
+"""What every audit shares: per-record scores, score-name checks, the producer rule, NaN reasons."""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Iterable, Mapping, Sequence
+
+import numpy as np
+
+from lm_eval_evidential.metrics._validation import UndefinedMetricWarning
+from lm_eval_evidential.metrics.scores import available_scores, check_score_names, compute_score
+from lm_eval_evidential.records import Records, check_same_producer
+
+
+def check_scores(scores: Iterable[str] | None) -> list[str] | None:
+    """Score names through the one validator (:func:`~lm_eval_evidential.metrics.scores.check_score_names`);
+    None stays None (= every score the records can give)."""
+    return None if scores is None else check_score_names(scores)
+
+
+def score_inputs(records: Records, keep=None) -> dict:
+    """``probs``/``k``/``alpha``/``prior_weight`` of (the ``keep`` rows of) ``records`` for
+    :func:`~lm_eval_evidential.metrics.scores.compute_score` and the metrics built on it.
+
+    Evidential records pass alpha and ``probs=None`` (derived from the validated alpha, once);
+    softmax records pass their softmax probabilities and no alpha.
+    """
+    if keep is not None and np.all(keep):
+        keep = None  # no copy of the (n, K_max) arrays when nothing is dropped
+    pick = (lambda a: a) if keep is None else (lambda a: a[keep])  # noqa: E731
+    if records.has_alpha:
+        return {"probs": None, "k": pick(records.k), "alpha": pick(records.alpha), "prior_weight": records.prior_weight}
+    return {"probs": pick(records.probs), "k": pick(records.k), "alpha": None, "prior_weight": records.prior_weight}
+
+
+def record_scores(records: Records, names: Sequence[str], keep=None) -> dict[str, np.ndarray]:
+    """``{score: values}`` for the examples of ``records`` selected by ``keep`` (default all):
+    the one way every audit and figure computes a record's scores."""
+    inputs = score_inputs(records, keep)
+    return {name: compute_score(name, **inputs) for name in names}
+
+
+def check_records_by_task(records_by_task, allow_fingerprint_mismatch: bool = False) -> None:
+    """A ``{task: Records}`` mapping from one producer (FingerprintMismatchError unless allowed)."""
+    if not isinstance(records_by_task, Mapping):
+        raise ValueError(
+            f"records_by_task must map task name -> Records, got {type(records_by_task).__name__}; "
+            "load them with lm_eval_evidential.records.load_run(...).records"
+        )
+    check_same_producer(list(records_by_task.values()), allow=allow_fingerprint_mismatch)
+
+
+def no_alpha_reason(name: str, tasks: Sequence[str]) -> str:
+    return (
+        f"score {name!r} needs Dirichlet alpha, but the records of {', '.join(tasks)} are method=softmax "
+        f"(no evidence); use one of {', '.join(available_scores(False))}"
+    )
+
+
+def collect(reasons: list[str], fn, *args, **kwargs):
+    """``fn(*args, **kwargs)``, appending any UndefinedMetricWarning message to ``reasons``.
+
+    The message goes into the row's ``reason`` instead of stderr; other warnings are re-issued.
+    """
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        value = fn(*args, **kwargs)
+    for w in caught:
+        if issubclass(w.category, UndefinedMetricWarning):
+            reasons.append(str(w.message))
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return value
+
+
+def finish_row(row: dict, reasons: Iterable[str]) -> dict:
+    """Add ``reason`` (unique messages, in order) when any number in the row is NaN."""
+    if any(isinstance(v, float) and math.isnan(v) for v in row.values()):
+        unique = list(dict.fromkeys(r for r in reasons if r))
+        row["reason"] = "; ".join(unique) if unique else "undefined on these records"
+    return row
