@@ -1,9 +1,10 @@
 """Evidence heads: the torch layer that turns answer-token logits into Dirichlet parameters.
 
 Each head maps the last-position logits at the K answer tokens (and, for IB-EDL, the
-per-class noise scale) to ``alpha`` of shape (K,) in float64. Heads work on one question
-at a time in evaluation so that a question's result never depends on its batch neighbours
-(IB-EDL noise is drawn from a generator keyed by the question itself, not the batch).
+per-class noise scale) to ``alpha`` in float64. Evaluation applies the head to a whole batch
+of questions at once (:func:`apply_head_batch`), and each question's result is bit-identical
+to the head applied to that question alone: never dependent on its batch neighbours (IB-EDL
+noise is drawn from a generator keyed by the question itself, not the batch).
 
 | method   | evidence e                                   | alpha                              | vacuity   |
 |----------|----------------------------------------------|------------------------------------|-----------|
@@ -18,6 +19,7 @@ d = 1..num_noises; λ: prior weight (1 for standard EDL; R-EDL uses other values
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -28,7 +30,8 @@ from lm_eval_evidential.modeling.config import METHODS, HeadConfig  # noqa: F401
 
 @dataclass(frozen=True)
 class HeadOutput:
-    """Per-question head output (float64). ``evidence``/``alpha`` are None for softmax."""
+    """Head output (float64), one row per question: shape (B, K) from :func:`apply_head_batch`,
+    (K,) from :func:`apply_head`. ``evidence``/``alpha`` are None for softmax."""
 
     logits: torch.Tensor
     evidence: torch.Tensor | None
@@ -46,30 +49,99 @@ def question_seed(seed: int, key: str) -> int:
     return int.from_bytes(digest, "little") & ((1 << 63) - 1)
 
 
+# at::internal::GRAIN_SIZE: elementwise kernels split larger tensors across threads at
+# arbitrary element offsets, which would move the SIMD/scalar boundary inside a question.
+_GRAIN = 32768
+
+
+def per_question(fn, x: torch.Tensor) -> torch.Tensor:
+    """``fn`` (elementwise) applied to each question's block ``x[i]`` exactly as if it were alone.
+
+    torch computes elementwise functions in SIMD blocks (SLEEF exp/log1p) and the elements
+    after the last full block with the scalar libm functions; the two differ in the last bit,
+    so in one flat batch an element's result would depend on where the question sits, i.e.
+    on its batch neighbours. Rows laid out one element apart cannot be merged into one flat
+    loop: each question's block runs through the kernel's inner loop on its own, with the
+    same SIMD/scalar split as a lone question, and the result is bit-identical to it.
+    """
+    if x.ndim < 2 or x.shape[0] == 0:  # one question, or none
+        return fn(x)
+    flat = x.reshape(x.shape[0], -1)
+    n = flat.shape[1]
+    spaced = torch.empty((flat.shape[0], n + 1), dtype=x.dtype, device=x.device)
+    spaced[:, :n] = flat
+    step = max(1, _GRAIN // (n + 1))
+    out = torch.cat([fn(spaced[i : i + step, :n]) for i in range(0, flat.shape[0], step)])
+    return out.reshape(x.shape)
+
+
 def edl_alpha(logits: torch.Tensor, prior_weight: float = 1.0) -> torch.Tensor:
     """alpha = softplus(z) + λ (standard EDL, Sensoy et al. 2018)."""
-    return F.softplus(logits) + prior_weight
+    return per_question(F.softplus, logits) + prior_weight
 
 
 def ib_edl_alpha(
     logits: torch.Tensor,
     sigma: torch.Tensor,
+    noise: torch.Tensor,
     *,
     prior_weight: float = 1.0,
-    num_noises: int = 20,
     sigma_mult: float = 0.0,
-    generator: torch.Generator | None = None,
 ) -> torch.Tensor:
     """IB-EDL inference (Li et al. 2025): alpha = max(mean_d softplus(z + σ ε_d) + λ − sigma_mult·σ, λ).
 
-    ``logits`` and ``sigma`` have the same shape (..., K); ε_d ~ N(0, 1), d = 1..num_noises,
-    drawn from ``generator``. The floor is λ (= 1 at the default prior) so evidence stays ≥ 0.
+    ``logits`` and ``sigma`` have shape (..., K); ``noise`` holds the draws ε_d ~ N(0, 1),
+    d = 1..D, with shape (..., D, K) (see :func:`question_noise`). The floor is λ (= 1 at the
+    default prior) so evidence stays ≥ 0.
     """
-    noise = torch.randn(
-        (num_noises, *logits.shape), generator=generator, dtype=logits.dtype, device=logits.device
-    )
-    alpha = (F.softplus(logits + sigma * noise) + prior_weight).mean(dim=0)
+    alpha = (per_question(F.softplus, logits.unsqueeze(-2) + sigma.unsqueeze(-2) * noise) + prior_weight).mean(dim=-2)
     return torch.clamp(alpha - sigma_mult * sigma, min=prior_weight)
+
+
+def question_noise(seed: int, keys: Sequence[str], num_noises: int, k: int) -> torch.Tensor:
+    """IB-EDL's standard-normal draws for each question, shape (len(keys), num_noises, k), float64.
+
+    Question i's draws come from its own generator seeded by :func:`question_seed` of ``keys[i]``,
+    so they are the same whichever batch, rank or task the question is scored in.
+    """
+    draws = [
+        torch.randn((num_noises, k), generator=torch.Generator().manual_seed(question_seed(seed, key)), dtype=torch.float64)
+        for key in keys
+    ]
+    return torch.stack(draws) if draws else torch.empty((0, num_noises, k), dtype=torch.float64)
+
+
+def apply_head_batch(
+    config: HeadConfig,
+    logits: torch.Tensor,
+    *,
+    sigma_logits: torch.Tensor | None = None,
+    keys: Sequence[str] | None = None,
+) -> HeadOutput:
+    """Apply ``config`` to a batch of questions with the same K: ``logits`` of shape (B, K); float64.
+
+    Row i's result is bit-identical to applying the head to row i alone: every operation is
+    elementwise or reduces within a row, and IB-EDL's noise for row i comes from its own
+    generator seeded by ``keys[i]`` (see :func:`question_seed`), never from a batch-wide stream.
+    ``sigma_logits`` (B, K) are the IB-EDL pre-activations of σ (σ = softplus(sigma_logits)).
+    The result lives on the CPU whatever device ``logits`` came from (one copy per batch).
+    """
+    z = logits.detach().to(device="cpu", dtype=torch.float64)
+    if z.ndim != 2:
+        raise ValueError(f"logits must have shape (B, K), got {tuple(z.shape)}")
+    if config.method == "softmax":
+        return HeadOutput(logits=z, evidence=None, alpha=None, probs=torch.softmax(z, dim=-1))
+    if config.method == "edl":
+        alpha = edl_alpha(z, config.prior_weight)
+    else:
+        if sigma_logits is None:
+            raise ValueError("method=ib_edl needs sigma_logits (the last K vocabulary logits)")
+        if keys is None or len(keys) != z.shape[0]:
+            raise ValueError(f"method=ib_edl needs one key per question: {z.shape[0]} rows, keys={keys!r}")
+        sigma = per_question(F.softplus, sigma_logits.detach().to(device="cpu", dtype=torch.float64))
+        noise = question_noise(config.seed, keys, int(config.num_noises), z.shape[1])
+        alpha = ib_edl_alpha(z, sigma, noise, prior_weight=config.prior_weight, sigma_mult=config.sigma_mult)
+    return HeadOutput(logits=z, evidence=alpha - config.prior_weight, alpha=alpha, probs=alpha / alpha.sum(dim=-1, keepdim=True))
 
 
 def apply_head(
@@ -79,27 +151,9 @@ def apply_head(
     sigma_logits: torch.Tensor | None = None,
     key: str = "",
 ) -> HeadOutput:
-    """Apply ``config`` to one question's answer logits (shape (K,)); float64 throughout.
-
-    ``sigma_logits`` are the IB-EDL pre-activations of σ (σ = softplus(sigma_logits)); ``key``
-    identifies the question for the IB-EDL noise generator (see :func:`question_seed`).
-    """
-    z = logits.detach().to(torch.float64).cpu()
-    if config.method == "softmax":
-        return HeadOutput(logits=z, evidence=None, alpha=None, probs=torch.softmax(z, dim=-1))
-    if config.method == "edl":
-        alpha = edl_alpha(z, config.prior_weight)
-    else:
-        if sigma_logits is None:
-            raise ValueError("method=ib_edl needs sigma_logits (the last K vocabulary logits)")
-        sigma = F.softplus(sigma_logits.detach().to(torch.float64).cpu())
-        generator = torch.Generator().manual_seed(question_seed(config.seed, key))
-        alpha = ib_edl_alpha(
-            z,
-            sigma,
-            prior_weight=config.prior_weight,
-            num_noises=int(config.num_noises),
-            sigma_mult=config.sigma_mult,
-            generator=generator,
-        )
-    return HeadOutput(logits=z, evidence=alpha - config.prior_weight, alpha=alpha, probs=alpha / alpha.sum())
+    """Apply ``config`` to one question's answer logits (shape (K,)): :func:`apply_head_batch` on one row."""
+    out = apply_head_batch(
+        config, logits.reshape(1, -1), sigma_logits=None if sigma_logits is None else sigma_logits.reshape(1, -1),
+        keys=[key],
+    )  # fmt: skip
+    return HeadOutput(*(None if t is None else t[0] for t in (out.logits, out.evidence, out.alpha, out.probs)))
