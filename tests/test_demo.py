@@ -20,7 +20,7 @@ def test_demo_runs_end_to_end(tmp_path):
     out = proc.stdout
     assert proc.returncode == 0, out[-3000:] + proc.stderr[-3000:]
     assert "refused obqa_edl vs csqa_edl" in proc.stderr and "{5: " in proc.stderr
-    assert "-> exit status 2" in out
+    assert out.count("-> exit status 2") == 2 and out.count("-> exit status 0") == 3  # ood refusal, report refusal
     assert "csqa4_edl" in out and "matched" in out
     assert "ILLUSTRATIVE ONLY" in out and "meta-llama/Meta-Llama-3-8B" in out
     demo = tmp_path / "demo"
@@ -33,9 +33,40 @@ def test_demo_runs_end_to_end(tmp_path):
     controls = report.split("## K-matched controls side by side")[1].split("\n## ")[0]
     assert "| csqa_edl | csqa_k4_edl |" in controls and "| arc_c_edl | arc_c_k4_edl |" in controls
     assert "not in these records" not in controls  # the demo evaluates every control it reports
+    _check_demo_numbers(demo)
     # the README's main job may be run again in the same folder
     again = subprocess.run(
         [sys.executable, "-m", "lm_eval_evidential", "demo", "--fast", "--out", str(demo)],
         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900,
     )  # fmt: skip
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+
+
+def _check_demo_numbers(demo):
+    """The demo's files hold the audit of its own records, recomputed here independently."""
+    import json
+
+    import numpy as np
+    from sklearn.metrics import roc_auc_score
+
+    from lm_eval_evidential import load_run
+
+    run = load_run(demo / "eval-edl", ["obqa_edl", "csqa4_edl", "mmlu_math_edl", "csqa_edl"])
+    ident = run["obqa_edl"]
+    rows = json.loads((demo / "ood_matched.json").read_text())
+    assert {r["ood_task"] for r in rows} == {"csqa4_edl", "mmlu_math_edl"}
+    for row in rows:
+        assert row["matched"] is True and row["k_id"] == row["k_ood"] == 4
+        if row["score"] == "reciprocal_vacuity":  # S / (lambda K), ID = 1: scikit-learn as the oracle
+            ood = run[row["ood_task"]]
+            y = np.r_[np.ones(len(ident)), np.zeros(len(ood))]
+            s = np.r_[ident.strength / (ident.prior_weight * ident.k), ood.strength / (ood.prior_weight * ood.k)]
+            assert abs(row["auroc"] - roc_auc_score(y, s)) <= 1e-12
+    sweep = json.loads((demo / "ksweep.json").read_text())["rows"]
+    vac = [r for r in sweep if r["score"] == "reciprocal_vacuity"]
+    assert all(r["delta_auroc"] == 0.0 for r in vac if r["condition"] == "matched")  # McNamara (2026), Table 1
+    assert all(r["delta_auroc"] >= 0.0 for r in vac if r["condition"] == "ood_only")
+    report = json.loads((demo / "report" / "report.json").read_text())
+    refused = {r["ood_task"]: r["error"] for r in report["ood"]["assert"]["refused"]}
+    k5 = len(run["csqa_edl"])
+    assert f"csqa_edl {{5: {k5}}}" in refused["csqa_edl"]

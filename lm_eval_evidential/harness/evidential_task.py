@@ -31,10 +31,6 @@ logger = logging.getLogger(__name__)
 _COLLECTED: dict[str, Records] = {}
 
 
-def collected_records(task: str) -> Records | None:
-    return _COLLECTED.get(task)
-
-
 def pop_collected(tasks: Sequence[str]) -> dict[str, Records]:
     return {t: _COLLECTED.pop(t) for t in list(tasks) if t in _COLLECTED}
 

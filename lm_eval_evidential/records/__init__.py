@@ -28,14 +28,14 @@ from lm_eval_evidential.records.schema import (
     Records,
     RecordsError,
     _rows_to_table,  # noqa: F401  (tests build foreign files with it)
-    expected_probs,
+    predictive_probs,
     make_record,
     record_probs,
 )
 
 __all__ = [
     "FingerprintMismatchError", "META_KEY", "RECORD_FIELDS", "RECORDS_FILE_RE", "SCHEMA_VERSION", "Records",
-    "RecordsError", "Run", "atomic_write_bytes", "atomic_write_text", "check_same_producer", "expected_probs", "find_record_files",
+    "RecordsError", "Run", "atomic_write_bytes", "atomic_write_text", "check_same_producer", "predictive_probs", "find_record_files",
     "load_records", "load_run", "make_record", "read_records_file", "record_probs", "records_path",
     "write_json", "write_records",
 ]  # fmt: skip

@@ -54,8 +54,10 @@ class RecordsError(ValueError):
     """A records file is missing, truncated, corrupted or of another schema version."""
 
 
-def expected_probs(logits: np.ndarray, alpha: np.ndarray | None) -> np.ndarray:
-    """E[p] of NaN-padded rows: α/S when there is alpha, else softmax of the logits (the core's own)."""
+def predictive_probs(logits: np.ndarray, alpha: np.ndarray | None) -> np.ndarray:
+    """The predictive distribution of NaN-padded record rows: ``E[p] = α/S`` for evidential records
+    (:func:`lm_eval_evidential.metrics.dirichlet.expected_probs`), the softmax of the logits when
+    there is no alpha (``method=softmax``). Not the Dirichlet's ``expected_probs``, which needs alpha."""
     from lm_eval_evidential.metrics.dirichlet import expected_probs as dirichlet_probs
     from lm_eval_evidential.metrics.dirichlet import softmax
 
@@ -65,7 +67,7 @@ def expected_probs(logits: np.ndarray, alpha: np.ndarray | None) -> np.ndarray:
 def record_probs(record: Mapping) -> np.ndarray:
     """E[p] of one record (a mapping with the fields of ``RECORD_FIELDS``)."""
     alpha = record["alpha"]
-    return expected_probs(np.asarray([record["logits"]], dtype=np.float64),
+    return predictive_probs(np.asarray([record["logits"]], dtype=np.float64),
                           None if alpha is None else np.asarray([alpha], dtype=np.float64))[0]  # fmt: skip
 
 
@@ -88,7 +90,7 @@ def make_record(
     k = len(labels)
     if z.shape != (k,):
         raise ValueError(f"{task} doc {doc_id}: {len(z)} logits for {k} labels {list(labels)}")
-    probs = expected_probs(z[None, :], None if alpha is None else np.asarray(alpha, dtype=np.float64)[None, :])[0]
+    probs = predictive_probs(z[None, :], None if alpha is None else np.asarray(alpha, dtype=np.float64)[None, :])[0]
     if alpha is None:
         evidence = alpha_list = None
         strength = vacuity = float("nan")
@@ -212,7 +214,7 @@ class Records(Sequence):
     @property
     def probs(self) -> np.ndarray:
         """E[p]: α/S for evidential records, softmax of the logits otherwise (NaN padded)."""
-        return expected_probs(self.logits, self.alpha if self.has_alpha else None)
+        return predictive_probs(self.logits, self.alpha if self.has_alpha else None)
 
     def __len__(self) -> int:
         return len(self.doc_id)
@@ -349,7 +351,7 @@ def _validate_derived(path, meta: dict, k: np.ndarray, logits: np.ndarray, alpha
     if len(k) == 0:
         return
     if meta.get("method", "edl") == "softmax":
-        probs = expected_probs(logits, None)
+        probs = predictive_probs(logits, None)
         strength = vacuity = None
     else:
         with np.errstate(over="ignore", invalid="ignore"):
@@ -357,7 +359,7 @@ def _validate_derived(path, meta: dict, k: np.ndarray, logits: np.ndarray, alpha
         if not np.isfinite(strength).all():
             row = int(np.flatnonzero(~np.isfinite(strength))[0])
             raise RecordsError(f"{path}: row {row}: alpha sums beyond the float64 range; the file was edited")
-        probs = expected_probs(logits, alpha)
+        probs = predictive_probs(logits, alpha)
         vacuity = float(meta.get("prior_weight", 1.0)) * k / strength
     pred = np.nanargmax(probs, axis=1)
     expected = {

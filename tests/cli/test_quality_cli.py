@@ -134,7 +134,7 @@ def _brute_score(name, rec):
 
 
 def _atc_brute(id_scores, id_correct, target_scores):
-    """Paper 003 Eqs. 2-3 for accuracy: t minimises |P_ID(s >= t) - acc| over observed scores
+    """Maaz et al. (2023), Eqs. 2-3 for accuracy: t minimises |P_ID(s >= t) - acc| over observed scores
     and +inf (larger t on ties); estimate = P_target(s >= t)."""
     n = len(id_scores)
     acc = sum(id_correct) / n
@@ -337,7 +337,7 @@ def test_orders_rows_equal_core_and_theorem2(out, capsys, tmp_path):
         assert row["discordant_fraction"] == core["discordant_fraction"]
         assert row["order_equivalent"] is core["order_equivalent"]
     got = {(r["task"], r["score_a"], r["score_b"]): r for r in rows}
-    # Paper 003 Theorem 2: l2_norm and l2_to_uniform are order-isomorphic for one fixed K ...
+    # Maaz et al. (2023), Theorem 2: l2_norm and l2_to_uniform are order-isomorphic for one fixed K ...
     assert got["tgt_lo", "l2_norm", "l2_to_uniform"]["order_equivalent"] is True
     assert got["tgt_lo", "l2_norm", "l2_to_uniform"]["discordant_fraction"] == 0.0
     # ... but not across rows of different K.

@@ -31,7 +31,7 @@ SEED_003_SIX = ("max_prob", "neg_entropy", "l2_norm", "l1_to_uniform", "l2_to_un
 
 
 def _threshold_brute(scores, correct):
-    """Paper 003 Eq. 2 by enumeration, candidates = observed scores + inf, ties -> larger t."""
+    """Maaz et al. (2023), Eq. 2 by enumeration, candidates = observed scores + inf, ties -> larger t."""
     n, acc = len(scores), sum(correct) / len(scores)
     best_t, best_gap = None, None
     for t in sorted(set(scores)) + [float("inf")]:
@@ -100,7 +100,7 @@ def test_atc_direction_more_confident_target_gets_higher_estimate():
     assert down < base < up
     assert atc(s_id, correct, s_id + 10.0) == 1.0  # every target above every ID score
     assert atc(s_id, correct, s_id - 10.0) == 0.0
-    # Eq. 3 of paper 003 estimates the *error* as P(s < t); accuracy is its complement.
+    # Eq. 3 of Maaz et al. (2023) estimates the *error* as P(s < t); accuracy is its complement.
     assert base == pytest.approx(1.0 - np.mean(target < t))
 
 
@@ -253,7 +253,7 @@ def test_theorem2_l2_norm_and_l2_to_uniform_order_equivalent_any_k(seed, n, k):
 
 
 def test_six_scores_are_not_all_equivalent_for_k3():
-    # The converse of Theorem 1 for K >= 3 (paper 003 §2.5): some pairs disagree.
+    # The converse of Theorem 1 for K >= 3 (Maaz et al. 2023, §2.5): some pairs disagree.
     rng = np.random.default_rng(7)
     probs = rng.dirichlet(np.ones(3), size=400)
     rows = score_order_audit(probs, np.full(400, 3), names=SEED_003_SIX)

@@ -1,4 +1,4 @@
-"""K audit: cardinality policies, their error message, and the K sweep (paper 001, Table 1)."""
+"""K audit: cardinality policies, their error message, and the K sweep (McNamara 2026, Table 1)."""
 
 from __future__ import annotations
 
