@@ -36,7 +36,12 @@ from lm_eval_evidential.audits.ood import (
 )
 from lm_eval_evidential.metrics.cardinality import k_histogram
 from lm_eval_evidential.metrics.scores import OOD_DEFAULT_SCORES
-from lm_eval_evidential.records import RECORDS_FILE_RE, Records, atomic_write_text, check_same_producer
+from lm_eval_evidential.records import (
+    RECORDS_FILE_RE,
+    Records,
+    atomic_write_text,
+    check_same_producer,
+)
 
 __all__ = ["MISMATCH_STATEMENT", "build_report", "render_markdown"]
 

@@ -9,7 +9,11 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 
 from lm_eval_evidential.metrics._validation import UndefinedMetricWarning
-from lm_eval_evidential.metrics.scores import available_scores, check_score_names, compute_score
+from lm_eval_evidential.metrics.scores import (
+    available_scores,
+    check_score_names,
+    compute_score,
+)
 from lm_eval_evidential.records import Records, check_same_producer
 
 

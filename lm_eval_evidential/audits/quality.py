@@ -24,7 +24,6 @@ lm_eval.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import numpy as np

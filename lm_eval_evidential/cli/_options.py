@@ -42,6 +42,19 @@ def positive_int(text: str) -> int:
     return value
 
 
+def add_audit_parser(sub, name: str, doc: str | None, run, *, help: str, tasks: bool = False):
+    """The subparser of an audit command: its help, the description from the module docstring's
+    first paragraph, the output path, ``--run``/``--allow-fingerprint-mismatch``, and (with
+    ``tasks``) ``--task T[,T…]``."""
+    p = sub.add_parser(name, help=help, description=(doc or "").split("\n\n")[0].split(": ", 1)[-1])
+    add_output_path(p)
+    if tasks:
+        p.add_argument("--task", dest="tasks", required=True, type=comma_list("task"), metavar="T[,T…]",
+                       help="task name(s), comma-separated, all from one run")  # fmt: skip
+    p.set_defaults(func=run)
+    return p
+
+
 def add_output_path(parser) -> None:
     parser.add_argument("output_path", help="the folder given to lm_eval --output_path")
     parser.add_argument("--run", default=None, help="a run's date_id (default: the newest run that has every task)")

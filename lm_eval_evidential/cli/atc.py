@@ -10,29 +10,30 @@ mean confidence from the ID accuracy. The targets' own labels give ``true_acc`` 
 
 from __future__ import annotations
 
-import sys
-
 from lm_eval_evidential.records.io import write_json
 
-from ._options import add_json, add_output_path, add_scores, comma_list, load, print_rows
+from ._options import (
+    add_audit_parser,
+    add_json,
+    add_scores,
+    comma_list,
+    load,
+    print_rows,
+)
 
 COLUMNS = ("id_task", "target_task", "score", "method", "estimate", "true_acc", "abs_error")
 
 
 def add_parser(sub) -> None:
-
-    p = sub.add_parser(
-        "atc",
+    p = add_audit_parser(
+        sub, "atc", __doc__, run,
         help="estimate target-task accuracy without labels (ATC, DoC) from an ID task, vs the true accuracy",
-        description=(__doc__ or "").split("\n\n")[0].split(": ", 1)[-1],
-    )
-    add_output_path(p)
+    )  # fmt: skip
     p.add_argument("--id", dest="id_task", required=True, type=comma_list("task"), metavar="T",
                    help="the labelled in-distribution task")
     p.add_argument("--target", required=True, type=comma_list("task"), metavar="T[,T…]", help="target task(s), comma-separated")
     add_scores(p)
     add_json(p)
-    p.set_defaults(func=run)
 
 
 def _k_note(id_records, targets) -> list[str]:

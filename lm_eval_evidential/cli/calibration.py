@@ -8,26 +8,19 @@ Reads the records that ``lm_eval --model evidential … --output_path OUT`` save
 
 from __future__ import annotations
 
-import sys
-
 from lm_eval_evidential.records.io import write_json
 
-from ._options import add_json, add_output_path, comma_list, load, positive_int, print_rows
+from ._options import add_audit_parser, add_json, load, positive_int, print_rows
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser(
-        "calibration",
+    p = add_audit_parser(
+        sub, "calibration", __doc__, run, tasks=True,
         help="calibration of saved records: ECE, adaptive ECE, NLL, Brier, accuracy (+ reliability diagrams)",
-        description=(__doc__ or "").split("\n\n")[0].split(": ", 1)[-1],
-    )
-    add_output_path(p)
-    p.add_argument("--task", dest="tasks", required=True, type=comma_list("task"), metavar="T[,T…]",
-                   help="task name(s), comma-separated, all from one run")
+    )  # fmt: skip
     p.add_argument("--bins", type=positive_int, default=15, help="number of confidence bins (default: 15)")
     p.add_argument("--plot", metavar="FILE", default=None, help="also write reliability diagrams to FILE.png and FILE.svg")
     add_json(p)
-    p.set_defaults(func=run)
 
 
 def run(args) -> int:

@@ -8,8 +8,6 @@ for a K mismatch under ``--k-policy assert``; 1: other errors).
 
 from __future__ import annotations
 
-import sys
-
 from lm_eval_evidential.records.io import write_json
 
 from ._options import add_json, add_output_path, add_scores, format_table, load
@@ -48,7 +46,11 @@ def delong_line(test: dict) -> str:
 
 
 def run(args) -> int:
-    from lm_eval_evidential.audits.ood import ksweep_delong, ksweep_rows, sensitivity_lines
+    from lm_eval_evidential.audits.ood import (
+        ksweep_delong,
+        ksweep_rows,
+        sensitivity_lines,
+    )
     from lm_eval_evidential.plots import plot_ksweep
 
     id_records, ood_records = load(args, [args.id_task, args.ood_task])

@@ -12,7 +12,14 @@ import sys
 
 from lm_eval_evidential.records.io import write_json
 
-from ._options import add_json, add_output_path, add_scores, comma_list, format_table, load
+from ._options import (
+    add_json,
+    add_output_path,
+    add_scores,
+    comma_list,
+    format_table,
+    load,
+)
 
 TABLE_COLUMNS = (
     "ood_task", "score", "k_id", "k_ood", "n_id", "n_ood", "dropped", "matched",

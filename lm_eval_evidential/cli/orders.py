@@ -10,26 +10,18 @@ are order-equivalent on the task (Maaz et al. 2023, Definition 1) — then every
 
 from __future__ import annotations
 
-import sys
-
 from lm_eval_evidential.records.io import write_json
 
-from ._options import add_json, add_output_path, add_scores, comma_list, load, print_rows
+from ._options import add_audit_parser, add_json, add_scores, load, print_rows
 
 
 def add_parser(sub) -> None:
-
-    p = sub.add_parser(
-        "orders",
+    p = add_audit_parser(
+        sub, "orders", __doc__, run, tasks=True,
         help="pairwise order agreement of confidence scores on saved records (discordant pairs, order equivalence)",
-        description=(__doc__ or "").split("\n\n")[0].split(": ", 1)[-1],
-    )
-    add_output_path(p)
-    p.add_argument("--task", dest="tasks", required=True, type=comma_list("task"), metavar="T[,T…]",
-                   help="task name(s), comma-separated, all from one run")
+    )  # fmt: skip
     add_scores(p)
     add_json(p)
-    p.set_defaults(func=run)
 
 
 def run(args) -> int:

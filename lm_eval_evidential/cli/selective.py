@@ -9,28 +9,20 @@ One row per task and score: PRR at rejection caps 0.5 and 0.75 (higher is better
 
 from __future__ import annotations
 
-import sys
-
 from lm_eval_evidential.records.io import write_json
 
-from ._options import add_json, add_output_path, add_scores, comma_list, load, print_rows
+from ._options import add_audit_parser, add_json, add_scores, load, print_rows
 
 
 def add_parser(sub) -> None:
-
-    p = sub.add_parser(
-        "selective",
+    p = add_audit_parser(
+        sub, "selective", __doc__, run, tasks=True,
         help="selective prediction of saved records: PRR@0.5/0.75, AURC, Spearman per score (+ risk-coverage plot)",
-        description=(__doc__ or "").split("\n\n")[0].split(": ", 1)[-1],
-    )
-    add_output_path(p)
-    p.add_argument("--task", dest="tasks", required=True, type=comma_list("task"), metavar="T[,T…]",
-                   help="task name(s), comma-separated, all from one run")
+    )  # fmt: skip
     add_scores(p)
     p.add_argument("--plot", metavar="FILE", default=None,
                    help="also write risk-coverage curves to FILE.png and FILE.svg (FILE-<task>.* for several tasks)")
     add_json(p)
-    p.set_defaults(func=run)
 
 
 def run(args) -> int:

@@ -7,6 +7,16 @@ probability batch right-padded with NaN beyond each row's own ``K`` (see
 :mod:`lm_eval_evidential.metrics.dirichlet`) and the gold class index per row. Lower is better for
 every metric here. An empty input returns NaN with an
 :class:`~lm_eval_evidential.metrics._validation.UndefinedMetricWarning`.
+References
+----------
+.. [1] Guo, C., Pleiss, G., Sun, Y. and Weinberger, K. Q. (2017). On calibration of modern
+       neural networks. *ICML*, 1321-1330.
+.. [2] Naeini, M. P., Cooper, G. F. and Hauskrecht, M. (2015). Obtaining well calibrated
+       probabilities using Bayesian binning. *AAAI*, 2901-2907.
+.. [3] Nixon, J., Dusenberry, M. W., Zhang, L., Jerfel, G. and Tran, D. (2019). Measuring
+       calibration in deep learning. *CVPR Workshops*, 38-41.
+.. [4] Brier, G. W. (1950). Verification of forecasts expressed in terms of probability.
+       *Monthly Weather Review* 78(1), 1-3.
 """
 
 from __future__ import annotations
@@ -73,12 +83,15 @@ def _binned_gap(c, y, bins, n_bins) -> float:
 
 
 def ece(confidence, correct, n_bins: int = 15) -> float:
-    """Expected calibration error with ``n_bins`` equal-width bins, L1 norm, count-weighted.
+    r"""Expected calibration error with ``n_bins`` equal-width bins, L1 norm, count-weighted.
 
-    ``ECE = sum_b (n_b / n) * |acc_b - conf_b|``, where ``acc_b`` is the share of correct
-    predictions and ``conf_b`` the mean confidence among the ``n_b`` examples in bin ``b``
-    (Guo et al. 2017; empty bins contribute 0). Lower is better; 0 is perfectly calibrated at
-    this binning. Range ``[0, 1]``.
+    .. math::
+
+        \mathrm{ECE} = \sum_b \frac{n_b}{n} \left| \mathrm{acc}_b - \mathrm{conf}_b \right|
+
+    where ``acc_b`` is the share of correct predictions and ``conf_b`` the mean confidence
+    among the ``n_b`` examples in bin ``b`` (Naeini et al. 2015; Guo et al. 2017); empty bins
+    contribute 0. Lower is better; 0 is perfectly calibrated at this binning. Range ``[0, 1]``.
 
     Binning: edges ``e_k = k / n_bins`` (``k = 0..n_bins``, correctly rounded float64). Bin
     ``b`` is ``[e_b, e_{b+1})`` for ``b < n_bins - 1`` and the last bin is closed,
@@ -96,11 +109,29 @@ def ece(confidence, correct, n_bins: int = 15) -> float:
 
     Parameters
     ----------
-    confidence : array of shape (n,), values in [0, 1]
-        Confidence of the predicted class.
-    correct : array of shape (n,), 0/1 or bool
+    confidence : array-like of shape (n_samples,), values in [0, 1]
+        Confidence of the predicted class (e.g. ``max_i E[p_i]``), binned by value.
+    correct : array-like of shape (n_samples,), 0/1 or bool
         1 where the prediction was correct.
-    n_bins : int, default 15
+    n_bins : int >= 1, default=15
+        Number of equal-width bins.
+
+    Returns
+    -------
+    ece : float
+        NaN (with an :class:`UndefinedMetricWarning`) for 0 examples.
+
+    See Also
+    --------
+    adaptive_ece : the same gap over equal-count bins.
+    reliability_diagram : the per-bin numbers behind it.
+
+    Examples
+    --------
+    >>> from lm_eval_evidential.metrics.calibration import ece
+    >>> # bin [0, 0.5): conf 0.3, acc 0; bin [0.5, 1]: mean conf 0.7667, acc 2/3
+    >>> round(ece([0.9, 0.8, 0.6, 0.3], [1, 1, 0, 0], n_bins=2), 4)  # (1/4)(0.3) + (3/4)(0.1)
+    0.15
     """
     n_bins = _check_n_bins(n_bins)
     c, y = _confidence_correct(confidence, correct)
@@ -127,11 +158,16 @@ def _equal_count_bins(c: np.ndarray, n_bins: int) -> np.ndarray:
 
 
 def adaptive_ece(confidence, correct, n_bins: int = 15) -> float:
-    """Calibration error with ``n_bins`` equal-count (adaptive) bins, L1 norm, count-weighted.
+    r"""Calibration error with ``n_bins`` equal-count (adaptive) bins, L1 norm, count-weighted.
 
-    Same formula as :func:`ece`, ``sum_b (n_b / n) |acc_b - conf_b|``, but the bins are
-    quantile bins of the confidences (equal-mass binning, Nixon et al. 2019 "ACE", Roelofs et al.
-    2022), which spends resolution where the confidences are. Lower is better.
+    Same formula as :func:`ece`,
+
+    .. math::
+
+        \mathrm{ACE} = \sum_b \frac{n_b}{n} \left| \mathrm{acc}_b - \mathrm{conf}_b \right|,
+
+    but the bins are quantile bins of the confidences (equal-mass binning, Nixon et al. 2019),
+    which spends resolution where the confidences are. Lower is better.
 
     Bin assignment, exactly: sort the confidences ascending (stable sort) and cut the sorted
     positions as ``np.array_split(positions, n_bins)`` does, i.e. the first ``n % n_bins`` bins
@@ -142,6 +178,27 @@ def adaptive_ece(confidence, correct, n_bins: int = 15) -> float:
     the result invariant to the input order. Unlike Nixon et al.'s ACE this weights bins by
     their counts (identical when ``n`` is a multiple of ``n_bins`` and there are no ties) and
     uses only the predicted class.
+
+    Parameters
+    ----------
+    confidence : array-like of shape (n_samples,), values in [0, 1]
+        Confidence of the predicted class, binned by rank.
+    correct : array-like of shape (n_samples,), 0/1 or bool
+        Whether each prediction was right (1) or wrong (0).
+    n_bins : int >= 1, default=15
+        Number of equal-count bins.
+
+    Returns
+    -------
+    ace : float
+        NaN (with an :class:`UndefinedMetricWarning`) without examples.
+
+    Examples
+    --------
+    >>> from lm_eval_evidential.metrics.calibration import adaptive_ece
+    >>> # bins {0.3, 0.6} (conf 0.45, acc 0) and {0.8, 0.9} (conf 0.85, acc 1)
+    >>> round(adaptive_ece([0.9, 0.8, 0.6, 0.3], [1, 1, 0, 0], n_bins=2), 4)
+    0.3
     """
     n_bins = _check_n_bins(n_bins)
     c, y = _confidence_correct(confidence, correct)
@@ -151,17 +208,37 @@ def adaptive_ece(confidence, correct, n_bins: int = 15) -> float:
 
 
 def reliability_diagram(confidence, correct, n_bins: int = 15) -> dict:
-    """Per-bin statistics of the equal-width binning used by :func:`ece` (same edges, same sides).
+    r"""Per-bin statistics of the equal-width binning used by :func:`ece` (same edges, same sides).
 
-    Returns a dict of arrays, index ``b`` = bin ``b``:
+    Perfect calibration is ``accuracy == mean_confidence`` in every non-empty bin, and
 
-    - ``edges`` (n_bins + 1,): bin edges ``k / n_bins``;
-    - ``counts`` (n_bins,) int64: examples per bin;
-    - ``mean_confidence`` (n_bins,): mean confidence per bin, NaN for an empty bin;
-    - ``accuracy`` (n_bins,): share correct per bin, NaN for an empty bin;
-    - ``ece`` float: :func:`ece` of the same input (NaN for an empty input).
+    .. math::
 
-    Perfect calibration is ``accuracy == mean_confidence`` in every non-empty bin.
+        \mathrm{ECE} = \sum_b \frac{\mathrm{counts}_b}{n}
+        \left| \mathrm{accuracy}_b - \mathrm{mean\_confidence}_b \right|.
+
+    Parameters
+    ----------
+    confidence : array-like of shape (n_samples,), values in [0, 1]
+        Predicted-class confidences to tabulate per bin.
+    correct : array-like of shape (n_samples,), 0/1 or bool
+        Correctness, averaged per bin into ``accuracy``.
+    n_bins : int >= 1, default=15
+        Number of bins of width ``1 / n_bins``.
+
+    Returns
+    -------
+    diagram : dict
+        Arrays indexed by bin ``b``: ``edges`` (n_bins + 1,), the edges ``k / n_bins``;
+        ``counts`` (n_bins,) int64; ``mean_confidence`` and ``accuracy`` (n_bins,), NaN for an
+        empty bin; and ``ece``, :func:`ece` of the same input (NaN for an empty input).
+
+    Examples
+    --------
+    >>> from lm_eval_evidential.metrics.calibration import reliability_diagram
+    >>> d = reliability_diagram([0.9, 0.8, 0.6, 0.3], [1, 1, 0, 0], n_bins=2)
+    >>> d["edges"].tolist(), d["counts"].tolist(), d["accuracy"].round(4).tolist()
+    ([0.0, 0.5, 1.0], [1, 3], [0.0, 0.6667])
     """
     n_bins = _check_n_bins(n_bins)
     c, y = _confidence_correct(confidence, correct)
@@ -200,15 +277,36 @@ def _probs_gold(probs, gold):
 
 
 def nll(probs, gold) -> float:
-    """Mean negative log-likelihood of the gold class, ``mean_i -log max(p_i[gold_i], NLL_FLOOR)``.
+    r"""Mean negative log-likelihood of the gold class (nats), floored at ``NLL_FLOOR``.
 
-    ``probs`` is an ``(n, K_max)`` batch right-padded with NaN beyond each row's own K; each
-    row must be a probability vector over its own K classes (sum 1 within 1e-3). ``gold[i]``
-    must index one of row ``i``'s own classes (``0 <= gold[i] < K_i``). Natural log (nats);
-    lower is better. Probabilities are floored at ``NLL_FLOOR`` (float64 eps, ~2.22e-16), so an
-    exactly-zero gold probability costs ~36.04 nats; this matches
-    :func:`sklearn.metrics.log_loss`, which clips to ``[eps, 1 - eps]`` (the upper clip changes
-    a loss by at most ~1.1e-16).
+    .. math::
+
+        \mathrm{NLL} = -\frac{1}{n} \sum_i \log \max(p_{i, g_i}, \epsilon)
+
+    with ``epsilon = NLL_FLOOR`` (float64 eps, ~2.22e-16), so an exactly-zero gold probability
+    costs ~36.04 nats; this matches :func:`sklearn.metrics.log_loss`, which clips to
+    ``[eps, 1 - eps]`` (the upper clip changes a loss by at most ~1.1e-16). Lower is better.
+
+    Parameters
+    ----------
+    probs : array-like of shape (n_samples, K_max)
+        Probability rows over each row's own K classes, NaN right-padded beyond K (each sums
+        to 1 within 1e-3); only the gold entry is read.
+    gold : array-like of int, shape (n_samples,)
+        Index of the correct class, ``0 <= gold[i] < K_i``.
+
+    Returns
+    -------
+    nll : float
+        NaN (with an :class:`UndefinedMetricWarning`) for 0 examples.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from lm_eval_evidential.metrics.calibration import nll
+    >>> probs = np.array([[0.5, 0.25, 0.25, np.nan], [0.25, 0.25, 0.25, 0.25]])  # K = 3 and 4
+    >>> round(nll(probs, [0, 3]), 4)  # (log 2 + log 4) / 2
+    1.0397
     """
     p, _, _, g = _probs_gold(probs, gold)
     if p.shape[0] == 0:
@@ -218,13 +316,35 @@ def nll(probs, gold) -> float:
 
 
 def brier(probs, gold) -> float:
-    """Multi-class Brier score, ``mean_i sum_{j < K_i} (p_ij - [j == gold_i])^2``.
+    r"""Multi-class Brier score over each row's own K classes (Brier 1950).
 
-    The sum runs over each row's own ``K_i`` classes only (the NaN padding is not a class), so
-    a row's score lies in ``[0, 2]``; lower is better. Same ``probs``/``gold`` conventions as
-    :func:`nll`. For a fixed K >= 3 this equals :func:`sklearn.metrics.brier_score_loss` (sum
-    over classes, mean over examples, no division by K); for K = 2 sklearn scores only the
-    positive class, which is half of this two-class sum.
+    .. math::
+
+        \mathrm{BS} = \frac{1}{n} \sum_i \sum_{j < K_i} \left(p_{ij} - [j = g_i]\right)^2
+
+    The NaN padding is not a class, so a row's score lies in ``[0, 2]``; lower is better. For
+    a fixed K >= 3 this equals :func:`sklearn.metrics.brier_score_loss` (sum over classes, mean
+    over examples, no division by K); for K = 2 sklearn scores only the positive class, which
+    is half of this two-class sum.
+
+    Parameters
+    ----------
+    probs : array-like of shape (n_samples, K_max)
+        Every entry of each row's own K classes is scored against the one-hot gold vector;
+        NaN padding beyond K.
+    gold : array-like of int, shape (n_samples,)
+        The class index that is 1 in the one-hot target of each row.
+
+    Returns
+    -------
+    brier : float
+        Undefined (NaN, with an :class:`UndefinedMetricWarning`) without examples.
+
+    Examples
+    --------
+    >>> from lm_eval_evidential.metrics.calibration import brier
+    >>> brier([[0.5, 0.25, 0.25, float("nan")], [0.25, 0.25, 0.25, 0.25]], [0, 3])  # (0.375 + 0.75) / 2
+    0.5625
     """
     p, _, mask, g = _probs_gold(probs, gold)
     if p.shape[0] == 0:

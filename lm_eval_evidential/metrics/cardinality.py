@@ -5,6 +5,10 @@ see :func:`lm_eval_evidential.metrics.dirichlet.invariant_extra_alpha`), so an I
 computed across different K partly measures K, not uncertainty. :func:`check_cardinality`
 enforces the comparison is K-matched (or makes the mismatch explicit);
 :func:`ksweep` measures, on fixed alphas, how much each score moves when K alone changes.
+References
+----------
+.. [1] McNamara, C. (2026). Rethinking vacuity for OOD detection in evidential deep learning.
+       arXiv:2605.06382 (Proposition 1; Table 1 and Figure 1, the K sweep).
 """
 
 from __future__ import annotations
@@ -67,7 +71,23 @@ def _as_k(k, name: str) -> np.ndarray:
 
 
 def k_histogram(k) -> dict[int, int]:
-    """``{K: number of examples}`` for a 1-D array of class counts, sorted by K (plain ints)."""
+    r"""``{K: number of examples}`` for a 1-D array of class counts, sorted by K (plain ints).
+
+    Parameters
+    ----------
+    k : array-like of int, shape (n_samples,)
+        Class counts >= 1.
+
+    Returns
+    -------
+    dict of int to int
+
+    Examples
+    --------
+    >>> from lm_eval_evidential.metrics.cardinality import k_histogram
+    >>> k_histogram([4, 4, 5, 3])
+    {3: 1, 4: 2, 5: 1}
+    """
     values, counts = np.unique(_as_k(k, "k"), return_counts=True)
     return {int(v): int(c) for v, c in zip(values, counts)}
 
@@ -91,7 +111,14 @@ def _mismatch_message(headline: str, id_name, hist_id, ood_name, hist_ood, k_tar
 
 
 def check_cardinality(k_id, k_ood, *, policy: str = "assert", id_name: str = "ID", ood_name: str = "OOD") -> KCheck:
-    """Check that ID and OOD examples share one class count K, under ``policy``.
+    r"""Check that ID and OOD examples share one class count K, under ``policy``.
+
+    Vacuity ``u = lambda K / S`` depends on K itself, so an AUROC across different K
+    partly measures K. The comparison is valid only when
+
+    .. math::
+
+        K_i = K_j \quad \text{for every ID and OOD example } i, j.
 
     - ``"assert"`` (default): raise :class:`CardinalityMismatchError` unless every example on
       both sides has the same K.
@@ -99,8 +126,35 @@ def check_cardinality(k_id, k_ood, *, policy: str = "assert", id_name: str = "ID
       examples, on either side, whose K equals it; the error also when a side is left empty.
     - ``"report"``: keep everything; ``matched`` says whether all K are equal.
 
-    The error message gives both K histograms, e.g.
-    ``obqa_edl {4: 500} vs arc_c_edl {3: 4, 4: 1165, 5: 3}``, and the remedies.
+    Parameters
+    ----------
+    k_id, k_ood : array-like of int
+        Per-example class counts of each side (non-empty).
+    policy : {"assert", "restrict", "report"}, default="assert"
+    id_name, ood_name : str
+        Names used in the messages (e.g. the task names).
+
+    Returns
+    -------
+    KCheck
+        The masks of the examples to evaluate and what was dropped.
+
+    Raises
+    ------
+    CardinalityMismatchError
+        The message gives both K histograms, e.g.
+        ``obqa_edl {4: 500} vs arc_c_edl {3: 4, 4: 1165, 5: 3}``, and the remedies.
+
+    Examples
+    --------
+    >>> from lm_eval_evidential.metrics.cardinality import check_cardinality
+    >>> check = check_cardinality([4, 4], [4, 5], policy="restrict")
+    >>> check.keep_ood.tolist(), check.n_dropped_ood, check.matched
+    ([True, False], 1, True)
+    >>> check_cardinality([4, 4], [5, 5], id_name="obqa", ood_name="csqa")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    lm_eval_evidential.metrics.cardinality.CardinalityMismatchError: K mismatch between ID and OOD: obqa {4: 2} vs csqa {5: 2} ...
     """
     if policy not in POLICIES:
         raise ValueError(f"unknown k_policy {policy!r}; valid policies are: {', '.join(POLICIES)}")
@@ -155,21 +209,52 @@ def _side_scores(alpha, k, names, lam) -> dict[str, np.ndarray]:
 def ksweep(
     alpha_id, alpha_ood, *, prior_weight: float = 1.0, max_extra: int = 4, scores=OOD_DEFAULT_SCORES
 ) -> list[dict]:
-    """McNamara (2026), Table 1 on fixed alphas: how far each score's AUROC/AUPR-In moves when only K changes.
+    r"""McNamara (2026), Table 1, on fixed alphas: how far each score's AUROC/AUPR-In moves when only K changes.
 
-    For ``x = 0..max_extra`` zero-evidence classes (``alpha = lambda``) are appended to the
-    OOD side only (``condition="ood_only"``) and to both sides (``condition="matched"``);
+    For ``x = 0..max_extra``, ``x`` zero-evidence classes (``alpha = lambda``) are appended to
+    the OOD side only (``condition="ood_only"``) and to both sides (``condition="matched"``);
     the model outputs are untouched, so any change is an artefact of evaluation K. ID =
-    positive (label 1), higher score = more ID. One row per (condition, extra, score) with
-    keys ``condition, extra, k_id, k_ood, score, auroc, aupr_in, delta_auroc, delta_aupr``
-    (deltas against ``extra = 0``; ``k_id``/``k_ood`` the single K of each side after
-    expansion, None where the side is mixed; checking K beforehand is the caller's job).
+    positive (label 1), higher score = more ID.
 
     Under matched expansion with a single K per side, reciprocal vacuity and strength become
-    ``(S + x lambda) / (lambda (K + x))`` and ``S + x lambda``: strictly increasing in S for
-    all rows alike, so their ranks and hence AUROC/AUPR are unchanged exactly (up to two
-    S values within one float ulp merging into a tie). Under OOD-only expansion the OOD
-    reciprocal vacuity can only fall (``S >= lambda K``), so its AUROC can only rise.
+
+    .. math::
+
+        \frac{S + x \lambda}{\lambda (K + x)} \quad\text{and}\quad S + x \lambda,
+
+    strictly increasing in S for all rows alike, so their ranks and hence AUROC/AUPR are
+    unchanged exactly (up to two S values within one float ulp merging into a tie). Under
+    OOD-only expansion the OOD reciprocal vacuity can only fall (``S >= lambda K``), so its
+    AUROC can only rise.
+
+    Parameters
+    ----------
+    alpha_id, alpha_ood : array-like of shape (n, K_max)
+        NaN right-padded Dirichlet concentrations of each side (non-empty).
+    prior_weight : float > 0, default=1.0
+        The prior weight ``lambda``.
+    max_extra : int >= 0, default=4
+        Largest number of appended classes.
+    scores : iterable of str, default=OOD_DEFAULT_SCORES
+        Score names (validated).
+
+    Returns
+    -------
+    list of dict
+        One row per (condition, extra, score) with keys ``condition, extra, k_id, k_ood,
+        score, auroc, aupr_in, delta_auroc, delta_aupr`` (deltas against ``extra = 0``;
+        ``k_id``/``k_ood`` the single K of each side after expansion, None where the side is
+        mixed; checking K beforehand is the caller's job).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from lm_eval_evidential.metrics.cardinality import ksweep
+    >>> alpha_id = np.array([[4.6, 1, 1, 1], [9.0, 1, 1, 1]])    # S / K = 1.9, 3.0
+    >>> alpha_ood = np.array([[5.0, 1, 1, 1], [1.0, 1, 1, 1]])   # S / K = 2.0, 1.0
+    >>> rows = ksweep(alpha_id, alpha_ood, max_extra=1, scores=["reciprocal_vacuity"])
+    >>> [(r["condition"], r["extra"], r["k_ood"], r["auroc"]) for r in rows]
+    [('ood_only', 0, 4, 0.75), ('ood_only', 1, 5, 1.0), ('matched', 0, 4, 0.75), ('matched', 1, 5, 0.75)]
     """
     lam = _check_prior_weight(prior_weight)
     if isinstance(max_extra, bool) or not isinstance(max_extra, (int, np.integer)) or max_extra < 0:
@@ -230,10 +315,35 @@ def ksweep(
 
 
 def classify_k_sensitivity(rows, atol: float = 1e-12) -> dict[str, str]:
-    """``{score: "K-invariant" | "K-sensitive"}`` from :func:`ksweep` rows.
+    r"""``{score: "K-invariant" | "K-sensitive"}`` from :func:`ksweep` rows.
 
-    A score is K-invariant when no row of either condition moves its AUROC or AUPR-In by
-    more than ``atol`` from the ``extra = 0`` baseline; otherwise K-sensitive.
+    A score is K-invariant when no row of either condition moves its AUROC or AUPR-In from the
+    ``extra = 0`` baseline by more than ``atol``:
+
+    .. math::
+
+        \max_{x, \mathrm{condition}} \max(|\Delta \mathrm{AUROC}|, |\Delta \mathrm{AUPR}|) \le atol;
+
+    otherwise K-sensitive.
+
+    Parameters
+    ----------
+    rows : list of dict
+        Rows of :func:`ksweep`.
+    atol : float >= 0, default=1e-12
+
+    Returns
+    -------
+    dict of str to str
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from lm_eval_evidential.metrics.cardinality import classify_k_sensitivity, ksweep
+    >>> alpha_id = np.array([[4.6, 1, 1, 1], [9.0, 1, 1, 1]])
+    >>> alpha_ood = np.array([[5.0, 1, 1, 1], [1.0, 1, 1, 1]])
+    >>> classify_k_sensitivity(ksweep(alpha_id, alpha_ood, max_extra=1, scores=["reciprocal_vacuity"]))
+    {'reciprocal_vacuity': 'K-sensitive'}
     """
     if not (np.isfinite(atol) and atol >= 0):
         raise ValueError(f"atol must be a finite number >= 0, got {atol!r}")

@@ -12,6 +12,20 @@ metric from the block counts, with AUROC as an exact integer Mann-Whitney count 
 trapezoid rounding and no float rank sums) and DeLong's midrank components read off the same
 blocks. Results equal scikit-learn's ``roc_auc_score`` and
 ``average_precision_score`` to ~1e-15 (tested to 1e-12), ties included.
+References
+----------
+.. [1] Hanley, J. A. and McNeil, B. J. (1982). The meaning and use of the area under a
+       receiver operating characteristic (ROC) curve. *Radiology* 143(1), 29-36.
+.. [2] Hendrycks, D. and Gimpel, K. (2017). A baseline for detecting misclassified and
+       out-of-distribution examples in neural networks. *ICLR*.
+.. [3] DeLong, E. R., DeLong, D. M. and Clarke-Pearson, D. L. (1988). Comparing the areas
+       under two or more correlated receiver operating characteristic curves: a
+       nonparametric approach. *Biometrics* 44(3), 837-845.
+.. [4] Sun, X. and Xu, W. (2014). Fast implementation of DeLong's algorithm for comparing the
+       areas under correlated receiver operating characteristic curves. *IEEE Signal
+       Processing Letters* 21(11), 1389-1393.
+.. [5] Efron, B. and Tibshirani, R. J. (1993). *An Introduction to the Bootstrap*. Chapman &
+       Hall, chapter 13.
 """
 
 from __future__ import annotations
@@ -111,6 +125,13 @@ def _single_class_reason(metric: str, y: np.ndarray) -> str | None:
     )
 
 
+def _blockwise(metric: str, y_true, score, compute: Callable[[_Blocks], float]) -> float:
+    """``compute`` on the blocks of the validated inputs, or NaN with the reason when a class is absent."""
+    y, s = _inputs(y_true, score)
+    reason = _single_class_reason(metric, y)
+    return undefined(reason, stacklevel=4) if reason else compute(_blocks(y, s))
+
+
 def _auroc_from(b: _Blocks) -> float:
     # Mann-Whitney U counted exactly: each OOD example in block g is beaten by the tps[g-1]
     # ID examples above it and ties with the dtp[g] in its block (worth 1/2). Doubled to stay
@@ -148,60 +169,154 @@ def _fpr_from(b: _Blocks, tpr: float) -> float:
 
 
 def auroc(y_true, score) -> float:
-    """Area under the ROC curve with ID = positive (label 1) and higher score = more ID.
+    r"""Area under the ROC curve with ID = positive (label 1) and higher score = more ID.
 
-    Equals the Mann-Whitney probability ``P(s_ID > s_OOD) + P(s_ID = s_OOD) / 2``; 0.5 is
-    chance, 1 perfect separation, and it is invariant to any strictly increasing transform
-    of the score. Ties count one half, exactly as ``sklearn.metrics.roc_auc_score``.
-    NaN (with an UndefinedMetricWarning) when only one class is present.
+    .. math::
+
+        \mathrm{AUROC} = P(s_{ID} > s_{OOD}) + \tfrac{1}{2} P(s_{ID} = s_{OOD})
+
+    the Mann-Whitney probability, counted exactly over all ID x OOD pairs (Hanley & McNeil
+    1982, module references). 0.5 is chance, 1 perfect separation; invariant to any strictly
+    increasing transform of the score. Ties count one half, exactly as
+    ``sklearn.metrics.roc_auc_score``.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n_samples,)
+        1 (or True) for in-distribution (ID, the positive class), 0 for OOD.
+    score : array-like of shape (n_samples,)
+        Finite scores compared pairwise, ID against OOD; higher = more in-distribution.
+
+    Returns
+    -------
+    auroc : float
+        In [0, 1]; NaN (with an :class:`UndefinedMetricWarning`) without both classes.
+
+    See Also
+    --------
+    delong_ci : the same AUROC with its DeLong confidence interval.
+    detection_report : every detection metric of a score from one sort.
+
+    Examples
+    --------
+    >>> from lm_eval_evidential.metrics.detection import auroc
+    >>> auroc([1, 1, 0, 0], [0.9, 0.4, 0.5, 0.1])
+    0.75
+    >>> auroc([1, 0], [0.3, 0.3])  # a tie counts one half
+    0.5
     """
-    y, s = _inputs(y_true, score)
-    reason = _single_class_reason("AUROC", y)
-    if reason:
-        return undefined(reason)
-    return _auroc_from(_blocks(y, s))
+    return _blockwise("AUROC", y_true, score, _auroc_from)
 
 
 def aupr_in(y_true, score) -> float:
-    """Average precision with ID = positive (label 1) and higher score = more ID (AUPR-In).
+    r"""Average precision with ID = positive (label 1) and higher score = more ID (AUPR-In).
 
-    Step-wise AP as in ``sklearn.metrics.average_precision_score``:
-    ``AP = sum_t (R_t - R_{t-1}) P_t`` over the distinct score values t taken as thresholds
-    (``score >= t`` accepted as ID), no interpolation; tied scores form one threshold.
-    Chance level is :func:`aupr_baseline` (the ID share). NaN when only one class is present.
+    Step-wise AP as in ``sklearn.metrics.average_precision_score``, no interpolation:
+
+    .. math::
+
+        \mathrm{AP} = \sum_t (R_t - R_{t-1}) P_t
+
+    over the distinct score values ``t`` taken as thresholds (``score >= t`` accepted as ID);
+    tied scores form one threshold. Chance level is :func:`aupr_baseline` (the ID share).
+    The OOD-detection convention of Hendrycks & Gimpel (2017).
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n_samples,)
+        1 for the positive class here, in-distribution; 0 for OOD.
+    score : array-like of shape (n_samples,)
+        Finite scores; each distinct value is one threshold, ``score >= t`` accepted as ID.
+
+    Returns
+    -------
+    aupr_in : float
+        NaN (with an :class:`UndefinedMetricWarning`) when a class is absent.
+
+    See Also
+    --------
+    aupr_out : the same with OOD as the positive class.
+
+    Examples
+    --------
+    >>> from lm_eval_evidential.metrics.detection import aupr_in
+    >>> aupr_in([1, 1, 0, 0], [0.9, 0.4, 0.5, 0.1])  # (1/2)(1) + (1/2)(2/3)
+    0.8333333333333333
     """
-    y, s = _inputs(y_true, score)
-    reason = _single_class_reason("AUPR-In", y)
-    if reason:
-        return undefined(reason)
-    return _aupr_in_from(_blocks(y, s))
+    return _blockwise("AUPR-In", y_true, score, _aupr_in_from)
 
 
 def aupr_out(y_true, score) -> float:
-    """Average precision with **OOD** as the positive class (AUPR-Out); score higher = more ID.
+    r"""Average precision with **OOD** as the positive class (AUPR-Out); score higher = more ID.
 
-    Same step-wise AP as :func:`aupr_in`, computed with labels flipped and the score negated,
+    The step-wise AP of :func:`aupr_in` with the labels flipped and the score negated,
+
+    .. math::
+
+        \mathrm{AUPR\text{-}Out}(y, s) = \mathrm{AP}(1 - y, -s),
+
     i.e. ``average_precision_score(1 - y_true, -score)``; chance level is the OOD share.
-    NaN when only one class is present.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n_samples,)
+        1 for ID and 0 for OOD, which is the positive class of this metric.
+    score : array-like of shape (n_samples,)
+        Finite scores, higher = more ID, so the lowest scores are accepted first as OOD.
+
+    Returns
+    -------
+    aupr_out : float
+        Undefined (NaN, with an :class:`UndefinedMetricWarning`) with a single class.
+
+    Examples
+    --------
+    >>> from lm_eval_evidential.metrics.detection import aupr_out
+    >>> aupr_out([1, 1, 0, 0], [0.9, 0.4, 0.5, 0.1])
+    0.8333333333333333
     """
-    y, s = _inputs(y_true, score)
-    reason = _single_class_reason("AUPR-Out", y)
-    if reason:
-        return undefined(reason)
-    return _aupr_out_from(_blocks(y, s))
+    return _blockwise("AUPR-Out", y_true, score, _aupr_out_from)
 
 
 def fpr_at_95_tpr(y_true, score, tpr: float = 0.95) -> float:
-    """FPR at ``tpr`` TPR: the fraction of OOD accepted when at least ``tpr`` of ID is accepted.
+    r"""FPR at ``tpr`` TPR: the fraction of OOD accepted when at least ``tpr`` of ID is accepted.
 
     ID = positive (label 1), higher score = more ID; lower is better. A threshold ``t``
     accepts every example with ``score >= t`` as ID, so tied examples are accepted or
-    rejected together. With ``TPR(t) = #{ID: s >= t} / n_ID`` and
-    ``FPR(t) = #{OOD: s >= t} / n_OOD``, the result is ``min FPR(t)`` over the thresholds
-    with ``TPR(t) >= tpr`` (the highest such threshold, as FPR only falls as t rises). No
-    interpolation between thresholds; the same as reading ``fpr`` at the first ``tpr`` entry
-    ``>= 0.95`` of ``sklearn.metrics.roc_curve(..., drop_intermediate=False)``.
-    NaN when only one class is present.
+    rejected together:
+
+    .. math::
+
+        \mathrm{FPR}@\tau = \min_{t:\ \mathrm{TPR}(t) \ge \tau} \mathrm{FPR}(t), \quad
+        \mathrm{TPR}(t) = \frac{\#\{ID: s \ge t\}}{n_{ID}}, \quad
+        \mathrm{FPR}(t) = \frac{\#\{OOD: s \ge t\}}{n_{OOD}}
+
+    (the highest such threshold, as FPR only falls as ``t`` rises). No interpolation between
+    thresholds; the same as reading ``fpr`` at the first ``tpr`` entry ``>= 0.95`` of
+    ``sklearn.metrics.roc_curve(..., drop_intermediate=False)``.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n_samples,)
+        1 for ID (whose recall must reach ``tpr``), 0 for OOD (whose acceptance is measured).
+    score : array-like of shape (n_samples,)
+        Finite scores; ``score >= t`` is accepted as ID at threshold ``t``.
+    tpr : float in (0, 1], default=0.95
+        The ID recall to reach.
+
+    Returns
+    -------
+    fpr : float
+        The share of OOD accepted; NaN (with an :class:`UndefinedMetricWarning`) when a
+        class is absent.
+
+    Examples
+    --------
+    >>> from lm_eval_evidential.metrics.detection import fpr_at_95_tpr
+    >>> fpr_at_95_tpr([1, 1, 0, 0], [0.9, 0.4, 0.5, 0.1])  # t = 0.4 also accepts the OOD 0.5
+    0.5
+    >>> fpr_at_95_tpr([1, 1, 0, 0], [0.9, 0.4, 0.5, 0.1], tpr=0.5)
+    0.0
     """
     tpr = _check_rate(tpr, "tpr")
     y, s = _inputs(y_true, score)
@@ -212,9 +327,29 @@ def fpr_at_95_tpr(y_true, score, tpr: float = 0.95) -> float:
 
 
 def aupr_baseline(y_true) -> float:
-    """Chance level of :func:`aupr_in`: the share of ID (label 1) examples, ``n_ID / n``.
+    r"""Chance level of :func:`aupr_in`: the share of ID (label 1) examples.
 
-    (The chance level of :func:`aupr_out` is ``1 - aupr_baseline``.) NaN for empty input.
+    .. math::
+
+        \mathrm{AUPR}_{base} = n_{ID} / n
+
+    The chance level of :func:`aupr_out` is ``1 - aupr_baseline``.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n_samples,)
+        Labels, 1 for in-distribution; only their share matters.
+
+    Returns
+    -------
+    share : float
+        NaN (with an :class:`UndefinedMetricWarning`) for empty input.
+
+    Examples
+    --------
+    >>> from lm_eval_evidential.metrics.detection import aupr_baseline
+    >>> aupr_baseline([1, 0, 0, 0])
+    0.25
     """
     y = as_binary_labels(y_true, "y_true")
     if y.size == 0:
@@ -260,14 +395,42 @@ def _check_level(level) -> float:
 
 
 def delong_ci(y_true, score, level: float = 0.95) -> tuple[float, float, float]:
-    """AUROC and its DeLong confidence interval: ``(auroc, lo, hi)``, clipped to [0, 1].
+    r"""AUROC and its DeLong confidence interval: ``(auroc, lo, hi)``, clipped to [0, 1].
 
-    ID = positive (label 1), higher score = more ID. Variance from DeLong, DeLong &
-    Clarke-Pearson (1988) in the O(n log n) midrank form of Sun & Xu (2014):
-    ``var = var(V10) / n_ID + var(V01) / n_OOD`` (sample variances), interval
-    ``auroc +/- z_{(1+level)/2} sqrt(var)``. With perfect separation the variance is 0 and the
-    interval collapses to the point. ``(nan, nan, nan)`` with one class; ``(auroc, nan, nan)``
-    with fewer than 2 examples in a class (each with an UndefinedMetricWarning).
+    ID = positive (label 1), higher score = more ID. With the structural components
+    ``V10_i`` (share of OOD scores below ID example ``i``, ties 1/2) and ``V01_j`` (share of ID
+    scores above OOD example ``j``, ties 1/2), computed in the O(n log n) midrank form of Sun &
+    Xu (2014):
+
+    .. math::
+
+        \widehat{\mathrm{Var}} = \frac{S^2(V_{10})}{n_{ID}} + \frac{S^2(V_{01})}{n_{OOD}},
+        \qquad \mathrm{AUROC} \pm z_{(1+\mathrm{level})/2} \sqrt{\widehat{\mathrm{Var}}}
+
+    with sample variances ``S^2`` (DeLong, DeLong & Clarke-Pearson 1988). With perfect
+    separation the variance is 0 and the interval collapses to the point.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n_samples,)
+        1 for ID, 0 for OOD; at least 2 of each for a variance.
+    score : array-like of shape (n_samples,)
+        Finite scores whose AUROC and its sampling variance are estimated.
+    level : float in (0, 1), default=0.95
+        Confidence level.
+
+    Returns
+    -------
+    auroc, lo, hi : float
+        ``(nan, nan, nan)`` with one class; ``(auroc, nan, nan)`` with fewer than 2 examples
+        in a class (each with an :class:`UndefinedMetricWarning`).
+
+    Examples
+    --------
+    >>> from lm_eval_evidential.metrics.detection import delong_ci
+    >>> auc, lo, hi = delong_ci([1, 1, 1, 0, 0, 0], [0.9, 0.8, 0.4, 0.5, 0.3, 0.1])
+    >>> round(auc, 4), round(lo, 4), round(hi, 4)
+    (0.8889, 0.5809, 1.0)
     """
     level = _check_level(level)
     y, s = _inputs(y_true, score)
@@ -283,15 +446,39 @@ def delong_ci(y_true, score, level: float = 0.95) -> tuple[float, float, float]:
 
 
 def delong_test(y_true, score_a, score_b) -> tuple[float, float, float, float, float]:
-    """DeLong test of two correlated AUROCs on the same examples.
+    r"""DeLong test of two correlated AUROCs on the same examples.
 
-    ID = positive (label 1), higher score = more ID for both scores. Returns
-    ``(auc_a, auc_b, diff, z, p_value)`` with ``diff = auc_a - auc_b``,
-    ``z = diff / sqrt(var(diff))`` and the two-sided normal p-value, where ``var(diff) =
-    var(V10_a - V10_b) / n_ID + var(V01_a - V01_b) / n_OOD`` (DeLong's covariance estimate,
-    taken on the per-example differences of the structural components). ``z`` and
-    ``p_value`` are NaN with a warning when that variance is 0 (e.g. the two scores rank the
-    examples identically) or a class has fewer than 2 examples.
+    ID = positive (label 1), higher score = more ID for both scores. With the structural
+    components of :func:`delong_ci` taken per example for each score,
+
+    .. math::
+
+        z = \frac{\mathrm{AUROC}_a - \mathrm{AUROC}_b}{\sqrt{
+            S^2(V_{10}^a - V_{10}^b) / n_{ID} + S^2(V_{01}^a - V_{01}^b) / n_{OOD}}}
+
+    (DeLong's covariance estimate, on the per-example differences), two-sided normal p-value.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n_samples,)
+        1 for ID, 0 for OOD, shared by both scores.
+    score_a, score_b : array-like of shape (n_samples,)
+        Two scores of the same examples, higher = more in-distribution.
+
+    Returns
+    -------
+    auc_a, auc_b, diff, z, p_value : float
+        ``diff = auc_a - auc_b``. ``z`` and ``p_value`` are NaN with an
+        :class:`UndefinedMetricWarning` when the variance is 0 (e.g. the two scores rank the
+        examples identically) or a class has fewer than 2 examples.
+
+    Examples
+    --------
+    >>> from lm_eval_evidential.metrics.detection import delong_test
+    >>> y = [1, 1, 1, 0, 0, 0]
+    >>> a, b, diff, z, p = delong_test(y, [0.9, 0.8, 0.4, 0.5, 0.3, 0.1], [0.9, 0.8, 0.6, 0.5, 0.3, 0.1])
+    >>> round(a, 4), b, round(diff, 4), round(z, 4), round(p, 4)
+    (0.8889, 1.0, -0.1111, -0.7071, 0.4795)
     """
     y, a = _inputs(y_true, score_a, "score_a")
     _, b_ = _inputs(y_true, score_b, "score_b")
@@ -328,16 +515,50 @@ def bootstrap_ci(
     level: float = 0.95,
     seed: int = 0,
 ) -> tuple[float, float, float]:
-    """Stratified percentile-bootstrap CI of ``metric_fn(y_true, score)``: ``(estimate, lo, hi)``.
+    r"""Stratified percentile-bootstrap CI of ``metric_fn(y_true, score)``: ``(estimate, lo, hi)``.
 
     ID (label 1) and OOD (label 0) examples are resampled with replacement separately, so
     every replicate keeps the original class sizes and the metric stays defined. ``lo``/``hi``
-    are the ``(1 -/+ level) / 2`` quantiles of ``n_boot`` replicates drawn from
-    ``numpy.random.default_rng(seed)`` (reproducible). ``estimate`` is the metric on the full
-    data. Resample indices are drawn in vectorised chunks; ``metric_fn`` is called once per
-    replicate. If any replicate is NaN the interval is reported as NaN with a warning.
-    ``n_boot`` is 0 (no interval: ``lo = hi = nan``, no warning) or at least 2: the one rule for
-    every caller, the audits included.
+    are the ``(1 -/+ level) / 2`` quantiles of the replicate values
+
+    .. math::
+
+        m_b = \mathrm{metric}(y, s^{*}_b), \quad b = 1, \dots, n_{boot}
+
+    drawn from ``numpy.random.default_rng(seed)`` (reproducible; Efron & Tibshirani 1993).
+    ``estimate`` is the metric on the full data. Resample indices are drawn in vectorised
+    chunks; ``metric_fn`` is called once per replicate.
+
+    Parameters
+    ----------
+    metric_fn : callable ``(y_true, score) -> float``
+        E.g. :func:`aupr_in`.
+    y_true : array-like of shape (n_samples,)
+        1 for ID, 0 for OOD; each class is resampled on its own.
+    score : array-like of shape (n_samples,)
+        Finite scores, resampled together with their labels.
+    n_boot : int, default=1000
+        Replicates: 0 (no interval: ``lo = hi = nan``, no warning) or at least 2. The one
+        rule for every caller (the audits pass their ``n_boot`` straight through).
+    level : float in (0, 1), default=0.95
+        Confidence level.
+    seed : int, default=0
+        Seed of the resampling generator.
+
+    Returns
+    -------
+    estimate, lo, hi : float
+        If any replicate is NaN the interval is NaN with an :class:`UndefinedMetricWarning`.
+
+    Examples
+    --------
+    >>> from lm_eval_evidential.metrics.detection import auroc, bootstrap_ci
+    >>> y, s = [1, 1, 1, 0, 0, 0], [0.9, 0.8, 0.4, 0.5, 0.3, 0.1]
+    >>> est, lo, hi = bootstrap_ci(auroc, y, s, n_boot=200, seed=0)
+    >>> round(est, 4), lo <= est <= hi
+    (0.8889, True)
+    >>> bootstrap_ci(auroc, y, s, n_boot=0)[1:]
+    (nan, nan)
     """
     level = _check_level(level)
     if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 0 or n_boot == 1:
@@ -373,12 +594,40 @@ def bootstrap_ci(
 
 
 def detection_report(y_true, score, *, tpr: float = 0.95, level: float = 0.95) -> dict:
-    """Every detection metric of one score from a single sort, as a flat dict row.
+    r"""Every detection metric of one score from a single sort, as a flat dict row.
 
-    ID = positive (label 1), higher score = more ID. Keys: ``n_id, n_ood, auroc, auroc_lo,
-    auroc_hi`` (DeLong CI at ``level``), ``aupr_in, aupr_out, aupr_baseline`` (ID share),
-    ``fpr_at_tpr`` (at ``tpr``), ``tpr``, ``level`` and ``reason`` (None, or why the NaN
-    entries are undefined). Values equal the single-metric functions exactly.
+    ID = positive (label 1), higher score = more ID. The values equal those of
+    :func:`auroc`, :func:`delong_ci`, :func:`aupr_in`, :func:`aupr_out`,
+    :func:`aupr_baseline` and :func:`fpr_at_95_tpr` exactly, from one descending sort:
+
+    .. math::
+
+        \text{blocks } g: \; (v_g, \#ID_{s = v_g}, \#OOD_{s = v_g}) \rightarrow
+        \mathrm{AUROC}, \mathrm{AP}_{in}, \mathrm{AP}_{out}, \mathrm{FPR}@\tau, \mathrm{Var}_{DeLong}
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n_samples,)
+        1 for ID, 0 for OOD.
+    score : array-like of shape (n_samples,)
+        Finite scores, sorted once for every metric.
+    tpr : float in (0, 1], default=0.95
+        ID recall of ``fpr_at_tpr``.
+    level : float in (0, 1), default=0.95
+        Confidence level of the DeLong interval.
+
+    Returns
+    -------
+    row : dict
+        Keys ``n_id, n_ood, tpr, level, auroc, auroc_lo, auroc_hi, aupr_in, aupr_out,
+        aupr_baseline, fpr_at_tpr, reason`` (None, or why the NaN entries are undefined).
+
+    Examples
+    --------
+    >>> from lm_eval_evidential.metrics.detection import detection_report
+    >>> row = detection_report([1, 1, 0, 0], [0.9, 0.4, 0.5, 0.1])
+    >>> row["auroc"], row["fpr_at_tpr"], row["aupr_baseline"], row["reason"]
+    (0.75, 0.5, 0.5, None)
     """
     tpr = _check_rate(tpr, "tpr")
     level = _check_level(level)

@@ -6,6 +6,12 @@ scores alike. Every rank-based metric (AUROC, AUPR, ATC, PRR, AURC) is then iden
 two, so such scores are one choice, not two. This module measures how far two scores are from
 that: the share of pairs they order oppositely (discordant, Kendall) and the share of pairs
 tied under exactly one of them.
+References
+----------
+.. [1] Maaz, M., Qiao, R., Zhou, Y. and Zhang, R. (2023). On orderings of probability vectors
+       and unsupervised performance estimation. arXiv:2306.10160 (section 2.2, Definition 1;
+       Theorems 1 and 2).
+.. [2] Kendall, M. G. (1938). A new measure of rank correlation. *Biometrika* 30(1/2), 81-93.
 """
 
 from __future__ import annotations
@@ -90,15 +96,33 @@ def _discordant_pairs(ra: np.ndarray, rb: np.ndarray) -> int:
 
 
 def discordant_fraction(score_a, score_b) -> float:
-    """Fraction of all ``n (n - 1) / 2`` pairs that the two scores order oppositely.
+    r"""Fraction of all ``n (n - 1) / 2`` pairs that the two scores order oppositely.
 
-    A pair ``(i, j)`` is discordant when ``(a_i - a_j)(b_i - b_j) < 0``. Ties count as
-    **not** discordant: a pair tied under either score (or both) is neither concordant nor
-    discordant, and stays in the denominator. 0 = never ordered oppositely (see
+    .. math::
+
+        D = \frac{\#\{i < j : (a_i - a_j)(b_i - b_j) < 0\}}{n (n - 1) / 2}
+
+    Ties count as **not** discordant: a pair tied under either score (or both) is neither
+    concordant nor discordant, and stays in the denominator. 0 = never ordered oppositely (see
     :func:`order_audit` for the tie side of order equivalence), 1 = one score strictly
     reverses the other. The count is exact, O(n log n) (from scipy's tau-b, see
-    ``_discordant_pairs``), so the fraction is exactly ``D / (n (n - 1) / 2)`` in float64.
-    NaN with a warning for ``n < 2``.
+    ``_discordant_pairs``), so the fraction is exactly ``D`` in float64.
+
+    Parameters
+    ----------
+    score_a, score_b : array-like of shape (n_samples,)
+        Two scores of the same examples.
+
+    Returns
+    -------
+    float
+        NaN (with an :class:`UndefinedMetricWarning`) for ``n < 2``.
+
+    Examples
+    --------
+    >>> from lm_eval_evidential.metrics.score_orders import discordant_fraction
+    >>> round(discordant_fraction([1, 2, 3, 4], [1, 3, 2, 4]), 4)  # one pair of six swapped
+    0.1667
     """
     a = as_1d_float(score_a, "score_a")
     b = as_1d_float(score_b, "score_b")
@@ -109,17 +133,40 @@ def discordant_fraction(score_a, score_b) -> float:
 
 
 def order_audit(scores: dict) -> list[dict]:
-    """Pairwise order comparison of named scores on the same examples.
+    r"""Pairwise order comparison of named scores on the same examples.
 
-    One row per unordered pair of names (in the dict's order), with keys ``score_a``,
-    ``score_b``, ``n_pairs`` (``n (n - 1) / 2``), ``discordant_fraction`` (see
-    :func:`discordant_fraction`), ``tie_mismatch_fraction`` (share of pairs tied under exactly
-    one of the two scores) and ``order_equivalent``: True iff both fractions are exactly 0,
-    i.e. the two scores are order-isomorphic on these examples (Maaz et al. 2023, Definition 1) and
-    every rank-based metric agrees between them. Ties are exact float equality, so two scores
-    that are equal in exact arithmetic can still differ in the last bit and be reported as not
-    equivalent. With fewer than 2 examples the fractions are NaN (with a warning) and
-    ``order_equivalent`` is False.
+    For each unordered pair of names, the share of example pairs ordered oppositely
+    (:func:`discordant_fraction`) and the share tied under exactly one of the two,
+
+    .. math::
+
+        T = \frac{\#\{i < j : [a_i = a_j] \ne [b_i = b_j]\}}{n (n - 1) / 2};
+
+    the scores are *order-isomorphic* on these examples iff both are exactly 0, and then
+    every rank-based metric (AUROC, AUPR, PRR, AURC, ATC) agrees between them. Ties are exact
+    float equality, so two scores that are equal in exact arithmetic can still differ in the
+    last bit and be reported as not equivalent.
+
+    Parameters
+    ----------
+    scores : dict of str to array-like of shape (n_samples,)
+        Named scores of the same examples.
+
+    Returns
+    -------
+    list of dict
+        One row per unordered pair (in the dict's order): ``score_a``, ``score_b``,
+        ``n_pairs``, ``discordant_fraction``, ``tie_mismatch_fraction``, ``order_equivalent``.
+        With fewer than 2 examples the fractions are NaN (with an
+        :class:`UndefinedMetricWarning`), ``order_equivalent`` is False and the row has a
+        ``reason``.
+
+    Examples
+    --------
+    >>> from lm_eval_evidential.metrics.score_orders import order_audit
+    >>> rows = order_audit({"a": [1, 2, 3], "b": [10, 20, 30], "c": [3, 2, 1]})
+    >>> [(r["score_a"], r["score_b"], r["discordant_fraction"], r["order_equivalent"]) for r in rows]
+    [('a', 'b', 0.0, True), ('a', 'c', 1.0, False), ('b', 'c', 1.0, False)]
     """
     if not isinstance(scores, dict):
         raise ValueError(f"scores must be a dict mapping score name to a 1-D array, got {type(scores).__name__}")
@@ -147,13 +194,46 @@ def order_audit(scores: dict) -> list[dict]:
 
 
 def score_order_audit(probs, k, *, names=None, alpha=None, prior_weight: float = 1.0) -> list[dict]:
-    """:func:`order_audit` of registered score functions computed on one batch.
+    r""":func:`order_audit` of registered score functions computed on one batch.
 
-    ``probs``/``alpha`` are NaN right-padded batches as in
-    :func:`lm_eval_evidential.metrics.scores.compute_score`; ``names`` defaults to every score
-    computable from them. Maaz et al. (2023): for K = 2 the six §2.3 scores are all order-equivalent
-    (Theorem 1); for any K, ``l2_norm`` and ``l2_to_uniform`` are (Theorem 2), but only
-    within rows of the same K.
+    For every pair of registered score functions ``s_a``, ``s_b`` on the same batch,
+
+    .. math::
+
+        \text{order-equivalent}(s_a, s_b) \iff D(s_a(p), s_b(p)) = 0 \text{ and } T(s_a(p), s_b(p)) = 0
+
+    with ``D`` and ``T`` the discordant and tie-mismatch fractions of :func:`order_audit`.
+    By Maaz et al. (2023), for K = 2 the six section-2.3 scores are all
+    order-equivalent (Theorem 1); for any K, ``l2_norm`` and ``l2_to_uniform`` are
+    (Theorem 2), but only within rows of the same K.
+
+    Parameters
+    ----------
+    probs : array-like of shape (n_samples, K_max) or None
+        NaN right-padded predictive distribution as in
+        :func:`~lm_eval_evidential.metrics.scores.compute_score` (None: derived from alpha).
+    k : array-like of int, shape (n_samples,)
+        Per-example class counts.
+    names : iterable of str, optional
+        Score names (validated); default every score computable from the inputs.
+    alpha : array-like of shape (n_samples, K_max), optional
+        Dirichlet concentrations.
+    prior_weight : float > 0, default=1.0
+        The prior weight ``lambda``.
+
+    Returns
+    -------
+    list of dict
+        As :func:`order_audit`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from lm_eval_evidential.metrics.score_orders import score_order_audit
+    >>> probs = np.array([[0.5, 0.3, 0.2], [0.4, 0.4, 0.2], [0.6, 0.2, 0.2]])
+    >>> rows = score_order_audit(probs, [3, 3, 3], names=["max_prob", "l2_norm", "l2_to_uniform"])
+    >>> [(r["score_a"], r["score_b"], r["order_equivalent"]) for r in rows]
+    [('max_prob', 'l2_norm', True), ('max_prob', 'l2_to_uniform', True), ('l2_norm', 'l2_to_uniform', True)]
     """
     names = available_scores(alpha is not None) if names is None else check_score_names(names)
     return order_audit({

@@ -37,6 +37,15 @@ which is order-isomorphic to it, so every rank-based metric (AUROC, AUPR, FPR95)
 "K-sensitive in theory" means the score's range or value depends on K itself, so comparing
 sets with different K confounds the score with the class count (McNamara 2026, §3). Which ones
 move on actual data is measured by :func:`lm_eval_evidential.metrics.cardinality.ksweep`.
+References
+----------
+.. [1] Sensoy, M., Kaplan, L. and Kandemir, M. (2018). Evidential deep learning to quantify
+       classification uncertainty. *NeurIPS*, 3183-3193 (vacuity, strength).
+.. [2] Maaz, M., Qiao, R., Zhou, Y. and Zhang, R. (2023). On orderings of probability vectors
+       and unsupervised performance estimation. arXiv:2306.10160, section 2.3 (the distances to
+       the uniform vector).
+.. [3] McNamara, C. (2026). Rethinking vacuity for OOD detection in evidential deep learning.
+       arXiv:2605.06382, section 3 (why K-sensitive scores confound OOD detection).
 """
 
 from __future__ import annotations
@@ -142,15 +151,57 @@ SCORES: dict[str, ScoreSpec] = {
 
 
 def available_scores(has_alpha: bool) -> list[str]:
-    """Registered score names computable from records with (``True``) or without Dirichlet alpha."""
+    r"""Registered score names computable from records with (``True``) or without Dirichlet alpha.
+
+    Parameters
+    ----------
+    has_alpha : bool
+        Whether Dirichlet alpha is available (False for ``method=softmax`` records, which have
+        no evidence, so vacuity and strength are undefined).
+
+    Returns
+    -------
+    list of str
+        In registry order.
+
+    Examples
+    --------
+    >>> from lm_eval_evidential.metrics.scores import available_scores
+    >>> available_scores(False)
+    ['max_prob', 'neg_entropy', 'neg_norm_entropy', 'l2_norm', 'l1_to_uniform', 'l2_to_uniform', 'js_to_uniform']
+    """
     return [name for name, spec in SCORES.items() if has_alpha or not spec.needs_alpha]
 
 
 def check_score_names(names) -> list[str]:
-    """The one validator of score names: registered names, duplicates dropped, order kept.
+    r"""The one validator of score names: registered names, duplicates dropped, order kept.
 
-    ``names`` is one name or an iterable of names; ValueError (listing the valid names) for an
-    unknown name or none at all. Every function that takes score names uses it.
+    Every function that takes score names (the metrics here, the audits, the CLI's
+    ``--scores``) validates them with this function, so the message is the same everywhere.
+
+    Parameters
+    ----------
+    names : str or iterable of str
+        One name or several.
+
+    Returns
+    -------
+    list of str
+
+    Raises
+    ------
+    ValueError
+        For an unknown name (the message lists the valid ones) or no names at all.
+
+    Examples
+    --------
+    >>> from lm_eval_evidential.metrics.scores import check_score_names
+    >>> check_score_names(["max_prob", "reciprocal_vacuity", "max_prob"])
+    ['max_prob', 'reciprocal_vacuity']
+    >>> check_score_names("vacuity")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown score(s) ['vacuity']; valid scores are: reciprocal_vacuity, max_prob, ...
     """
     names = [names] if isinstance(names, str) else list(names)
     unknown = [name for name in names if name not in SCORES]
@@ -178,13 +229,48 @@ def _check_simplex(p, mask) -> None:
 
 
 def compute_score(name: str, *, probs, k, alpha=None, prior_weight: float = 1.0) -> np.ndarray:
-    """Score ``name`` per example, shape (n,); higher = more in-distribution / more confident.
+    r"""Score ``name`` per example; higher = more in-distribution / more confident.
 
-    ``probs`` and ``alpha`` are NaN right-padded ``(n, K_max)`` arrays (see
-    :mod:`lm_eval_evidential.metrics.dirichlet`); ``k`` is the per-example class count and must
-    match the non-NaN count of each row. With ``alpha`` given, ``probs`` must be ``alpha / S``
-    (pass ``probs=None`` to have it derived). Raises ValueError for an unknown name, and for an
-    alpha-based score when ``alpha`` is None.
+    The formula of each name is in the table of this module's docstring, e.g.
+
+    .. math::
+
+        \mathrm{reciprocal\_vacuity} = \frac{S}{\lambda K}, \qquad
+        \mathrm{max\_prob} = \max_i p_i .
+
+    Parameters
+    ----------
+    name : str
+        A key of :data:`SCORES`.
+    probs : array-like of shape (n_samples, K_max) or None
+        The predictive distribution, NaN right-padded beyond each row's own K. With ``alpha``
+        given it must be ``alpha / S``; pass None to have it derived from ``alpha``.
+    k : array-like of int, shape (n_samples,)
+        Per-example class count; must match the non-NaN count of each row.
+    alpha : array-like of shape (n_samples, K_max), optional
+        Dirichlet concentrations (needed by the alpha-based scores).
+    prior_weight : float > 0, default=1.0
+        The prior weight ``lambda``.
+
+    Returns
+    -------
+    ndarray of shape (n_samples,)
+
+    Raises
+    ------
+    ValueError
+        For an unknown name, and for an alpha-based score when ``alpha`` is None.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from lm_eval_evidential.metrics.scores import compute_score
+    >>> alpha = np.array([[3.0, 1.0, 1.0, 1.0], [2.0, 2.0, 2.0, np.nan]])
+    >>> k = np.array([4, 3])
+    >>> compute_score("reciprocal_vacuity", probs=None, k=k, alpha=alpha).tolist()  # S / K
+    [1.5, 2.0]
+    >>> compute_score("max_prob", probs=None, k=k, alpha=alpha).round(4).tolist()
+    [0.5, 0.3333]
     """
     spec = SCORES[check_score_names(name)[0]]
     lam = _check_prior_weight(prior_weight)

@@ -9,6 +9,17 @@ over all orderings of tied examples**, i.e. over breaking ties uniformly at rand
 curve point is a sum over the retained examples divided by a fixed count, that expectation is
 obtained exactly by replacing each example's quality with the mean quality of its tie group
 (linearity of expectation), which also makes every metric invariant to the input order.
+References
+----------
+.. [1] Goloburda, M., Vashurin, R., Chernogorsky, F., Laiyk, N., Orel, D., Nakov, P. and
+       Panov, M. (2026). Why Don't You Know? Evaluating the impact of uncertainty sources on
+       uncertainty quantification in LLMs. arXiv:2604.10495, section 4.1 (PRR, Spearman).
+.. [2] Malinin, A. and Gales, M. (2021). Uncertainty estimation in autoregressive structured
+       prediction. *ICLR* (the prediction rejection ratio).
+.. [3] Geifman, Y. and El-Yaniv, R. (2017). Selective classification for deep neural networks.
+       *NeurIPS*, 4878-4887.
+.. [4] Geifman, Y., Uziel, G. and El-Yaniv, R. (2019). Bias-reduced uncertainty estimation for
+       deep neural classifiers. *ICLR* (AURC).
 """
 
 from __future__ import annotations
@@ -41,14 +52,37 @@ def _retained_means(q_desc: np.ndarray) -> np.ndarray:
 
 
 def rejection_curve(score, quality, *, uncertainty: bool = False):
-    """Prediction-rejection curve: mean quality of what is kept after rejecting the least confident.
+    r"""Prediction-rejection curve: mean quality of what is kept after rejecting the least confident.
 
-    For ``r = 0..n-1`` examples rejected, returns ``(rejected_fraction, mean_quality)`` with
-    ``rejected_fraction[r] = r / n`` and ``mean_quality[r]`` the mean ``quality`` of the
-    ``n - r`` most confident examples (expected value over orderings of tied scores, see the
-    module docstring). ``mean_quality[0]`` is the overall mean. ``quality`` may be any finite
-    real per-example quality (1/0 correctness for :func:`prr`). With ``uncertainty=True``,
-    ``score`` is an uncertainty (higher = less confident) and the most uncertain go first.
+    For ``r = 0..n-1`` examples rejected,
+
+    .. math::
+
+        Q(r) = \frac{1}{n - r} \sum_{i \in \text{top}_{n-r}(s)} q_i,
+
+    the mean ``quality`` of the ``n - r`` most confident examples (expected value over
+    orderings of tied scores, see the module docstring). ``Q(0)`` is the overall mean.
+
+    Parameters
+    ----------
+    score : array-like of shape (n_samples,)
+        Confidence, higher = more confident (an uncertainty with ``uncertainty=True``).
+    quality : array-like of shape (n_samples,)
+        Any finite per-example quality (1/0 correctness for :func:`prr`).
+    uncertainty : bool, default=False
+        ``score`` is an uncertainty (higher = less confident): the most uncertain go first.
+
+    Returns
+    -------
+    rejected_fraction, mean_quality : ndarray of shape (n_samples,)
+        ``rejected_fraction[r] = r / n`` and ``mean_quality[r] = Q(r)``.
+
+    Examples
+    --------
+    >>> from lm_eval_evidential.metrics.selective import rejection_curve
+    >>> fraction, quality = rejection_curve([0.9, 0.8, 0.7, 0.6, 0.5, 0.4], [1, 1, 0, 1, 0, 0])
+    >>> quality.round(4).tolist()
+    [0.5, 0.6, 0.75, 0.6667, 1.0, 1.0]
     """
     s = as_1d_float(score, "score")
     q = as_1d_float(quality, "quality")
@@ -71,20 +105,23 @@ def _capped_area(curve: np.ndarray, cap: float) -> float:
 
 
 def prr(score, correct, rejection_cap: float = 0.5) -> float:
-    """Prediction rejection ratio: how much of the oracle's rejection gain the score achieves.
+    r"""Prediction rejection ratio: how much of the oracle's rejection gain the score achieves.
 
-    ``PRR = (A_score - A_random) / (A_oracle - A_random)`` (Malinin & Gales 2021; the selective
-    generation metric of Goloburda et al. (2026), §4.1, which caps rejection at 0.75 while earlier work used
-    0.5). 1 = ranks like the oracle, 0 = no better than random, < 0 = worse than random.
-    ``score``: higher = more confident; ``correct``: 1/0 quality.
+    .. math::
 
-    Exact definition. Let ``Q(r)`` be the mean correctness of the ``n - r`` most confident
+        \mathrm{PRR} = \frac{A_{score} - A_{random}}{A_{oracle} - A_{random}},
+        \qquad A = \int_0^{cap} Q(\lfloor n x \rfloor) \, dx
+
+    (Malinin & Gales 2021), as used for selective generation by Goloburda et al. (2026),
+    section 4.1, who cap rejection at 0.75 while earlier work used 0.5. 1 = ranks like the
+    oracle, 0 = no better than random, < 0 = worse than random.
+
+    Exact definition. ``Q(r)`` is the mean correctness of the ``n - r`` most confident
     examples (:func:`rejection_curve`; ties in ``score`` averaged, which equals the expectation
-    over random tie-breaking). The curve is the step function ``x -> Q(floor(n x))`` of the
-    rejected fraction ``x`` and ``A = integral_0^cap Q(floor(n x)) dx``, i.e.
-    ``(1/n) sum_{r < R} Q(r) + (cap - R/n) Q(R)`` with ``R = floor(cap n)`` (the last step is
-    cut at ``cap``, so ``A`` is continuous in ``cap``). When ``cap * n`` is an integer and there
-    are no ties, ``A / cap`` is lm-polygraph's ``PredictionRejectionArea(max_rejection=cap)``.
+    over random tie-breaking). The integral is ``(1/n) sum_{r < R} Q(r) + (cap - R/n) Q(R)``
+    with ``R = floor(cap n)`` (the last step is cut at ``cap``, so ``A`` is continuous in
+    ``cap``). When ``cap * n`` is an integer and there are no ties, ``A / cap`` is
+    lm-polygraph's ``PredictionRejectionArea(max_rejection=cap)``.
 
     - Oracle: reject the wrong answers first; ``Q*(r)`` = mean of the ``n - r`` largest
       correctness values.
@@ -93,8 +130,30 @@ def prr(score, correct, rejection_cap: float = 0.5) -> float:
       mean ``c = mean(correct)`` for every ``r``. So the random curve is the constant ``c`` and
       ``A_random = cap * c``.
 
-    Undefined (NaN with a warning) when ``A_oracle == A_random``: all answers correct or all
-    wrong (nothing to rank), or ``cap * n <= 1`` (no example is rejected before the cap).
+    Parameters
+    ----------
+    score : array-like of shape (n_samples,)
+        Confidence; the least confident examples are rejected first.
+    correct : array-like of shape (n_samples,), 0/1 or bool
+        1 where the model's answer was right (the quality whose mean is tracked).
+    rejection_cap : float in (0, 1], default=0.5
+        Largest rejected fraction integrated over.
+
+    Returns
+    -------
+    prr : float
+        NaN (with an :class:`UndefinedMetricWarning`) when ``A_oracle == A_random``: all
+        answers correct or all wrong (nothing to rank), or ``cap * n <= 1`` (no example is
+        rejected before the cap).
+
+    Examples
+    --------
+    >>> from lm_eval_evidential.metrics.selective import prr
+    >>> score, correct = [0.9, 0.8, 0.7, 0.6, 0.5, 0.4], [1, 1, 0, 1, 0, 0]
+    >>> prr(score, correct)  # up to half rejected, the score rejects like the oracle
+    1.0
+    >>> round(prr(score, correct, rejection_cap=0.75), 4)
+    0.697
     """
     cap = float(rejection_cap)
     if not (0.0 < cap <= 1.0):
@@ -124,12 +183,36 @@ def prr(score, correct, rejection_cap: float = 0.5) -> float:
 
 
 def risk_coverage_curve(score, correct):
-    """Risk-coverage curve of selective classification (Geifman & El-Yaniv 2017).
+    r"""Risk-coverage curve of selective classification (Geifman & El-Yaniv 2017).
 
     Keeping the ``m`` most confident examples (coverage ``m / n``, ``m = 1..n``), the selective
-    risk is their error rate. Returns ``(coverage, risk)``, both shape (n,), coverage
-    ascending; ``risk[-1]`` is the overall error rate. Ties in ``score`` are averaged
-    (expected risk over random tie-breaking). Lower risk at every coverage is better.
+    risk is their error rate,
+
+    .. math::
+
+        \mathrm{risk}(m / n) = \frac{1}{m} \sum_{i \in \text{top}_m(s)} (1 - c_i).
+
+    Ties in ``score`` are averaged (expected risk over random tie-breaking). Lower risk at
+    every coverage is better.
+
+    Parameters
+    ----------
+    score : array-like of shape (n_samples,)
+        Confidence; the most confident examples are kept first.
+    correct : array-like of shape (n_samples,), 0/1 or bool
+        Correctness, whose complement is the risk.
+
+    Returns
+    -------
+    coverage, risk : ndarray of shape (n_samples,)
+        Coverage ascending; ``risk[-1]`` is the overall error rate.
+
+    Examples
+    --------
+    >>> from lm_eval_evidential.metrics.selective import risk_coverage_curve
+    >>> coverage, risk = risk_coverage_curve([0.9, 0.8, 0.7, 0.6], [1, 0, 1, 0])
+    >>> list(zip(coverage.tolist(), risk.round(4).tolist()))  # keep the 1, 2, 3, 4 most confident
+    [(0.25, 0.0), (0.5, 0.5), (0.75, 0.3333), (1.0, 0.5)]
     """
     s = as_1d_float(score, "score")
     err = 1.0 - as_binary_labels(correct, "correct").astype(np.float64)
@@ -139,14 +222,35 @@ def risk_coverage_curve(score, correct):
 
 
 def aurc(score, correct) -> float:
-    """Area under the risk-coverage curve, ``AURC = (1/n) sum_{m=1..n} risk(m / n)``.
+    r"""Area under the risk-coverage curve (Geifman, Uziel & El-Yaniv 2019).
 
-    The convention of Geifman, Uziel & El-Yaniv (ICLR 2019, "Bias-reduced uncertainty
-    estimation for deep neural classifiers"): the mean selective risk over the ``n`` coverage
-    levels ``m / n`` of :func:`risk_coverage_curve` (a right Riemann sum over coverage, no
-    interpolation). Lower is better; range ``[0, 1]``. A perfect ranking attains
-    ``(1/n) sum_{m > C} (m - C) / m`` with ``C`` correct answers, which is not 0 unless all are
-    correct (subtract it for E-AURC). Ties in ``score`` are averaged.
+    .. math::
+
+        \mathrm{AURC} = \frac{1}{n} \sum_{m=1}^{n} \mathrm{risk}(m / n)
+
+    the mean selective risk over the ``n`` coverage levels of :func:`risk_coverage_curve` (a
+    right Riemann sum over coverage, no interpolation). Lower is better; range ``[0, 1]``. A
+    perfect ranking attains ``(1/n) sum_{m > C} (m - C) / m`` with ``C`` correct answers,
+    which is not 0 unless all are correct (subtract it for E-AURC). Ties in ``score`` are
+    averaged.
+
+    Parameters
+    ----------
+    score : array-like of shape (n_samples,)
+        Confidence ranking the examples from kept-first to kept-last.
+    correct : array-like of shape (n_samples,), 0/1 or bool
+        1 for a right answer, 0 for an error counted in the risk.
+
+    Returns
+    -------
+    aurc : float
+        In ``[0, 1]``; NaN (with an :class:`UndefinedMetricWarning`) when there is no example.
+
+    Examples
+    --------
+    >>> from lm_eval_evidential.metrics.selective import aurc
+    >>> round(aurc([0.9, 0.8, 0.7, 0.6, 0.5, 0.4], [1, 1, 0, 1, 0, 0]), 4)  # mean of [0, 0, 1/3, 1/4, 2/5, 1/2]
+    0.2472
     """
     _, risk = risk_coverage_curve(score, correct)
     if risk.size == 0:
@@ -155,10 +259,33 @@ def aurc(score, correct) -> float:
 
 
 def spearman(score, correct) -> float:
-    """Spearman rank correlation between ``score`` and correctness (scipy.stats.spearmanr).
+    r"""Spearman rank correlation between ``score`` and correctness (``scipy.stats.spearmanr``).
 
-    Ties get average ranks (0/1 correctness is two tie groups), as in Goloburda et al. (2026), §4.1, which
-    reports it next to PRR. Positive = more confident examples are more often correct. NaN with a warning when either input is constant or ``n < 2``.
+    .. math::
+
+        \rho = \mathrm{corr}(\mathrm{rank}(s), \mathrm{rank}(c))
+
+    with average ranks for ties (0/1 correctness is two tie groups), as reported next to PRR by
+    Goloburda et al. (2026). Positive = more confident examples are more often correct.
+
+    Parameters
+    ----------
+    score : array-like of shape (n_samples,)
+        Confidence, ranked with average ranks for ties.
+    correct : array-like of shape (n_samples,), 0/1 or bool
+        Correctness, two tie groups when ranked.
+
+    Returns
+    -------
+    rho : float
+        NaN (with an :class:`UndefinedMetricWarning`) when either input is constant or
+        ``n < 2``.
+
+    Examples
+    --------
+    >>> from lm_eval_evidential.metrics.selective import spearman
+    >>> round(spearman([0.9, 0.8, 0.7, 0.6, 0.5, 0.4], [1, 1, 0, 1, 0, 0]), 4)
+    0.6831
     """
     s = as_1d_float(score, "score")
     y = as_binary_labels(correct, "correct").astype(np.float64)

@@ -20,7 +20,10 @@ from lm_eval_evidential.records.loading import (
     load_records,
     load_run,
 )
-from lm_eval_evidential.records.provenance import FingerprintMismatchError, check_same_producer
+from lm_eval_evidential.records.provenance import (
+    FingerprintMismatchError,
+    check_same_producer,
+)
 from lm_eval_evidential.records.schema import (
     META_KEY,
     RECORD_FIELDS,
@@ -28,8 +31,8 @@ from lm_eval_evidential.records.schema import (
     Records,
     RecordsError,
     _rows_to_table,  # noqa: F401  (tests build foreign files with it)
-    predictive_probs,
     make_record,
+    predictive_probs,
     record_probs,
 )
 
