@@ -4,7 +4,7 @@
 
 ``--n`` ID and ``--n`` OOD examples with K = 4 (plus an OOD copy where 10% of the examples
 have K = 5, for the cardinality-mismatch demo); every registered score; AUROC with DeLong
-CI, AUPR-In/Out and FPR@95%TPR per score; the K sweep (paper 001, Table 1). Each step's wall
+CI, AUPR-In/Out and FPR@95%TPR per score; the K sweep (McNamara 2026, Table 1). Each step's wall
 time is printed next to its ratio to one ``sklearn.metrics.roc_auc_score`` call on the same
 2n examples, measured in this run. Target: the whole audit within 60 s on 2 cores.
 """
@@ -136,7 +136,7 @@ def main(argv=None):
         ci = f"[{r['auroc_lo']:.4f}, {r['auroc_hi']:.4f}]"
         print(f"{name:<24}{r['auroc']:>8.4f}{ci:>22}{r['aupr_in']:>9.4f}{r['aupr_out']:>9.4f}{r['fpr_at_tpr']:>8.4f}")
 
-    print("\nK sweep (paper 001, Table 1 layout), reciprocal_vacuity:")
+    print("\nK sweep (McNamara 2026, Table 1 layout), reciprocal_vacuity:")
     print(f"{'condition':<10}{'K_ID':>5}{'K_OOD':>6}{'AUROC':>8}{'dAUROC':>9}{'AUPR':>8}{'dAUPR':>9}")
     for r in sweep:
         if r["score"] == "reciprocal_vacuity":

@@ -277,9 +277,9 @@ class OODPairTask(EvidentialMCQATask):
 
     @property
     def scores(self) -> list[str]:
-        from lm_eval_evidential.metrics.scores import OOD_DEFAULT_SCORES
+        from lm_eval_evidential.metrics.scores import OOD_DEFAULT_SCORES, check_score_names
 
-        return list((self.config.metadata or {}).get("scores") or OOD_DEFAULT_SCORES)
+        return check_score_names((self.config.metadata or {}).get("scores") or OOD_DEFAULT_SCORES)
 
     def process_results(self, doc: dict, results) -> dict:
         item = {**self._item(doc, results), "side": doc["side"]}
