@@ -42,17 +42,41 @@ def positive_int(text: str) -> int:
     return value
 
 
-def add_audit_parser(sub, name: str, doc: str | None, run, *, help: str, tasks: bool = False):
-    """The subparser of an audit command: its help, the description from the module docstring's
-    first paragraph, the output path, ``--run``/``--allow-fingerprint-mismatch``, and (with
-    ``tasks``) ``--task T[,T…]``."""
-    p = sub.add_parser(name, help=help, description=(doc or "").split("\n\n")[0].split(": ", 1)[-1])
+def add_audit_parser(
+    sub, name: str, doc: str | None, run, *, help: str, description: str | None = None,
+    tasks: bool = False, id_help: str | None = None, k_policy: bool = False, scores: bool = False, json: bool = False,
+):  # fmt: skip
+    """The subparser of an audit command: its help and description (default: the module
+    docstring's first paragraph), the output path with ``--run``/``--allow-fingerprint-mismatch``,
+    and on request ``--task T[,T…]``, ``--id TASK`` (with help ``id_help``), ``--k-policy``,
+    ``--scores`` and ``--json``."""
+    if description is None:
+        description = (doc or "").split("\n\n")[0].split(": ", 1)[-1]
+    p = sub.add_parser(name, help=help, description=description)
     add_output_path(p)
     if tasks:
         p.add_argument("--task", dest="tasks", required=True, type=comma_list("task"), metavar="T[,T…]",
                        help="task name(s), comma-separated, all from one run")  # fmt: skip
+    if id_help:
+        p.add_argument("--id", dest="id_task", required=True, metavar="TASK", help=id_help)
+    if k_policy:
+        add_k_policy(p)
+    if scores:
+        add_scores(p)
+    if json:
+        add_json(p)
     p.set_defaults(func=run)
     return p
+
+
+def add_k_policy(parser) -> None:
+    from lm_eval_evidential.metrics.cardinality import POLICIES
+
+    parser.add_argument(
+        "--k-policy", dest="k_policy", choices=POLICIES, default="assert",
+        help="assert (default): refuse a comparison across different K; restrict: keep only examples with the ID "
+        "task's K; report: compare anyway and mark the rows matched: false",
+    )  # fmt: skip
 
 
 def add_output_path(parser) -> None:

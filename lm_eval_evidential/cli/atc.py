@@ -14,8 +14,6 @@ from lm_eval_evidential.records.io import write_json
 
 from ._options import (
     add_audit_parser,
-    add_json,
-    add_scores,
     comma_list,
     load,
     print_rows,
@@ -26,14 +24,12 @@ COLUMNS = ("id_task", "target_task", "score", "method", "estimate", "true_acc", 
 
 def add_parser(sub) -> None:
     p = add_audit_parser(
-        sub, "atc", __doc__, run,
+        sub, "atc", __doc__, run, scores=True, json=True,
         help="estimate target-task accuracy without labels (ATC, DoC) from an ID task, vs the true accuracy",
     )  # fmt: skip
     p.add_argument("--id", dest="id_task", required=True, type=comma_list("task"), metavar="T",
                    help="the labelled in-distribution task")
     p.add_argument("--target", required=True, type=comma_list("task"), metavar="T[,T…]", help="target task(s), comma-separated")
-    add_scores(p)
-    add_json(p)
 
 
 def _k_note(id_records, targets) -> list[str]:

@@ -10,17 +10,16 @@ from __future__ import annotations
 
 from lm_eval_evidential.records.io import write_json
 
-from ._options import add_audit_parser, add_json, load, positive_int, print_rows
+from ._options import add_audit_parser, load, positive_int, print_rows
 
 
 def add_parser(sub) -> None:
     p = add_audit_parser(
-        sub, "calibration", __doc__, run, tasks=True,
+        sub, "calibration", __doc__, run, tasks=True, json=True,
         help="calibration of saved records: ECE, adaptive ECE, NLL, Brier, accuracy (+ reliability diagrams)",
     )  # fmt: skip
     p.add_argument("--bins", type=positive_int, default=15, help="number of confidence bins (default: 15)")
     p.add_argument("--plot", metavar="FILE", default=None, help="also write reliability diagrams to FILE.png and FILE.svg")
-    add_json(p)
 
 
 def run(args) -> int:

@@ -10,30 +10,27 @@ from __future__ import annotations
 
 from lm_eval_evidential.records.io import write_json
 
-from ._options import add_json, add_output_path, add_scores, format_table, load
-from .ood import add_k_policy
+from ._options import (
+    add_audit_parser,
+    format_table,
+    load,
+)
 
 TABLE_COLUMNS = ("condition", "extra", "k_id", "k_ood", "score", "auroc", "delta_auroc", "aupr_in", "delta_aupr")
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser(
-        "ksweep",
+    p = add_audit_parser(
+        sub, "ksweep", None, run, id_help="in-distribution task", k_policy=True, scores=True, json=True,
         help="K sweep (McNamara 2026, Table 1): how far each score's AUROC moves when only the class count K changes",
         description=(
             "For x = 0..MAX_EXTRA zero-evidence classes appended to the OOD side only (ood_only) and to both sides "
             "(matched), recompute AUROC and AUPR-In on the same fixed alphas. ID = positive."
         ),
-    )
-    add_output_path(p)
-    p.add_argument("--id", dest="id_task", required=True, metavar="TASK", help="in-distribution task")
+    )  # fmt: skip
     p.add_argument("--ood", dest="ood_task", required=True, metavar="TASK", help="one OOD task")
     p.add_argument("--max-extra", dest="max_extra", type=int, default=4, help="largest number of appended classes (default 4)")
-    add_k_policy(p)
-    add_scores(p)
-    add_json(p)
     p.add_argument("--plot", default=None, metavar="FILE", help="write the Figure 1 plot as FILE.png and FILE.svg")
-    p.set_defaults(func=run)
 
 
 def delong_line(test: dict) -> str:

@@ -12,29 +12,12 @@ import sys
 
 from lm_eval_evidential.records.io import write_json
 
-from ._options import (
-    add_json,
-    add_output_path,
-    add_scores,
-    comma_list,
-    format_table,
-    load,
-)
+from ._options import add_audit_parser, comma_list, format_table, load
 
 TABLE_COLUMNS = (
     "ood_task", "score", "k_id", "k_ood", "n_id", "n_ood", "dropped", "matched",
     "auroc", "auroc_ci", "aupr_in", "aupr_in_ci", "aupr_out", "fpr95", "aupr_baseline",
 )  # fmt: skip
-
-
-def add_k_policy(parser) -> None:
-    from lm_eval_evidential.metrics.cardinality import POLICIES
-
-    parser.add_argument(
-        "--k-policy", dest="k_policy", choices=POLICIES, default="assert",
-        help="assert (default): refuse a comparison across different K; restrict: keep only examples with the ID "
-        "task's K; report: compare anyway and mark the rows matched: false",
-    )  # fmt: skip
 
 
 def display_k(value) -> str:
@@ -58,26 +41,20 @@ def display_rows(rows: list[dict]) -> list[dict]:
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser(
-        "ood",
+    p = add_audit_parser(
+        sub, "ood", None, run, id_help="in-distribution task, e.g. obqa_edl", k_policy=True, scores=True, json=True,
         help="OOD detection (ID = positive) between saved records, refusing K-mismatched comparisons by default",
         description=(
             "AUROC (DeLong CI), AUPR-In (bootstrap CI), AUPR-Out, FPR@95%%TPR and the AUPR baseline of each score, "
             "ID task = positive, higher score = more in-distribution. Vacuity = lambda K / S depends on K itself, "
             "so by default a comparison across different class counts K is refused (exit status 2)."
         ),
-    )
-    add_output_path(p)
-    p.add_argument("--id", dest="id_task", required=True, metavar="TASK", help="in-distribution task, e.g. obqa_edl")
+    )  # fmt: skip
     p.add_argument("--ood", dest="ood_tasks", required=True, type=comma_list("task"), metavar="T1,T2",
                    help="OOD task(s), comma-separated")
-    add_k_policy(p)
-    add_scores(p)
     p.add_argument("--n-boot", dest="n_boot", type=int, default=1000, help="bootstrap replicates for the AUPR-In CI (0: none)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     p.add_argument("--level", type=float, default=0.95, help="confidence level of both intervals")
-    add_json(p)
-    p.set_defaults(func=run)
 
 
 def run(args) -> int:

@@ -12,16 +12,14 @@ from __future__ import annotations
 
 from lm_eval_evidential.records.io import write_json
 
-from ._options import add_audit_parser, add_json, add_scores, load, print_rows
+from ._options import add_audit_parser, load, print_rows
 
 
 def add_parser(sub) -> None:
-    p = add_audit_parser(
-        sub, "orders", __doc__, run, tasks=True,
+    add_audit_parser(
+        sub, "orders", __doc__, run, tasks=True, scores=True, json=True,
         help="pairwise order agreement of confidence scores on saved records (discordant pairs, order equivalence)",
     )  # fmt: skip
-    add_scores(p)
-    add_json(p)
 
 
 def run(args) -> int:

@@ -11,19 +11,17 @@ from __future__ import annotations
 
 import sys
 
-from ._options import add_output_path, add_scores, comma_list, load
+from ._options import add_audit_parser, comma_list, load
 
 
 def add_parser(sub) -> None:
     from lm_eval_evidential.metrics.cardinality import POLICIES
 
-    p = sub.add_parser(
-        "report",
+    p = add_audit_parser(
+        sub, "report", None, run, id_help="in-distribution task", scores=True,
         help="write a Markdown + JSON report (OOD tables per K policy, K sweep, calibration, selective, ATC, orders)",
         description="Every audit of an ID task against OOD tasks, as paper-ready Markdown tables, JSON and figures.",
-    )
-    add_output_path(p)
-    p.add_argument("--id", dest="id_task", required=True, metavar="TASK", help="in-distribution task")
+    )  # fmt: skip
     p.add_argument("--ood", dest="ood_tasks", required=True, type=comma_list("task"), metavar="T1,T2",
                    help="OOD task(s), comma-separated")
     p.add_argument("--out", dest="out_dir", required=True, metavar="DIR", help="folder to write the report into")
@@ -31,11 +29,9 @@ def add_parser(sub) -> None:
         "--k-policy", dest="k_policy", default=["assert"], type=comma_list("k_policy"), metavar="|".join(POLICIES),
         help="K policy, or several comma-separated (one OOD table each; later sections use the first). Default assert",
     )  # fmt: skip
-    add_scores(p)
     p.add_argument("--n-boot", dest="n_boot", type=int, default=1000, help="bootstrap replicates for the AUPR-In CI (0: none)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     p.add_argument("--max-extra", dest="max_extra", type=int, default=4, help="largest K-sweep expansion (default 4)")
-    p.set_defaults(func=run)
 
 
 def run(args) -> int:

@@ -11,18 +11,16 @@ from __future__ import annotations
 
 from lm_eval_evidential.records.io import write_json
 
-from ._options import add_audit_parser, add_json, add_scores, load, print_rows
+from ._options import add_audit_parser, load, print_rows
 
 
 def add_parser(sub) -> None:
     p = add_audit_parser(
-        sub, "selective", __doc__, run, tasks=True,
+        sub, "selective", __doc__, run, tasks=True, scores=True, json=True,
         help="selective prediction of saved records: PRR@0.5/0.75, AURC, Spearman per score (+ risk-coverage plot)",
     )  # fmt: skip
-    add_scores(p)
     p.add_argument("--plot", metavar="FILE", default=None,
                    help="also write risk-coverage curves to FILE.png and FILE.svg (FILE-<task>.* for several tasks)")
-    add_json(p)
 
 
 def run(args) -> int:
