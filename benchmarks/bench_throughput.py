@@ -1,38 +1,33 @@
-"""Throughput and added memory of ``--model evidential`` against the bare forward pass and ``--model hf``.
+"""Marginal cost per question of ``--model evidential`` against the bare forward pass and ``--model hf``.
 
-    python benchmarks/bench_throughput.py [--vocab 32000,128256] [--questions 300]
-        [--batch-size 8] [--repeats 3] [--hidden 256] [--layers 4] [--threads N] [--quick]
+    python benchmarks/bench_throughput.py [--shapes cheap,smollm2] [--loads 0,2] [--repeats 2]
+        [--device cpu] [--dtype float32] [--threads 1] [--json runs.json]
 
-Builds, locally, a random Llama model per vocabulary size (hidden ``--hidden``, ``--layers``
-layers, the output layer 32,000 or 128,256 rows like Llama-2/3, the tokenizer padded with
-unused entries to the same size as theirs are) and a LoRA adapter on q_proj, v_proj and
-lm_head (the paper's). Writes ``--questions`` generated questions into a temporary offline
-mirror, half OpenBookQA-shaped (K=4, task ``obqa_edl``), half CommonsenseQA-shaped (K=5,
-``csqa_edl``), and scores them three ways, each in its own fresh subprocess:
+Each shape is scored three ways, each run in its own fresh subprocess, at two question counts
+(``--sizes``, e.g. 240 and 960). The marginal cost per question of a way is the difference of
+the two runs' times divided by the difference of their sizes: fixed costs (loading, the
+harness's task indexing and environment report, the first forward's kernel set-up) cancel.
 
-(a) limit       the same PeftModel's forward on the same prompts (task templates), tokenised,
-                left-padded with position ids, sorted longest first, in batches of
-                ``--batch-size``, ``logits_to_keep=1``, keeping the answer-token logits. No harness.
-(b) evidential  ``lm_eval.simple_evaluate(model=EvidentialLM(...), tasks=[obqa_edl, csqa_edl])``.
-(c) hf          the same with the harness's own ``HFLM(..., peft=adapter)``.
+(a) bare forward  the same model's forward on the prompts the tasks render, tokenised and
+                  batched before the clock starts (left-padded, position ids, longest first,
+                  ``logits_to_keep=1``), keeping the answer-token logits: the device's limit.
+(b) evidential    ``lm_eval.simple_evaluate(model=EvidentialLM(...), tasks=[obqa_edl, csqa_edl])``
+                  and the records written to disk.
+(c) hf            the same with the harness's own ``HFLM``.
 
-Reported per way (medians over ``--repeats`` runs):
-  q/s model   questions / wall seconds spent in the model's ``loglikelihood`` (for (a): the forward loop);
-  q/s e2e     questions / wall seconds of ``lm_eval.evaluator.evaluate`` (building requests from the
-              docs, tokenising, the model, process_results, aggregation; not the dataset loading
-              or simple_evaluate's environment report). For (a) this equals q/s model;
-  q/cpu-s     the same two rates per second of process CPU time;
-  added MB    peak RSS during the evaluation minus RSS once the model is loaded (and warmed up
-              with one forward); the peak is the kernel's VmHWM after resetting it through
-              /proc/self/clear_refs, or a 1 ms psutil sampling thread where that is unavailable;
-  acc         accuracy over all questions: the three ways must agree (argmax of the answer logits);
-  fwd share   the fraction of the e2e time spent inside the model's forward calls (timed by hooks);
-  forwards    the number of forward calls: each distinct prompt once means ceil(questions / batch).
-The ratios b/a and b/c are computed per repeat and their median is shown. Because (a) and (b)
-run the same forward passes, b/a is also estimated as the ratio of their forward shares, each
-measured inside its own process, which other load on the machine barely moves; the b/a verdict
-uses that estimate (wall and CPU ratios are printed next to it).
-Goals at the 128k vocabulary: b/a >= 0.9 and b/c >= 1.2 in throughput, b/c <= 0.5 in added memory.
+Shapes: ``cheap`` is a random Llama (vocab 128,256 like Llama-3, hidden 64, 2 layers, a LoRA
+adapter on q_proj/v_proj/lm_head) whose forward costs about as little per question as an 8B
+model's does on a GPU, so the host work shows; ``smollm2`` is the real SmolLM2-135M-Instruct
+(fetched on first use, see ``lm_eval_evidential.testing.smollm2``). ``--loads 0,2`` runs every
+measurement quiet and again next to 2 busy-looping processes started by the benchmark.
+
+Reported per shape and load: ms per question (marginal) of (a), (b), (c); q/s = 1000 / ms;
+our own host work per question in (b) (the evidential model's ``loglikelihood`` minus its
+forward calls, our tasks' ``process_results`` and aggregations, the records writer; not the
+harness's own request building, which ``--model hf`` pays too); added MB (peak RSS of the
+larger run minus RSS after loading and one warm-up forward); and the ratios a/b (goal >= 0.9)
+and c/b. Goals: a/b >= 0.9 and own host work <= 0.2 ms per question in the cheap shape,
+at every load.
 """
 
 from __future__ import annotations
@@ -51,8 +46,17 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 TASKS = ["obqa_edl", "csqa_edl"]
-WAYS = ("limit", "evidential", "hf")
+WAYS = ("bare", "evidential", "hf")
+LABELS = {"bare": "(a) bare forward", "evidential": "(b) --model evidential", "hf": "(c) --model hf"}
 LETTERS = "ABCDE"
+SHAPES = {
+    # vocab, hidden, layers, default sizes, and (c)'s sizes divided by hf_divisor: in the cheap
+    # shape --model hf's full-vocabulary logits at every position cost ~20x the others' forward.
+    "cheap": {"vocab": 128256, "hidden": 64, "layers": 2, "sizes": (240, 960), "hf_divisor": 4},
+    "smollm2": {"vocab": None, "hidden": None, "layers": None, "sizes": (16, 64), "hf_divisor": 1},
+}
+GOAL_BARE_RATIO = 0.9
+GOAL_OWN_MS = 0.2
 
 
 # ---------------------------------------------------------------------------- setup (parent)
@@ -66,39 +70,36 @@ def _word_pool() -> list[str]:
     return sorted(w for w in words if w.isalpha())
 
 
-def write_mirror(root: Path, n_questions: int, seed: int) -> tuple[int, int]:
-    """Generated questions in hub schema: n//2 OBQA (K=4) and the rest CSQA (K=5)."""
+def write_mirror(root: Path, n_questions: int, seed: int) -> None:
+    """Generated questions in hub schema: n//2 OBQA-shaped (K=4) and the rest CSQA-shaped (K=5)."""
     rng = random.Random(seed)
     words = _word_pool()
 
     def sentence(lo, hi):
         return " ".join(rng.choice(words) for _ in range(rng.randint(lo, hi)))
 
-    n_obqa = n_questions // 2
-    n_csqa = n_questions - n_obqa
     obqa = root / "allenai" / "openbookqa" / "main" / "test.jsonl"
     csqa = root / "tau" / "commonsense_qa" / "default" / "validation.jsonl"
     for path in (obqa, csqa):
         path.parent.mkdir(parents=True, exist_ok=True)
     with open(obqa, "w", encoding="utf-8") as fh:
-        for i in range(n_obqa):
+        for i in range(n_questions // 2):
             fh.write(json.dumps({
                 "id": f"bench-obqa-{i}", "question_stem": sentence(6, 40) + "?",
                 "choices": {"text": [sentence(1, 8) for _ in range(4)], "label": list("ABCD")},
                 "answerKey": rng.choice("ABCD"),
             }) + "\n")  # fmt: skip
     with open(csqa, "w", encoding="utf-8") as fh:
-        for i in range(n_csqa):
+        for i in range(n_questions - n_questions // 2):
             fh.write(json.dumps({
                 "id": f"bench-csqa-{i}", "question": sentence(6, 40) + "?", "question_concept": rng.choice(words),
                 "choices": {"label": list("ABCDE"), "text": [sentence(1, 8) for _ in range(5)]},
                 "answerKey": rng.choice("ABCDE"),
             }) + "\n")  # fmt: skip
-    return n_obqa, n_csqa
 
 
 def pad_tokenizer(model_dir: Path, vocab: int) -> None:
-    """Give the tokenizer as many entries as the model's output layer, as Llama-2/3's have.
+    """Give the tokenizer as many entries as the model's output layer, as Llama-3's has.
 
     HFLM resizes the embeddings to len(tokenizer) whenever it loads a PEFT adapter and the two
     differ, which would cut the 128,256-row head and make the lm_head LoRA not fit. The extra
@@ -107,23 +108,26 @@ def pad_tokenizer(model_dir: Path, vocab: int) -> None:
     path = model_dir / "tokenizer.json"
     data = json.loads(path.read_text(encoding="utf-8"))
     table = data["model"]["vocab"]
-    start = max(table.values()) + 1
-    for i in range(start, vocab):
+    for i in range(max(table.values()) + 1, vocab):
         table[f"<unused_{i}>"] = i
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
     os.replace(tmp, path)
 
 
-def build_models(work: Path, vocab: int, hidden: int, layers: int) -> tuple[Path, Path]:
+def build_shape(work: Path, name: str) -> tuple[Path, Path | None]:
+    """(model folder, adapter folder or None) for a shape."""
+    if name == "smollm2":
+        from lm_eval_evidential.testing.smollm2 import smollm2_checkpoint
+
+        return smollm2_checkpoint(), None
     from lm_eval_evidential.testing.tiny import build_lora_adapter, build_tiny_model
 
-    heads = max(1, hidden // 64)
-    model = build_tiny_model(work / f"model_{vocab}", hidden_size=hidden, num_layers=layers, num_heads=heads,
-                             model_vocab_size=vocab, seed=0)  # fmt: skip
-    pad_tokenizer(model, vocab)
-    adapter = build_lora_adapter(model, work / f"adapter_{vocab}", seed=1)
-    return model, adapter
+    shape = SHAPES[name]
+    model = build_tiny_model(work / f"model_{name}", hidden_size=shape["hidden"], num_layers=shape["layers"],
+                             num_heads=max(1, shape["hidden"] // 64), model_vocab_size=shape["vocab"], seed=0)  # fmt: skip
+    pad_tokenizer(model, shape["vocab"])
+    return model, build_lora_adapter(model, work / f"adapter_{name}", seed=1)
 
 
 # ---------------------------------------------------------------------------- worker (child)
@@ -171,32 +175,44 @@ class PeakRSS:
         return self._hwm()
 
 
-def _rss() -> int:
-    import psutil
+class Clock:
+    """Wall and this thread's CPU seconds spent inside wrapped callables, by name (``cpu_<name>``).
 
-    return psutil.Process().memory_info().rss
+    With one torch thread the forward pass runs on the calling thread, so the CPU seconds of
+    our own work are the CPU seconds of the calls minus those of the forward passes inside them:
+    a figure that other load on the machine barely moves."""
+
+    def __init__(self, sync):
+        self.spent: dict[str, float] = {}
+        self._sync = sync
+
+    def wrap(self, name: str, fn):
+        def timed(*args, **kwargs):
+            start, cpu = time.perf_counter(), time.thread_time()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self._sync()
+                self.spent[name] = self.spent.get(name, 0.0) + time.perf_counter() - start
+                self.spent[f"cpu_{name}"] = self.spent.get(f"cpu_{name}", 0.0) + time.thread_time() - cpu
+
+        return timed
 
 
-def _prompts(task_manager):
-    """(prompt, letters, gold) of every evaluated doc, rendered by the tasks themselves."""
+def _prompts(task_manager, limit: int):
+    """(prompt, letters) of the first ``limit`` docs of each task, rendered by the tasks themselves."""
     tasks = task_manager.load(TASKS)["tasks"]
-    out = []
-    for name in TASKS:
-        task = tasks[name]
-        for doc in task.eval_docs:
-            out.append((task.doc_to_text(doc), list(doc["letters"]), int(doc["gold"])))
-    return out
+    return [(tasks[name].doc_to_text(doc), list(doc["letters"])) for name in TASKS for doc in list(tasks[name].eval_docs)[:limit]]
 
 
-def run_limit(model, tok, task_manager, batch_size: int) -> dict:
+def run_bare(model, tok, task_manager, batch_size: int, device, limit: int) -> dict:
     import torch
 
-    t0 = time.perf_counter()
-    items = _prompts(task_manager)
+    items = _prompts(task_manager, limit)
     letter_ids = {x: tok.encode(" " + x, add_special_tokens=False)[0] for x in LETTERS}
-    encoded = [tok.encode(p) for p, _, _ in items]
+    encoded = [tok.encode(p) for p, _ in items]
     order = sorted(range(len(items)), key=lambda i: -len(encoded[i]))
-    pad = tok.pad_token_id
+    pad = tok.pad_token_id if tok.pad_token_id is not None else 0
     batches = []
     for start in range(0, len(order), batch_size):
         rows = order[start : start + batch_size]
@@ -207,142 +223,168 @@ def run_limit(model, tok, task_manager, batch_size: int) -> dict:
             ids[r, width - len(encoded[i]) :] = torch.tensor(encoded[i])
             mask[r, width - len(encoded[i]) :] = 1
         answer = torch.tensor([[letter_ids[x] for x in items[i][1]] + [letter_ids["A"]] * (5 - len(items[i][1])) for i in rows])
-        batches.append((rows, ids, mask, (mask.cumsum(-1) - 1).clamp(min=0), answer))
-    t1, c1 = time.perf_counter(), time.process_time()
-    correct = 0
+        batches.append(tuple(t.to(device) for t in (ids, mask, (mask.cumsum(-1) - 1).clamp(min=0), answer)))
+    start = time.perf_counter()
+    kept = []
     with torch.inference_mode():
-        for rows, ids, mask, pos, answer in batches:
-            logits = model(input_ids=ids, attention_mask=mask, position_ids=pos, logits_to_keep=1, use_cache=False).logits[:, -1, :]
-            z = logits.gather(1, answer).float()
-            for r, i in enumerate(rows):
-                k = len(items[i][1])
-                correct += int(torch.argmax(z[r, :k])) == items[i][2]
-    t2, c2 = time.perf_counter(), time.process_time()
-    return {"t_model": t2 - t1, "t_e2e": t2 - t1, "c_model": c2 - c1, "c_e2e": c2 - c1, "t_prep": t1 - t0,
-            "n": len(items), "correct": correct}  # fmt: skip
+        for ids, mask, pos, answer in batches:
+            logits = model(input_ids=ids, attention_mask=mask, position_ids=pos, logits_to_keep=1, use_cache=False).logits
+            kept.append(logits[:, -1, :].gather(1, answer).float().cpu())
+    return {"t_run": time.perf_counter() - start, "n": len(items), "own": 0.0}
 
 
-def run_harness(lm, task_manager) -> dict:
+def run_harness(lm, task_manager, clock: Clock, records_dir: Path, limit: int) -> dict:
     import lm_eval
-    import lm_eval.evaluator as ev
 
-    spent = {"model": 0.0, "e2e": 0.0, "c_model": 0.0, "c_e2e": 0.0}
-    inner = lm.loglikelihood
+    from lm_eval_evidential.harness.evidential_task import pop_collected
+    from lm_eval_evidential.records import records_path, write_records
 
-    def timed_loglikelihood(*args, **kwargs):
-        t, c = time.perf_counter(), time.process_time()
-        try:
-            return inner(*args, **kwargs)
-        finally:
-            spent["model"] += time.perf_counter() - t
-            spent["c_model"] += time.process_time() - c
-
-    lm.loglikelihood = timed_loglikelihood
-    original_evaluate = ev.evaluate
-
-    def timed_evaluate(*args, **kwargs):
-        t, c = time.perf_counter(), time.process_time()
-        try:
-            return original_evaluate(*args, **kwargs)
-        finally:
-            spent["e2e"] += time.perf_counter() - t
-            spent["c_e2e"] += time.process_time() - c
-
-    ev.evaluate = timed_evaluate
-    t0 = time.perf_counter()
-    results = lm_eval.simple_evaluate(
-        model=lm, tasks=TASKS, task_manager=task_manager, bootstrap_iters=0, log_samples=False, limit=None
-    )
-    t_all = time.perf_counter() - t0
-    ev.evaluate = original_evaluate
-    n = correct = 0
-    for name in TASKS:
-        size = results["n-samples"][name]["effective"]
-        n += size
-        correct += round(results["results"][name]["acc,none"] * size)
-    return {"t_model": spent["model"], "t_e2e": spent["e2e"], "c_model": spent["c_model"], "c_e2e": spent["c_e2e"],
-            "t_simple_evaluate": t_all, "n": n, "correct": correct}  # fmt: skip
+    start = time.perf_counter()
+    results = lm_eval.simple_evaluate(model=lm, tasks=TASKS, task_manager=task_manager, bootstrap_iters=0,
+                                      log_samples=False, limit=limit)  # fmt: skip
+    write = clock.wrap("write_records", lambda path, recs: write_records(path, recs))
+    for task, records in pop_collected(TASKS).items():
+        write(records_path(records_dir, task, "bench"), records)
+    elapsed = time.perf_counter() - start
+    n = sum(results["n-samples"][name]["effective"] for name in TASKS)
+    return {"t_run": elapsed, "n": n}
 
 
 def worker(args) -> dict:
     import gc
     import logging
 
-    # Every import up front, so the baseline RSS holds the libraries and only the evaluation
-    # adds to it.
+    # Every import up front, so the baseline RSS holds the libraries and only the evaluation adds to it.
     import lm_eval  # noqa: F401
     import lm_eval.evaluator  # noqa: F401
     import psutil  # noqa: F401
     import torch
     from lm_eval.tasks import TaskManager
-    from peft import PeftModel
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     import lm_eval_evidential  # noqa: F401  (the import hook: --model evidential, our tasks)
+    from lm_eval_evidential.harness.evidential_task import EvidentialMCQATask
 
     for name in ("lm_eval", "lm-eval", "transformers", "peft", "datasets", "lm_eval_evidential"):
         logging.getLogger(name).setLevel(logging.ERROR)
     if args.threads:
         torch.set_num_threads(args.threads)
-    task_manager = TaskManager(include_defaults=False)
+    device = torch.device(args.device)
 
+    def sync():
+        if device.type != "cpu":
+            torch.accelerator.synchronize()
+
+    clock = Clock(sync)
+    task_manager = TaskManager(include_defaults=False)  # indexed before the clock, as in every way
     way = args._worker
-    if way == "limit":
+    if way == "bare":
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
         tok = AutoTokenizer.from_pretrained(args.model_dir)
-        base = AutoModelForCausalLM.from_pretrained(args.model_dir, dtype=torch.float32)
-        model = PeftModel.from_pretrained(base, args.adapter_dir).eval()
+        model = AutoModelForCausalLM.from_pretrained(args.model_dir, dtype=getattr(torch, args.dtype))
+        if args.adapter_dir:
+            from peft import PeftModel
+
+            model = PeftModel.from_pretrained(model, args.adapter_dir)
+        model = model.to(device).eval()
     else:
         from lm_eval.api.registry import get_model
 
-        lm = get_model(way).create_from_arg_obj({
-            "pretrained": str(args.model_dir), "peft": str(args.adapter_dir), "device": "cpu",
-            "dtype": "float32", "batch_size": args.batch_size,
-        })  # fmt: skip
+        model_args = {"pretrained": str(args.model_dir), "device": args.device, "dtype": args.dtype,
+                      "batch_size": args.batch_size}  # fmt: skip
+        if args.adapter_dir:
+            model_args["peft"] = str(args.adapter_dir)
+        lm = get_model(way).create_from_arg_obj(model_args)
         model = lm.model
-    with torch.inference_mode():  # one-time kernel set-up is not part of either way's cost
-        model(input_ids=torch.ones((args.batch_size, 32), dtype=torch.long), use_cache=False)
-    # Time every call of the model itself: the same process's share of time outside the forward
-    # pass is the harness's overhead, whatever else runs on the machine.
-    fwd = {"s": 0.0, "calls": 0, "start": 0.0}
+        lm.loglikelihood = clock.wrap("loglikelihood", lm.loglikelihood)
+        # Our tasks' per-doc and aggregation work (both ways run our tasks; only (b)'s is reported).
+        EvidentialMCQATask.process_results = clock.wrap("process_results", EvidentialMCQATask.process_results)
+        aggregation = EvidentialMCQATask.aggregation
+        EvidentialMCQATask.aggregation = lambda self: {k: clock.wrap("aggregation", fn) for k, fn in aggregation(self).items()}
+    with torch.inference_mode():  # one-time kernel set-up is no way's marginal cost
+        model(input_ids=torch.ones((args.batch_size, 32), dtype=torch.long, device=device), use_cache=False)
+    sync()
+    fwd = {"s": 0.0, "cpu": 0.0, "calls": 0, "start": 0.0, "cpu_start": 0.0}
 
     def pre_hook(module, inputs):
-        fwd["start"] = time.perf_counter()
+        fwd["start"], fwd["cpu_start"] = time.perf_counter(), time.thread_time()
 
     def post_hook(module, inputs, output):
+        sync()
         fwd["s"] += time.perf_counter() - fwd["start"]
+        fwd["cpu"] += time.thread_time() - fwd["cpu_start"]
         fwd["calls"] += 1
 
     model.register_forward_pre_hook(pre_hook)
     model.register_forward_hook(post_hook)
-    gc.collect()
-    base_rss = _rss()
-    load_start = os.getloadavg()[0]
-    peak = PeakRSS()
-    profiler = None
-    if args.profile:
-        import cProfile
+    sizes = [int(x) for x in args.sizes.split(",")]
 
-        profiler = cProfile.Profile()
-        profiler.enable()
-    if way == "limit":
-        out = run_limit(model, tok, task_manager, args.batch_size)
-    else:
-        out = run_harness(lm, task_manager)
-    if profiler is not None:
-        profiler.disable()
-        profiler.dump_stats(str(args._out.with_suffix(".prof")))
-    out.update(t_forward=fwd["s"], forwards=fwd["calls"], way=way, load_start=load_start, load_end=os.getloadavg()[0], rss_base=base_rss, rss_peak=peak.stop(), peak_method=peak.method, threads=torch.get_num_threads())
-    return out
+    def measure(size: int) -> dict:
+        before, fwd_before, cpu_before, calls_before = dict(clock.spent), fwd["s"], fwd["cpu"], fwd["calls"]
+        c0 = time.process_time()
+        if way == "bare":
+            out = run_bare(model, tok, task_manager, args.batch_size, device, size // 2)
+        else:
+            out = run_harness(lm, task_manager, clock, args._out.parent / f"records_{way}", size // 2)
+        spent = {k: v - before.get(k, 0.0) for k, v in clock.spent.items()}
+        t_forward = fwd["s"] - fwd_before
+        # Our own host work: the model's loglikelihood outside its forward calls, our tasks'
+        # per-doc results and aggregations, the records writer.
+        c_forward = fwd["cpu"] - cpu_before
+
+        def own(prefix: str, forward: float) -> float:
+            if way == "bare":
+                return 0.0
+            return (spent.get(f"{prefix}loglikelihood", 0.0) - forward) + sum(
+                spent.get(f"{prefix}{k}", 0.0) for k in ("process_results", "aggregation", "write_records")
+            )
+
+        out.update(size=size, c_run=time.process_time() - c0, t_forward=t_forward, c_forward=c_forward,
+                   forwards=fwd["calls"] - calls_before, own=own("", t_forward), c_own=own("cpu_", c_forward),
+                   spent=spent)  # fmt: skip
+        return out
+
+    measure(sizes[0])  # warm-up: first-call costs (lazy imports, kernel choice) are no way's marginal cost
+    runs = []
+    load = os.getloadavg()[0]
+    for _ in range(args.repeats):
+        for size in sizes:
+            gc.collect()
+            base_rss = psutil.Process().memory_info().rss
+            peak = PeakRSS()
+            out = measure(size)
+            out.update(rss_base=base_rss, rss_peak=peak.stop(), peak_method=peak.method)
+            runs.append(out)
+    return {"way": way, "runs": runs, "load": load, "load_end": os.getloadavg()[0], "threads": torch.get_num_threads()}
 
 
 # ---------------------------------------------------------------------------- driver
-def spawn(way: str, model_dir: Path, adapter_dir: Path, mirror: Path, args, out_file: Path) -> dict:
+class BackgroundLoad:
+    """``n`` busy-looping processes for the duration of a ``with`` block (ended by their pids)."""
+
+    def __init__(self, n: int):
+        self.n = n
+        self.procs: list[subprocess.Popen] = []
+
+    def __enter__(self):
+        self.procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(self.n)]
+        return self
+
+    def __exit__(self, *exc):
+        for proc in self.procs:
+            proc.terminate()
+        for proc in self.procs:
+            proc.wait()
+
+
+def spawn(way: str, model_dir: Path, adapter_dir: Path | None, mirror: Path, sizes: tuple[int, int], args,
+          out_file: Path) -> dict:  # fmt: skip
     cmd = [sys.executable, str(Path(__file__).resolve()), "--_worker", way, "--model-dir", str(model_dir),
-           "--adapter-dir", str(adapter_dir), "--batch-size", str(args.batch_size), "--_out", str(out_file)]  # fmt: skip
-    if args.threads:
-        cmd += ["--threads", str(args.threads)]
-    if args.profile:
-        cmd += ["--profile", str(args.profile)]
+           "--batch-size", str(args.batch_size), "--threads", str(args.threads), "--device", args.device,
+           "--dtype", args.dtype, "--sizes", ",".join(map(str, sizes)), "--repeats", str(args.repeats),
+           "--_out", str(out_file)]  # fmt: skip
+    if adapter_dir is not None:
+        cmd += ["--adapter-dir", str(adapter_dir)]
     env = {**os.environ, "EVIDENTIAL_DATA_DIR": str(mirror), "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
@@ -352,30 +394,44 @@ def spawn(way: str, model_dir: Path, adapter_dir: Path, mirror: Path, args, out_
     return json.loads(out_file.read_text())
 
 
-def _median(xs):
-    return statistics.median(xs) if xs else float("nan")
+def marginal(small: dict, large: dict, key: str) -> float:
+    """Seconds per question between two runs of different sizes: fixed costs cancel."""
+    return (large[key] - small[key]) / (large["n"] - small["n"])
+
+
+def summarise(result: dict) -> dict:
+    """Median over repeats of the marginal ms per question (wall, CPU, forward, own host work)."""
+    runs = result["runs"]
+    pairs = list(zip(runs[0::2], runs[1::2]))
+    med = lambda key: 1000 * statistics.median(marginal(s, b, key) for s, b in pairs)  # noqa: E731
+    return {"ms": med("t_run"), "cpu_ms": med("c_run"), "fwd_ms": med("t_forward"), "own_ms": med("own"),
+            "own_cpu_ms": med("c_own"),
+            "added_mb": statistics.median((b["rss_peak"] - b["rss_base"]) / 2**20 for _, b in pairs),
+            "forwards": pairs[0][1]["forwards"], "sizes": (pairs[0][0]["n"], pairs[0][1]["n"])}  # fmt: skip
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--vocab", default=None, help="comma-separated output-layer sizes (default 32000,128256; quick: 32000)")
-    ap.add_argument("--questions", type=int, default=None, help="generated questions, half K=4 half K=5 (default 300; quick: 24)")
+    ap.add_argument("--shapes", default="cheap,smollm2", help=f"comma-separated, of {', '.join(SHAPES)}")
+    ap.add_argument("--sizes", default=None,
+                    help="two question counts, e.g. 240,960 (default per shape: cheap 240,960; smollm2 16,64)")
+    ap.add_argument("--loads", default="0,2", help="busy processes started next to each measurement, e.g. 0,2")
     ap.add_argument("--batch-size", type=int, default=8)
-    ap.add_argument("--repeats", type=int, default=None, help="fresh-process runs per way (default 3; quick: 1)")
-    ap.add_argument("--hidden", type=int, default=None, help="hidden size (default 256; quick: 64)")
-    ap.add_argument("--layers", type=int, default=None, help="decoder layers (default 4; quick: 2)")
+    ap.add_argument("--repeats", type=int, default=3, help="timed runs of each size per way (after one warm-up run)")
+    ap.add_argument("--device", default="cpu", help="torch device for every way, e.g. cpu, cuda, cuda:1")
+    ap.add_argument("--dtype", default="float32", help="model dtype for every way: float32, bfloat16, float16")
     ap.add_argument("--threads", type=int, default=1,
-                    help="torch threads per worker (default 1: on a shared machine, OpenMP barriers across "
+                    help="torch threads per worker (default 1: on a shared machine OpenMP barriers across "
                          "2 threads stall whenever either is descheduled; 0 = torch's own choice)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--quick", action="store_true", help="a small smoke test (tiny model, few questions, one repeat)")
     ap.add_argument("--json", type=Path, default=None, help="also write every run's raw figures here")
-    ap.add_argument("--profile", type=Path, default=None,
-                    help="folder: cProfile each run's evaluation into <vocab>_<way>_<repeat>.prof there (slows the runs)")
     ap.add_argument("--_worker", choices=WAYS, help=argparse.SUPPRESS)
     ap.add_argument("--_out", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--model-dir", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--adapter-dir", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--hf-divisor", type=int, default=None,
+                    help="(c) runs on --sizes divided by this (default: cheap 4, smollm2 1), as its cost per "
+                         "question is far larger in the cheap shape")
     args = ap.parse_args(argv)
 
     if args._worker:
@@ -385,95 +441,72 @@ def main(argv=None) -> int:
         os.replace(tmp, args._out)
         return 0
 
-    quick = args.quick
-    vocabs = [int(v) for v in (args.vocab or ("32000" if quick else "32000,128256")).split(",")]
-    args.questions = args.questions or (24 if quick else 300)
-    args.repeats = args.repeats or (1 if quick else 3)
-    hidden = args.hidden or (64 if quick else 256)
-    layers = args.layers or (2 if quick else 4)
-    if args.questions < 2 or args.batch_size < 1 or args.repeats < 1:
-        ap.error("--questions must be >= 2, --batch-size and --repeats >= 1")
+    shapes = [s.strip() for s in args.shapes.split(",") if s.strip()]
+    unknown = [s for s in shapes if s not in SHAPES]
+    if unknown:
+        ap.error(f"unknown shape(s) {unknown}; choose from {', '.join(SHAPES)}")
+    loads = [int(x) for x in args.loads.split(",")]
+    if args.batch_size < 1 or args.repeats < 1 or min(loads) < 0:
+        ap.error("--batch-size and --repeats must be >= 1, --loads >= 0")
 
-    runs: dict[tuple[int, str], list[dict]] = {}
+    table: dict[tuple[str, int], dict[str, dict]] = {}
+    raw = []
     with tempfile.TemporaryDirectory(prefix="bench_throughput.") as tmp:
         work = Path(tmp)
-        n_obqa, n_csqa = write_mirror(work / "mirror", args.questions, args.seed)
-        print(f"# {args.questions} questions ({n_obqa} K=4 obqa_edl, {n_csqa} K=5 csqa_edl), batch size "
-              f"{args.batch_size}, {args.repeats} repeat(s); Llama hidden {hidden}, {layers} layers, LoRA r=8 "
-              f"on q_proj/v_proj/lm_head; float32 on CPU", flush=True)  # fmt: skip
-        built = {}
-        for vocab in vocabs:
-            t = time.perf_counter()
-            built[vocab] = build_models(work, vocab, hidden, layers)
-            print(f"# built vocab {vocab} in {time.perf_counter() - t:.1f} s", file=sys.stderr, flush=True)
-        for rep in range(args.repeats):
-            for vocab in vocabs:
+        for shape in shapes:
+            sizes = tuple(int(x) for x in args.sizes.split(",")) if args.sizes else SHAPES[shape]["sizes"]
+            if len(sizes) != 2 or sizes[0] >= sizes[1] or sizes[0] < 2:
+                ap.error("--sizes takes two increasing question counts >= 2, e.g. 240,960")
+            divisor = args.hf_divisor or SHAPES[shape]["hf_divisor"]
+            hf_sizes = tuple(max(2, n // divisor) for n in sizes)
+            model_dir, adapter_dir = build_shape(work, shape)
+            write_mirror(work / f"mirror_{shape}", sizes[1], args.seed)
+            for load in loads:
+                row = {}
                 for way in WAYS:
                     t = time.perf_counter()
-                    res = spawn(way, *built[vocab], work / "mirror", args, work / f"out_{vocab}_{way}_{rep}.json")
-                    runs.setdefault((vocab, way), []).append(res)
-                    prof = (work / f"out_{vocab}_{way}_{rep}.json").with_suffix(".prof")
-                    if args.profile and prof.exists():
-                        args.profile.mkdir(parents=True, exist_ok=True)
-                        os.replace(prof, args.profile / f"{vocab}_{way}_{rep}.prof")
-                    print(f"# repeat {rep + 1} vocab {vocab} {way}: {res['n'] / res['t_model']:.1f} q/s model, "
-                          f"{(res['rss_peak'] - res['rss_base']) / 2**20:.1f} MB added ({time.perf_counter() - t:.0f} s)",
-                          file=sys.stderr, flush=True)  # fmt: skip
+                    with BackgroundLoad(load):
+                        res = spawn(way, model_dir, adapter_dir, work / f"mirror_{shape}", hf_sizes if way == "hf" else sizes,
+                                    args, work / f"out_{shape}_{load}_{way}.json")  # fmt: skip
+                    raw.append({"shape": shape, "load": load, **res})
+                    row[way] = summarise(res)
+                    print(f"# {shape} load {load} {way}: {row[way]['ms']:.3f} ms/q marginal "
+                          f"({time.perf_counter() - t:.0f} s with start-up)", file=sys.stderr, flush=True)  # fmt: skip
+                table[(shape, load)] = row
 
-    print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, torch threads "
-          f"{runs[(vocabs[0], 'limit')][0]['threads']}, peak via {runs[(vocabs[0], 'limit')][0]['peak_method']}")  # fmt: skip
-    cols = [("q/s model", "t_model"), ("q/s e2e", "t_e2e"), ("q/cpu-s mdl", "c_model"), ("q/cpu-s e2e", "c_e2e")]
-    head = f"{'vocab':>7}  {'way':<30}" + "".join(f"{c:>12}" for c, _ in cols) + f"{'added MB':>10}{'acc':>7}{'fwd share':>10}{'forwards':>9}"
+    first = raw[0]
+    print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, device {args.device}, dtype "
+          f"{args.dtype}, torch threads {first['threads']}, batch size {args.batch_size}, {args.repeats} repeat(s) "
+          f"after a warm-up; peak RSS via {first['runs'][0]['peak_method']}")  # fmt: skip
+    head = (f"{'shape':<9}{'load':>5}  {'way':<24}{'ms/q':>8}{'q/s':>9}{'cpu ms/q':>10}{'fwd ms/q':>10}"
+            f"{'own ms/q':>10}{'own cpu':>9}{'added MB':>10}{'forwards':>9}  sizes")  # fmt: skip
     print(head)
     print("-" * len(head))
-    labels = {"limit": "(a) bare forward (PeftModel)", "evidential": "(b) --model evidential", "hf": "(c) --model hf, peft="}
-    added = lambda r: (r["rss_peak"] - r["rss_base"]) / 2**20  # noqa: E731
     verdicts = []
-    for vocab in vocabs:
-        accs = set()
+    for (shape, load), row in table.items():
         for way in WAYS:
-            rs = runs[(vocab, way)]
-            speeds = [_median([r["n"] / r[key] for r in rs]) for _, key in cols]
-            acc = rs[0]["correct"] / rs[0]["n"]
-            accs.update(round(r["correct"] / r["n"], 9) for r in rs)
-            share = _median([r["t_forward"] / r["t_e2e"] for r in rs])
-            print(f"{vocab:>7}  {labels[way]:<30}" + "".join(f"{v:>12.2f}" for v in speeds)
-                  + f"{_median([added(r) for r in rs]):>10.1f}{acc:>7.3f}{share:>10.3f}{rs[0]['forwards']:>9d}")  # fmt: skip
-
-        def ratio(num, den, key, vocab=vocab):
-            pairs = zip(runs[(vocab, num)], runs[(vocab, den)])
-            if key == "mem":
-                return _median([added(a) / max(added(b), 1e-9) for a, b in pairs])
-            return _median([(a["n"] / a[key]) / (b["n"] / b[key]) for a, b in pairs])
-
-        r = {f"{num[0]}/{den[0]}": {key: ratio(num, den, key) for key in [k for _, k in cols] + ["mem"]}
-             for num, den in (("evidential", "limit"), ("evidential", "hf"))}  # fmt: skip
-        for name, label in (("e/l", "b/a (median of per-repeat ratios)"), ("e/h", "b/c")):
-            print(f"{'':>7}  {label:<30}" + "".join(f"{r[name][k]:>12.2f}" for _, k in cols) + f"{r[name]['mem']:>10.2f}")
-        # The same forward passes run in (a) and (b), so b/a is also the ratio of the time shares
-        # spent in them, each measured inside its own process: insensitive to other load.
-        share = lambda way, key, vocab=vocab: _median([r["t_forward"] / r[key] for r in runs[(vocab, way)]])  # noqa: E731
-        r["e/l"]["share_model"] = share("evidential", "t_model") / share("limit", "t_model")
-        r["e/l"]["share_e2e"] = share("evidential", "t_e2e") / share("limit", "t_e2e")
-        print(f"{'':>7}  {'b/a from forward shares':<30}{r['e/l']['share_model']:>12.2f}{r['e/l']['share_e2e']:>12.2f}")
-        if len(accs) != 1:
-            print(f"{'':>7}  WARNING: the ways disagree on accuracy {sorted(accs)}; they did not score the same thing")
-        verdicts.append((vocab, r["e/l"], r["e/h"]))
-    loads = [x for rs in runs.values() for r in rs for x in (r["load_start"], r["load_end"])]
-    print(f"# 1-min load average during the runs: {min(loads):.1f} to {max(loads):.1f} on {os.cpu_count()} CPUs "
-          "(other processes on the machine make wall-clock figures noisy; CPU-time columns are less sensitive)")  # fmt: skip
-    print()
+            r = row[way]
+            own = f"{r['own_ms']:>10.3f}{r['own_cpu_ms']:>9.3f}" if way == "evidential" else f"{'':>19}"
+            print(f"{shape:<9}{load:>5}  {LABELS[way]:<24}{r['ms']:>8.3f}{1000 / r['ms']:>9.1f}{r['cpu_ms']:>10.3f}"
+                  f"{r['fwd_ms']:>10.3f}{own}{r['added_mb']:>10.1f}{r['forwards']:>9d}  {r['sizes'][0]}/{r['sizes'][1]} q")  # fmt: skip
+        a, b, c = (row[w]["ms"] for w in WAYS)
+        ca, cb, cc = (row[w]["cpu_ms"] for w in WAYS)
+        own, own_cpu = row["evidential"]["own_ms"], row["evidential"]["own_cpu_ms"]
+        print(f"{'':<14}  a/b = {a / b:.2f} wall, {ca / cb:.2f} CPU (throughput of (b) over the bare forward); "
+              f"c/b = {c / b:.2f} wall, {cc / cb:.2f} CPU; own host work {own:.3f} ms/q wall ({own / b:.0%} of (b)), "
+              f"{own_cpu:.3f} ms/q CPU")  # fmt: skip
+        verdicts.append((shape, load, a / b, ca / cb, own, own_cpu))
+    loads_seen = [x for r in raw for x in (r["load"], r["load_end"])]
+    print(f"# 1-min load average during the runs: {min(loads_seen):.1f} to {max(loads_seen):.1f} on {os.cpu_count()} CPUs")
     ok = lambda c: "met" if c else "NOT met"  # noqa: E731
-    for vocab, ba, bc in verdicts:
-        print(f"# vocab {vocab}: b/a >= 0.9 (from forward shares): {ok(ba['share_model'] >= 0.9)} in the model phase "
-              f"({ba['share_model']:.2f}; wall {ba['t_model']:.2f}, CPU {ba['c_model']:.2f}), {ok(ba['share_e2e'] >= 0.9)} "
-              f"end to end ({ba['share_e2e']:.2f}; wall {ba['t_e2e']:.2f}, CPU {ba['c_e2e']:.2f}); "
-              f"b/c >= 1.2: {ok(bc['t_e2e'] >= 1.2)} ({bc['t_model']:.2f} model, {bc['t_e2e']:.2f} e2e); "
-              f"added memory b/c <= 0.5: {ok(bc['mem'] <= 0.5)} ({bc['mem']:.3f})")  # fmt: skip
+    for shape, load, ratio, cpu_ratio, own, own_cpu in verdicts:
+        if shape == "cheap":
+            print(f"# cheap, load {load}: a/b >= {GOAL_BARE_RATIO}: {ok(ratio >= GOAL_BARE_RATIO)} wall ({ratio:.2f}), "
+                  f"{ok(cpu_ratio >= GOAL_BARE_RATIO)} CPU ({cpu_ratio:.2f}); own host work <= {GOAL_OWN_MS} ms/q: "
+                  f"{ok(own <= GOAL_OWN_MS)} wall ({own:.3f}), {ok(own_cpu <= GOAL_OWN_MS)} CPU ({own_cpu:.3f})")  # fmt: skip
     if args.json:
-        data = [{"vocab": v, **r} for (v, _), rs in runs.items() for r in rs]
         tmpf = args.json.with_suffix(".tmp")
-        tmpf.write_text(json.dumps(data, indent=1))
+        tmpf.write_text(json.dumps(raw, indent=1))
         os.replace(tmpf, args.json)
     return 0
 
