@@ -164,3 +164,14 @@ def test_pairs_and_records_of_the_controls_pass_the_k_assertion(tiny_model, tiny
         assert pair["k_matched,none"] == 1.0 and pair["n_ood,none"] == len(rec) and pair["n_id,none"] == n_id
         shown = results["configs"][control]["metadata"]["control_summary"]  # the counts in the results JSON
         assert shown == rec.meta["control"] and shown["n_kept"] + shown["n_excluded"] == shown["n_questions"]
+
+
+def test_splits_loaded_later_get_the_same_removal_and_do_not_change_the_counts(use_mirror):
+    from lm_eval_evidential.harness.datasets import load_split, normalise
+
+    task = load("csqa_k4_edl")
+    counts = dict(task.control)
+    rows = load_split(task="csqa_k4_edl", dataset_path="tau/commonsense_qa", configs=["default"], split="train")
+    docs = normalise(rows, task._convert, task="csqa_k4_edl", answer_tokens=task.answer_tokens)  # e.g. few-shot examples
+    assert len(docs) == len(rows) and {d["k"] for d in docs} == {4}
+    assert task.control == counts  # the evaluated split's summary is untouched
