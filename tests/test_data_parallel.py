@@ -64,14 +64,15 @@ def single_process_records(tiny_model, tiny_adapter):
     import lm_eval
     from lm_eval.tasks import TaskManager
 
-    from lm_eval_evidential.harness.evidential_task import pop_collected
     from lm_eval_evidential.harness.model import EvidentialLM
+    from lm_eval_evidential.harness.plugin import tasks_dir
 
     lm = EvidentialLM(pretrained=str(tiny_model), peft=str(tiny_adapter), device="cpu", dtype="float32", batch_size=4)
     results = lm_eval.simple_evaluate(
-        model=lm, tasks=TASKS, limit=LIMIT, bootstrap_iters=0, task_manager=TaskManager(include_defaults=False)
+        model=lm, tasks=TASKS, limit=LIMIT, bootstrap_iters=0,
+        task_manager=TaskManager(include_path=str(tasks_dir()), include_defaults=False),
     )
-    return pop_collected(list(results["results"]))
+    return results.records
 
 
 @pytest.mark.slow
@@ -138,11 +139,15 @@ def test_padding_copies_of_the_last_request_get_its_response(tiny_model):
 
     reqs = [Req(d, f" {x}") for d in (0, 1) for x in "ABCD"]
     plain = lm.loglikelihood(reqs)
+    plain_evidence = lm.evidence.take()
     padded = lm.loglikelihood(reqs + [reqs[-1]] * 3)
+    padded_evidence = lm.evidence.take()
     assert len(padded) == len(reqs) + 3
     for a, b in zip(plain, padded[: len(reqs)]):
         assert a[0] == pytest.approx(b[0], abs=1e-6) and a[1] == b[1]
-        assert a[2]["logit"] == pytest.approx(b[2]["logit"], abs=1e-6)
+    assert plain_evidence.keys() == padded_evidence.keys() == {("custom", 0), ("custom", 1)}
+    for key, question in plain_evidence.items():
+        assert question.logits == pytest.approx(padded_evidence[key].logits, abs=1e-6)
     for copy in padded[len(reqs) :]:
         assert copy[0] == pytest.approx(plain[-1][0], abs=1e-6) and copy[1] == plain[-1][1]
     assert sum(r[1] for r in padded[4:8]) == 1  # still one argmax per question

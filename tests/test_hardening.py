@@ -312,14 +312,9 @@ def test_keyboard_interrupt_in_the_records_hook_leaves_no_records_file(tmp_path,
 
     import pyarrow.parquet as pq
 
-    from lm_eval_evidential.harness import evidential_task as task_mod
-    from lm_eval_evidential.harness.plugin import (
-        results_folder,
-        write_run_records,
-    )
+    from lm_eval_evidential.harness.plugin import results_folder, write_run_records
 
-    monkeypatch.setitem(task_mod._COLLECTED, "first", _records("first", 40, seed=1))
-    monkeypatch.setitem(task_mod._COLLECTED, "second", _records("second", 40, seed=2))
+    run_records = {"first": _records("first", 40, seed=1), "second": _records("second", 40, seed=2)}
     tracker = types.SimpleNamespace(
         output_path=str(tmp_path), date_id=DATE,
         general_config_tracker=types.SimpleNamespace(model_name_sanitized="model"),
@@ -336,10 +331,11 @@ def test_keyboard_interrupt_in_the_records_hook_leaves_no_records_file(tmp_path,
 
     monkeypatch.setattr(pq, "write_table", interrupted_write)
     with pytest.raises(KeyboardInterrupt):
-        write_run_records(tracker, {"results": {"first": {}, "second": {}}})
+        write_run_records(results_folder(tracker), run_records)
     folder = results_folder(tracker)
-    assert sorted(p.name for p in folder.iterdir()) == [f"records_first_{DATE}.parquet"]
-    assert len(read_records_file(folder / f"records_first_{DATE}.parquet")) == 40
+    [first] = folder.iterdir()
+    assert first.name.startswith("records_first_") and first.suffix == ".parquet"
+    assert len(read_records_file(first)) == 40
     with pytest.raises(FileNotFoundError, match="no records for task 'second'"):
         load_records(tmp_path, "second")
 

@@ -149,13 +149,15 @@ def read_jsonl(path: Path, *, task: str) -> list[dict]:
 
 
 def load_split(
-    *, task: str, dataset_path: str, configs: Sequence[str | None], split: str
+    *, task: str, dataset_path: str, configs: Sequence[str | None], split: str, dataset_kwargs: dict | None = None
 ) -> list[dict]:
     """Rows of ``split`` from the offline mirror (if ``$EVIDENTIAL_DATA_DIR`` is set) or the hub.
 
-    Several configs (MMLU's maths subjects) are concatenated in the order given.
+    Several configs (MMLU's maths subjects) are concatenated in the order given. A task whose
+    ``dataset_kwargs`` name ``data_files`` (a user's own files) is read from them, mirror or not.
     """
-    root = os.environ.get(MIRROR_ENV)
+    kwargs = dict(dataset_kwargs or {})
+    root = None if kwargs.get("data_files") else os.environ.get(MIRROR_ENV)
     rows: list[dict] = []
     for config in configs:
         if root:
@@ -163,7 +165,7 @@ def load_split(
         else:
             import datasets
 
-            part = list(datasets.load_dataset(dataset_path, config, split=split))
+            part = list(datasets.load_dataset(dataset_path, config, split=split, **kwargs))
         rows.extend(part)
     if not rows:
         raise DatasetError(
@@ -313,3 +315,58 @@ def control_tasks(tasks_dir: str | os.PathLike) -> dict[str, list[dict]]:
         if isinstance(meta, dict) and meta.get("control_of") and config.get("task"):
             out.setdefault(meta["control_of"], []).append({"task": config["task"], "control": meta.get("control", "")})
     return out
+
+
+def _column(row: dict, path: str):
+    """``row[path]``, where ``path`` may reach into nested fields with dots (``choices.text``)."""
+    value = row
+    for part in path.split("."):
+        value = value[part]
+    return value
+
+
+def field_converter(fields: dict, *, task: str) -> Callable[[dict, int], Converted]:
+    """A converter from a YAML column map (``metadata.fields``) instead of a Python function.
+
+    Keys: ``question``, ``options`` (a list column), ``answer`` (the correct option's label, or
+    its 0-based index), optional ``labels`` (a list column of the options' labels; default
+    A, B, C, …) and ``id``. Values are column names, dotted for nested fields.
+    """
+    missing = [key for key in ("question", "options", "answer") if key not in fields]
+    if missing:
+        raise DatasetError(f"task {task!r}: metadata.fields lacks {missing}; map question, options and answer to columns")
+
+    def convert(row: dict, index: int) -> Converted:
+        options = list(_column(row, fields["options"]))
+        labels = list(_column(row, fields["labels"])) if "labels" in fields else [chr(ord("A") + i) for i in range(len(options))]
+        answer = _column(row, fields["answer"])
+        if isinstance(answer, int) and not isinstance(answer, bool) and 0 <= answer < len(labels):
+            answer = labels[answer]
+        source_id = str(_column(row, fields["id"])) if "id" in fields else str(index)
+        return source_id, _column(row, fields["question"]), options, labels, answer
+
+    return convert
+
+
+def data_origin(dataset_kwargs: dict | None) -> str:
+    """Where a task's rows come from: ``hub``, ``mirror <root>`` or ``local files``."""
+    if (dataset_kwargs or {}).get("data_files"):
+        return "local files"
+    root = os.environ.get(MIRROR_ENV)
+    return f"mirror {Path(root).resolve()}" if root else "hub"
+
+
+def data_source(config, docs: Sequence[dict]) -> dict:
+    """Provenance of a task's evaluated docs: origin, dataset, revision or files, and a content hash."""
+    import hashlib
+
+    kwargs = dict(config.dataset_kwargs or {})
+    digest = hashlib.sha256(json.dumps(list(docs), sort_keys=True, ensure_ascii=False, default=str).encode()).hexdigest()
+    return {
+        "origin": data_origin(kwargs),
+        "dataset": config.dataset_path,
+        "configs": list((config.metadata or {}).get("dataset_configs") or [config.dataset_name]),
+        "revision": kwargs.get("revision"),
+        "files": kwargs.get("data_files"),
+        "sha256": digest[:16],
+    }

@@ -1,93 +1,64 @@
-"""The EDL task classes: ordinary ConfigurableTasks with evidential metrics and records.
+"""The EDL task classes: ordinary multiple-choice ConfigurableTasks whose docs are one MCQA schema.
 
 ``EvidentialMCQATask`` (obqa_edl, arc_c_edl, …) scores one MCQA dataset; ``OODPairTask``
 (obqa_edl_vs_arc_c_edl, …) scores ID-vs-OOD detection over the two tasks' docs, with the K
 check done when its dataset is built, before any forward pass.
 
-Both work with any harness model. With ``--model evidential`` each loglikelihood response
-carries a third element, the per-class evidence payload; with other models (``--model hf``)
-only log-likelihoods exist, and the records are the ``softmax`` method over them (softmax
-of answer log-likelihoods equals softmax of the answer logits: they differ by a constant).
+Per question the harness's own ``multiple_choice`` scoring gives ``acc``; everything that needs
+the whole set of records (calibration, vacuity, detection) is computed after the evaluation
+from the records by :meth:`evidential_metrics`, which
+:func:`lm_eval_evidential.harness.evaluation.complete` calls — with any model: with
+``--model evidential`` the records hold the evidence, with other models (``--model hf``) they
+are the ``softmax`` method over the answer log-likelihoods.
+
+A user's own task needs YAML only: ``class: !function
+lm_eval_evidential.harness.evidential_task.EvidentialMCQATask`` brings the shared base
+(``tasks/_edl_base.yaml``: prompt, answers, metric) under the task's own keys, and
+``metadata.fields`` maps a dataset's columns onto the doc schema (see README, "Your own tasks").
 """
 
 from __future__ import annotations
 
 import ast
 import logging
-import math
-from collections.abc import Sequence
-from typing import Any
+from pathlib import Path
 
-from lm_eval.api.metrics import mean
 from lm_eval.api.task import ConfigurableTask
 
 from lm_eval_evidential.harness import datasets as mcqa_datasets
-from lm_eval_evidential.records import Records, make_record, record_probs
 
 logger = logging.getLogger(__name__)
 
-# Records of the evaluated tasks, by task name, collected where the harness aggregates
-# (rank 0, after the data-parallel gather); the results hook writes and removes them.
-_COLLECTED: dict[str, Records] = {}
+BASE_YAML = Path(__file__).resolve().parent / "tasks" / "_edl_base.yaml"
+CALIBRATION_BINS = 15
 
 
-def pop_collected(tasks: Sequence[str]) -> dict[str, Records]:
-    return {t: _COLLECTED.pop(t) for t in list(tasks) if t in _COLLECTED}
+def _with_base(config: dict) -> dict:
+    """The shared base config under ``config`` (a task that included the base YAML already has it)."""
+    from lm_eval.tasks._yaml_loader import load_yaml
 
-
-def _meta_from_payload(payload: dict | None) -> dict:
-    if payload is None:
-        return {"method": "softmax", "prior_weight": 1.0, "model": "non-evidential (log-likelihoods)"}
-    return {k: v for k, v in payload.items() if k not in ("logit", "alpha")}
-
-
-def record_from_results(task: str, doc: dict, results: Sequence[Any]) -> tuple[dict, dict]:
-    """(record, meta) for one doc from the harness's per-choice responses."""
-    k = doc["k"]
-    if len(results) != k:
-        raise ValueError(f"task {task!r} doc {doc['doc_id']}: {len(results)} responses for K={k} options")
-    payloads = [r[2] if len(r) > 2 else None for r in results]
-    if payloads[0] is None:
-        logits, alpha, meta = [float(r[0]) for r in results], None, _meta_from_payload(None)
-    else:
-        logits = [p["logit"] for p in payloads]
-        alpha = None if payloads[0]["alpha"] is None else [p["alpha"] for p in payloads]
-        meta = _meta_from_payload(payloads[0])
-    bad = [x for x in logits if not math.isfinite(x)]
-    if bad:
-        raise ValueError(
-            f"task {task!r} doc {doc['doc_id']} ({doc.get('source_id')}): non-finite answer logit {bad[0]!r}; "
-            "this is usually float16 overflow — run with dtype=bfloat16 or dtype=float32"
-        )
-    record = make_record(
-        task=task, doc_id=doc["doc_id"], labels=doc["letters"], gold=doc["gold"],
-        logits=logits, alpha=alpha, prior_weight=float(meta.get("prior_weight", 1.0)),
-    )  # fmt: skip
-    return record, meta
-
-
-def _records_from_items(task: str, items: Sequence[dict]) -> Records:
-    metas = {tuple(sorted((k, str(v)) for k, v in it["meta"].items())) for it in items}
-    if len(metas) > 1:
-        raise ValueError(f"task {task!r}: records produced with different model settings in one run: {metas}")
-    meta = items[0]["meta"] if items else {}
-    return Records.from_rows([it["record"] for it in items], task=task, meta=meta)
+    if "output_type" in config:
+        return config
+    base = load_yaml(BASE_YAML, resolve_func=False)
+    base.pop("class", None)
+    return {**base, **config, "metadata": {**(base.get("metadata") or {}), **(config.get("metadata") or {})}}
 
 
 class EvidentialMCQATask(ConfigurableTask):
     """An MCQA task scored as a K-class evidential classifier (K per question).
 
-    YAML: ``process_docs`` names a converter from :mod:`lm_eval_evidential.harness.datasets`,
-    ``metadata.answer_tokens`` the declared answer-token set, ``metadata.dataset_configs``
-    the hub configs to concatenate (default: ``dataset_name``).
+    YAML: ``process_docs`` names a converter from :mod:`lm_eval_evidential.harness.datasets`
+    (or ``metadata.fields`` maps columns), ``metadata.answer_tokens`` the declared answer-token
+    set, ``metadata.dataset_configs`` the hub configs to concatenate (default: ``dataset_name``).
     """
 
     def __init__(self, config: dict | None = None, **kwargs) -> None:
-        config = dict(config or {})
+        config = _with_base(dict(config or {}))
         config.pop("class", None)
         # The converter runs once in download() with the task's metadata (answer tokens),
         # not per call of test_docs(), so it is taken out of the harness's hands here.
         self._convert = config.pop("process_docs", None)
+        self._fewshot_seed = None
         super().__init__(config=config, **kwargs)
 
     # -- data ---------------------------------------------------------------------------
@@ -95,28 +66,47 @@ class EvidentialMCQATask(ConfigurableTask):
     def answer_tokens(self) -> list[str]:
         tokens = (self.config.metadata or {}).get("answer_tokens")
         if not tokens:
-            raise ValueError(f"task {self.config.task!r}: metadata.answer_tokens is missing from its YAML")
+            raise mcqa_datasets.DatasetError(f"task {self.config.task!r}: metadata.answer_tokens is missing from its YAML")
         return list(tokens)
+
+    def _converter(self):
+        fields = (self.config.metadata or {}).get("fields")
+        if self._convert is None and fields:
+            return mcqa_datasets.field_converter(fields, task=self.config.task)
+        if self._convert is None:
+            raise mcqa_datasets.DatasetError(
+                f"task {self.config.task!r}: name a converter (process_docs) or map the columns (metadata.fields) in its YAML"
+            )
+        return self._convert
+
+    def load_docs(self, split: str) -> list[dict]:
+        """The normalised docs of ``split`` (mirror, local files or hub), validated."""
+        meta = self.config.metadata or {}
+        rows = mcqa_datasets.load_split(
+            task=self.config.task, dataset_path=self.config.dataset_path,
+            configs=meta.get("dataset_configs") or [self.config.dataset_name], split=split,
+            dataset_kwargs=self.config.dataset_kwargs,
+        )  # fmt: skip
+        docs = mcqa_datasets.normalise(rows, self._converter(), task=self.config.task, answer_tokens=self.answer_tokens)
+        if not docs:
+            raise mcqa_datasets.DatasetError(f"task {self.config.task!r}: no usable docs in split {split!r}")
+        return docs
 
     def download(self, dataset_kwargs: dict | None = None, **kwargs) -> None:
         import datasets
 
-        meta = self.config.metadata or {}
-        configs = meta.get("dataset_configs") or [self.config.dataset_name]
-        splits = {s for s in (self.config.training_split, self.config.validation_split, self.config.test_split) if s}
-        if self._convert is None:
-            raise ValueError(f"task {self.config.task!r}: process_docs (a converter) is missing from its YAML")
+        # The evaluated split only (metadata.load_all_splits: every declared split, for training);
+        # few-shot examples are loaded when --num_fewshot asks for them.
+        config = self.config
+        splits = {config.training_split, config.validation_split, config.test_split, config.fewshot_split} - {None}
+        load_all = (config.metadata or {}).get("load_all_splits", False)
         self.dataset = datasets.DatasetDict()
         for split in sorted(splits):
-            if split != self.eval_split and not meta.get("load_all_splits", False):
-                continue  # declared for training; loaded on demand by lm_eval_evidential.training.trainer
-            rows = mcqa_datasets.load_split(
-                task=self.config.task, dataset_path=self.config.dataset_path, configs=configs, split=split
-            )
-            docs = mcqa_datasets.normalise(rows, self._convert, task=self.config.task, answer_tokens=self.answer_tokens)
-            if not docs:
-                raise mcqa_datasets.DatasetError(f"task {self.config.task!r}: no usable docs in split {split!r}")
-            self.dataset[split] = datasets.Dataset.from_list(docs)
+            if split == self.eval_split or load_all:
+                docs = self.load_docs(split)
+                self.dataset[split] = datasets.Dataset.from_list(docs)
+                if split == self.eval_split:
+                    self._data_source = mcqa_datasets.data_source(config, docs)
 
     @property
     def eval_split(self) -> str:
@@ -127,6 +117,58 @@ class EvidentialMCQATask(ConfigurableTask):
 
     def has_validation_docs(self) -> bool:
         return self.config.validation_split in getattr(self, "dataset", {})
+
+    def fewshot_docs(self):
+        return None  # no sampler at construction: see fewshot_context
+
+    # -- few-shot -----------------------------------------------------------------------
+    @property
+    def fewshot_split(self) -> str | None:
+        """``fewshot_split``, else the training split, else a validation split that is not evaluated."""
+        config = self.config
+        for split in (config.fewshot_split, config.training_split, config.validation_split):
+            if split and split != self.eval_split:
+                return split
+        return None
+
+    def fewshot_pool(self) -> list[dict]:
+        split = self.fewshot_split
+        if split is None:
+            from lm_eval_evidential.harness.model import EvidentialInputError
+
+            raise EvidentialInputError(
+                f"task {self.config.task!r}: --num_fewshot needs examples from a split other than the evaluated "
+                f"{self.eval_split!r}, and its YAML declares none; add training_split or fewshot_split, or drop --num_fewshot"
+            )
+        loaded = getattr(self, "dataset", {})
+        return list(loaded[split]) if split in loaded else self.load_docs(split)
+
+    def set_fewshot_seed(self, seed: int | None = None) -> None:
+        self._fewshot_seed = seed
+        super().set_fewshot_seed(seed)
+
+    def fewshot_context(self, doc, num_fewshot, *args, **kwargs):
+        if num_fewshot and not hasattr(self, "sampler"):
+            from lm_eval.api import samplers
+
+            name = self.fewshot_cfg.sampler if self.config.fewshot_config else "default"
+            sampler_cls = samplers.get_sampler(name) if isinstance(name, str) else name
+            self.sampler = sampler_cls(self.fewshot_pool(), rnd=None)
+            self.sampler.set_rnd(self._fewshot_seed)
+        return super().fewshot_context(doc, num_fewshot, *args, **kwargs)
+
+    # -- request cache --------------------------------------------------------------------
+    def build_all_requests(self, *, cache_requests: bool = False, rewrite_requests_cache: bool = False, **kwargs) -> None:
+        # lm_eval's request cache is keyed by task name, shots, chat template and tokenizer, not
+        # by the data: prompts cached from another mirror or dataset version would be reused.
+        super().build_all_requests(cache_requests=cache_requests, rewrite_requests_cache=rewrite_requests_cache, **kwargs)
+        if cache_requests and not rewrite_requests_cache and not self._requests_match_docs():
+            logger.warning("%s: the request cache holds prompts of other data; rebuilding it", self.config.task)
+            super().build_all_requests(cache_requests=True, rewrite_requests_cache=True, **kwargs)
+
+    def _requests_match_docs(self) -> bool:
+        docs = self.eval_docs
+        return all(r.doc_id < len(docs) and r.doc == docs[r.doc_id] for r in self._instances)
 
     # -- prompts --------------------------------------------------------------------------
     # lm_eval compiles a task's Jinja templates anew for every doc (utils.apply_template); the
@@ -167,73 +209,35 @@ class EvidentialMCQATask(ConfigurableTask):
             return ast.literal_eval(target)
         return super().doc_to_target(doc, doc_to_target)  # lists and strings: the harness's own rules
 
-    # -- scoring --------------------------------------------------------------------------
+    # -- records and metrics -----------------------------------------------------------------
     @property
     def fingerprint(self) -> dict:
-        """What defines this task's records besides the model: prompt template, answer set, version."""
-        if getattr(self, "_fingerprint", None) is not None:
-            return self._fingerprint
-        import hashlib
+        """What defines this task's records besides the model: prompt template, answer set, version, data."""
+        from lm_eval_evidential.harness.evaluation import sha256_text
 
         template = self.config.doc_to_text if isinstance(self.config.doc_to_text, str) else repr(self.config.doc_to_text)
-        self._fingerprint = {
-            "prompt_template_sha256": hashlib.sha256(template.encode()).hexdigest()[:16],
+        return {
+            "prompt_template_sha256": sha256_text(template),
             "answer_tokens": self.answer_tokens,
             "task_version": self.VERSION,
-        }
-        return self._fingerprint
-
-    def _item(self, doc: dict, results) -> dict:
-        record, meta = record_from_results(self.config.task, doc, results)
-        return {"record": record, "meta": {**meta, **self.fingerprint}}
-
-    def process_results(self, doc: dict, results) -> dict:
-        item = self._item(doc, results)
-        record = item["record"]
-        probs, gold = record_probs(record), record["gold"]
-        return {
-            "acc": float(record["correct"]),
-            "ece": item,
-            "adaptive_ece": item,
-            "nll": -math.log(max(probs[gold], 1e-300)),
-            "brier": sum((p - (i == gold)) ** 2 for i, p in enumerate(probs)),
-            "vacuity": record["vacuity"],
+            "data_source": getattr(self, "_data_source", None),
         }
 
-    def _ece(self, items: list[dict]) -> float:
+    def evidential_metrics(self, records) -> dict[str, tuple[float, bool | None]]:
+        """``{metric: (value, higher_is_better)}`` for the harness table, from this task's records.
+
+        The calibration metrics are the audit's own rows (``lm-eval-evidential calibration``);
+        mean vacuity only where there is a Dirichlet (not for ``method=softmax``).
+        """
         import numpy as np
 
-        from lm_eval_evidential.metrics.calibration import ece
+        from lm_eval_evidential.audits.quality import calibration_rows
 
-        records = _records_from_items(self.config.task, items)
-        # ECE needs every example's confidence, so its aggregation sees the full records:
-        # this is where (rank 0, after gathering) the run's records are collected for the hook.
-        _COLLECTED[self.config.task] = records
-        return float(ece(records.max_prob, records.correct.astype(np.float64), n_bins=15))
-
-    def _adaptive_ece(self, items: list[dict]) -> float:
-        import numpy as np
-
-        from lm_eval_evidential.metrics.calibration import adaptive_ece
-
-        conf = np.array([it["record"]["max_prob"] for it in items])
-        correct = np.array([float(it["record"]["correct"]) for it in items])
-        return float(adaptive_ece(conf, correct, n_bins=15))
-
-    def _mean_vacuity(self, items: list[float]) -> float:
-        if any(math.isnan(x) for x in items):
-            logger.warning("%s: vacuity is undefined for method=softmax records; mean vacuity is NaN", self.config.task)
-            return float("nan")
-        return mean(items)
-
-    def aggregation(self) -> dict:
-        return {
-            "acc": mean, "ece": self._ece, "adaptive_ece": self._adaptive_ece, "nll": mean, "brier": mean,
-            "vacuity": self._mean_vacuity,
-        }  # fmt: skip
-
-    def higher_is_better(self) -> dict:
-        return {"acc": True, "ece": False, "adaptive_ece": False, "nll": False, "brier": False, "vacuity": False}
+        row = calibration_rows({self.config.task: records}, n_bins=CALIBRATION_BINS)[0]
+        metrics = {name: (row[name], False) for name in ("ece", "adaptive_ece", "nll", "brier")}
+        if records.has_alpha:
+            metrics["vacuity"] = (float(np.mean(records.vacuity)), False)
+        return metrics
 
 
 class OODPairTask(EvidentialMCQATask):
@@ -241,40 +245,93 @@ class OODPairTask(EvidentialMCQATask):
 
     ``metadata``: ``id_task``, ``ood_task``, ``k_policy`` (assert | restrict | report;
     overridable with ``--metadata '{"k_policy": "report"}'``) and ``scores``. The docs are
-    the two tasks' own docs with their own prompts, so a run that also evaluates the single
-    tasks forwards each question once.
+    the two tasks' own docs with their own prompts, alternating ID and OOD, so a run that also
+    evaluates the single tasks forwards each question once, and ``--limit N`` takes N per side.
+    Few-shot examples come from the ID task.
     """
+
+    WRITES_RECORDS = False  # its questions are the two tasks' questions: their records hold them
+
+    def __init__(self, config: dict | None = None, **kwargs) -> None:
+        super().__init__(config, **kwargs)
+        # For lm_eval's loggers (W&B reads the per-sample metrics from metric_list).
+        self._config.metric_list = [
+            {"metric": name, "aggregation": "sum", "higher_is_better": None} for name in ("n_id", "n_ood")
+        ]
+
+    def _resolve_tasks(self):
+        from lm_eval.tasks import TaskManager
+
+        from lm_eval_evidential.harness.plugin import tasks_dir
+
+        meta = self.config.metadata or {}
+        paths = [str(tasks_dir())]
+        source = meta.get("config_source")
+        if source and source != "inline" and Path(source).parent != tasks_dir():
+            paths.append(str(Path(source).parent))  # a user's pair finds the user's tasks beside it
+        names = [meta["id_task"], meta["ood_task"]]
+        return TaskManager(include_path=paths, include_defaults=False).load(names)["tasks"], names
 
     def download(self, dataset_kwargs: dict | None = None, **kwargs) -> None:
         import datasets
         import numpy as np
-        from lm_eval.tasks import TaskManager
 
-        from lm_eval_evidential.harness.plugin import tasks_dir
         from lm_eval_evidential.metrics.cardinality import check_cardinality
 
         meta = self.config.metadata or {}
-        id_name, ood_name = meta["id_task"], meta["ood_task"]
-        manager = TaskManager(include_path=str(tasks_dir()), include_defaults=False)
-        loaded = manager.load([id_name, ood_name])["tasks"]
-        id_docs = list(loaded[id_name].eval_docs)
-        ood_docs = list(loaded[ood_name].eval_docs)
+        loaded, (id_name, ood_name) = self._resolve_tasks()
+        self._id_task = loaded[id_name]
+        id_docs, ood_docs = list(loaded[id_name].eval_docs), list(loaded[ood_name].eval_docs)
         check = check_cardinality(
-            np.array([d["k"] for d in id_docs]),
-            np.array([d["k"] for d in ood_docs]),
-            policy=str(meta.get("k_policy", "assert")),
-            id_name=id_name,
-            ood_name=ood_name,
-        )
+            np.array([d["k"] for d in id_docs]), np.array([d["k"] for d in ood_docs]),
+            policy=str(meta.get("k_policy", "assert")), id_name=id_name, ood_name=ood_name,
+        )  # fmt: skip
         self.k_check = check
-        pair_docs = []
-        for side, source, keep, task_name in ((1, id_docs, check.keep_id, id_name), (0, ood_docs, check.keep_ood, ood_name)):
-            for doc, kept in zip(source, keep):
-                if kept:
-                    pair_docs.append({**doc, "doc_id": len(pair_docs), "side": side, "origin": f"{task_name}/{doc['doc_id']}",
-                                      "answer_tokens": self.answer_tokens})  # fmt: skip
+        sides = [
+            [{**d, "side": side, "origin": f"{name}/{d['doc_id']}", "answer_tokens": self.answer_tokens}
+             for d, kept in zip(docs, keep) if kept]
+            for side, docs, keep, name in ((1, id_docs, check.keep_id, id_name), (0, ood_docs, check.keep_ood, ood_name))
+        ]  # fmt: skip
+        pair_docs = [doc for pair in _alternate(*sides) for doc in pair]
+        for i, doc in enumerate(pair_docs):
+            doc["doc_id"] = i
+        self._per_side_limit = None
+        self._sides = [doc["side"] for doc in pair_docs]
+        self._data_source = {"id": loaded[id_name].fingerprint["data_source"], "ood": loaded[ood_name].fingerprint["data_source"]}
         self.dataset = datasets.DatasetDict({self.eval_split: datasets.Dataset.from_list(pair_docs)})
 
+    def fewshot_pool(self) -> list[dict]:
+        return self._id_task.fewshot_pool()
+
+    # -- --limit N: N per side ---------------------------------------------------------------
+    def _docs_for(self, per_side: int) -> int:
+        """How many leading docs (ID and OOD alternate) hold ``per_side`` docs of each side."""
+        sides = self._sides
+        taken = {0: 0, 1: 0}
+        for n, side in enumerate(sides):
+            if taken[0] >= per_side and taken[1] >= per_side:
+                return n
+            taken[side] += 1
+        return len(sides)
+
+    def build_all_requests(self, *, limit: int | None = None, **kwargs) -> None:
+        self._per_side_limit = None if limit is None else int(limit)
+        if limit is not None:
+            n = self._docs_for(int(limit))
+            n_id = sum(self._sides[:n])
+            logger.warning(
+                "%s: --limit %d on an ID/OOD pair takes %d per side: %d ID and %d OOD docs",
+                self.config.task, limit, limit, n_id, n - n_id,
+            )
+            limit = n
+        super().build_all_requests(limit=limit, **kwargs)
+
+    def doc_iterator(self, *, rank: int = 0, limit: int | None = None, world_size: int = 1, samples=None):
+        if limit is not None and self._per_side_limit is not None and samples is None:
+            limit = self._docs_for(self._per_side_limit)
+        return super().doc_iterator(rank=rank, limit=limit, world_size=world_size, samples=samples)
+
+    # -- metrics ------------------------------------------------------------------------------
     @property
     def scores(self) -> list[str]:
         from lm_eval_evidential.metrics.scores import OOD_DEFAULT_SCORES, check_score_names
@@ -282,47 +339,36 @@ class OODPairTask(EvidentialMCQATask):
         return check_score_names((self.config.metadata or {}).get("scores") or OOD_DEFAULT_SCORES)
 
     def process_results(self, doc: dict, results) -> dict:
-        item = {**self._item(doc, results), "side": doc["side"]}
-        out = {}
-        for score in self.scores:
-            out[f"auroc_{score}"] = item
-            out[f"aupr_in_{score}"] = item
-        out["n_id"] = doc["side"]
-        out["n_ood"] = 1 - doc["side"]
-        out["k_matched"] = item
-        return out
-
-    def _detection(self, items: list[dict], score: str, metric: str) -> float:
-        import numpy as np
-
-        from lm_eval_evidential.metrics import detection
-        from lm_eval_evidential.metrics._validation import undefined
-        from lm_eval_evidential.metrics.scores import SCORES, compute_score
-
-        records = _records_from_items(self.config.task, items)
-        side = np.array([it["side"] for it in sorted(items, key=lambda it: it["record"]["doc_id"])])
-        if SCORES[score].needs_alpha and not records.has_alpha:
-            return undefined(f"{self.config.task}: {score} needs Dirichlet alpha; these records are method=softmax")
-        values = compute_score(
-            score, probs=records.probs, k=records.k, alpha=records.alpha if records.has_alpha else None,
-            prior_weight=records.prior_weight,
-        )  # fmt: skip
-        fn = detection.auroc if metric == "auroc" else detection.aupr_in
-        return float(fn(side, values))
-
-    def _k_matched(self, items: list[dict]) -> float:
-        return float(self.k_check.matched)
+        return {"n_id": doc["side"], "n_ood": 1 - doc["side"]}
 
     def aggregation(self) -> dict:
-        agg = {"n_id": sum, "n_ood": sum, "k_matched": self._k_matched}
-        for score in self.scores:
-            agg[f"auroc_{score}"] = lambda items, s=score: self._detection(items, s, "auroc")
-            agg[f"aupr_in_{score}"] = lambda items, s=score: self._detection(items, s, "aupr_in")
-        return agg
+        return {"n_id": sum, "n_ood": sum}
 
     def higher_is_better(self) -> dict:
-        hib = {"n_id": True, "n_ood": True, "k_matched": True}
-        for score in self.scores:
-            hib[f"auroc_{score}"] = True
-            hib[f"aupr_in_{score}"] = True
-        return hib
+        return {"n_id": None, "n_ood": None}  # counts: neither direction is better
+
+    def evidential_metrics(self, records) -> dict[str, tuple[float, bool | None]]:
+        """AUROC and AUPR-In per score, by the audit's own ``ood_rows``; ``k_matched`` (1/0)."""
+        import numpy as np
+
+        from lm_eval_evidential.audits.ood import ood_rows, subset_records
+        from lm_eval_evidential.metrics.scores import SCORES
+
+        side = np.array([self._sides[int(d)] for d in records.doc_id], dtype=bool)
+        scores = [s for s in self.scores if records.has_alpha or not SCORES[s].needs_alpha]
+        rows = ood_rows(subset_records(records, side), subset_records(records, ~side), scores=scores,
+                        k_policy="report", n_boot=0)  # fmt: skip
+        metrics: dict[str, tuple[float, bool | None]] = {}
+        for row in rows:
+            metrics[f"auroc_{row['score']}"] = (row["auroc"], True)
+            metrics[f"aupr_in_{row['score']}"] = (row["aupr_in"], True)
+        metrics["k_matched"] = (float(self.k_check.matched), None)
+        return metrics
+
+
+def _alternate(first: list, second: list) -> list[list]:
+    """[[a0, b0], [a1, b1], …, then the longer list's rest]: ID and OOD docs alternate."""
+    out = [[a, b] for a, b in zip(first, second)]
+    n = min(len(first), len(second))
+    out += [[d] for d in first[n:]] + [[d] for d in second[n:]]
+    return out

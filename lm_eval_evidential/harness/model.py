@@ -5,20 +5,24 @@ What differs is scoring: each distinct prompt is forwarded once (a question's K 
 and identical prompts of different tasks, share it), batches are left-padded with explicit
 position ids so the last position is every row's real last token, and only the last
 position's logits are computed (``logits_to_keep=1``) — never full-vocabulary logits for
-every position. Each loglikelihood response is ``(log E[p_i], is_argmax, payload)``: the
-first two make the harness's ``acc`` the EDL accuracy, the payload carries the evidence.
+every position. Each loglikelihood response is the harness's ``(log p, is_greedy)``, here
+``(log E[p_j], j is the argmax)``, so the harness's own ``acc`` is the EDL accuracy; the
+question's evidence goes to the model's ledger, keyed by (task, doc)
+(:mod:`lm_eval_evidential.harness.evidence`).
 """
 
 from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from lm_eval.models.huggingface import HFLM
 from tqdm import tqdm
 
+from lm_eval_evidential.harness.evidence import EvidenceLedger, QuestionEvidence
 from lm_eval_evidential.modeling.config import HeadConfig, head_defaults
 from lm_eval_evidential.modeling.heads import apply_head
 
@@ -45,6 +49,28 @@ class EvidentialInputError(ValueError):
     """A request the evidential model cannot score; the message names task, doc, value and fix."""
 
 
+# Stock lm_eval tasks whose choices are answer texts, and this package's task with the same
+# questions answered by letter (named when the stock task is refused).
+EDL_ALTERNATIVES = {
+    "openbookqa": "obqa_edl", "arc_challenge": "arc_c_edl", "arc_easy": "arc_e_edl",
+    "commonsense_qa": "csqa_edl", "mmlu_college_mathematics": "mmlu_math_edl",
+    "mmlu_high_school_mathematics": "mmlu_math_edl", "mmlu_abstract_algebra": "mmlu_math_edl",
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _Question:
+    """The requests of one question (same task, doc and prompt), planned before any forward pass."""
+
+    task: str | None
+    doc_id: int | None
+    context: str
+    continuations: tuple[str, ...]
+    answer_ids: tuple[int, ...]
+    copies: list[list[int]]  # per choice: the positions of its request (and of padding copies)
+    where: str
+
+
 class EvidentialLM(HFLM):
     """See the module docstring. Extra model_args: ``method`` (edl | ib_edl | softmax),
     ``prior_weight`` (λ, default 1), ``num_noises`` (20), ``sigma_mult`` (0), ``seed`` (0).
@@ -62,6 +88,9 @@ class EvidentialLM(HFLM):
         seed: int | None = None,
         **kwargs,
     ) -> None:
+        from lm_eval_evidential.harness.plugin import check_harness
+
+        check_harness()  # before gigabytes of weights load
         # None = not given: the adapter's metadata, then HeadConfig's defaults, fill it in.
         given = {"method": method, "prior_weight": prior_weight, "num_noises": num_noises, "sigma_mult": sigma_mult}
         settings = {**head_defaults(kwargs.get("peft")), **{k: v for k, v in given.items() if v is not None}}
@@ -73,7 +102,7 @@ class EvidentialLM(HFLM):
         self._pretrained_name = str(pretrained)
         self._peft_path = kwargs.get("peft")
         self._revision = kwargs.get("revision", "main")
-        self._answer_id_cache: dict[tuple, dict[str, int]] = {}
+        self.evidence = EvidenceLedger()
         try:
             super().__init__(pretrained=pretrained, **kwargs)
         except RuntimeError as exc:
@@ -123,23 +152,28 @@ class EvidentialLM(HFLM):
         return cls(**arg_dict, **extra)
 
     # ------------------------------------------------------------------ tokenisation
-    def _answer_ids(self, context: str, context_ids: list[int], continuations: list[str], where: str) -> list[int]:
+    def _answer_ids(self, context: str, context_ids: list[int], continuations, task, where: str) -> tuple[int, ...]:
         ids = []
         for cont in continuations:
             whole = self.tok_encode(context + cont)
             if len(whole) != len(context_ids) + 1 or whole[: len(context_ids)] != context_ids:
                 pieces = whole[len(context_ids) :] if whole[: len(context_ids)] == context_ids else whole[-3:]
+                alternative = EDL_ALTERNATIVES.get(str(task))
+                fix = (
+                    f"use {alternative}, the same questions answered by letter"
+                    if alternative
+                    else "use a task whose choices are answer letters, e.g. the *_edl tasks or your own (README: Your own tasks)"
+                )
                 raise EvidentialInputError(
-                    f"{where}: answer label {cont!r} is not a single token after the prompt for this tokenizer "
-                    f"(it encodes as {len(pieces)} token(s) {pieces}); the evidential model scores single-token "
-                    "labels — use the *_edl tasks, whose labels are ' A'..' E', or a tokenizer that has them"
+                    f"{where}: choice {cont!r} is {len(pieces)} tokens {pieces} after the prompt for this tokenizer; "
+                    f"--model evidential reads one answer token per choice, so every choice must be a single token — {fix}"
                 )
             ids.append(whole[-1])
         if len(set(ids)) != len(ids):
             raise EvidentialInputError(
-                f"{where}: answer labels {continuations} share token ids {ids}; each label must be its own token"
+                f"{where}: answer labels {list(continuations)} share token ids {ids}; each label must be its own token"
             )
-        return ids
+        return tuple(ids)
 
     # ------------------------------------------------------------------ forward
     def _last_logits(self, batch: list[list[int]]) -> torch.Tensor:
@@ -181,94 +215,104 @@ class EvidentialLM(HFLM):
         return size
 
     # ------------------------------------------------------------------ the harness API
-    def loglikelihood(self, requests, disable_tqdm: bool = False) -> list[tuple[float, bool, dict]]:
-        # Group requests into questions: the K options of one (task, doc) share one prompt.
-        # Under data parallel the harness pads a shorter rank by repeating its last request
-        # object: copies of one request share its response (distinct requests still collide).
-        questions: dict[tuple, dict[int, list[int]]] = defaultdict(dict)
+    def loglikelihood(self, requests, disable_tqdm: bool = False) -> list[tuple[float, bool]]:
+        """The harness's contract: one ``(log p, is_greedy)`` per request, here ``(log E[p_j], j is argmax)``.
+
+        The K requests of one question (same task, doc and prompt) are scored together; the
+        question's answer logits and alpha are filed in :attr:`evidence` under (task, doc_id),
+        the path by which they reach the records (:mod:`lm_eval_evidential.harness.evidence`).
+        Every question is checked (single-token, distinct answers; prompt length) before any
+        forward pass.
+        """
+        plans = self._plan(requests)
+        needed: dict[str, set[int]] = defaultdict(set)
+        for plan in plans:
+            needed[plan.context].update(plan.answer_ids)
+        tail_k = max((len(p.answer_ids) for p in plans), default=0) if self.head.needs_sigma else 0
+        kept = self._forward_unique(self._context_ids, {c: sorted(v) for c, v in needed.items()}, tail_k, disable_tqdm)
+
+        results: list[Any] = [None] * len(requests)
+        for plan in plans:
+            columns, values, tail = kept[plan.context]
+            z = values[[columns.index(a) for a in plan.answer_ids]]
+            if not torch.isfinite(z).all():
+                bad = z[~torch.isfinite(z)][0].item()
+                raise EvidentialInputError(
+                    f"{plan.where}: non-finite answer logit {bad!r} (float16 overflow?); run with dtype=bfloat16 or dtype=float32"
+                )
+            k = len(plan.answer_ids)
+            sigma_logits = tail[tail.shape[0] - k :] if self.head.needs_sigma else None
+            out = apply_head(self.head, z, sigma_logits=sigma_logits, key=f"{plan.context}\x00{plan.answer_ids}")
+            self.evidence.file(
+                QuestionEvidence(
+                    task=plan.task, doc_id=plan.doc_id, continuations=plan.continuations, token_ids=plan.answer_ids,
+                    logits=tuple(out.logits.tolist()), alpha=None if out.alpha is None else tuple(out.alpha.tolist()),
+                )  # fmt: skip
+            )
+            log_probs = torch.log(out.probs).tolist()
+            pred = int(torch.argmax(out.probs))
+            for j, copies in enumerate(plan.copies):
+                for i in copies:
+                    results[i] = (float(log_probs[j]), j == pred)
+        return results
+
+    def _plan(self, requests) -> list[_Question]:
+        """Group requests into questions and check each one; nothing is forwarded yet.
+
+        The K choices of one (task, doc) share one prompt. Under data parallel the harness pads
+        a shorter rank by repeating its last request object: copies of one request share its
+        response (distinct requests still collide).
+        """
+        grouped: dict[tuple, dict[int, list[int]]] = defaultdict(dict)
         for i, req in enumerate(requests):
             context, _ = req.args
             key = (getattr(req, "task_name", None), getattr(req, "doc_id", None), context)
-            questions[key].setdefault(id(req), []).append(i)
-
-        context_ids: dict[str, list[int]] = {}
-        plans = []  # (request indices, context, answer ids, where)
-        for (task, doc_id, context), options in questions.items():
-            idx = list(options.values())  # per option: the positions of its copies
+            grouped[key].setdefault(id(req), []).append(i)
+        self._context_ids: dict[str, list[int]] = {}
+        plans = []
+        for (task, doc_id, context), options in grouped.items():
+            copies = list(options.values())
             where = f"task {task!r} doc {doc_id}"
-            if context not in context_ids:
+            if context not in self._context_ids:
                 ids = self.tok_encode(context)
                 if len(ids) > self.max_length:
                     raise EvidentialInputError(
                         f"{where}: prompt is {len(ids)} tokens, longer than max_length={self.max_length}; "
                         "raise max_length in --model_args (the evidential model never truncates a question)"
                     )
-                context_ids[context] = ids
-            conts = [requests[copies[0]].args[1] for copies in idx]
-            declared = getattr(requests[idx[0][0]], "doc", None)
-            declared = declared.get("answer_tokens") if isinstance(declared, dict) else None
-            if declared is not None:
-                unknown = [c for c in conts if c not in declared]
-                if unknown:
-                    raise EvidentialInputError(
-                        f"{where}: answer label {unknown[0]!r} is not in the task's declared answer tokens {declared}"
-                    )
-            answer_ids = self._answer_ids(context, context_ids[context], conts, where)
-            if declared is None:
-                token_ids = dict(zip(conts, answer_ids))
-            else:
-                if tuple(declared) not in self._answer_id_cache:
-                    ids = self._answer_ids(context, context_ids[context], list(declared), where)
-                    self._answer_id_cache[tuple(declared)] = dict(zip(declared, ids))
-                token_ids = self._answer_id_cache[tuple(declared)]
-            plans.append((idx, context, answer_ids, where, token_ids))
+                self._context_ids[context] = ids
+            continuations = tuple(requests[c[0]].args[1] for c in copies)
+            answer_ids = self._answer_ids(context, self._context_ids[context], continuations, task, where)
+            plans.append(_Question(task, doc_id, context, continuations, answer_ids, copies, where))
+        return plans
 
-        needed: dict[str, set[int]] = defaultdict(set)
-        for _, context, answer_ids, _, _ in plans:
-            needed[context].update(answer_ids)
-        tail_k = max((len(p[2]) for p in plans), default=0) if self.head.needs_sigma else 0
-        kept = self._forward_unique(context_ids, {c: sorted(v) for c, v in needed.items()}, tail_k, disable_tqdm)
-
-        results: list[Any] = [None] * len(requests)
-        meta = self._payload_meta()
-        for idx, context, answer_ids, where, token_ids in plans:
-            columns, values, tail = kept[context]
-            z = values[[columns.index(a) for a in answer_ids]]
-            if not torch.isfinite(z).all():
-                bad = z[~torch.isfinite(z)][0].item()
-                raise EvidentialInputError(
-                    f"{where}: non-finite answer logit {bad!r} (float16 overflow?); run with dtype=bfloat16 or dtype=float32"
-                )
-            k = len(answer_ids)
-            sigma_logits = tail[tail.shape[0] - k :] if self.head.needs_sigma else None
-            out = apply_head(self.head, z, sigma_logits=sigma_logits, key=f"{context}\x00{answer_ids}")
-            probs = out.probs
-            pred = int(torch.argmax(probs))
-
-            for j, copies in enumerate(idx):
-                payload = {
-                    "logit": float(out.logits[j]),
-                    "alpha": None if out.alpha is None else float(out.alpha[j]),
-                    **meta,
-                    "answer_token_ids": token_ids,
-                }
-                for i in copies:
-                    results[i] = (float(torch.log(probs[j])), j == pred, dict(payload))
-        return results
-
-    def _payload_meta(self) -> dict:
+    def records_meta(self) -> dict:
+        """What produced this model's records: base model, adapter (and its content hash), head settings, dtype."""
+        ib_edl = self.head.method == "ib_edl"
         return {
             "method": self.head.method,
             "prior_weight": self.head.prior_weight,
-            "num_noises": self.head.num_noises if self.head.method == "ib_edl" else None,
-            "sigma_mult": self.head.sigma_mult if self.head.method == "ib_edl" else None,
-            "seed": self.head.seed if self.head.method == "ib_edl" else None,
+            "num_noises": self.head.num_noises if ib_edl else None,
+            "sigma_mult": self.head.sigma_mult if ib_edl else None,
+            "seed": self.head.seed if ib_edl else None,
             "pretrained": self._pretrained_name,
             "peft": None if self._peft_path is None else str(self._peft_path),
             "dtype": str(self.model.dtype).removeprefix("torch."),
             "revision": self._revision,
             "adapter_sha256": adapter_sha256(self._peft_path),
         }
+
+    def set_cache_hook(self, cache_hook) -> None:
+        # lm_eval's response cache (--use_cache) is keyed by the request text only: it would
+        # return numbers computed with other model settings (method, adapter, prior weight)
+        # and it cannot hold the evidence the records need.
+        if getattr(cache_hook, "dbdict", None) is not None:
+            raise EvidentialInputError(
+                "--use_cache cannot apply to --model evidential: lm_eval's response cache is keyed by the prompt "
+                "only, so it would return numbers computed with other model settings (method, adapter, prior "
+                "weight) and it cannot hold the evidence the records need; drop --use_cache"
+            )
+        super().set_cache_hook(cache_hook)
 
     def _forward_unique(
         self, context_ids: dict[str, list[int]], needed: dict[str, list[int]], tail_k: int, disable_tqdm: bool

@@ -1,19 +1,68 @@
-"""The plugin's hooks into lm_eval: register the model, add the task folder, write records.
+"""The plugin's hooks into lm_eval 0.4.x, and nothing else.
 
-Each function is idempotent and safe to call on a module that is already patched.
+lm-eval 0.4.13 has no plugin discovery, so :mod:`lm_eval_evidential._import_hook` calls the
+``on_*_imported`` functions below when the matching lm_eval module is first imported:
+
+- ``lm_eval.models``: registers ``--model evidential`` (a lazy string target).
+- ``lm_eval.tasks.manager``: a ``TaskManager`` that indexes lm_eval's own tasks
+  (``include_defaults=True``) also indexes this package's task folder, after lm_eval's and
+  before the user's ``include_path`` (a user's task of the same name wins). Arguments,
+  positional or not, and ``tm.include_path`` are exactly as stock; ``include_defaults=False``
+  is untouched.
+- ``lm_eval.evaluator``: after ``evaluate()`` returns, :func:`lm_eval_evidential.harness.evaluation.complete`
+  builds the evaluation's records (the path is described in :mod:`lm_eval_evidential.harness.evidence`).
+- ``lm_eval.loggers.evaluation_tracker``: ``save_results_aggregated`` writes those records
+  into the results folder first, then lets the harness write ``results_<date_id>.json``,
+  which names them under ``evidential_records``.
+
+If lm_eval's internals moved (another harness version), :func:`check_harness` makes
+``--model evidential`` fail at once with one line naming the supported versions and the
+``--include_path`` fallback. Each function is idempotent.
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
+import os
+import sys
+import time
 from pathlib import Path
 
 MODEL_NAME = "evidential"
 TASKS_DIR = Path(__file__).resolve().parent / "tasks"
 MODEL_TARGET = "lm_eval_evidential.harness.model:EvidentialLM"
+# lm_eval modules this plugin hooks, and the attribute each must define.
+HOOKED = {
+    "lm_eval.models": None,
+    "lm_eval.tasks.manager": "TaskManager",
+    "lm_eval.evaluator": "evaluate",
+    "lm_eval.loggers.evaluation_tracker": "EvaluationTracker",
+}
+# A temp file left by an interrupted records write is removed by the next run once it is this old.
+STALE_TEMP_SECONDS = 600
 
 logger = logging.getLogger(__name__)
+_applied: set[str] = set()
+
+
+class HarnessVersionError(RuntimeError):
+    """The installed lm_eval is not one this plugin can hook into."""
+
+
+def tasks_dir() -> Path:
+    """The folder of this package's task YAMLs (for ``--include_path`` and the ``lm_eval.tasks`` entry point)."""
+    return TASKS_DIR
+
+
+def _patch(owner, name: str, make_wrapper) -> None:
+    current = getattr(owner, name)
+    if getattr(current, "_evidential_patched", False):
+        return
+    wrapper = functools.wraps(current)(make_wrapper(current))
+    wrapper._evidential_patched = True
+    setattr(owner, name, wrapper)
 
 
 def on_models_imported(module) -> None:
@@ -26,51 +75,121 @@ def on_models_imported(module) -> None:
 
     if MODEL_NAME not in model_registry:
         model_registry.register(MODEL_NAME, target=MODEL_TARGET)
+    install_one_line_errors()
+    _applied.add("lm_eval.models")
 
 
 def on_task_manager_imported(module) -> None:
-    """Every TaskManager also indexes this package's task folder (after lm_eval's own)."""
-    cls = module.TaskManager
-    if getattr(cls.__init__, "_evidential_patched", False):
-        return
-    original = cls.__init__
+    """TaskManagers that include lm_eval's default tasks include this package's tasks too."""
+    signature = inspect.signature(module.TaskManager.__init__)
 
-    @functools.wraps(original)
-    def __init__(self, *args, include_path=None, **kwargs):
-        ours = str(TASKS_DIR)
-        paths = [] if include_path is None else list(include_path) if isinstance(include_path, (list, tuple)) else [include_path]
-        if ours not in {str(p) for p in paths}:
-            paths = [ours, *paths]  # user paths last: they may override ours
-        original(self, *args, include_path=paths, **kwargs)
+    def make_wrapper(original):
+        def __init__(self, *args, **kwargs):
+            bound = signature.bind(self, *args, **kwargs)
+            bound.apply_defaults()
+            if not bound.arguments["include_defaults"]:
+                return original(self, *args, **kwargs)
+            given = bound.arguments["include_path"]
+            user = [] if given is None else list(given) if isinstance(given, (list, tuple)) else [given]
+            bound.arguments["include_path"] = [TASKS_DIR, *user]
+            original(*bound.args, **bound.kwargs)
+            self.include_path = given  # as the caller gave it
 
-    __init__._evidential_patched = True
-    cls.__init__ = __init__
+        return __init__
+
+    _patch(module.TaskManager, "__init__", make_wrapper)
+    _applied.add("lm_eval.tasks.manager")
+
+
+def on_evaluator_imported(module) -> None:
+    """After ``evaluate()``: this evaluation's records and evidential metrics (harness.evaluation)."""
+    signature = inspect.signature(module.evaluate)
+
+    def make_wrapper(original):
+        def evaluate(*args, **kwargs):
+            from lm_eval_evidential.harness.evaluation import complete
+
+            arguments = signature.bind(*args, **kwargs)
+            arguments.apply_defaults()
+            settings = arguments.arguments
+            lm = settings["lm"]
+            ledger = getattr(lm, "evidence", None)
+            if ledger is not None and hasattr(ledger, "take"):
+                ledger.take()  # a failed earlier evaluation must not leak into this one
+            results = original(*args, **kwargs)
+            return complete(
+                lm, settings["task_dict"], results, apply_chat_template=settings["apply_chat_template"],
+                system_instruction=settings["system_instruction"], fewshot_as_multiturn=settings["fewshot_as_multiturn"],
+            )  # fmt: skip
+
+        return evaluate
+
+    _patch(module, "evaluate", make_wrapper)
+    _applied.add("lm_eval.evaluator")
 
 
 def on_evaluation_tracker_imported(module) -> None:
-    """After the harness saves results_<date_id>.json, write each task's records beside it."""
-    cls = module.EvaluationTracker
-    if getattr(cls.save_results_aggregated, "_evidential_patched", False):
-        return
-    original = cls.save_results_aggregated
+    """Records first, then the harness's results file (which names them)."""
 
-    @functools.wraps(original)
-    def save_results_aggregated(self, results=None, samples=None, *args, **kwargs):
-        out = original(self, results, samples, *args, **kwargs)
-        write_run_records(self, results)
-        return out
+    def make_wrapper(original):
+        def save_results_aggregated(self, results=None, samples=None, *args, **kwargs):
+            records = getattr(results, "records", None)
+            folder = results_folder(self)
+            if records and folder is not None:
+                written = write_run_records(folder, records)
+                results["evidential_records"] = {task: path.name for task, path in written.items()}
+            return original(self, results, samples, *args, **kwargs)
 
-    save_results_aggregated._evidential_patched = True
-    cls.save_results_aggregated = save_results_aggregated
+        return save_results_aggregated
+
+    _patch(module.EvaluationTracker, "save_results_aggregated", make_wrapper)
+    _applied.add("lm_eval.loggers.evaluation_tracker")
 
 
-def tasks_dir() -> Path:
-    """The folder of this package's task YAMLs (also the ``lm_eval.tasks`` entry point)."""
-    return TASKS_DIR
+def supported_versions() -> str:
+    """The lm-eval requirement this package declares (its one source of truth: the package metadata)."""
+    from importlib.metadata import PackageNotFoundError, requires
+
+    try:
+        for requirement in requires("lm-eval-evidential") or []:
+            if requirement.replace("_", "-").startswith("lm-eval") and "extra" not in requirement:
+                return requirement.split(";")[0].strip()
+    except PackageNotFoundError:
+        pass
+    return "lm-eval>=0.4.13,<0.5"
+
+
+def check_harness() -> None:
+    """Raise :class:`HarnessVersionError` (one line) unless every hook above is in place."""
+    import importlib
+
+    import lm_eval
+
+    import lm_eval_evidential._import_hook as hook
+
+    hook.install()  # also where no .pth ran (python -S, LM_EVAL_EVIDENTIAL_DISABLE_HOOK)
+    missing = []
+    for name, attribute in HOOKED.items():
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            missing.append(name)
+            continue
+        if attribute is not None and not hasattr(module, attribute):
+            missing.append(f"{name}.{attribute}")
+        elif name not in _applied:
+            missing.append(f"{name} (not hooked)")
+    if missing:
+        raise HarnessVersionError(
+            f"lm-eval-evidential cannot hook into lm-eval {getattr(lm_eval, '__version__', '?')} "
+            f"({', '.join(missing)} moved or was not patched); supported: {supported_versions()}. "
+            f"Fallback: run `lm-eval-evidential eval …`, or pass --include_path {TASKS_DIR} to lm_eval "
+            "for the tasks (records are then not written)"
+        )
 
 
 def results_folder(tracker) -> Path | None:
-    """The folder the harness wrote results_<date_id>.json to (None without --output_path)."""
+    """The folder the harness writes results_<date_id>.json to (None without --output_path)."""
     if not tracker.output_path:
         return None
     path = Path(tracker.output_path)
@@ -79,24 +198,74 @@ def results_folder(tracker) -> Path | None:
     return path / str(tracker.general_config_tracker.model_name_sanitized)
 
 
-def write_run_records(tracker, results) -> list[Path]:
-    """Write the records collected in this run for the tasks in ``results``; returns the paths."""
+def remove_stale_temp_files(folder: Path, *, older_than: float = STALE_TEMP_SECONDS) -> list[Path]:
+    """Remove the hidden temp files (``.records_*.tmp``) an interrupted records write left in ``folder``.
+
+    Only files untouched for ``older_than`` seconds: a younger one may belong to a run still writing.
+    """
+    removed = []
+    now = time.time()
+    for path in folder.glob(".records_*.tmp") if folder.is_dir() else []:
+        try:
+            if now - path.stat().st_mtime >= older_than:
+                path.unlink()
+                removed.append(path)
+        except FileNotFoundError:
+            continue
+    if removed:
+        logger.info("removed %d stale temporary records file(s) in %s", len(removed), folder)
+    return removed
+
+
+def write_run_records(folder: Path, records: dict) -> dict:
+    """Write each task's records into ``folder`` (atomically, one date_id for the run); ``{task: path}``."""
     from dataclasses import replace
+    from datetime import datetime
 
     from lm_eval_evidential import __version__
-    from lm_eval_evidential.harness.evidential_task import pop_collected
     from lm_eval_evidential.records import records_path, write_records
 
-    task_names = list((results or {}).get("results", {}))
-    collected = pop_collected(task_names)
-    folder = results_folder(tracker)
-    date_id = getattr(tracker, "date_id", None)
-    if folder is None or date_id is None or not collected:
-        return []
-    written = []
-    for task, records in collected.items():
-        meta = {**records.meta, "date_id": date_id, "package_version": __version__}
-        path = write_records(records_path(folder, task, date_id), replace(records, meta=meta))
-        logger.info("wrote %d %s records to %s", len(records), task, path)
-        written.append(path)
+    folder.mkdir(parents=True, exist_ok=True)
+    remove_stale_temp_files(folder)
+    date_id = datetime.now().isoformat().replace(":", "-")  # the harness's own date_id format
+    written = {}
+    for task, task_records in records.items():
+        meta = {**task_records.meta, "date_id": date_id, "package_version": __version__}
+        path = write_records(records_path(folder, task, date_id), replace(task_records, meta=meta))
+        logger.info("wrote %d %s records to %s", len(task_records), task, path)
+        written[task] = path
     return written
+
+
+# ---------------------------------------------------------------------------------- errors
+def _one_line_error_types() -> tuple[type, ...]:
+    """Errors that describe an expected condition (bad input, refused comparison) completely."""
+    types: list[type] = [HarnessVersionError]
+    for module_name, names in (
+        ("lm_eval_evidential.harness.model", ("EvidentialInputError",)),
+        ("lm_eval_evidential.harness.datasets", ("DatasetError",)),
+        ("lm_eval_evidential.metrics.cardinality", ("CardinalityMismatchError",)),
+    ):
+        module = sys.modules.get(module_name)
+        types += [getattr(module, n) for n in names if module is not None and hasattr(module, n)]
+    return tuple(types)
+
+
+def install_one_line_errors() -> None:
+    """An uncaught error of this package that states an expected condition prints as one line.
+
+    Any other exception keeps the interpreter's usual traceback. ``LM_EVAL_EVIDENTIAL_TRACEBACK=1``
+    shows the traceback for ours too.
+    """
+    previous = sys.excepthook
+    if getattr(previous, "_evidential_patched", False):
+        return
+
+    def excepthook(exc_type, exc, tb):
+        if isinstance(exc, _one_line_error_types()) and not os.environ.get("LM_EVAL_EVIDENTIAL_TRACEBACK"):
+            print(f"error: {exc}", file=sys.stderr)
+            return
+        previous(exc_type, exc, tb)
+
+    excepthook._evidential_patched = True
+    sys.excepthook = excepthook

@@ -72,8 +72,27 @@ def read_records_file(path: str | os.PathLike) -> Records:
     return records
 
 
+_UNSAFE_IN_FILE_NAMES = re.compile(r"[^A-Za-z0-9._+=@-]")
+
+
+def file_safe_task(task: str) -> str:
+    """``task`` as it appears in a file name: unchanged when it is already safe, else a safe form.
+
+    Separators, NUL, leading dots and other characters outside ``[A-Za-z0-9._+=@-]`` become
+    ``_`` and a hash of the real name is appended (two names never share a file); very long
+    names are cut. The real task name is kept inside the file (its metadata and ``task`` column).
+    """
+    import hashlib
+
+    safe = _UNSAFE_IN_FILE_NAMES.sub("_", task).lstrip(".")
+    if safe == task and 0 < len(safe.encode()) <= 150:
+        return task
+    return f"{safe[:100] or 'task'}-{hashlib.sha256(task.encode('utf-8', 'surrogatepass')).hexdigest()[:8]}"
+
+
 def records_path(folder: str | os.PathLike, task: str, date_id: str) -> Path:
-    return Path(folder) / f"records_{task}_{date_id}.parquet"
+    """The one records file-name pattern: ``records_<task>_<date_id>.parquet`` inside ``folder``."""
+    return Path(folder) / f"records_{file_safe_task(task)}_{date_id}.parquet"
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from lm_eval_evidential.records.io import RECORDS_FILE_RE, read_records_file
+from lm_eval_evidential.records.io import RECORDS_FILE_RE, file_safe_task, read_records_file
 from lm_eval_evidential.records.provenance import check_same_producer
 from lm_eval_evidential.records.schema import Records
 
@@ -33,8 +33,8 @@ def find_record_files(output_path: str | os.PathLike, task: str | None = None) -
     runs: dict[str, dict[str, Path]] = {}
     for p in root.rglob("records_*.parquet"):
         m = RECORDS_FILE_RE.match(p.name)
-        if m and (task is None or m["task"] == task):
-            runs.setdefault(m["date_id"], {})[m["task"]] = p
+        if m and (task is None or m["task"] == file_safe_task(task)):
+            runs.setdefault(m["date_id"], {})[m["task"] if task is None else task] = p
     return runs
 
 

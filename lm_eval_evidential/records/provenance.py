@@ -2,10 +2,13 @@
 
 Every records file carries, in its metadata, the base model id and revision, the adapter and
 its content hash, the method and its parameters (prior weight, num_noises, sigma_mult, seed),
-dtype, the prompt template hash, the answer-token ids and the package version. Two tasks'
+dtype, the prompt template hash, the answer-token ids, how prompts were built (chat template
+and system instruction hashes, few-shot settings), where the questions came from
+(``data_origin``: hub, one mirror folder, or local files) and the package version. Two tasks'
 records may only be compared when all of these agree; the task name, the run's date, the
-task's own answer set / version and a control task's summary (``control``: how its questions
-were brought to the ID task's K) are allowed to differ.
+task's own answer set / version, its data source (dataset, revision or files, content
+hash: ``data_source``) and a control task's summary (``control``: how its questions were
+brought to the ID task's K) are allowed to differ.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 # Keys that describe the task or the run, not the producer.
-TASK_KEYS = frozenset({"task", "date_id", "answer_tokens", "task_version", "config_source", "control"})
+TASK_KEYS = frozenset({"task", "date_id", "answer_tokens", "task_version", "config_source", "data_source", "control"})
 
 
 class FingerprintMismatchError(ValueError):

@@ -17,27 +17,24 @@ def test_same_inputs_same_records(tiny_model, tiny_adapter):
     assert list(a) == list(b)
 
 
-def test_use_cache_resume_gives_identical_records(tiny_model, tiny_adapter, tmp_path):
-    cache = str(tmp_path / "cache")
-    fresh = evaluate(make_lm(tiny_model, tiny_adapter, method="ib_edl"), ["obqa_edl"], limit=10)[1]["obqa_edl"]
-    # first run fills the cache for half the docs, as an interrupted run would have
-    evaluate(make_lm(tiny_model, tiny_adapter, method="ib_edl"), ["obqa_edl"], limit=5, use_cache=cache)
-    resumed = evaluate(make_lm(tiny_model, tiny_adapter, method="ib_edl"), ["obqa_edl"], limit=10, use_cache=cache)[1]["obqa_edl"]
-    # The cached docs were forwarded in other batches than in the uninterrupted run; float32
-    # matmuls over different padding widths differ in the last bits (measured: 6e-8), so the
-    # continuous fields agree to 1e-6 and every discrete field exactly.
-    for name in ("doc_id", "k", "gold", "pred", "correct"):
-        np.testing.assert_array_equal(getattr(resumed, name), getattr(fresh, name))
-    assert resumed.labels == fresh.labels
-    for name in ("logits", "alpha", "strength", "vacuity", "max_prob"):
-        np.testing.assert_allclose(getattr(resumed, name), getattr(fresh, name), atol=1e-6, rtol=0)
+def test_use_cache_is_refused_for_the_evidential_model_before_any_forward(tiny_model, tiny_adapter, tmp_path, monkeypatch):
+    """lm_eval's response cache is keyed by the prompt only: it would replay numbers from other settings."""
+    from lm_eval_evidential.harness.model import EvidentialInputError
+
+    lm = make_lm(tiny_model, tiny_adapter, method="ib_edl")
+    monkeypatch.setattr(lm, "_last_logits", lambda batch: pytest.fail("forward pass before the refusal"))
+    with pytest.raises(EvidentialInputError, match="--use_cache cannot apply to --model evidential"):
+        evaluate(lm, ["obqa_edl"], limit=3, use_cache=str(tmp_path / "cache"))
 
 
-def test_cached_results_are_replayed_bit_for_bit(tiny_model, tiny_adapter, tmp_path):
+def test_use_cache_with_a_stock_model_replays_its_records_exactly(tiny_model, tmp_path):
+    args = f"pretrained={tiny_model},device=cpu,dtype=float32"
     cache = str(tmp_path / "cache")
-    first = evaluate(make_lm(tiny_model, tiny_adapter, method="ib_edl"), ["obqa_edl"], limit=6, use_cache=cache)[1]["obqa_edl"]
-    again = evaluate(make_lm(tiny_model, tiny_adapter, method="ib_edl"), ["obqa_edl"], limit=6, use_cache=cache)[1]["obqa_edl"]
-    assert list(first) == list(again)
+    first = evaluate("hf", ["obqa_edl"], limit=6, use_cache=cache, model_args=args)[1]["obqa_edl"]
+    again = evaluate("hf", ["obqa_edl"], limit=6, use_cache=cache, model_args=args)[1]["obqa_edl"]
+    np.testing.assert_array_equal(first.logits, again.logits)
+    np.testing.assert_array_equal(first.pred, again.pred)
+    assert first.meta["method"] == "softmax"
 
 
 # Measured on the tiny model (2 layers, hidden 64, 120 OBQA sample questions): max |Δ logit|

@@ -101,7 +101,7 @@ def test_multi_token_answer_label(tiny_model, use_mirror):
         args = ("Return the label. Answer:", " zebra-crossing")
         task_name, doc_id, doc = "custom", 7, {}
 
-    with pytest.raises(EvidentialInputError, match="task 'custom' doc 7.*' zebra-crossing' is not a single token"):
+    with pytest.raises(EvidentialInputError, match=r"task 'custom' doc 7: choice ' zebra-crossing' is \d+ tokens .* single token"):
         lm.loglikelihood([Req()])
 
 

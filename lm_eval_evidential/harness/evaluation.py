@@ -1,0 +1,209 @@
+"""What one lm_eval evaluation adds to the harness's results: records, evidential metrics, sample fields.
+
+:func:`complete` runs once per ``lm_eval.evaluator.evaluate()`` call, on every rank, right after
+it returns (:mod:`lm_eval_evidential.harness.plugin` wraps ``evaluate``). It is the one place
+where records are built, for this package's tasks and stock multiple-choice tasks alike:
+
+- with ``--model evidential``, from the evidence the model filed per (task, doc) in its
+  ledger (see :mod:`lm_eval_evidential.harness.evidence`), for every multiple-choice task;
+- with any other model (``--model hf`` …), for this package's tasks only, from the harness's
+  own ``(log p, is_greedy)`` responses: ``method=softmax`` records (the softmax of the answer
+  log-likelihoods equals the softmax of the answer logits; they differ by a constant).
+
+It then adds to the results, on rank 0: each EDL task's calibration metrics and mean vacuity
+and each ID/OOD pair's detection metrics, computed from those records by the same functions
+the audit commands use (so the harness table and ``lm-eval-evidential calibration``/``ood``
+agree exactly); the evidence of each logged sample (``--log_samples``) as JSON fields; and the
+records themselves as ``results.records`` (:class:`EvidentialResults`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections import defaultdict
+from collections.abc import Mapping
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+# What records produced from log-likelihoods alone (no evidential model) say about their producer.
+SOFTMAX_META = {"method": "softmax", "prior_weight": 1.0, "model": "non-evidential (log-likelihoods)"}
+
+
+class EvidentialResults(dict):
+    """lm_eval's results dict, plus ``records``: ``{task: Records}`` built from this evaluation.
+
+    It is a plain ``dict`` to every consumer (JSON, W&B, ``make_table``); the records ride on
+    the object, not in its keys, so nothing else of the results changes.
+    """
+
+    records: dict
+
+
+def sha256_text(text: str | None) -> str | None:
+    return None if text is None else hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def evaluated_tasks(task_dict: Mapping) -> dict[str, Any]:
+    """``{name: Task}`` of an ``evaluate()`` task dict (``TaskManager.load`` format)."""
+    tasks = task_dict.get("tasks") if isinstance(task_dict, Mapping) else None
+    return dict(tasks) if isinstance(tasks, Mapping) else {}
+
+
+def complete(lm, task_dict, results, *, apply_chat_template=False, system_instruction=None, fewshot_as_multiturn=False):
+    """Build this evaluation's records and add them and their metrics to ``results`` (see module docstring).
+
+    Called on every rank (it gathers across them); returns ``results`` unchanged on other ranks.
+    """
+    from lm_eval_evidential.harness.evidence import EvidenceLedger
+
+    ledger = getattr(lm, "evidence", None)
+    questions = ledger.take() if isinstance(ledger, EvidenceLedger) else None
+    tasks = {name: task for name, task in evaluated_tasks(task_dict).items() if _wants_records(task, questions)}
+    rows = {name: task_rows(name, task, questions, _prior_weight(lm, questions)) for name, task in tasks.items()}
+    if getattr(lm, "world_size", 1) > 1:
+        gathered = lm.gather_object(rows, dst=0)
+        if results is None:
+            return results
+        rows = {name: [row for part in gathered for row in part[name]] for name in rows}
+    if results is None or not tasks:
+        return results
+    prompting = prompting_meta(lm, apply_chat_template, system_instruction, fewshot_as_multiturn)
+    model_meta = lm.records_meta() if questions is not None else dict(SOFTMAX_META)
+    records = {}
+    for name, task in tasks.items():
+        meta = {**model_meta, **task_meta(task, questions, name), **prompting,
+                "num_fewshot": task.get_config("num_fewshot") or 0}  # fmt: skip
+        records[name] = _records_from_rows(rows[name], name, meta)
+        add_metrics(results, name, task, records[name])
+        add_sample_evidence(results, name, records[name])
+    out = EvidentialResults(results)
+    out.records = {name: rec for name, rec in records.items() if getattr(tasks[name], "WRITES_RECORDS", True)}
+    return out
+
+
+def _records_from_rows(rows, name, meta):
+    from lm_eval_evidential.records import Records
+
+    return Records.from_rows(rows, task=name, meta=meta)
+
+
+def _wants_records(task, questions) -> bool:
+    from lm_eval_evidential.harness.evidential_task import EvidentialMCQATask
+
+    if isinstance(task, EvidentialMCQATask):
+        return True
+    return questions is not None and getattr(task, "OUTPUT_TYPE", None) == "multiple_choice"
+
+
+def _prior_weight(lm, questions) -> float:
+    return float(lm.head.prior_weight) if questions is not None else 1.0
+
+
+def gold_index(task, name: str, doc_id: int, doc, n_choices: int) -> int:
+    """The index of the correct choice, by the harness's own rules (an index, or a choice's text)."""
+    from lm_eval_evidential.harness.model import EvidentialInputError
+
+    target = task.doc_to_target(doc)
+    if isinstance(target, str):
+        choices = list(task.doc_to_choice(doc))
+        target = choices.index(target) if target in choices else target
+    if hasattr(target, "item"):
+        target = target.item()
+    if isinstance(target, bool) or not isinstance(target, int) or not 0 <= target < n_choices:
+        raise EvidentialInputError(
+            f"task {name!r} doc {doc_id}: target {target!r} is not one of the {n_choices} choices' indices; "
+            "records need exactly one correct choice per question (tasks with several gold answers are not supported)"
+        )
+    return target
+
+
+def task_rows(name: str, task, questions, prior_weight: float) -> list[dict]:
+    """One record row per question of ``task`` that this rank evaluated."""
+    from lm_eval_evidential.records import make_record
+
+    by_doc = defaultdict(list)
+    for request in task.instances:
+        by_doc[request.doc_id].append(request)
+    rows = []
+    for doc_id in sorted(by_doc):
+        requests = sorted(by_doc[doc_id], key=lambda r: r.idx)
+        continuations = [r.args[1] for r in requests]
+        gold = gold_index(task, name, doc_id, requests[0].doc, len(continuations))
+        if questions is None:
+            logits, alpha = [float(r.resps[0][0]) for r in requests], None
+        else:
+            question = questions.get((name, doc_id))
+            if question is None or list(question.continuations) != continuations:
+                raise RuntimeError(f"task {name!r} doc {doc_id}: the model filed no evidence for this question")
+            logits, alpha = question.logits, question.alpha
+        rows.append(make_record(task=name, doc_id=doc_id, labels=[c.strip() for c in continuations], gold=gold,
+                                logits=logits, alpha=alpha, prior_weight=prior_weight))  # fmt: skip
+    return rows
+
+
+def prompting_meta(lm, apply_chat_template, system_instruction, fewshot_as_multiturn) -> dict:
+    """How prompts were built, beyond the task's template: chat template, system instruction."""
+    template = lm.chat_template(apply_chat_template) if apply_chat_template else None
+    return {
+        "chat_template_sha256": sha256_text(template),
+        "system_instruction_sha256": sha256_text(system_instruction),
+        "fewshot_as_multiturn": bool(fewshot_as_multiturn) if apply_chat_template else False,
+    }
+
+
+def task_meta(task, questions, name: str) -> dict:
+    """What defines a task's records besides the model: its template, answer tokens, version, data."""
+    if hasattr(task, "fingerprint"):
+        meta = dict(task.fingerprint)
+    else:
+        config = task.config
+        template = config.doc_to_text if isinstance(config.doc_to_text, str) else repr(config.doc_to_text)
+        kwargs = config.dataset_kwargs or {}
+        meta = {
+            "prompt_template_sha256": sha256_text(template),
+            "task_version": (config.metadata or {}).get("version", getattr(task, "VERSION", None)),
+            "data_source": {"dataset": config.dataset_path, "configs": [config.dataset_name],
+                            "revision": kwargs.get("revision"), "files": kwargs.get("data_files")},
+        }  # fmt: skip
+    meta["data_origin"] = "local files" if (meta["data_source"] or {}).get("files") else (meta["data_source"] or {}).get("origin", "hub")
+    if questions is not None:
+        ids = {}
+        for (task_name, _), question in questions.items():
+            if task_name == name:
+                ids.update(zip(question.continuations, question.token_ids))
+        meta["answer_token_ids"] = dict(sorted(ids.items()))
+        meta.setdefault("answer_tokens", sorted(ids))
+    return meta
+
+
+def add_metrics(results: dict, name: str, task, records) -> None:
+    """Add ``task.evidential_metrics(records)`` to the task's results row (``metric,none``)."""
+    metrics = task.evidential_metrics(records) if hasattr(task, "evidential_metrics") else {}
+    row = results.get("results", {}).get(name)
+    if row is None:
+        return
+    better = results.setdefault("higher_is_better", {}).setdefault(name, {})
+    for metric, (value, higher_is_better) in metrics.items():
+        row[f"{metric},none"] = value
+        better[metric] = higher_is_better
+    if "n-samples" in results and name in results["n-samples"]:
+        results["n-samples"][name]["effective"] = len(records)
+
+
+def add_sample_evidence(results: dict, name: str, records) -> None:
+    """Each logged sample of ``name`` gets ``evidence``: its answer logits and alpha (JSON lists)."""
+    samples = (results.get("samples") or {}).get(name)
+    if not samples:
+        return
+    position = {int(d): i for i, d in enumerate(records.doc_id)}
+    for sample in samples:
+        i = position.get(int(sample["doc_id"]))
+        if i is None:
+            continue
+        k = int(records.k[i])
+        sample["evidence"] = {
+            "logits": records.logits[i, :k].tolist(),
+            "alpha": records.alpha[i, :k].tolist() if records.has_alpha else None,
+        }

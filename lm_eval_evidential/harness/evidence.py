@@ -1,0 +1,55 @@
+"""The evidence of one evaluation, keyed by (task, doc): how it travels from the model to the records.
+
+The harness's ``loglikelihood`` contract is one ``(log p, is_greedy)`` pair per request, so the
+Dirichlet evidence cannot ride in the responses. It travels this one way instead:
+
+1. :meth:`EvidentialLM.loglikelihood <lm_eval_evidential.harness.model.EvidentialLM.loglikelihood>`
+   answers every request with ``(log E[p_j], j == argmax E[p])`` and files each question's
+   answer logits and Dirichlet alpha in the model's :class:`EvidenceLedger` (``lm.evidence``)
+   under the request's own ``(task_name, doc_id)``.
+2. When lm_eval's ``evaluate()`` returns, :func:`lm_eval_evidential.harness.evaluation.complete`
+   (run by the wrapper :mod:`lm_eval_evidential.harness.plugin` puts around ``evaluate``) takes
+   the ledger — emptying it, so nothing outlives the evaluation — gathers it from every rank,
+   and builds one :class:`~lm_eval_evidential.records.Records` per evaluated task. The results
+   dict it returns carries them as ``results.records``.
+3. ``EvaluationTracker.save_results_aggregated`` (also wrapped) writes ``results.records`` next
+   to the results, before the results file that names them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class QuestionEvidence:
+    """What the model computed for one question: the K answer logits and, for evidential
+    methods, the Dirichlet alpha (None for ``method=softmax``)."""
+
+    task: str | None
+    doc_id: int | None
+    continuations: tuple[str, ...]
+    token_ids: tuple[int, ...]
+    logits: tuple[float, ...]
+    alpha: tuple[float, ...] | None
+
+
+class EvidenceLedger:
+    """The questions one model answered since the ledger was last taken, by (task, doc_id)."""
+
+    def __init__(self) -> None:
+        self._questions: dict[tuple, QuestionEvidence] = {}
+
+    def file(self, question: QuestionEvidence) -> None:
+        self._questions[(question.task, question.doc_id)] = question
+
+    def get(self, task: str, doc_id: int) -> QuestionEvidence | None:
+        return self._questions.get((task, doc_id))
+
+    def take(self) -> dict[tuple, QuestionEvidence]:
+        """Every filed question, leaving the ledger empty."""
+        taken, self._questions = self._questions, {}
+        return taken
+
+    def __len__(self) -> int:
+        return len(self._questions)
