@@ -62,7 +62,7 @@ def complete(lm, task_dict, results, *, apply_chat_template=False, system_instru
     questions = ledger.take() if isinstance(ledger, EvidenceLedger) else None
     tasks = {name: task for name, task in evaluated_tasks(task_dict).items() if _wants_records(task, questions)}
     rows = {name: task_rows(name, task, questions, _prior_weight(lm, questions)) for name, task in tasks.items()}
-    if getattr(lm, "world_size", 1) > 1:
+    if tasks and getattr(lm, "world_size", 1) > 1:  # every rank evaluates the same tasks
         gathered = lm.gather_object(rows, dst=0)
         if results is None:
             return results

@@ -93,11 +93,6 @@ def test_add_bos_token_prepends_the_real_bos_and_changes_the_evidence(smollm2, o
     assert np.nanmax(np.abs(records.logits - float32_records.logits)) > 1e-2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="with --apply_chat_template lm_eval drops the target delimiter, so the continuations are 'A'..'D' "
-    "while obqa_edl declares ' A'..' D' (EvidentialInputError: not in the task's declared answer tokens)",
-)
 def test_chat_template_prompts_match_the_models_own_logits(smollm2, oracle):
     tok = oracle.tokenizer
     results, records = evaluate(make_lm(smollm2, dtype="float32"), [TASK], limit=LIMIT, apply_chat_template=True)

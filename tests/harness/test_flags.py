@@ -1,0 +1,147 @@
+"""Every harness flag honoured or refused, one test each: --apply_chat_template (+ --system_instruction,
+--fewshot_as_multiturn), --num_fewshot, --limit on pair tasks, --cache_requests (--use_cache:
+test_determinism.py); and the provenance each leaves in the records."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+
+import numpy as np
+import pytest
+import torch
+
+from .test_model import evaluate, make_lm
+
+pytestmark = pytest.mark.usefixtures("use_mirror")
+
+CHAT_TEMPLATE = (
+    "{% for m in messages %}[{{ m['role'] }}] {{ m['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}[assistant]\n{% endif %}"
+)
+
+
+@pytest.fixture(scope="module")
+def chat_model(tiny_model, tmp_path_factory):
+    """The tiny model with a chat template in its tokenizer."""
+    from transformers import AutoTokenizer
+
+    out = tmp_path_factory.mktemp("chat") / "model"
+    shutil.copytree(tiny_model, out)
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    tokenizer.chat_template = CHAT_TEMPLATE
+    tokenizer.save_pretrained(out)
+    return out
+
+
+def _stems(mirror, split):
+    path = mirror / "allenai" / "openbookqa" / "main" / f"{split}.jsonl"
+    return [json.loads(line)["question_stem"] for line in path.read_text().splitlines() if line.strip()]
+
+
+def test_chat_template_with_system_instruction_and_multiturn_few_shot(chat_model, mirror):
+    from lm_eval_evidential.harness.evaluation import sha256_text
+
+    results, records = evaluate(
+        make_lm(chat_model), ["obqa_edl"], limit=3, apply_chat_template=True, system_instruction="Answer with a letter.",
+        fewshot_as_multiturn=True, num_fewshot=1, log_samples=True,
+    )  # fmt: skip
+    rec = records["obqa_edl"]
+    train = _stems(mirror, "train")
+    for sample in results["samples"]["obqa_edl"]:
+        prompt, continuation = sample["arguments"][0]
+        assert prompt.startswith("[system] Answer with a letter.\n[user] ") and prompt.endswith("[assistant]\n")
+        assert prompt.count("[user] ") == 2 and prompt.count("[assistant] ") == 1  # the shot is its own turn
+        assert any(stem in prompt for stem in train)
+        assert [a[1] for a in sample["arguments"]] == ["A", "B", "C", "D"]  # no space after the chat turn
+    assert rec.labels[0] == ["A", "B", "C", "D"]
+    meta = rec.meta
+    assert meta["chat_template_sha256"] == sha256_text(CHAT_TEMPLATE)
+    assert meta["system_instruction_sha256"] == sha256_text("Answer with a letter.")
+    assert meta["fewshot_as_multiturn"] is True and meta["num_fewshot"] == 1
+    assert set(meta["answer_token_ids"]) == {"A", "B", "C", "D"}
+
+
+def test_chat_template_evidence_is_the_models_own_logits_on_the_rendered_prompt(chat_model):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    results, records = evaluate(make_lm(chat_model), ["obqa_edl"], limit=2, apply_chat_template=True, log_samples=True)
+    tokenizer = AutoTokenizer.from_pretrained(chat_model)
+    model = AutoModelForCausalLM.from_pretrained(chat_model, dtype=torch.float32).eval()
+    rec = records["obqa_edl"]
+    for sample in results["samples"]["obqa_edl"]:
+        prompt = sample["arguments"][0][0]
+        ids = tokenizer(prompt)["input_ids"]
+        answer = [tokenizer(prompt + letter)["input_ids"][-1] for letter in "ABCD"]
+        with torch.no_grad():
+            logits = model(torch.tensor([ids])).logits[0, -1, answer].double().numpy()
+        i = list(rec.doc_id).index(sample["doc_id"])
+        np.testing.assert_allclose(rec.logits[i], logits, atol=1e-5)
+
+
+def test_num_fewshot_takes_examples_from_the_training_split_with_the_same_template(tiny_model, tiny_adapter, mirror):
+    results, records = evaluate(make_lm(tiny_model, tiny_adapter), ["obqa_edl"], limit=3, num_fewshot=2, log_samples=True)
+    train = _stems(mirror, "train")
+    for sample in results["samples"]["obqa_edl"]:
+        prompt = sample["arguments"][0][0]
+        *shots, question = prompt.split("Return the label of the correct answer for the question below.")[1:]
+        assert len(shots) == 2 and sample["doc"]["question"] in question and question.endswith("Answer:")
+        for shot in shots:  # a training question in the same template, ending with its gold letter
+            assert any(stem in shot for stem in train)
+            assert shot.rstrip()[-10:-1].endswith("Answer: ") and shot.rstrip()[-1] in "ABCD"
+    assert results["n-shot"]["obqa_edl"] == 2 and records["obqa_edl"].meta["num_fewshot"] == 2
+
+
+def test_num_fewshot_on_a_task_without_a_training_split_is_refused_naming_the_flag(tiny_model):
+    from lm_eval_evidential.harness.model import EvidentialInputError
+
+    with pytest.raises(EvidentialInputError, match="mmlu_math_edl.*--num_fewshot"):
+        evaluate(make_lm(tiny_model), ["mmlu_math_edl"], limit=2, num_fewshot=1)
+
+
+def test_limit_on_a_pair_task_takes_n_per_side_and_says_so(tiny_model, tiny_adapter, caplog):
+    with caplog.at_level(logging.WARNING):
+        results, records = evaluate(make_lm(tiny_model, tiny_adapter), ["obqa_edl_vs_csqa4_edl"], limit=3)
+    row = results["results"]["obqa_edl_vs_csqa4_edl"]
+    assert row["n_id,none"] == 3 and row["n_ood,none"] == 3
+    assert np.isfinite(row["auroc_reciprocal_vacuity,none"])
+    assert results["n-samples"]["obqa_edl_vs_csqa4_edl"]["effective"] == 6
+    assert "--limit 3 on an ID/OOD pair takes 3 per side" in caplog.text
+
+
+def test_cache_requests_never_reuses_prompts_of_other_data(tiny_model, mirror, tmp_path, monkeypatch):
+    import lm_eval.caching.cache as request_cache
+
+    monkeypatch.setattr(request_cache, "PATH", str(tmp_path / "requests"))
+    first, _ = evaluate(make_lm(tiny_model), ["obqa_edl"], limit=2, cache_requests=True, log_samples=True)
+    other = tmp_path / "other_mirror"
+    shutil.copytree(mirror, other)
+    path = other / "allenai" / "openbookqa" / "main" / "test.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows[0]["question_stem"] = "Which of these is a changed question?"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    monkeypatch.setenv("EVIDENTIAL_DATA_DIR", str(other))
+    second, records = evaluate(make_lm(tiny_model), ["obqa_edl"], limit=2, cache_requests=True, log_samples=True)
+    prompts = {s["doc_id"]: s["arguments"][0][0] for s in second["samples"]["obqa_edl"]}
+    assert "Which of these is a changed question?" in prompts[0]
+    assert records["obqa_edl"].meta["data_source"]["origin"] == f"mirror {other.resolve()}"
+
+
+def test_records_say_where_the_questions_came_from_and_audits_refuse_other_prompting(tiny_model, mirror):
+    from dataclasses import replace
+
+    from lm_eval_evidential.records.provenance import FingerprintMismatchError, check_same_producer
+
+    _, records = evaluate(make_lm(tiny_model), ["obqa_edl", "csqa4_edl"], limit=2)
+    obqa, csqa4 = records["obqa_edl"], records["csqa4_edl"]
+    source = obqa.meta["data_source"]
+    assert source["origin"] == f"mirror {mirror.resolve()}" and len(source["sha256"]) == 16
+    assert source["dataset"] == "allenai/openbookqa" and source["configs"] == ["main"]
+    assert obqa.meta["chat_template_sha256"] is None and obqa.meta["num_fewshot"] == 0
+    assert check_same_producer([obqa, csqa4]) == []  # different datasets, same producer
+    for key, value in (("chat_template_sha256", "0123456789abcdef"), ("num_fewshot", 5), ("data_origin", "hub"),
+                       ("system_instruction_sha256", "fedcba9876543210")):  # fmt: skip
+        other = replace(csqa4, meta={**csqa4.meta, key: value})
+        with pytest.raises(FingerprintMismatchError, match=key):
+            check_same_producer([obqa, other])
