@@ -24,7 +24,7 @@ from tqdm import tqdm
 
 from lm_eval_evidential.harness.evidence import EvidenceLedger, QuestionEvidence
 from lm_eval_evidential.modeling.config import HeadConfig, head_defaults
-from lm_eval_evidential.modeling.heads import apply_head
+from lm_eval_evidential.modeling.heads import apply_head_batch
 
 logger = logging.getLogger(__name__)
 
@@ -232,28 +232,44 @@ class EvidentialLM(HFLM):
         kept = self._forward_unique(self._context_ids, {c: sorted(v) for c, v in needed.items()}, tail_k, disable_tqdm)
 
         results: list[Any] = [None] * len(requests)
+        # The head runs once per group of questions with the same K (not once per question);
+        # each question's result is bit-identical to it scored alone (apply_head_batch).
+        by_k: dict[int, list[_Question]] = defaultdict(list)
         for plan in plans:
-            columns, values, tail = kept[plan.context]
-            z = values[[columns.index(a) for a in plan.answer_ids]]
-            if not torch.isfinite(z).all():
-                bad = z[~torch.isfinite(z)][0].item()
+            by_k[len(plan.answer_ids)].append(plan)
+        for k, group in by_k.items():
+            rows = []
+            for plan in group:
+                columns, values, _ = kept[plan.context]
+                rows.append(values[[columns.index(a) for a in plan.answer_ids]])
+            z = torch.stack(rows)
+            finite = torch.isfinite(z).all(dim=1)
+            if not bool(finite.all()):
+                row = int((~finite).nonzero()[0, 0])
+                bad = z[row][~torch.isfinite(z[row])][0].item()
                 raise EvidentialInputError(
-                    f"{plan.where}: non-finite answer logit {bad!r} (float16 overflow?); run with dtype=bfloat16 or dtype=float32"
+                    f"{group[row].where}: non-finite answer logit {bad!r} (float16 overflow?); run with dtype=bfloat16 or dtype=float32"
                 )
-            k = len(plan.answer_ids)
-            sigma_logits = tail[tail.shape[0] - k :] if self.head.needs_sigma else None
-            out = apply_head(self.head, z, sigma_logits=sigma_logits, key=f"{plan.context}\x00{plan.answer_ids}")
-            self.evidence.file(
-                QuestionEvidence(
-                    task=plan.task, doc_id=plan.doc_id, continuations=plan.continuations, token_ids=plan.answer_ids,
-                    logits=tuple(out.logits.tolist()), alpha=None if out.alpha is None else tuple(out.alpha.tolist()),
-                )  # fmt: skip
+            sigma_logits = None
+            if self.head.needs_sigma:
+                sigma_logits = torch.stack([kept[p.context][2][-k:] for p in group])
+            out = apply_head_batch(
+                self.head, z, sigma_logits=sigma_logits, keys=[f"{p.context}\x00{p.answer_ids}" for p in group]
             )
+            logits = out.logits.tolist()
+            alpha = None if out.alpha is None else out.alpha.tolist()
             log_probs = torch.log(out.probs).tolist()
-            pred = int(torch.argmax(out.probs))
-            for j, copies in enumerate(plan.copies):
-                for i in copies:
-                    results[i] = (float(log_probs[j]), j == pred)
+            preds = torch.argmax(out.probs, dim=1).tolist()
+            for i, plan in enumerate(group):
+                self.evidence.file(
+                    QuestionEvidence(
+                        task=plan.task, doc_id=plan.doc_id, continuations=plan.continuations, token_ids=plan.answer_ids,
+                        logits=tuple(logits[i]), alpha=None if alpha is None else tuple(alpha[i]),
+                    )  # fmt: skip
+                )
+                for j, copies in enumerate(plan.copies):
+                    for c in copies:
+                        results[c] = (log_probs[i][j], j == preds[i])
         return results
 
     def _plan(self, requests) -> list[_Question]:
