@@ -1,129 +1,195 @@
-"""Data parallel the harness's way: docs sharded over ranks, records gathered once, no duplicate docs.
+"""Data parallel the harness's way: docs sharded over global ranks, records gathered once, no duplicate docs.
 
-The end-to-end test launches two real CPU processes (``torch.distributed.run``, gloo, accelerate
-in CPU mode) running the stock lm_eval CLI. ``accelerate launch --cpu --num_processes 2`` is not
-used: without ``--mpirun_hostfile`` (MPI is not installed) it starts a single process.
+Two end-to-end runs on CPU (gloo), each against one in-process run of the same work:
+
+- the README's data-parallel command, verbatim but for the model paths: two processes;
+- two nodes of two processes each, simulated on this machine by two ``torchrun --nnodes 2
+  --node_rank 0/1`` launches. Their processes see two (fake) GPUs per node, so the harness's
+  HF model takes its GPU branch and sets each process's rank to its node-local index
+  (0, 1, 0, 1): the plugin must replace that with the global one. Node 1 loads a copy of the
+  model and adapter from other paths, as a cluster's local scratch disks would.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 pytestmark = pytest.mark.usefixtures("use_mirror")
 
-LIMIT = 21  # odd, with K=4 and K=5 tasks: the ranks get unequal request counts and the harness pads
-TASKS = ["obqa_edl", "csqa_edl"]
-
-# Runs the lm_eval CLI in each process and records which docs this rank was given.
-# lm-eval's HFLM takes rank/world size from accelerate only when it sees > 1 GPU, so on CPU every
-# process would be "rank 0 of 1" and score every doc; the shim applies HFLM's GPU assignment
-# when the model did not do it itself (a no-op once the model shards CPU processes natively).
-DRIVER = r'''
-import json, os, sys
-import lm_eval_evidential  # noqa: F401  (import hook)
-from lm_eval_evidential.harness.model import EvidentialLM
-
-original = EvidentialLM.__init__
-
-def __init__(self, *args, **kwargs):
-    original(self, *args, **kwargs)
-    accelerator = getattr(self, "accelerator", None)
-    shimmed = False
-    if accelerator is not None and accelerator.num_processes > 1 and self.world_size == 1:
-        self._rank, self._world_size = accelerator.process_index, accelerator.num_processes
-        shimmed = True
-    trace = {"rank": self.rank, "world_size": self.world_size, "shimmed": shimmed, "docs": [], "requests": 0}
-    inner = self.loglikelihood
-
-    def loglikelihood(requests, *a, **k):
-        out = inner(requests, *a, **k)
-        trace["docs"] += sorted({(r.task_name, r.doc_id) for r in requests})
-        trace["requests"] += len(requests)
-        path = os.path.join(os.environ["DP_TRACE_DIR"], f"rank{os.environ['RANK']}.json")
-        with open(path + ".tmp", "w") as fh:
-            json.dump(trace, fh)
-        os.replace(path + ".tmp", path)
-        return out
-
-    self.loglikelihood = loglikelihood
-
-EvidentialLM.__init__ = __init__
-from lm_eval.__main__ import cli_evaluate
-sys.argv = ["lm_eval", *sys.argv[1:]]
-cli_evaluate()
-'''
+README = Path(__file__).resolve().parents[1] / "README.md"
+TASKS = ["obqa_edl", "arc_c_edl"]  # the README command's tasks: K=4, and K=3/4/5 per question
+TIMEOUT = 900
 
 
-def single_process_records(tiny_model, tiny_adapter):
+def _env(mirror, **extra) -> dict:
+    root = str(Path(__file__).resolve().parents[1])
+    return {
+        **os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1", "EVIDENTIAL_DATA_DIR": str(mirror),
+        "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])), **extra,
+    }  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def one_process(tiny_model, tiny_adapter, mirror):
+    """The records of the same tasks scored in this process."""
     import lm_eval
     from lm_eval.tasks import TaskManager
 
     from lm_eval_evidential.harness.model import EvidentialLM
     from lm_eval_evidential.harness.plugin import tasks_dir
 
-    lm = EvidentialLM(pretrained=str(tiny_model), peft=str(tiny_adapter), device="cpu", dtype="float32", batch_size=4)
-    results = lm_eval.simple_evaluate(
-        model=lm, tasks=TASKS, limit=LIMIT, bootstrap_iters=0,
-        task_manager=TaskManager(include_path=str(tasks_dir()), include_defaults=False),
-    )
-    return results.records
+    with pytest.MonkeyPatch.context() as mp:  # module scope: use_mirror is per test
+        mp.setenv("EVIDENTIAL_DATA_DIR", str(mirror))
+        lm = EvidentialLM(pretrained=str(tiny_model), peft=str(tiny_adapter), device="cpu", batch_size=8)
+        tm = TaskManager(include_path=str(tasks_dir()), include_defaults=False)
+        results = lm_eval.simple_evaluate(model=lm, tasks=TASKS, bootstrap_iters=0, task_manager=tm)
+    return results.records, results["results"]
+
+
+def _check_one_records_file_equal_to_one_process(out_dir: Path, one_process) -> dict:
+    import lm_eval_evidential
+
+    reference, reference_results = one_process
+    assert len(list(out_dir.rglob("results_*.json"))) == 1
+    for task in TASKS:
+        assert len(list(out_dir.rglob(f"records_{task}_*.parquet"))) == 1
+        got, want = lm_eval_evidential.load_records(out_dir, task), reference[task]
+        assert sorted(got.doc_id.tolist()) == list(range(len(want)))  # every doc, once
+        np.testing.assert_array_equal(got.doc_id, want.doc_id)
+        for name in ("k", "gold", "pred"):
+            np.testing.assert_array_equal(getattr(got, name), getattr(want, name))
+        for name in ("logits", "evidence", "alpha", "vacuity"):
+            np.testing.assert_allclose(getattr(got, name), getattr(want, name), atol=1e-5, rtol=0, equal_nan=True)
+        for key in ("model_sha256", "adapter_sha256"):
+            assert got.meta[key] == want.meta[key] is not None
+    results = json.loads(next(out_dir.rglob("results_*.json")).read_text())["results"]
+    for task in TASKS:
+        assert results[task]["acc,none"] == pytest.approx(reference_results[task]["acc,none"])
+    return lm_eval_evidential.load_records(out_dir, TASKS[0]).meta
+
+
+def _readme_command(marker: str) -> str:
+    text = README.read_text(encoding="utf-8")
+    block = re.search(rf"<!-- {marker} -->\n```bash\n(.*?)```", text, re.S)
+    assert block, f"no bash block after <!-- {marker} --> in README.md"
+    return block.group(1)
 
 
 @pytest.mark.slow
-def test_two_cpu_processes_shard_the_docs_and_write_each_record_once(tiny_model, tiny_adapter, mirror, tmp_path):
-    import lm_eval_evidential
+def test_readme_command_starts_two_cpu_processes(tiny_model, tiny_adapter, mirror, one_process, tmp_path):
+    command = _readme_command("data-parallel-command")
+    command, n = re.subn(r"^MODEL=\S+ ADAPTER=\S+", f"MODEL={tiny_model} ADAPTER={tiny_adapter}", command, flags=re.M)
+    assert n == 1, "the README command's first line sets MODEL and ADAPTER"
+    proc = subprocess.run(["bash", "-c", command], env=_env(mirror), cwd=tmp_path, capture_output=True, text=True,
+                          timeout=TIMEOUT, check=False)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    # what the README says proves two ranks ran
+    for rank in (0, 1):
+        assert f"Building contexts for obqa_edl on rank {rank}..." in proc.stderr
+    assert "data parallel: rank 1 of 2 (node-local rank 1)" in proc.stderr
+    _check_one_records_file_equal_to_one_process(tmp_path / "out", one_process)
 
-    driver = tmp_path / "driver.py"
+
+# Each process: fake two GPUs (the harness's HF model then takes its GPU branch, with node-local
+# ranks), record which docs this rank was given, run what the CLI runs (simple_evaluate, then the
+# tracker saves results and records) without indexing every stock lm-eval task.
+DRIVER = r'''
+import json, os, sys
+import torch
+
+torch.cuda.device_count = lambda: 2
+import lm_eval_evidential  # noqa: F401  (import hook)
+from lm_eval import simple_evaluate
+from lm_eval.loggers import EvaluationTracker
+from lm_eval.tasks import TaskManager
+from lm_eval.utils import setup_logging
+from lm_eval_evidential.harness.model import EvidentialLM
+from lm_eval_evidential.harness.plugin import tasks_dir
+
+setup_logging("INFO")  # as the CLI does
+original = EvidentialLM.loglikelihood
+
+def loglikelihood(self, requests, *args, **kwargs):
+    trace = {"rank": self.rank, "world_size": self.world_size,
+             "docs": sorted({(r.task_name, r.doc_id) for r in requests})}
+    with open(os.path.join(os.environ["DP_TRACE_DIR"], f"rank{os.environ['RANK']}.json"), "w") as fh:
+        json.dump(trace, fh)
+    return original(self, requests, *args, **kwargs)
+
+EvidentialLM.loglikelihood = loglikelihood
+model_args, out = sys.argv[1], sys.argv[2]
+tracker = EvaluationTracker(output_path=out)
+results = simple_evaluate(model="evidential", model_args=model_args, tasks=sys.argv[3].split(","), batch_size=8,
+                          evaluation_tracker=tracker, task_manager=TaskManager(include_path=str(tasks_dir()), include_defaults=False),
+                          bootstrap_iters=0)
+if results is not None:
+    tracker.save_results_aggregated(results=results, samples=None)
+'''
+
+
+@pytest.mark.slow
+def test_two_nodes_of_two_processes_use_global_ranks(tiny_model, tiny_adapter, mirror, one_process, tmp_path):
+    driver, trace_dir, out_dir = tmp_path / "driver.py", tmp_path / "trace", tmp_path / "out"
     driver.write_text(DRIVER)
-    trace_dir = tmp_path / "trace"
     trace_dir.mkdir()
-    out_dir = tmp_path / "out"
-    env = {
-        **os.environ, "ACCELERATE_USE_CPU": "1", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false",
-        "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "EVIDENTIAL_DATA_DIR": str(mirror), "DP_TRACE_DIR": str(trace_dir),
-    }  # fmt: skip
-    cmd = [
-        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", str(driver),
-        "--model", "evidential", "--model_args", f"pretrained={tiny_model},peft={tiny_adapter},device=cpu,dtype=float32",
-        "--batch_size", "4", "--tasks", ",".join(TASKS), "--limit", str(LIMIT), "--output_path", str(out_dir),
-    ]  # fmt: skip
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=tmp_path, timeout=540, check=False)
-    errors = [line for line in proc.stderr.splitlines() if "Error" in line]
-    assert proc.returncode == 0, "\n".join(errors[:8]) + "\n...\n" + proc.stderr[-3000:]
+    scratch = {0: (tiny_model, tiny_adapter)}
+    scratch[1] = tuple(shutil.copytree(p, tmp_path / "node1_scratch" / p.name) for p in (tiny_model, tiny_adapter))
+    port = str(29400 + os.getpid() % 500)
+    procs = []
+    for node in (0, 1):
+        model, adapter = scratch[node]
+        cmd = [
+            sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node_rank", str(node),
+            "--nproc_per_node", "2", "--master_addr", "127.0.0.1", "--master_port", port, str(driver),
+            f"pretrained={model},peft={adapter},device=cpu", str(out_dir), ",".join(TASKS),
+        ]  # fmt: skip
+        env = _env(mirror, ACCELERATE_USE_CPU="1", DP_TRACE_DIR=str(trace_dir))
+        procs.append(subprocess.Popen(cmd, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    outputs = [p.communicate(timeout=TIMEOUT) for p in procs]
+    for p, (_, err) in zip(procs, outputs):
+        assert p.returncode == 0, err[-4000:]
 
-    # Each rank was given its own docs; together they are every doc, each on one rank only.
-    traces = [json.loads((trace_dir / f"rank{r}.json").read_text()) for r in (0, 1)]
-    assert [(t["rank"], t["world_size"]) for t in traces] == [(0, 2), (1, 2)]
+    traces = [json.loads((trace_dir / f"rank{r}.json").read_text()) for r in range(4)]
+    assert [(t["rank"], t["world_size"]) for t in traces] == [(r, 4) for r in range(4)]
     shards = [{tuple(d) for d in t["docs"]} for t in traces]
-    assert not shards[0] & shards[1]
-    assert shards[0] | shards[1] == {(task, i) for task in TASKS for i in range(LIMIT)}
-    assert all(len(s) < len(TASKS) * LIMIT for s in shards)
+    n_docs = {task: len(one_process[0][task]) for task in TASKS}
+    assert set().union(*shards) == {(task, i) for task in TASKS for i in range(n_docs[task])}
+    assert sum(len(s) for s in shards) == sum(n_docs.values())  # no doc on two ranks
+    node1_log = outputs[1][1]
+    assert "data parallel: rank 2 of 4 (node-local rank 0)" in node1_log
 
-    # Gathered once on rank 0: one results file, one records file per task, every doc once.
-    assert len(list(out_dir.rglob("results_*.json"))) == 1
-    reference = single_process_records(tiny_model, tiny_adapter)
-    for task in TASKS:
-        files = list(out_dir.rglob(f"records_{task}_*.parquet"))
-        assert len(files) == 1, files
-        got = lm_eval_evidential.load_records(out_dir, task)
-        np.testing.assert_array_equal(np.sort(got.doc_id), np.arange(LIMIT))
-        want = reference[task]
-        np.testing.assert_array_equal(got.doc_id, want.doc_id)
-        np.testing.assert_array_equal(got.k, want.k)
-        np.testing.assert_array_equal(got.gold, want.gold)
-        np.testing.assert_array_equal(got.pred, want.pred)
-        for name in ("logits", "evidence", "alpha"):
-            np.testing.assert_allclose(getattr(got, name), getattr(want, name), atol=1e-5, rtol=0, equal_nan=True)
-        np.testing.assert_allclose(got.vacuity, want.vacuity, atol=1e-5, rtol=0)
-    results = json.loads(next(out_dir.rglob("results_*.json")).read_text())
-    for task in TASKS:
-        assert results["results"][task]["acc,none"] == pytest.approx(float(np.mean(reference[task].correct)))
+    meta = _check_one_records_file_equal_to_one_process(out_dir, one_process)
+    # the same model from two paths: accepted, both paths kept as information
+    assert meta["pretrained"] == sorted([str(tiny_model), str(scratch[1][0])])
+    assert meta["peft"] == sorted([str(tiny_adapter), str(scratch[1][1])])
+
+
+def test_launched_processes_that_accelerate_leaves_apart_are_refused(tiny_model, monkeypatch):
+    """torchrun on CPU without ACCELERATE_USE_CPU: N processes, each rank 0 of 1, each scoring everything."""
+    from accelerate.state import AcceleratorState, PartialState
+
+    from lm_eval_evidential.harness.model import EvidentialInputError, EvidentialLM
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.delenv("ACCELERATE_USE_CPU", raising=False)
+    monkeypatch.delenv("LOCAL_RANK", raising=False)  # accelerate would then try to join a process group
+    AcceleratorState._reset_state(True)
+    try:
+        with pytest.raises(EvidentialInputError, match=r"launched as one of 2 .* ACCELERATE_USE_CPU=1"):
+            EvidentialLM(pretrained=str(tiny_model), device="cpu", batch_size=4)
+    finally:
+        AcceleratorState._reset_state(True)
+        PartialState._reset_state()
 
 
 def test_padding_copies_of_the_last_request_get_its_response(tiny_model):
@@ -139,15 +205,11 @@ def test_padding_copies_of_the_last_request_get_its_response(tiny_model):
 
     reqs = [Req(d, f" {x}") for d in (0, 1) for x in "ABCD"]
     plain = lm.loglikelihood(reqs)
-    plain_evidence = lm.evidence.take()
     padded = lm.loglikelihood(reqs + [reqs[-1]] * 3)
-    padded_evidence = lm.evidence.take()
     assert len(padded) == len(reqs) + 3
     for a, b in zip(plain, padded[: len(reqs)]):
         assert a[0] == pytest.approx(b[0], abs=1e-6) and a[1] == b[1]
-    assert plain_evidence.keys() == padded_evidence.keys() == {("custom", 0), ("custom", 1)}
-    for key, question in plain_evidence.items():
-        assert question.logits == pytest.approx(padded_evidence[key].logits, abs=1e-6)
+        assert a[2]["logit"] == pytest.approx(b[2]["logit"], abs=1e-6)
     for copy in padded[len(reqs) :]:
         assert copy[0] == pytest.approx(plain[-1][0], abs=1e-6) and copy[1] == plain[-1][1]
     assert sum(r[1] for r in padded[4:8]) == 1  # still one argmax per question

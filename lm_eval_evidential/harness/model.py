@@ -14,8 +14,11 @@ question's evidence goes to the model's ledger, keyed by (task, doc)
 from __future__ import annotations
 
 import logging
+import os
 from collections import defaultdict
 from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -25,24 +28,29 @@ from tqdm import tqdm
 from lm_eval_evidential.harness.evidence import EvidenceLedger, QuestionEvidence
 from lm_eval_evidential.modeling.config import HeadConfig, head_defaults
 from lm_eval_evidential.modeling.heads import apply_head_batch
+from lm_eval_evidential.records.provenance import adapter_sha256, model_sha256
 
 logger = logging.getLogger(__name__)
+# Lines a user reads in the harness's own log (lm_eval configures its namespace, honouring --verbosity).
+harness_logger = logging.getLogger("lm_eval.evidential")
 
 
-def adapter_sha256(path) -> str | None:
-    """Content hash of a local adapter's weight files (None without one, or for a hub id)."""
-    import hashlib
-    from pathlib import Path
+# Launchers' world-size variables, as accelerate reads them (torchrun, MPI implementations).
+_LAUNCHER_WORLD_SIZE = ("WORLD_SIZE", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE")
 
-    if not path or not Path(path).is_dir():
+
+def _local_folder(name_or_path, revision) -> Path | None:
+    """The local folder a model or adapter was loaded from: the path itself, or its hub cache snapshot."""
+    if not isinstance(name_or_path, (str, Path)) or not str(name_or_path):
         return None
-    digest = hashlib.sha256()
-    files = sorted(p for p in Path(path).iterdir() if p.name.startswith("adapter_model"))
-    for file in files:
-        with open(file, "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                digest.update(block)
-    return digest.hexdigest()[:16] if files else None
+    if Path(name_or_path).is_dir():
+        return Path(name_or_path)
+    from huggingface_hub import snapshot_download
+
+    try:  # already downloaded by the load that just happened: never touches the network
+        return Path(snapshot_download(repo_id=str(name_or_path), revision=revision, local_files_only=True))
+    except (OSError, ValueError):
+        return None
 
 
 class EvidentialInputError(ValueError):
@@ -114,13 +122,42 @@ class EvidentialLM(HFLM):
                 ) from exc
             raise
         self.model.eval()
-        # HFLM takes rank and world size from accelerate only when it sees more than one GPU,
-        # so CPU processes launched with torchrun (gloo) would each score every doc. Shard
-        # them like GPU processes; tensor-parallel runs (tp_plan) stay one logical model.
+        if isinstance(pretrained, str) and not kwargs.get("tp_plan"):
+            self._rank, self._world_size = self._global_rank()
+
+    def _global_rank(self) -> tuple[int, int]:
+        """(rank, world size) by the GLOBAL process index, for sharding the docs.
+
+        HFLM sets them only when it sees more than one GPU, and then to the node-local index
+        (``accelerator.local_process_index``): on 2 nodes x 2 GPUs two processes would each be
+        rank 0 and rank 1 and half the docs never be scored. CPU processes it leaves at rank 0 of
+        1. Tensor-parallel runs (``tp_plan``) and a model object passed in are one logical model
+        and never come here.
+        """
         accelerator = getattr(self, "accelerator", None)
-        if accelerator is not None and accelerator.num_processes > 1 and self._world_size == 1 and not kwargs.get("tp_plan"):
-            self._rank = accelerator.process_index
-            self._world_size = accelerator.num_processes
+        if accelerator is not None and accelerator.num_processes > 1:
+            harness_logger.info(
+                "data parallel: rank %d of %d (node-local rank %d)",
+                accelerator.process_index, accelerator.num_processes, accelerator.local_process_index,
+            )  # fmt: skip
+            return accelerator.process_index, accelerator.num_processes
+        launched = max(int(os.environ.get(name) or 1) for name in _LAUNCHER_WORLD_SIZE)
+        if launched > 1:
+            raise EvidentialInputError(
+                f"this process was launched as one of {launched} (WORLD_SIZE={launched}), but accelerate runs it "
+                "alone: without a GPU it joins processes only when ACCELERATE_USE_CPU=1 is set, so each process "
+                f"would score every document {launched} times over — relaunch with ACCELERATE_USE_CPU=1 "
+                "(CPU), or launch one process per GPU"
+            )
+        return self._rank, self._world_size
+
+    @cached_property
+    def _identity(self) -> dict:
+        """The model and the adapter by content (records/provenance.py), hashed once per process."""
+        return {
+            "model_sha256": model_sha256(_local_folder(self._pretrained_name, self._revision)),
+            "adapter_sha256": adapter_sha256(_local_folder(self._peft_path, self._revision)),
+        }
 
     def _create_model(self, pretrained, *args, peft=None, delta=None, revision="main", **kwargs) -> None:
         # HFLM resizes the embeddings to len(tokenizer) whenever it loads an adapter and the two
@@ -315,7 +352,7 @@ class EvidentialLM(HFLM):
             "peft": None if self._peft_path is None else str(self._peft_path),
             "dtype": str(self.model.dtype).removeprefix("torch."),
             "revision": self._revision,
-            "adapter_sha256": adapter_sha256(self._peft_path),
+            **self._identity,
         }
 
     def set_cache_hook(self, cache_hook) -> None:

@@ -1,22 +1,46 @@
 """What produced a records file, and the refusal to pair records from different producers.
 
-Every records file carries, in its metadata, the base model id and revision, the adapter and
-its content hash, the method and its parameters (prior weight, num_noises, sigma_mult, seed),
+Every records file carries, in its metadata, the base model and the adapter — by content
+(:func:`model_sha256`, :func:`adapter_sha256`) and, as information, by the path or hub id
+they were loaded from — the revision, the method and its parameters (prior weight, num_noises, sigma_mult, seed),
 dtype, the prompt template hash, the answer-token ids, how prompts were built (chat template
 and system instruction hashes, few-shot settings), where the questions came from
 (``data_origin``: hub, one mirror folder, or local files) and the package version. Two tasks'
 records may only be compared when all of these agree; the task name, the run's date, the
 task's own answer set / version, its data source (dataset, revision or files, content
 hash: ``data_source``) and a control task's summary (``control``: how its questions were
-brought to the ID task's K) are allowed to differ.
+brought to the ID task's K) and the paths are allowed to differ.
+
+A model is identified by what it computes with, not by where its files live: clusters copy one
+checkpoint to each node's scratch disk, so the same model arrives under several paths, and a
+path can be overwritten with another model. A path is compared only when the content hash
+beside it is missing (records written before the hashes existed, or a model with no local
+files).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import hashlib
+import json
+import struct
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 
 # Keys that describe the task or the run, not the producer.
 TASK_KEYS = frozenset({"task", "date_id", "answer_tokens", "task_version", "config_source", "data_source", "control"})
+# Where a producer was loaded from -> the key that identifies it by content.
+LOCATION_KEYS = {"pretrained": "model_sha256", "peft": "adapter_sha256"}
+
+_DIGEST_CHARS = 16
+# Fields of the hashed JSON files that name a location, not content.
+_LOCATION_FIELDS = frozenset({"_name_or_path", "name_or_path", "base_model_name_or_path"})
+_TOKENIZER_FILES = frozenset({
+    "tokenizer.json", "tokenizer.model", "tokenizer_config.json", "special_tokens_map.json",
+    "added_tokens.json", "vocab.json", "vocab.txt", "merges.txt",
+})  # fmt: skip
+# Per tensor of a safetensors file: this many bytes at each of these fractions of its data.
+_SAMPLE_BYTES = 4096
+_SAMPLE_AT = (0.0, 0.25, 0.5, 0.75, 1.0)
 
 
 class FingerprintMismatchError(ValueError):
@@ -24,7 +48,12 @@ class FingerprintMismatchError(ValueError):
 
 
 def fingerprint(meta: Mapping) -> dict:
-    return {k: v for k, v in meta.items() if k not in TASK_KEYS}
+    """The producer keys of ``meta``: no task keys, and no location whose content hash is known."""
+    out = {k: v for k, v in meta.items() if k not in TASK_KEYS}
+    for location, content in LOCATION_KEYS.items():
+        if out.get(content) is not None:
+            out.pop(location, None)
+    return out
 
 
 def differences(a: Mapping, b: Mapping) -> dict[str, tuple]:
@@ -64,3 +93,132 @@ def check_same_producer(records: Sequence, *, allow: bool = False) -> list[str]:
             + "\nre-run the tasks together in one lm_eval run, or pass --allow-fingerprint-mismatch to compare anyway"
         )
     return lines
+
+
+def merge_run_metas(task: str, metas: Iterable[Mapping]) -> dict:
+    """The metadata of one task's records from the metadata of each of its documents.
+
+    Under data parallel the documents were scored by several processes, possibly on several
+    nodes that loaded the same model from different paths. Their producer keys must agree
+    (else ``ValueError`` naming each difference); a location that differs is kept as the
+    sorted list of its values, as information.
+
+    Examples
+    --------
+    >>> a = {"pretrained": "/n0/m", "model_sha256": "ab", "method": "edl"}
+    >>> merge_run_metas("t", [a, {**a, "pretrained": "/n1/m"}])["pretrained"]
+    ['/n0/m', '/n1/m']
+    >>> merge_run_metas("t", [a, {**a, "model_sha256": "cd"}])
+    Traceback (most recent call last):
+    ...
+    ValueError: task 't': documents of one run were scored by different models or settings: model_sha256: 'ab' vs 'cd'
+    """
+    distinct = {json.dumps(dict(m), sort_keys=True, default=str): m for m in metas}
+    if not distinct:
+        return {}
+    first, *others = distinct.values()
+    lines = [f"{key}: {va!r} vs {vb!r}" for other in others for key, (va, vb) in differences(first, other).items()]
+    if lines:
+        raise ValueError(
+            f"task {task!r}: documents of one run were scored by different models or settings: " + "; ".join(lines)
+        )
+    merged = dict(first)
+    for key in LOCATION_KEYS:
+        values = sorted({str(m[key]) for m in distinct.values() if m.get(key) is not None})
+        if len(values) > 1:
+            merged[key] = values
+    return merged
+
+
+# ---------------------------------------------------------------------- identity by content
+def _canonical_json(path: Path) -> bytes:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if isinstance(data, dict):
+        data = {k: v for k, v in data.items() if k not in _LOCATION_FIELDS}
+    return json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
+
+
+def _hash_whole_file(path: Path, digest) -> None:
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+
+
+def _hash_safetensors(path: Path, digest) -> None:
+    """The header (every tensor's name, dtype, shape and byte range) and samples of every tensor.
+
+    The safetensors library reads tensors but does not expose their byte ranges, so the
+    8-byte length + JSON header (the format's whole specification) is read here.
+    """
+    with open(path, "rb") as fh:
+        try:
+            (size,) = struct.unpack("<Q", fh.read(8))
+            header = fh.read(size)
+            tensors = json.loads(header)
+        except (struct.error, ValueError):  # not safetensors after all: hash it whole
+            fh.close()
+            return _hash_whole_file(path, digest)
+        digest.update(header)
+        data_start = 8 + size
+        for name in sorted(k for k in tensors if k != "__metadata__"):
+            begin, end = tensors[name]["data_offsets"]
+            length = min(_SAMPLE_BYTES, end - begin)
+            for offset in sorted({int(f * (end - begin - length)) for f in _SAMPLE_AT}):
+                fh.seek(data_start + begin + offset)
+                digest.update(fh.read(length))
+
+
+def model_sha256(folder) -> str | None:
+    """Content hash of a transformers checkpoint folder, or None when it is not a local folder.
+
+    Hashed, each under its file name: ``config.json`` and the tokenizer files (JSON ones
+    canonicalised, without the fields that name a path), the safetensors index, and the
+    weights — for ``*.safetensors`` the header (every tensor's name, dtype, shape and byte
+    range) and five 4 KiB samples of each tensor's bytes (at 0, ¼, ½, ¾ and the end of its
+    data); ``pytorch_model*.bin`` and ``*.gguf`` files whole. Sampling keeps a 70B
+    checkpoint's hash to a few megabytes of reads (all of it would take minutes per process);
+    any change that touches a tensor throughout — training, a merged adapter, another
+    quantisation — changes its samples, while an edit confined to unsampled bytes of a tensor
+    would not be seen. Trainer state (``optimizer.pt``, ``training_args.bin``, …) is not part of
+    the model and is left out.
+    """
+    root = Path(folder) if folder else None
+    if root is None or not root.is_dir():
+        return None
+    digest = hashlib.sha256()
+    has_weights = False
+    for path in sorted(p for p in root.iterdir() if p.is_file()):
+        name = path.name
+        is_weights = name.endswith((".safetensors", ".gguf")) or (name.startswith("pytorch_model") and name.endswith(".bin"))
+        if not (is_weights or name == "config.json" or name in _TOKENIZER_FILES or name.endswith(".index.json")):
+            continue
+        digest.update(name.encode() + b"\0")
+        if name.endswith(".safetensors"):
+            _hash_safetensors(path, digest)
+        elif is_weights:
+            _hash_whole_file(path, digest)
+        elif name.endswith(".json"):
+            digest.update(_canonical_json(path))
+        else:
+            digest.update(path.read_bytes())
+        has_weights |= is_weights
+    return digest.hexdigest()[:_DIGEST_CHARS] if has_weights else None
+
+
+def adapter_sha256(folder) -> str | None:
+    """Content hash of a local PEFT adapter folder: its weight files whole and its
+    ``adapter_config.json`` without ``base_model_name_or_path``. None without a local adapter."""
+    root = Path(folder) if folder else None
+    if root is None or not root.is_dir():
+        return None
+    files = sorted(p for p in root.iterdir() if p.is_file() and p.name.startswith("adapter_model"))
+    if not files:
+        return None
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.name.encode() + b"\0")
+        _hash_whole_file(path, digest)
+    config = root / "adapter_config.json"
+    if config.is_file():
+        digest.update(b"adapter_config.json\0" + _canonical_json(config))
+    return digest.hexdigest()[:_DIGEST_CHARS]
