@@ -116,3 +116,21 @@ def test_one_run_keeps_every_path_and_refuses_another_model():
     assert merged["model_sha256"] == "m1"
     with pytest.raises(ValueError, match=r"task 'obqa_edl'.*adapter_sha256: 'a1' vs 'a2'"):
         merge_run_metas("obqa_edl", [META, {**META, "adapter_sha256": "a2", "peft": "/other"}])
+
+
+def test_a_hub_id_is_hashed_from_its_cached_snapshot_like_a_local_copy(tiny_model, tiny_adapter, tmp_path, monkeypatch):
+    """``pretrained=org/name`` on one node and a copied folder on another are the same model."""
+    from huggingface_hub import constants
+
+    from lm_eval_evidential.harness.model import _local_folder
+
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    repo = tmp_path / "hub" / "models--org--tiny"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(commit)
+    shutil.copytree(tiny_model, repo / "snapshots" / commit)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert model_sha256(_local_folder("org/tiny", "main")) == model_sha256(tiny_model)
+    assert _local_folder("org/not-downloaded", "main") is None
+    assert _local_folder(str(tiny_adapter), "main") == tiny_adapter
