@@ -145,8 +145,8 @@ class EvidentialLM(HFLM):
         if launched > 1:
             raise EvidentialInputError(
                 f"this process was launched as one of {launched} (WORLD_SIZE={launched}), but accelerate runs it "
-                "alone: without a GPU it joins processes only when ACCELERATE_USE_CPU=1 is set, so each process "
-                f"would score every document {launched} times over — relaunch with ACCELERATE_USE_CPU=1 "
+                "alone: without a GPU it joins processes only when ACCELERATE_USE_CPU=1 is set, so the "
+                f"{launched} processes would each score every document — relaunch with ACCELERATE_USE_CPU=1 "
                 "(CPU), or launch one process per GPU"
             )
         return self._rank, self._world_size
