@@ -141,10 +141,11 @@ class EvidentialLM(HFLM):
                 accelerator.process_index, accelerator.num_processes, accelerator.local_process_index,
             )  # fmt: skip
             return accelerator.process_index, accelerator.num_processes
-        launched = max(int(os.environ.get(name) or 1) for name in _LAUNCHER_WORLD_SIZE)
+        sizes = {name: int(os.environ.get(name) or 1) for name in _LAUNCHER_WORLD_SIZE}
+        name, launched = max(sizes.items(), key=lambda item: item[1])
         if launched > 1:
             raise EvidentialInputError(
-                f"this process was launched as one of {launched} (WORLD_SIZE={launched}), but accelerate runs it "
+                f"this process was launched as one of {launched} ({name}={launched}), but accelerate runs it "
                 "alone: without a GPU it joins processes only when ACCELERATE_USE_CPU=1 is set, so the "
                 f"{launched} processes would each score every document — relaunch with ACCELERATE_USE_CPU=1 "
                 "(CPU), or launch one process per GPU"
