@@ -57,6 +57,7 @@ from lm_eval import simple_evaluate
 from lm_eval.loggers import EvaluationTracker
 from lm_eval.tasks import TaskManager
 from lm_eval_evidential.harness.model import EvidentialLM
+from lm_eval_evidential.harness.plugin import tasks_dir
 
 timing = {"score": 0.0, "eval": 0.0}
 
@@ -75,7 +76,8 @@ model_args, out, tasks, limit = sys.argv[1:5]
 tracker = EvaluationTracker(output_path=out)
 results = simple_evaluate(model="evidential", model_args=model_args, tasks=tasks.split(","), batch_size=8,
                           limit=int(limit) if limit != "all" else None, evaluation_tracker=tracker,
-                          task_manager=TaskManager(include_defaults=False), bootstrap_iters=0)
+                          task_manager=TaskManager(include_path=str(tasks_dir()), include_defaults=False),
+                          bootstrap_iters=0)
 if results is not None:
     tracker.save_results_aggregated(results=results, samples=None)
 rank = int(os.environ.get("RANK", 0))
