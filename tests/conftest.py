@@ -36,3 +36,28 @@ def mirror(tmp_path_factory) -> Path:
 def use_mirror(mirror, monkeypatch) -> Path:
     monkeypatch.setenv("EVIDENTIAL_DATA_DIR", str(mirror))
     return mirror
+
+
+@pytest.fixture(scope="session")
+def tiny_family(tiny_model, tmp_path_factory):
+    """``tiny_family(family, tied=False, padding=0)``: a tiny random model of that architecture
+    family (``testing.tiny.FAMILIES``) sharing ``tiny_model``'s tokenizer, built once per session.
+    ``padding``: output rows beyond the tokenizer (Qwen2.5 ships 271 of them)."""
+    from lm_eval_evidential.testing.tiny import build_tiny_model
+
+    built: dict[tuple, Path] = {}
+    root = tmp_path_factory.mktemp("families")
+
+    def build(family: str, tied: bool = False, padding: int = 0) -> Path:
+        key = (family, tied, padding)
+        if key not in built:
+            from transformers import AutoTokenizer
+
+            vocab = len(AutoTokenizer.from_pretrained(tiny_model)) + padding
+            built[key] = build_tiny_model(
+                root / f"{family}-{'tied' if tied else 'untied'}-{padding}", family=family, tie_word_embeddings=tied,
+                model_vocab_size=vocab, hidden_size=32, num_layers=2, num_heads=4, num_kv_heads=2, tokenizer_from=tiny_model,
+            )  # fmt: skip
+        return built[key]
+
+    return build

@@ -79,6 +79,68 @@ class _Question:
     where: str
 
 
+def check_load_args(pretrained, kwargs: dict) -> None:
+    """Model_args that would fail only after the weights load: checked first, with the fix."""
+    gguf_file, peft = kwargs.get("gguf_file"), kwargs.get("peft")
+    if gguf_file and isinstance(pretrained, str) and Path(pretrained).is_dir():
+        if not (Path(pretrained) / str(gguf_file)).is_file():
+            raise EvidentialInputError(
+                f"gguf_file={gguf_file} not found: transformers reads it from inside pretrained={pretrained} "
+                f"(looked for {Path(pretrained) / str(gguf_file)}); pass the folder holding the file as pretrained= "
+                "and the file name as gguf_file="
+            )
+    if peft and Path(str(peft)).exists():
+        if not (Path(str(peft)) / "adapter_config.json").is_file():
+            hint = (
+                "it holds a full model: pass it as pretrained= instead"
+                if (Path(str(peft)) / "config.json").is_file()
+                else "pass a folder written by PEFT's save_pretrained (adapter_config.json + adapter_model.safetensors)"
+            )
+            raise EvidentialInputError(f"peft={peft} is not a PEFT adapter folder (no adapter_config.json); {hint}")
+
+
+def saved_embedding_rows(adapter) -> int | None:
+    """Rows of the full embedding / output layer an adapter saved (a LoRA that added tokens), else None."""
+    from safetensors import safe_open
+
+    if not adapter or not Path(str(adapter)).is_dir():
+        return None
+    for file in sorted(Path(str(adapter)).glob("adapter_model*.safetensors")):
+        with safe_open(str(file), "pt") as fh:
+            for key in fh.keys():
+                name = key.removesuffix(".weight").removesuffix(".base_layer")
+                if name.endswith(("embed_tokens", "lm_head")) and "lora_" not in key:
+                    return int(fh.get_slice(key).get_shape()[0])
+    return None
+
+
+def _wraps_tied_layer(model) -> bool:
+    base = model.get_base_model()
+    tied = getattr(base, "all_tied_weights_keys", None) or getattr(base, "_tied_weights_keys", None)
+    if not tied or not getattr(base.config.get_text_config(), "tie_word_embeddings", False):
+        return False
+    from peft.tuners.tuners_utils import BaseTunerLayer
+    from peft.utils import ModulesToSaveWrapper
+
+    wrapped = (BaseTunerLayer, ModulesToSaveWrapper)
+    return any(isinstance(m, wrapped) for m in (base.get_input_embeddings(), base.get_output_embeddings()))
+
+
+def _already_tied(*args, **kwargs) -> None:
+    """PeftModel.tie_weights for a base whose tied layer PEFT wrapped (see EvidentialLM._create_model)."""
+
+
+def _gguf_error(gguf_file: str, exc: Exception) -> Exception:
+    if "mistral" not in str(exc):
+        return exc
+    return EvidentialInputError(
+        f"gguf_file={gguf_file}: transformers reads a llama-architecture GGUF whose general.name mentions Mistral "
+        f"as model_type 'mistral' and then cannot map its tensors ({exc.__class__.__name__}: {str(exc).splitlines()[0][:80]}…). "
+        "Mistral's layers are Llama's: rename the file's model with the gguf package's tool, "
+        f"`gguf-new-metadata --general-name Llama {gguf_file} llama-named.gguf`, and pass gguf_file=llama-named.gguf"
+    )
+
+
 class EvidentialLM(HFLM):
     """See the module docstring. Extra model_args: ``method`` (edl | ib_edl | softmax),
     ``prior_weight`` (λ, default 1), ``num_noises`` (20), ``sigma_mult`` (0), ``seed`` (0).
@@ -107,8 +169,10 @@ class EvidentialLM(HFLM):
         self.head = HeadConfig(
             **{k: casts[k](v) for k, v in settings.items()}, **({} if seed is None else {"seed": int(seed)})
         )
+        check_load_args(pretrained, kwargs)
         self._pretrained_name = str(pretrained)
         self._peft_path = kwargs.get("peft")
+        self._gguf_file = kwargs.get("gguf_file")
         self._revision = kwargs.get("revision", "main")
         self.evidence = EvidenceLedger()
         try:
@@ -160,21 +224,30 @@ class EvidentialLM(HFLM):
             "adapter_sha256": adapter_sha256(_local_folder(self._peft_path, self._revision)),
         }
 
-    def _create_model(self, pretrained, *args, peft=None, delta=None, revision="main", **kwargs) -> None:
-        # HFLM resizes the embeddings to len(tokenizer) whenever it loads an adapter and the two
-        # differ (it assumes the adapter added tokens). An output layer padded beyond the tokenizer
-        # (Qwen2: 151,936 rows for 151,665 tokens) is then cut and an adapter on lm_head (the
-        # paper's) no longer fits. Grow when the tokenizer is larger; never shrink.
-        if not peft:
-            return super()._create_model(pretrained, *args, peft=peft, delta=delta, revision=revision, **kwargs)
-        if delta:
+    def _create_model(self, pretrained, *args, peft=None, delta=None, revision="main", gguf_file=None, **kwargs) -> None:
+        if peft and delta:
             raise ValueError("Cannot use both 'peft' and 'delta' options at the same time.")
-        super()._create_model(pretrained, *args, revision=revision, **kwargs)
+        try:
+            super()._create_model(pretrained, *args, revision=revision, gguf_file=gguf_file, delta=delta, **kwargs)
+        except NotImplementedError as exc:
+            raise _gguf_error(gguf_file, exc) if gguf_file else exc
+        if not peft:
+            return
         from peft import PeftModel
 
-        if len(self.tokenizer) > self._model.get_input_embeddings().weight.shape[0]:
-            self._model.resize_token_embeddings(len(self.tokenizer))
+        # Not HFLM's resize to len(tokenizer): an output layer padded beyond the tokenizer
+        # (Qwen2.5: 151,936 rows for 151,665 tokens) would be cut and an lm_head adapter no
+        # longer fit. Only an adapter that saved resized embeddings (added tokens) resizes, to its rows.
+        rows = saved_embedding_rows(peft)
+        if rows is not None and rows != self._model.get_input_embeddings().weight.shape[0]:
+            self._model.resize_token_embeddings(rows)
         self._model = PeftModel.from_pretrained(self._model, peft, revision=revision)
+        if _wraps_tied_layer(self._model):
+            # from_pretrained tied the base already. HFLM then calls model.tie_weights(), and
+            # transformers cannot re-tie a layer PEFT has wrapped (KeyError: "attribute 'weight'
+            # already exists"), which is what breaks --model hf on tied-embedding bases
+            # (Llama-3.2, SmolLM, Qwen2.5, Gemma) with an lm_head adapter. The tie still holds.
+            self._model.tie_weights = _already_tied
 
     @classmethod
     def create_from_arg_string(cls, arg_string: str, additional_config: dict | None = None):
@@ -350,6 +423,7 @@ class EvidentialLM(HFLM):
             "sigma_mult": self.head.sigma_mult if ib_edl else None,
             "seed": self.head.seed if ib_edl else None,
             "pretrained": self._pretrained_name,
+            "gguf_file": self._gguf_file,
             "peft": None if self._peft_path is None else str(self._peft_path),
             "dtype": str(self.model.dtype).removeprefix("torch."),
             "revision": self._revision,

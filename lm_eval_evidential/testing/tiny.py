@@ -21,7 +21,7 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-__all__ = ["build_tiny_model", "build_lora_adapter", "sample_data_dir", "ANSWER_LETTERS"]
+__all__ = ["build_tiny_model", "build_lora_adapter", "sample_data_dir", "ANSWER_LETTERS", "FAMILIES"]
 
 ANSWER_LETTERS = ("A", "B", "C", "D", "E")
 
@@ -168,6 +168,19 @@ def _publish(tmp: Path, out_dir: Path) -> Path:
     return out_dir.resolve()
 
 
+# family -> (transformers config class, extra config arguments given the head size). Values a
+# GGUF file does not carry (Gemma's query_pre_attn_scalar, soft-capping) keep their defaults, so
+# a tiny model exported to GGUF reads back as the same model.
+FAMILIES = {
+    "llama": ("LlamaConfig", lambda head_dim: {}),
+    "mistral": ("MistralConfig", lambda head_dim: {"sliding_window": None}),
+    "qwen2": ("Qwen2Config", lambda head_dim: {}),
+    "gemma2": ("Gemma2Config", lambda head_dim: {"head_dim": head_dim}),
+    "gemma3": ("Gemma3TextConfig", lambda head_dim: {"head_dim": head_dim}),
+    "phi3": ("Phi3Config", lambda head_dim: {}),
+}
+
+
 def build_tiny_model(
     out_dir,
     *,
@@ -180,9 +193,12 @@ def build_tiny_model(
     seed: int = 0,
     corpus: Iterable[str] | None = None,
     max_position_embeddings: int = 1024,
+    family: str = "llama",
+    tie_word_embeddings: bool = False,
+    tokenizer_from=None,
     overwrite: bool = False,
 ) -> Path:
-    """Train a tokenizer, build a random ``LlamaForCausalLM`` and save both to ``out_dir``.
+    """Train a tokenizer, build a random causal LM of ``family`` and save both to ``out_dir``.
 
     The tokenizer is a byte-level BPE trained on ``corpus`` (default: every bundled sample
     question rendered with the paper's prompt and followed by its answer letter). It encodes
@@ -190,17 +206,27 @@ def build_tiny_model(
     "Answer:" appends exactly that token, it prepends ``<s>`` like Llama's tokenizers, and
     pad (``<pad>``) differs from eos (``</s>``). These properties are checked before saving.
 
-    The model is float32, seeded by ``torch.manual_seed(seed)``, with untied input/output
-    embeddings. Its vocabulary is the tokenizer's, or ``model_vocab_size`` when that is
-    larger (to emulate the 32,000 or 128,256-row heads of Llama-2/3 in benchmarks; the extra
-    rows are never produced by the tokenizer).
+    ``family`` is one of :data:`FAMILIES` (llama, mistral, qwen2, gemma2, gemma3, phi3): the
+    model is built from that family's transformers config class (``FAMILIES[family]``), with
+    the family's own layer layout (Phi-3's fused ``qkv_proj``, Gemma's extra norms and logit
+    soft-capping, Qwen2's q/k/v biases). ``tie_word_embeddings`` shares the output layer with
+    the input embeddings (Llama-3.2, SmolLM, small Qwen2.5, Gemma). ``tokenizer_from``: a
+    folder whose tokenizer to reuse instead of training one (saves a second per model).
+
+    The model is float32, seeded by ``torch.manual_seed(seed)``. Its vocabulary is the
+    tokenizer's, or ``model_vocab_size`` when that is larger (to emulate heads padded beyond
+    the tokenizer: Llama-2/3's 32,000/128,256 rows in benchmarks, Qwen2.5's 151,936 for
+    151,665 tokens; the extra rows are never produced by the tokenizer).
 
     Returns the resolved ``out_dir``. Raises ``FileExistsError`` if it is a non-empty folder,
     unless ``overwrite=True``.
     """
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+    import transformers
+    from transformers import AutoModelForCausalLM
 
+    if family not in FAMILIES:
+        raise ValueError(f"family must be one of {', '.join(FAMILIES)}, got {family!r}")
     for name, value in (("hidden_size", hidden_size), ("num_layers", num_layers), ("num_heads", num_heads)):
         if not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive int, got {value!r}")
@@ -215,16 +241,21 @@ def build_tiny_model(
 
     tmp = _fresh_dir(out_dir, overwrite)
     try:
-        if isinstance(corpus, str):  # one text, not an iterable of characters
-            corpus = [corpus]
-        texts = list(_default_corpus() if corpus is None else corpus)
-        if not texts:
-            raise ValueError("corpus is empty; pass some text, or None for the bundled sample prompts")
-        hf_tok = _wrap_tokenizer(_train_tokenizer(texts))
-        # Strip the answers back off to get bare prompts for the boundary check.
-        prompts = [t.rsplit(" ", 1)[0] for t in texts if t.rsplit(" ", 1)[0].endswith("Answer:")][:64]
-        prompts = prompts or [_render("Which is heavier?", ["a feather", "a brick"])]
-        _check_tokenizer(hf_tok, prompts)
+        if tokenizer_from is not None:
+            from transformers import AutoTokenizer
+
+            hf_tok = AutoTokenizer.from_pretrained(tokenizer_from)
+        else:
+            if isinstance(corpus, str):  # one text, not an iterable of characters
+                corpus = [corpus]
+            texts = list(_default_corpus() if corpus is None else corpus)
+            if not texts:
+                raise ValueError("corpus is empty; pass some text, or None for the bundled sample prompts")
+            hf_tok = _wrap_tokenizer(_train_tokenizer(texts))
+            # Strip the answers back off to get bare prompts for the boundary check.
+            prompts = [t.rsplit(" ", 1)[0] for t in texts if t.rsplit(" ", 1)[0].endswith("Answer:")][:64]
+            prompts = prompts or [_render("Which is heavier?", ["a feather", "a brick"])]
+            _check_tokenizer(hf_tok, prompts)
 
         tok_vocab = len(hf_tok)
         if model_vocab_size is not None and model_vocab_size < tok_vocab:
@@ -232,7 +263,9 @@ def build_tiny_model(
                 f"model_vocab_size ({model_vocab_size}) is smaller than the tokenizer's vocabulary "
                 f"({tok_vocab}); pass a larger value or None"
             )
-        config = LlamaConfig(
+        config_class, family_args = FAMILIES[family]
+        config = getattr(transformers, config_class)(
+            **family_args(hidden_size // num_heads),
             vocab_size=max(tok_vocab, model_vocab_size or 0),
             hidden_size=hidden_size,
             intermediate_size=intermediate_size,
@@ -243,10 +276,10 @@ def build_tiny_model(
             bos_token_id=hf_tok.bos_token_id,
             eos_token_id=hf_tok.eos_token_id,
             pad_token_id=hf_tok.pad_token_id,
-            tie_word_embeddings=False,
+            tie_word_embeddings=tie_word_embeddings,
         )
         torch.manual_seed(seed)
-        model = LlamaForCausalLM(config).to(torch.float32).eval()
+        model = AutoModelForCausalLM.from_config(config).to(torch.float32).eval()
         model.save_pretrained(tmp)
         hf_tok.save_pretrained(tmp)
         return _publish(tmp, out_dir)

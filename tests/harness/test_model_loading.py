@@ -1,0 +1,145 @@
+"""Loading checkpoints into ``--model evidential``: GGUF files, tied embeddings, padded output
+layers, and model_args checked before any weights load."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+pytestmark = pytest.mark.usefixtures("use_mirror")
+
+
+def records_of(lm, task="obqa_edl", limit=4):
+    import lm_eval
+    from lm_eval.tasks import TaskManager
+
+    from lm_eval_evidential.harness.evidential_task import pop_collected
+
+    results = lm_eval.simple_evaluate(
+        model=lm, tasks=[task], limit=limit, bootstrap_iters=0, task_manager=TaskManager(include_defaults=False)
+    )
+    return pop_collected(list(results["results"]))[task]
+
+
+def own_logits(model, tokenizer, records, task="obqa_edl"):
+    """Each record's answer logits from ``model`` itself: one unpadded prompt at a time."""
+    from lm_eval.tasks import TaskManager
+
+    loaded = TaskManager(include_defaults=False).load([task])["tasks"][task]
+    docs = list(loaded.eval_docs)
+    out = []
+    for r in records:
+        doc = docs[r["doc_id"]]
+        prompt = loaded.doc_to_text(doc)
+        ids = tokenizer(prompt)["input_ids"]
+        answers = [tokenizer(prompt + " " + x)["input_ids"][-1] for x in doc["letters"]]
+        with torch.no_grad():
+            out.append(model(torch.tensor([ids])).logits[0, -1, answers].double().numpy())
+    return np.array(out)
+
+
+def make_lm(pretrained, **kwargs):
+    from lm_eval_evidential.harness.model import EvidentialLM
+
+    return EvidentialLM(pretrained=str(pretrained), device="cpu", dtype="float32", batch_size=4, **kwargs)
+
+
+def test_gguf_file_evidence_is_softplus_of_the_gguf_models_own_logits(tiny_family, tmp_path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from lm_eval_evidential.testing.gguf_export import write_gguf
+
+    folder = tiny_family("llama", tied=True)
+    alone = write_gguf(folder, tmp_path / "gguf" / "model.gguf").parent  # a folder holding only the file
+    rec = records_of(make_lm(alone, gguf_file="model.gguf"))
+    gguf_model = AutoModelForCausalLM.from_pretrained(alone, gguf_file="model.gguf", dtype=torch.float32).eval()
+    expected = own_logits(gguf_model, AutoTokenizer.from_pretrained(alone, gguf_file="model.gguf"), rec)
+    np.testing.assert_allclose(rec.logits, expected, atol=1e-5)
+    np.testing.assert_allclose(rec.alpha, np.logaddexp(0, expected) + 1, atol=1e-5)
+    # float32 GGUF: the same model as the safetensors checkpoint it was written from
+    hf = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    np.testing.assert_allclose(own_logits(hf, AutoTokenizer.from_pretrained(folder), rec), expected, atol=1e-5)
+    assert rec.meta["gguf_file"] == "model.gguf"
+
+
+def test_missing_gguf_file_is_refused_before_loading(tiny_family, monkeypatch):
+    from lm_eval.models.huggingface import HFLM
+
+    from lm_eval_evidential.harness.model import EvidentialInputError
+
+    monkeypatch.setattr(HFLM, "__init__", lambda *a, **k: pytest.fail("weights were loaded"))
+    with pytest.raises(EvidentialInputError, match="gguf_file=nope.gguf not found.*pass the folder holding the file"):
+        make_lm(tiny_family("llama", tied=True), gguf_file="nope.gguf")
+
+
+def test_a_full_model_passed_as_peft_is_refused_with_the_fix(tiny_model, tiny_family, monkeypatch):
+    from lm_eval.models.huggingface import HFLM
+
+    from lm_eval_evidential.harness.model import EvidentialInputError
+
+    monkeypatch.setattr(HFLM, "__init__", lambda *a, **k: pytest.fail("weights were loaded"))
+    with pytest.raises(EvidentialInputError, match="not a PEFT adapter folder.*pass it as pretrained= instead"):
+        make_lm(tiny_model, peft=str(tiny_family("llama")))
+
+
+def test_mistral_gguf_names_the_one_line_fix_and_the_fix_works(tiny_family, tmp_path):
+    from lm_eval_evidential.harness.model import EvidentialInputError
+    from lm_eval_evidential.testing.gguf_export import write_gguf
+
+    folder = tiny_family("mistral")
+    alone = write_gguf(folder, tmp_path / "mistral.gguf").parent
+    with pytest.raises(EvidentialInputError, match="gguf-new-metadata --general-name Llama"):
+        make_lm(alone, gguf_file="mistral.gguf")
+    # the fix the message names, as written (the gguf package's console script, run as a module)
+    subprocess.run(
+        [sys.executable, "-m", "gguf.scripts.gguf_new_metadata", "--general-name", "Llama",
+         str(alone / "mistral.gguf"), str(alone / "llama-named.gguf")],
+        check=True, capture_output=True, input=b"y\n",
+    )  # fmt: skip
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    rec = records_of(make_lm(alone, gguf_file="llama-named.gguf"))
+    hf = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    np.testing.assert_allclose(rec.logits, own_logits(hf, AutoTokenizer.from_pretrained(folder), rec), atol=1e-5)
+
+
+def _lm_head_adapter(base, out, **lora):
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    model = get_peft_model(
+        AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32),
+        LoraConfig(r=4, target_modules=["q_proj", "v_proj", "lm_head"], task_type="CAUSAL_LM", **lora),
+    )
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "lora_B" in name:
+                param.normal_(0, 0.05)
+    model.save_pretrained(out)
+    return out
+
+
+@pytest.mark.parametrize("family,padding", [("llama", 0), ("qwen2", 45)])
+def test_lm_head_adapter_on_tied_embeddings_loads_and_stays_tied(family, padding, tiny_family, tmp_path):
+    """--model hf cannot load these (transformers' tie_weights on the PEFT-wrapped head); ours can.
+    The Qwen2 one also has an output layer padded 45 rows beyond its tokenizer: never resized."""
+    from lm_eval.models.huggingface import HFLM
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    base = tiny_family(family, tied=True, padding=padding)
+    adapter = _lm_head_adapter(base, tmp_path / "adapter")
+    with pytest.raises((KeyError, RuntimeError)):  # the stock harness, unchanged (README: checkpoint matrix)
+        HFLM(pretrained=str(base), peft=str(adapter), device="cpu", dtype="float32")
+    lm = make_lm(base, peft=str(adapter))
+    inner = lm.model.get_base_model()
+    assert inner.get_output_embeddings().base_layer.weight is inner.get_input_embeddings().weight
+    assert inner.get_input_embeddings().weight.shape[0] == len(AutoTokenizer.from_pretrained(base)) + padding
+    rec = records_of(lm)
+    reference = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32), adapter)
+    np.testing.assert_allclose(rec.logits, own_logits(reference.eval(), AutoTokenizer.from_pretrained(base), rec), atol=1e-5)
