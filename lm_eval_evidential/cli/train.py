@@ -3,7 +3,7 @@
     lm-eval-evidential train --pretrained meta-llama/Meta-Llama-3-8B --task obqa_edl \\
         --method ib_edl --output-dir runs/ib_edl_obqa [--max-steps N] [--lr 5e-5] …
 
-Every field of :class:`lm_eval_evidential.training.trainer.TrainConfig` is an option (``--field-name``),
+Every field of :class:`lm_eval_evidential.training.config.TrainConfig` is an option (``--field-name``),
 with the paper's defaults. Multi-GPU: ``accelerate launch -m lm_eval_evidential train …``.
 """
 
@@ -24,7 +24,7 @@ def _field_type(annotation) -> type:
 
 
 def add_parser(sub) -> None:
-    from lm_eval_evidential.training.trainer import TrainConfig
+    from lm_eval_evidential.training.config import TrainConfig
 
     p = sub.add_parser(
         "train",
@@ -50,7 +50,7 @@ def add_parser(sub) -> None:
 
 
 def config_from_args(args: argparse.Namespace):
-    from lm_eval_evidential.training.trainer import TrainConfig
+    from lm_eval_evidential.training.config import TrainConfig
 
     return TrainConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)})
 

@@ -27,6 +27,7 @@ from tqdm import tqdm
 
 from lm_eval_evidential.harness.evidence import EvidenceLedger, QuestionEvidence
 from lm_eval_evidential.modeling.config import HeadConfig, head_defaults
+from lm_eval_evidential.modeling.encoding import last_position_logits, left_pad
 from lm_eval_evidential.modeling.heads import apply_head_batch
 from lm_eval_evidential.records.provenance import adapter_sha256, model_sha256
 
@@ -289,24 +290,9 @@ class EvidentialLM(HFLM):
     # ------------------------------------------------------------------ forward
     def _last_logits(self, batch: list[list[int]]) -> torch.Tensor:
         """Last-position logits (B, V) of left-padded ``batch``, independent of padding."""
-        width = max(len(x) for x in batch)
-        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
-        input_ids = torch.full((len(batch), width), pad, dtype=torch.long)
-        mask = torch.zeros((len(batch), width), dtype=torch.long)
-        for row, ids in enumerate(batch):
-            input_ids[row, width - len(ids) :] = torch.tensor(ids, dtype=torch.long)
-            mask[row, width - len(ids) :] = 1
-        # Positions count real tokens only, so a left-padded row sees the same positions as alone.
-        position_ids = (mask.cumsum(-1) - 1).clamp(min=0)
+        padded = left_pad(batch, self.tokenizer.pad_token_id)
         with torch.inference_mode():
-            out = self.model(
-                input_ids=input_ids.to(self.device),
-                attention_mask=mask.to(self.device),
-                position_ids=position_ids.to(self.device),
-                logits_to_keep=1,
-                use_cache=False,
-            )
-        return out.logits[:, -1, :]
+            return last_position_logits(self.model, **{k: v.to(self.device) for k, v in padded.items()})
 
     def _auto_batch_size(self, longest: list[int]) -> int:
         from accelerate.utils import find_executable_batch_size

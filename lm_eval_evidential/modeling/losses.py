@@ -33,7 +33,9 @@ __all__ = [
     "misleading_alpha",
     "kl_anneal_weight",
     "edl_loss",
+    "edl_loss_terms",
     "ib_edl_loss",
+    "ib_edl_loss_terms",
     "softmax_ce_loss",
     "class_mask",
 ]
@@ -175,14 +177,20 @@ def edl_loss(
     alpha~ = y + (1 − y) alpha. ``target``: integer class indices (B,). ``kl_weight`` is the
     final weight of the regulariser (1 in the IB-EDL reference's standard-EDL runs).
     """
+    mse, kl = edl_loss_terms(logits, target, prior_weight=prior_weight, mask=mask)
+    return _reduce(mse + kl_weight * kl_anneal_weight(step, anneal_steps) * kl, reduction)
+
+
+def edl_loss_terms(
+    logits: torch.Tensor, target: torch.Tensor, *, prior_weight: float = 1.0, mask: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The two terms of :func:`edl_loss` per example, (B,) each: edl_mse_loss(alpha, y) and
+    KL(Dir(alpha~) ‖ Dir(1)), with alpha = softplus(z) + λ. Training weights and logs them apart."""
     mask = _check_mask(logits, mask, "logits")
     y = _one_hot(target, mask)
     alpha = F.softplus(_masked(logits, mask)) + prior_weight
-    loss = edl_mse_loss(alpha, y, mask=mask, reduction="none")
-    weight = kl_weight * kl_anneal_weight(step, anneal_steps)
-    if weight:
-        loss = loss + weight * kl_to_uniform_dirichlet(misleading_alpha(alpha, y), mask=mask, reduction="none")
-    return _reduce(loss, reduction)
+    mse = edl_mse_loss(alpha, y, mask=mask, reduction="none")
+    return mse, kl_to_uniform_dirichlet(misleading_alpha(alpha, y), mask=mask, reduction="none")
 
 
 def _log_softplus(x: torch.Tensor) -> torch.Tensor:
@@ -217,6 +225,26 @@ def ib_edl_loss(
     reference's IB configs there is no KL-to-uniform-Dirichlet term (its weight is 0).
     ``noise`` (B, D, K) replaces the draws (for tests); otherwise ε comes from ``generator``.
     """
+    mse, info = ib_edl_loss_terms(
+        logits, sigma_logits, target, num_noises=num_noises, prior_weight=prior_weight, mask=mask,
+        generator=generator, noise=noise,
+    )  # fmt: skip
+    return _reduce(mse + beta * info, reduction)
+
+
+def ib_edl_loss_terms(
+    logits: torch.Tensor,
+    sigma_logits: torch.Tensor,
+    target: torch.Tensor,
+    *,
+    num_noises: int = 20,
+    prior_weight: float = 1.0,
+    mask: torch.Tensor | None = None,
+    generator: torch.Generator | None = None,
+    noise: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The two terms of :func:`ib_edl_loss` per example, (B,) each: the noisy MSE averaged over
+    the D draws, and the information loss ½ Σ_i (μ_i² + σ_i² − 2 log σ_i − 1) (before β)."""
     mask = _check_mask(logits, mask, "logits")
     if sigma_logits.shape != logits.shape:
         raise ValueError(f"sigma_logits must have logits' shape {tuple(logits.shape)}, got {tuple(sigma_logits.shape)}")
@@ -240,8 +268,7 @@ def ib_edl_loss(
         reduction="none",
     ).reshape(b, d).mean(-1)
     kl = 0.5 * (logits**2 + sigma**2 - 2.0 * _log_softplus(sigma_logits) - 1.0)
-    info = torch.where(mask, kl, torch.zeros_like(kl)).sum(-1)
-    return _reduce(mse + beta * info, reduction)
+    return mse, torch.where(mask, kl, torch.zeros_like(kl)).sum(-1)
 
 
 def softmax_ce_loss(

@@ -3,13 +3,9 @@
 The training data are the task's own docs rendered by the task's own definitions, so a
 model is trained on exactly what ``--model evidential`` later scores: the prompt is
 ``task.doc_to_text(doc)``, the K answers are ``target_delimiter + choice`` (" A".." E"),
-and each answer's token id is read off the tokenizer the way the evaluator does it
-(encode(prompt + " A") minus encode(prompt); exactly one token, or an error). K may vary
-per question: batches are padded to the batch's largest K and the padded classes masked.
-
-Batches are left-padded with explicit position ids (a row's positions count its real
-tokens only) and the model computes logits for the last position only
-(``logits_to_keep=1``), as in evaluation.
+and the answer ids, left padding and last-position logits come from
+:mod:`lm_eval_evidential.modeling.encoding`, the functions evaluation uses. K may vary per
+question: batches are padded to the batch's largest K and the padded classes masked.
 
 The loop is ``transformers.Trainer`` (tqdm progress, checkpoints, ``resume_from_checkpoint``,
 and multi-GPU through ``accelerate launch -m lm_eval_evidential train …``). The result is
@@ -17,110 +13,33 @@ an ordinary PEFT adapter folder plus ``evidential_config.json``; with it,
 ``--model evidential --model_args pretrained=BASE,peft=OUT`` uses the trained method
 (explicit model_args still win). Every ``checkpoint-N`` folder gets the same file.
 
-Defaults are the vacuity paper's Table 7 / the IB-EDL reference (sandylaker/ib-edl,
-configs/obqa_llama3_8b): LoRA r=8, alpha=16, dropout 0.1 on q_proj, v_proj and lm_head,
-bias "lora_only"; AdamW lr 5e-5, cosine schedule, 20 warm-up steps, weight decay 0.001,
-max grad norm 20, batch 4, seed 42, 10080 steps; IB-EDL 20 noise draws, β = 1e-5.
+Training cannot collapse silently: the EDL KL weight follows a schedule fixed in epochs, not
+by the run's length, and is printed before the first step; every log line carries the loss
+terms apart (``mse``, ``kl`` and its weight, or ``info`` for IB-EDL) with the mean evidence
+and vacuity; a warning names the likely cause when mean evidence collapses towards zero or
+explodes. Settings: :class:`lm_eval_evidential.training.config.TrainConfig`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import os
 import shutil
-from dataclasses import dataclass, field
+import sys
 from pathlib import Path
 
-from lm_eval_evidential.modeling.config import (  # noqa: F401
-    HEAD_KEYS,
-    METADATA_FILE,
-    METADATA_FORMAT,
-    METHODS,
-    head_defaults,
-    read_metadata,
-    write_metadata,
-)
+from lm_eval_evidential.modeling.config import METADATA_FILE, METADATA_FORMAT, write_metadata
+from lm_eval_evidential.modeling.encoding import answer_token_ids, last_position_logits, left_pad
+from lm_eval_evidential.training.config import PAPER_TARGET_MODULES, TrainConfig
 
 logger = logging.getLogger(__name__)
 
-def _opt(default, help: str, **extra):
-    return field(default=default, metadata={"help": help, **extra})
-
-
-@dataclass
-class TrainConfig:
-    """Everything :func:`train` needs besides the base model and the task (CLI: ``--field-name``)."""
-
-    method: str = _opt(
-        "edl", "training objective: edl (Sensoy MSE + annealed KL), ib_edl, softmax (cross-entropy)", choices=METHODS
-    )
-    output_dir: str | None = _opt(None, "folder for checkpoints and the final adapter (required)")
-    max_steps: int = _opt(10080, "optimiser steps (paper: 10080)")
-    learning_rate: float = _opt(5e-5, "peak learning rate", flags=("--lr",))
-    lr_scheduler_type: str = _opt("cosine", "transformers scheduler name")
-    warmup_steps: int = _opt(20, "linear warm-up steps")
-    weight_decay: float = _opt(0.001, "AdamW weight decay")
-    max_grad_norm: float = _opt(20.0, "gradient clipping norm")
-    per_device_train_batch_size: int = _opt(4, "questions per device per step", flags=("--batch-size",))
-    gradient_accumulation_steps: int = _opt(1, "micro-batches per optimiser step")
-    seed: int = _opt(42, "seed for LoRA initialisation, data order, dropout and IB-EDL noise")
-    # LoRA (Table 7)
-    lora_r: int = _opt(8, "LoRA rank")
-    lora_alpha: int = _opt(16, "LoRA alpha")
-    lora_dropout: float = _opt(0.1, "LoRA dropout")
-    target_modules: tuple[str, ...] = _opt(("q_proj", "v_proj", "lm_head"), "LoRA target modules (comma-separated)")
-    lora_bias: str = _opt("lora_only", "PEFT LoRA bias setting")
-    # Objective
-    prior_weight: float = _opt(1.0, "Dirichlet prior weight λ: alpha = softplus(z) + λ")
-    kl_weight: float = _opt(1.0, "edl: final weight of KL(Dir(alpha~) || Dir(1))")
-    kl_anneal_steps: int | None = _opt(None, "edl: KL weight ramps as min(1, step / this); default max_steps")
-    num_noises: int = _opt(20, "ib_edl: noise draws per question (training and evaluation default)")
-    beta: float = _opt(1e-5, "ib_edl: weight of the information loss (reference OBQA/Llama-3 config: 1e-5)")
-    sigma_mult: float = _opt(0.0, "ib_edl: post-hoc alpha -= sigma_mult*sigma at evaluation (stored as the default)")
-    # Data and model
-    train_split: str | None = _opt(None, "split to train on (default: the task's training_split)")
-    max_train_docs: int | None = _opt(None, "use only the first N training docs (smoke runs)")
-    max_length: int | None = _opt(None, "longest prompt allowed in tokens (default: the model's max positions); never truncates")
-    dtype: str = _opt("auto", "dtype to load the base model in", choices=("auto", "float32", "bfloat16", "float16"))
-    bf16: bool = _opt(False, "bfloat16 mixed precision (the reference trains with it on A100)")
-    gradient_checkpointing: bool = _opt(False, "trade compute for activation memory")
-    # Checkpoints and logging
-    logging_steps: int = _opt(20, "log the loss every N steps")
-    save_steps: int = _opt(500, "save a checkpoint every N steps")
-    save_total_limit: int | None = _opt(2, "keep at most N checkpoints")
-    resume_from_checkpoint: str | None = _opt(
-        None, "a checkpoint folder, or 'latest' for the newest checkpoint-N in output_dir", nargs="?", const="latest"
-    )
-    overwrite_output_dir: bool = _opt(False, "allow training into a folder that already holds a finished adapter")
-    report_to: str = _opt("none", "transformers report_to (none, tensorboard, wandb, …)")
-
-    def __post_init__(self) -> None:
-        if isinstance(self.target_modules, str):
-            self.target_modules = tuple(m.strip() for m in self.target_modules.split(",") if m.strip())
-        else:
-            self.target_modules = tuple(self.target_modules)
-        if self.method not in METHODS:
-            raise ValueError(f"method must be one of {', '.join(METHODS)}, got {self.method!r}")
-        for name in ("max_steps", "per_device_train_batch_size", "gradient_accumulation_steps", "lora_r",
-                     "logging_steps", "save_steps", "num_noises"):  # fmt: skip
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        for name in ("learning_rate", "prior_weight"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name} must be > 0, got {getattr(self, name)!r}")
-        for name in ("weight_decay", "max_grad_norm", "kl_weight", "beta", "sigma_mult", "lora_dropout", "warmup_steps"):
-            if not getattr(self, name) >= 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
-        if self.max_train_docs is not None and self.max_train_docs < 1:
-            raise ValueError(f"max_train_docs must be >= 1 or None, got {self.max_train_docs!r}")
-        if not self.target_modules:
-            raise ValueError("target_modules is empty; name at least one module, e.g. q_proj,v_proj,lm_head")
-
-    @property
-    def anneal_steps(self) -> int:
-        return self.max_steps if self.kl_anneal_steps is None else int(self.kl_anneal_steps)
+# Mean evidence per answer below which training has collapsed (vacuity >= ~0.95 at K = 4:
+# the flat all-zero-evidence state of the loss), and above which it is exploding.
+COLLAPSED_EVIDENCE = 0.05
+EXPLODING_EVIDENCE = 1e3
 
 
 # --------------------------------------------------------------------------- data
@@ -179,42 +98,30 @@ def encode_examples(task, docs: list[dict], tokenizer, max_length: int | None = 
         choices.append([delimiter + str(c) for c in task.doc_to_choice(doc)])
         golds.append(int(task.doc_to_target(doc)))
     prompt_ids = tokenizer(prompts)["input_ids"]
-    flat = [p + c for p, cs in zip(prompts, choices) for c in cs]
-    whole_ids = tokenizer(flat)["input_ids"]
+    whole_ids = iter(tokenizer([p + c for p, cs in zip(prompts, choices) for c in cs])["input_ids"])
 
     answer_map: dict[str, int] = {}
-    examples, pos = [], 0
+    examples = []
     for i, doc in enumerate(tqdm(docs, desc=f"{name}: encoding", unit="doc", mininterval=1.0)):
         where = f"task {name!r} doc {doc.get('doc_id', i)}"
-        ids, answers = prompt_ids[i], []
+        ids = list(prompt_ids[i])
         if max_length is not None and len(ids) > max_length:
             raise ValueError(
                 f"{where}: prompt is {len(ids)} tokens, longer than max_length={max_length}; raise --max-length "
                 "(training never truncates a question)"
             )
-        for cont in choices[i]:
-            whole = whole_ids[pos]
-            pos += 1
-            if len(whole) != len(ids) + 1 or whole[: len(ids)] != ids:
-                raise ValueError(
-                    f"{where}: answer {cont!r} is not a single token appended to the prompt by this tokenizer "
-                    f"(prompt {len(ids)} tokens, prompt+answer {len(whole)}); use the *_edl tasks (labels ' A'..' E') "
-                    "or a tokenizer that encodes them as one token each"
-                )
-            tid = int(whole[-1])
+        answers = answer_token_ids(ids, [next(whole_ids) for _ in choices[i]], choices[i], where)
+        for cont, tid in zip(choices[i], answers):
             if answer_map.setdefault(cont, tid) != tid:
                 raise ValueError(f"{where}: answer {cont!r} encodes as token {tid} here but {answer_map[cont]} elsewhere")
-            answers.append(tid)
-        if len(set(answers)) != len(answers):
-            raise ValueError(f"{where}: answers {choices[i]} share token ids {answers}; each must be its own token")
         if not 0 <= golds[i] < len(answers):
             raise ValueError(f"{where}: gold index {golds[i]} is not one of its {len(answers)} options")
-        examples.append({"input_ids": list(ids), "answer_ids": answers, "target": golds[i], "k": len(answers)})
+        examples.append({"input_ids": ids, "answer_ids": answers, "target": golds[i], "k": len(answers)})
     return examples, answer_map
 
 
 class LeftPadCollator:
-    """Batches of examples → left-padded tensors with position ids and a class mask."""
+    """Batches of examples → left-padded tensors (:func:`modeling.encoding.left_pad`) and answer ids."""
 
     def __init__(self, pad_token_id: int):
         self.pad_token_id = int(pad_token_id)
@@ -222,46 +129,81 @@ class LeftPadCollator:
     def __call__(self, rows: list[dict]) -> dict:
         import torch
 
-        width = max(len(r["input_ids"]) for r in rows)
         k_max = max(r["k"] for r in rows)
-        n = len(rows)
-        input_ids = torch.full((n, width), self.pad_token_id, dtype=torch.long)
-        attention_mask = torch.zeros((n, width), dtype=torch.long)
-        answer_ids = torch.zeros((n, k_max), dtype=torch.long)
-        for i, r in enumerate(rows):
-            ids = r["input_ids"]
-            input_ids[i, width - len(ids) :] = torch.tensor(ids, dtype=torch.long)
-            attention_mask[i, width - len(ids) :] = 1
-            # Padded classes reuse a real id: a valid index whose value the mask discards.
-            answer_ids[i] = torch.tensor(r["answer_ids"] + r["answer_ids"][:1] * (k_max - r["k"]), dtype=torch.long)
-        k = torch.tensor([r["k"] for r in rows], dtype=torch.long)
+        # Padded classes reuse a real id: a valid index whose value the class mask discards.
+        answer_ids = [r["answer_ids"] + r["answer_ids"][:1] * (k_max - r["k"]) for r in rows]
         return {
-            "input_ids": input_ids,
-            "attention_mask": attention_mask,
-            # Positions count real tokens only, so a left-padded row sees the positions it has alone.
-            "position_ids": (attention_mask.cumsum(-1) - 1).clamp(min=0),
-            "answer_ids": answer_ids,
-            "k": k,
+            **left_pad([r["input_ids"] for r in rows], self.pad_token_id),
+            "answer_ids": torch.tensor(answer_ids, dtype=torch.long),
+            "k": torch.tensor([r["k"] for r in rows], dtype=torch.long),
             "target": torch.tensor([r["target"] for r in rows], dtype=torch.long),
         }
 
 
 # --------------------------------------------------------------------------- loss
 def last_logits(model, batch: dict):
-    """Last-position logits (B, V) in float32; only that position goes through the LM head."""
-    out = model(
-        input_ids=batch["input_ids"],
-        attention_mask=batch["attention_mask"],
-        position_ids=batch["position_ids"],
-        logits_to_keep=1,
-        use_cache=False,
-    )
-    return out.logits[:, -1, :].float()
+    """Last-position logits (B, V) in float32, as evaluation computes them."""
+    return last_position_logits(model, batch["input_ids"], batch["attention_mask"], batch["position_ids"]).float()
 
 
-def batch_loss(logits, batch: dict, config: TrainConfig, *, step: int, generator=None):
-    """The training loss of one batch from its last-position logits (B, V)."""
+def steps_per_epoch(num_examples: int, config: TrainConfig, world_size: int = 1) -> int:
+    """Optimiser steps in one pass over the training docs."""
+    batches = math.ceil(num_examples / (config.per_device_train_batch_size * world_size))
+    return max(1, math.ceil(batches / config.gradient_accumulation_steps))
+
+
+def kl_weight_at(step: int, config: TrainConfig, epoch_steps: int) -> float:
+    """EDL's KL weight at optimiser step ``step`` (0-based: steps already taken).
+
+    Default: ``kl_weight · min(1, e / kl_anneal_epochs)``, e = ⌊step / epoch_steps⌋ completed
+    epochs, the IB-EDL reference's schedule (its callback sets min(1, epoch / num_train_epochs)
+    at each epoch start, and its Trainer kept num_train_epochs at 3). With ``kl_anneal_steps``:
+    ``kl_weight · min(1, step / kl_anneal_steps)``. A schedule of 0 means full weight at once.
+
+    Examples
+    --------
+    >>> config = TrainConfig(kl_anneal_epochs=3)
+    >>> [round(kl_weight_at(s, config, epoch_steps=10), 3) for s in (0, 9, 10, 25, 30, 99)]
+    [0.0, 0.0, 0.333, 0.667, 1.0, 1.0]
+    """
+    from lm_eval_evidential.modeling.losses import kl_anneal_weight
+
+    if config.method != "edl":
+        return 0.0
+    if config.kl_anneal_steps is not None:
+        return config.kl_weight * kl_anneal_weight(step, config.kl_anneal_steps)
+    if config.kl_anneal_epochs <= 0:
+        return config.kl_weight
+    return config.kl_weight * min(1.0, (step // epoch_steps) / config.kl_anneal_epochs)
+
+
+def describe_kl_schedule(config: TrainConfig, epoch_steps: int) -> str:
+    """One line saying how the KL weight will move in this run (printed before training)."""
+    if config.method != "edl":
+        return f"{config.method}: no KL-to-uniform regulariser"
+    end = kl_weight_at(config.max_steps - 1, config, epoch_steps)
+    if config.kl_anneal_steps is not None:
+        rule = f"kl_weight·min(1, step/{config.kl_anneal_steps}) (--kl-anneal-steps)"
+    elif config.kl_anneal_epochs <= 0:
+        rule = "kl_weight from the first step (--kl-anneal-epochs 0)"
+    else:
+        full = math.ceil(config.kl_anneal_epochs) * epoch_steps
+        rule = (
+            f"kl_weight·min(1, epoch/{config.kl_anneal_epochs:g}), one epoch = {epoch_steps} steps, full weight from "
+            f"step {full} (IB-EDL reference schedule; --kl-anneal-epochs, --kl-anneal-steps)"
+        )
+    return f"edl: KL weight = {rule}; kl_weight={config.kl_weight:g}; at the last of {config.max_steps} steps: {end:.3g}"
+
+
+def batch_loss(logits, batch: dict, config: TrainConfig, *, kl_weight: float = 0.0, generator=None):
+    """``(loss, terms)`` of one batch from its last-position logits (B, V).
+
+    ``terms``: detached means over the batch for the log: ``mse`` and ``kl`` (edl, with the
+    ``kl_weight`` applied), ``info`` (ib_edl, before β), ``ce`` (softmax), and the mean
+    ``evidence`` per answer and ``vacuity`` λK/S of the deterministic alpha = softplus(z) + λ.
+    """
     import torch
+    import torch.nn.functional as F
 
     from lm_eval_evidential.modeling import losses
 
@@ -270,70 +212,116 @@ def batch_loss(logits, batch: dict, config: TrainConfig, *, step: int, generator
     z = logits.gather(1, answer_ids)
     target = batch["target"]
     if config.method == "softmax":
-        return losses.softmax_ce_loss(z, target, mask=mask)
+        loss = losses.softmax_ce_loss(z, target, mask=mask)
+        return loss, {"ce": loss.detach()}
     if config.method == "edl":
-        return losses.edl_loss(
-            z, target, step=step, anneal_steps=config.anneal_steps, prior_weight=config.prior_weight,
-            kl_weight=config.kl_weight, mask=mask,
+        mse, kl = losses.edl_loss_terms(z, target, prior_weight=config.prior_weight, mask=mask)
+        loss = (mse + kl_weight * kl).mean()
+        terms = {"mse": mse.mean(), "kl": kl.mean(), "kl_weight": torch.tensor(kl_weight)}
+    else:
+        # σ of class j of a K-class question is vocabulary logit V − K + j (the last K logits),
+        # as in the reference and in heads.apply_head at evaluation.
+        vocab = logits.shape[-1]
+        cols = torch.arange(answer_ids.shape[1], device=logits.device)[None, :]
+        sigma_index = torch.where(mask, vocab - k[:, None] + cols, torch.full_like(answer_ids, vocab - 1))
+        mse, info = losses.ib_edl_loss_terms(
+            z, logits.gather(1, sigma_index), target, num_noises=config.num_noises,
+            prior_weight=config.prior_weight, mask=mask, generator=generator,
         )  # fmt: skip
-    # σ of class j of a K-class question is vocabulary logit V − K + j (the last K logits),
-    # as in the reference and in heads.apply_head at evaluation.
-    vocab = logits.shape[-1]
-    cols = torch.arange(answer_ids.shape[1], device=logits.device)[None, :]
-    sigma_index = torch.where(mask, vocab - k[:, None] + cols, torch.full_like(answer_ids, vocab - 1))
-    return losses.ib_edl_loss(
-        z, logits.gather(1, sigma_index), target, beta=config.beta, num_noises=config.num_noises,
-        prior_weight=config.prior_weight, mask=mask, generator=generator,
-    )  # fmt: skip
+        loss = (mse + config.beta * info).mean()
+        terms = {"mse": mse.mean(), "info": info.mean()}
+    with torch.no_grad():
+        evidence = torch.where(mask, F.softplus(z.float()), torch.zeros_like(z, dtype=torch.float32))
+        strength = evidence.sum(-1) + config.prior_weight * k
+        terms["evidence"] = evidence.sum() / mask.sum()
+        terms["vacuity"] = (config.prior_weight * k / strength).mean()
+    return loss, {name: value.detach().float() for name, value in terms.items()}
 
 
-# --------------------------------------------------------------------------- trainer
-def _make_trainer_class():
-    import functools
+def evidence_warning(mean_evidence: float, step: int, config: TrainConfig, kl_weight: float) -> str | None:
+    """The warning for a collapsed or exploding mean evidence per answer, naming the likely cause; else None."""
+    if config.method == "softmax" or not math.isfinite(mean_evidence):
+        return None
+    if mean_evidence < COLLAPSED_EVIDENCE:
+        cause = (
+            f"the KL regulariser (weight now {kl_weight:.3g}) pushes every answer's evidence down faster than the "
+            "fit term rewards the right one: it reached full weight too early (--kl-anneal-epochs, --kl-anneal-steps) "
+            "or is too strong (--kl-weight)"
+            if config.method == "edl"
+            else f"the information loss (beta={config.beta:g}) outweighs the fit term (--beta)"
+        )
+        return (
+            f"step {step}: mean evidence per answer {mean_evidence:.3g} — training has collapsed to near-zero "
+            f"evidence for every answer (vacuity ≈ 1, the loss's flat all-zero-evidence state). Likely cause: {cause}, "
+            f"or a learning rate too high for this model (--lr {config.learning_rate:g})"
+        )
+    if mean_evidence > EXPLODING_EVIDENCE:
+        return (
+            f"step {step}: mean evidence per answer {mean_evidence:.3g} — evidence is exploding. Likely cause: a "
+            f"learning rate too high (--lr {config.learning_rate:g}) or gradient clipping too loose "
+            f"(--max-grad-norm {config.max_grad_norm:g}), or no regulariser (--kl-weight / --beta 0)"
+        )
+    return None
 
-    from transformers import Trainer, TrainerCallback
 
-    class EvidentialTrainer(Trainer):
-        # compute_loss returns a per-micro-batch mean; let the Trainer divide by accumulation steps.
-        loss_is_scaled_for_ga = False
+# --------------------------------------------------------------------------- model
+def _ties_output_to_input(model) -> bool:
+    out, inp = model.get_output_embeddings(), model.get_input_embeddings()
+    return out is not None and inp is not None and out.weight is inp.weight
 
-        def __init__(self, *args, evidential_config: TrainConfig, **kwargs):
-            super().__init__(*args, **kwargs)
-            self.evidential_config = evidential_config
-            # transformers 4.x's form of the same setting: our loss never sees num_items_in_batch.
-            self.model_accepts_loss_kwargs = False
 
-        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-            logits = last_logits(model, inputs)
-            loss = batch_loss(logits, inputs, self.evidential_config, step=self.state.global_step)
-            return (loss, {"logits": logits}) if return_outputs else loss
+def resolve_target_modules(model, requested: tuple[str, ...] | None, pretrained: str = "the model") -> tuple[tuple[str, ...], list[str]]:
+    """``(LoRA target modules, notes)`` for ``model``: ``requested`` checked, or the paper's fitted.
 
-        def _save(self, output_dir=None, state_dict=None):
-            # PEFT's default ("auto") would copy the unchanged base lm_head/embed_tokens into
-            # every checkpoint once lm_head is a LoRA target (~1 GB each for Llama-3-8B).
-            model = self.accelerator.unwrap_model(self.model)
-            if hasattr(model, "peft_config"):
-                model.save_pretrained = functools.partial(type(model).save_pretrained, model, save_embedding_layers=False)
-                try:
-                    return super()._save(output_dir, state_dict)
-                finally:
-                    del model.save_pretrained
-            return super()._save(output_dir, state_dict)
+    Default (``requested`` None): q_proj, v_proj, lm_head; Phi-3's fused ``qkv_proj`` stands in
+    for q_proj and v_proj, and lm_head is left out when it is tied to the input embeddings.
+    Given names must each match a module (PEFT's rule: the name or a dotted suffix), and
+    lm_head is refused on a tied model, with the reason and the fix, before any training.
+    """
+    names = [n for n, _ in model.named_modules() if n]
+    present = lambda target: any(n == target or n.endswith("." + target) for n in names)  # noqa: E731
+    tied = _ties_output_to_input(model)
+    if requested is None:
+        targets, notes = list(PAPER_TARGET_MODULES), []
+        if not present("q_proj") and present("qkv_proj"):
+            targets = ["qkv_proj", *[t for t in targets if t not in ("q_proj", "v_proj")]]
+            notes.append("this architecture fuses q, k and v into qkv_proj (Phi-3): targeting qkv_proj for q_proj, v_proj")
+        if tied:
+            targets.remove("lm_head")
+            notes.append(
+                "lm_head is tied to the input embeddings: not targeted, so the adapter loads in --model hf too "
+                "(README: fine-tuning, tied embeddings)"
+            )
+        return tuple(targets), notes
+    missing = [t for t in requested if not present(t)]
+    if missing:
+        leaves = sorted({n.rsplit(".", 1)[-1] for n, m in model.named_modules() if type(m).__name__ == "Linear"})
+        raise ValueError(
+            f"target module(s) {', '.join(missing)} not found in {pretrained} ({model.config.model_type}); its linear "
+            f"layers are {', '.join(leaves)} — pass --target-modules from those, or leave it unset for the paper's, "
+            "fitted to the architecture"
+        )
+    if tied and ("lm_head" in requested or "embed_tokens" in requested):
+        raise ValueError(
+            f"{pretrained} ties its output layer to its input embeddings (tie_word_embeddings=True), and --target-modules "
+            "names lm_head/embed_tokens. Such an adapter cannot be loaded by lm-eval's --model hf (transformers' "
+            "tie_weights() fails on the PEFT-wrapped tied layer: KeyError \"attribute 'weight' already exists\"), and "
+            "merging it would change the input embeddings too. Fix: leave lm_head out (--target-modules q_proj,v_proj, "
+            "the default for tied models), or train on an untied copy of the base (tie_word_embeddings=False, with its "
+            "own lm_head) and evaluate with that copy"
+        )
+    return tuple(requested), []
 
-    class MetadataCallback(TrainerCallback):
-        """Writes evidential_config.json into each checkpoint, so checkpoint-N loads like the final adapter."""
 
-        def __init__(self, metadata: dict):
-            self.metadata = metadata
-
-        def on_save(self, args, state, control, **kwargs):
-            if state.is_world_process_zero:
-                ckpt = Path(args.output_dir) / f"checkpoint-{state.global_step}"
-                if ckpt.is_dir():
-                    write_metadata(ckpt / METADATA_FILE, {**self.metadata, "steps": state.global_step})
-            return control
-
-    return EvidentialTrainer, MetadataCallback
+def _check_output_dir(config: TrainConfig, output_dir: Path) -> None:
+    # transformers' example scripts' rule: never train into a folder with something in it unless told to.
+    if config.resume_from_checkpoint or config.overwrite_output_dir:
+        return
+    if output_dir.exists() and (not output_dir.is_dir() or any(output_dir.iterdir())):
+        raise FileExistsError(
+            f"output folder {output_dir} is not empty; pass --overwrite-output-dir to train into it anyway, "
+            "--resume-from-checkpoint to continue its last checkpoint, or a new --output-dir"
+        )
 
 
 def _resolve_resume(config: TrainConfig, output_dir: Path) -> str | None:
@@ -366,36 +354,16 @@ def _load_base(pretrained: str, config: TrainConfig):
     return AutoModelForCausalLM.from_pretrained(pretrained, **{key: dtypes[config.dtype]})
 
 
-def train(pretrained, task, config: TrainConfig) -> Path:
-    """LoRA-fine-tune ``pretrained`` on ``task``'s training docs with ``config``; returns the adapter folder.
-
-    ``task``: a task name (``"obqa_edl"``) or an already loaded lm-eval task whose training
-    split is loaded. Writes ``config.output_dir``: checkpoints ``checkpoint-N`` (each with
-    ``evidential_config.json``), then the final adapter (``adapter_config.json``,
-    ``adapter_model.safetensors``) and, last, ``evidential_config.json``.
-    """
+def _training_arguments(config: TrainConfig, output_dir: Path):
     import torch
-    from peft import LoraConfig, get_peft_model
-    from transformers import AutoTokenizer, TrainingArguments, set_seed
-
-    from lm_eval_evidential import __version__ as package_version
-
-    if config.output_dir is None:
-        raise ValueError("config.output_dir is required (--output-dir)")
-    output_dir = Path(config.output_dir)
-    resume = _resolve_resume(config, output_dir)
-    if resume is None and (output_dir / METADATA_FILE).is_file() and not config.overwrite_output_dir:
-        raise FileExistsError(
-            f"{output_dir} already holds a trained adapter ({METADATA_FILE}); pass a new --output-dir, "
-            "--resume-from-checkpoint to continue, or --overwrite-output-dir"
-        )
+    from transformers import TrainingArguments
 
     extra = {}
     if config.gradient_checkpointing:
         # transformers 5 renamed the argument (the old name still works there, with a warning).
         names = {f.name for f in dataclasses.fields(TrainingArguments)}
         extra["activation_checkpointing" if "activation_checkpointing" in names else "gradient_checkpointing"] = True
-    args = TrainingArguments(
+    return TrainingArguments(
         **extra,
         output_dir=str(output_dir),
         max_steps=config.max_steps,
@@ -418,31 +386,87 @@ def train(pretrained, task, config: TrainConfig) -> Path:
         dataloader_pin_memory=torch.cuda.is_available(),
     )
 
-    task_name = task if isinstance(task, str) else _task_name(task)
-    with args.main_process_first(desc="loading the task"):
-        task_obj = _load_task(task) if isinstance(task, str) else task
-        docs = training_docs(task_obj, config.train_split)
-    if config.max_train_docs is not None:
-        docs = docs[: config.max_train_docs]
 
-    tokenizer = AutoTokenizer.from_pretrained(pretrained)
-    set_seed(config.seed)
-    model = _load_base(pretrained, config)
-    max_length = config.max_length or getattr(model.config, "max_position_embeddings", None)
-    examples, answer_map = encode_examples(task_obj, docs, tokenizer, max_length)
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    if pad is None:
-        pad = 0  # left padding is masked out, so any id will do
+def _make_trainer_class():
+    import functools
 
-    lora = LoraConfig(
-        r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,
-        target_modules=list(config.target_modules), bias=config.lora_bias, task_type="CAUSAL_LM",
-    )  # fmt: skip
-    model = get_peft_model(model, lora)
-    if config.gradient_checkpointing:
-        model.enable_input_require_grads()
+    import torch
+    from transformers import Trainer, TrainerCallback
 
-    metadata = {
+    class EvidentialTrainer(Trainer):
+        # compute_loss returns a per-micro-batch mean; let the Trainer divide by accumulation steps.
+        loss_is_scaled_for_ga = False
+
+        def __init__(self, *args, evidential_config: TrainConfig, epoch_steps: int, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.evidential_config = evidential_config
+            self.epoch_steps = epoch_steps
+            # transformers 4.x's form of the same setting: our loss never sees num_items_in_batch.
+            self.model_accepts_loss_kwargs = False
+            self._term_sums: dict[str, torch.Tensor] = {}
+            self._term_count = 0
+            self._warned: set[str] = set()
+
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            logits = last_logits(model, inputs)
+            weight = kl_weight_at(self.state.global_step, self.evidential_config, self.epoch_steps)
+            loss, terms = batch_loss(logits, inputs, self.evidential_config, kl_weight=weight)
+            if model.training:
+                for name, value in terms.items():
+                    self._term_sums[name] = self._term_sums.get(name, 0.0) + value
+                self._term_count += 1
+            return (loss, {"logits": logits}) if return_outputs else loss
+
+        def log(self, logs: dict, *args, **kwargs) -> None:
+            # The loss terms apart, averaged over the micro-batches since the last log line.
+            if "loss" in logs and self._term_count:
+                for name, total in self._term_sums.items():
+                    logs[name] = round(float(total) / self._term_count, 6)
+                self._term_sums, self._term_count = {}, 0
+                self._check_evidence(logs)
+            super().log(logs, *args, **kwargs)
+
+        def _check_evidence(self, logs: dict) -> None:
+            kind = "collapse" if logs.get("evidence", 1.0) < COLLAPSED_EVIDENCE else "explode"
+            message = evidence_warning(logs.get("evidence", float("nan")), self.state.global_step,
+                                       self.evidential_config, logs.get("kl_weight", 0.0))  # fmt: skip
+            if message and kind not in self._warned and self.is_world_process_zero():
+                self._warned.add(kind)
+                logger.warning(message)
+
+        def _save(self, output_dir=None, state_dict=None):
+            # PEFT's default ("auto") would copy the unchanged base lm_head/embed_tokens into
+            # every checkpoint once lm_head is a LoRA target (~1 GB each for Llama-3-8B).
+            model = self.accelerator.unwrap_model(self.model)
+            if hasattr(model, "peft_config"):
+                model.save_pretrained = functools.partial(type(model).save_pretrained, model, save_embedding_layers=False)
+                try:
+                    return super()._save(output_dir, state_dict)
+                finally:
+                    del model.save_pretrained
+            return super()._save(output_dir, state_dict)
+
+    class MetadataCallback(TrainerCallback):
+        """Writes evidential_config.json into each checkpoint, so checkpoint-N loads like the final adapter."""
+
+        def __init__(self, metadata: dict):
+            self.metadata = metadata
+
+        def on_save(self, args, state, control, **kwargs):
+            if state.is_world_process_zero:
+                ckpt = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+                if ckpt.is_dir():
+                    write_metadata(ckpt / METADATA_FILE, {**self.metadata, "steps": state.global_step})
+            return control
+
+    return EvidentialTrainer, MetadataCallback
+
+
+def _metadata(pretrained, task_name: str, task_obj, config: TrainConfig, examples, answer_map, targets, epoch_steps) -> dict:
+    from lm_eval_evidential import __version__ as package_version
+
+    train_config = {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(config).items()}
+    return {
         "format": METADATA_FORMAT,
         "method": config.method,
         "prior_weight": config.prior_weight,
@@ -450,7 +474,10 @@ def train(pretrained, task, config: TrainConfig) -> Path:
         "sigma_mult": config.sigma_mult,
         "beta": config.beta if config.method == "ib_edl" else None,
         "kl_weight": config.kl_weight if config.method == "edl" else None,
-        "kl_anneal_steps": config.anneal_steps if config.method == "edl" else None,
+        "kl_anneal_epochs": config.kl_anneal_epochs if config.method == "edl" and config.kl_anneal_steps is None else None,
+        "kl_anneal_steps": config.kl_anneal_steps if config.method == "edl" else None,
+        "steps_per_epoch": epoch_steps,
+        "target_modules": list(targets),
         "base_model": str(pretrained),
         "task": task_name,
         "train_split": config.train_split or task_obj.config.training_split,
@@ -458,23 +485,12 @@ def train(pretrained, task, config: TrainConfig) -> Path:
         "answer_tokens": answer_map,
         "k_values": sorted({e["k"] for e in examples}),
         "max_steps": config.max_steps,
-        "train_config": {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(config).items()},
+        "train_config": {**train_config, "target_modules": list(targets)},
         "package_version": package_version,
     }
 
-    trainer_cls, callback_cls = _make_trainer_class()
-    trainer = trainer_cls(
-        model=model,
-        args=args,
-        train_dataset=examples,
-        data_collator=LeftPadCollator(pad),
-        callbacks=[callback_cls(metadata)],
-        evidential_config=config,
-    )
-    logger.info("training %s on %s (%d docs, K %s) for %d steps", config.method, task_name, len(examples),
-                metadata["k_values"], config.max_steps)  # fmt: skip
-    trainer.train(resume_from_checkpoint=resume)
 
+def _save_final(trainer, output_dir: Path, metadata: dict) -> None:
     # The adapter is saved beside the final folder and moved in file by file; the metadata
     # goes last, so a folder with evidential_config.json has a complete adapter.
     tmp = output_dir / ".final.tmp"  # one name on every rank: sharded saves write it together
@@ -495,4 +511,67 @@ def train(pretrained, task, config: TrainConfig) -> Path:
         shutil.rmtree(tmp, ignore_errors=True)
         write_metadata(output_dir / METADATA_FILE, {**metadata, "steps": trainer.state.global_step})
     trainer.accelerator.wait_for_everyone()
+
+
+def _say(args, message: str) -> None:
+    if args.process_index == 0:
+        print(f"lm-eval-evidential train: {message}", file=sys.stderr, flush=True)
+
+
+def train(pretrained, task, config: TrainConfig) -> Path:
+    """LoRA-fine-tune ``pretrained`` on ``task``'s training docs with ``config``; returns the adapter folder.
+
+    ``task``: a task name (``"obqa_edl"``) or an already loaded lm-eval task whose training
+    split is loaded. Writes ``config.output_dir``: checkpoints ``checkpoint-N`` (each with
+    ``evidential_config.json``), then the final adapter (``adapter_config.json``,
+    ``adapter_model.safetensors``) and, last, ``evidential_config.json``. Everything that
+    can be refused (settings, output folder, target modules) is refused before training.
+    """
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoTokenizer, set_seed
+
+    if config.output_dir is None:
+        raise ValueError("config.output_dir is required (--output-dir)")
+    output_dir = Path(config.output_dir)
+    _check_output_dir(config, output_dir)
+    resume = _resolve_resume(config, output_dir)
+    args = _training_arguments(config, output_dir)
+
+    task_name = task if isinstance(task, str) else _task_name(task)
+    with args.main_process_first(desc="loading the task"):
+        task_obj = _load_task(task) if isinstance(task, str) else task
+        docs = training_docs(task_obj, config.train_split)
+    if config.max_train_docs is not None:
+        docs = docs[: config.max_train_docs]
+
+    tokenizer = AutoTokenizer.from_pretrained(pretrained)
+    set_seed(config.seed)
+    model = _load_base(pretrained, config)
+    targets, notes = resolve_target_modules(model, config.target_modules, str(pretrained))
+    max_length = config.max_length or getattr(model.config, "max_position_embeddings", None)
+    examples, answer_map = encode_examples(task_obj, docs, tokenizer, max_length)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+
+    lora = LoraConfig(
+        r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,
+        target_modules=list(targets), bias=config.lora_bias, task_type="CAUSAL_LM",
+    )  # fmt: skip
+    model = get_peft_model(model, lora)
+    if config.gradient_checkpointing:
+        model.enable_input_require_grads()
+
+    epoch_steps = steps_per_epoch(len(examples), config, args.world_size)
+    metadata = _metadata(pretrained, task_name, task_obj, config, examples, answer_map, targets, epoch_steps)
+    for note in notes:
+        _say(args, note)
+    _say(args, f"LoRA on {', '.join(targets)}; {describe_kl_schedule(config, epoch_steps)}")
+    trainer_cls, callback_cls = _make_trainer_class()
+    trainer = trainer_cls(
+        model=model, args=args, train_dataset=examples, data_collator=LeftPadCollator(0 if pad is None else pad),
+        callbacks=[callback_cls(metadata)], evidential_config=config, epoch_steps=epoch_steps,
+    )  # fmt: skip
+    logger.info("training %s on %s (%d docs, K %s) for %d steps", config.method, task_name, len(examples),
+                metadata["k_values"], config.max_steps)  # fmt: skip
+    trainer.train(resume_from_checkpoint=resume)
+    _save_final(trainer, output_dir, metadata)
     return output_dir.resolve()

@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from lm_eval_evidential.training import trainer as train_mod
+from lm_eval_evidential.training.config import TrainConfig
 from lm_eval_evidential.training.trainer import (
     METADATA_FILE,
     LeftPadCollator,
-    TrainConfig,
     batch_loss,
     encode_examples,
     last_logits,
@@ -19,20 +19,7 @@ from lm_eval_evidential.training.trainer import (
     training_docs,
 )
 
-FAST = dict(learning_rate=1e-2, warmup_steps=0, logging_steps=1, save_steps=1000, max_train_docs=4, num_noises=5)
-
-
-@pytest.fixture(scope="module")
-def tasks():
-    from lm_eval.tasks import TaskManager
-
-    from lm_eval_evidential.harness.plugin import tasks_dir
-    from lm_eval_evidential.testing.tiny import sample_data_dir
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("EVIDENTIAL_DATA_DIR", str(sample_data_dir()))
-        manager = TaskManager(include_path=str(tasks_dir()), include_defaults=False, metadata={"load_all_splits": True})
-        return manager.load(["obqa_edl", "csqa_edl"])["tasks"]
+from tests.training.conftest import FAST
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +44,8 @@ def _fixed_batch(tasks, tokenizer):
 
 def _loss(model, batch, config):
     with torch.no_grad():
-        return batch_loss(last_logits(model, batch), batch, config, step=10**6, generator=torch.Generator().manual_seed(0)).item()
+        weight = config.kl_weight if config.method == "edl" else 0.0  # the schedule's end
+        return batch_loss(last_logits(model, batch), batch, config, kl_weight=weight, generator=torch.Generator().manual_seed(0))[0].item()
 
 
 # ------------------------------------------------------------------ data
@@ -101,13 +89,13 @@ def test_left_padding_and_mixed_k_match_single_questions(tasks, tokenizer, base)
         config = TrainConfig(method=method, output_dir="unused", num_noises=3, kl_anneal_steps=0)
         with torch.no_grad():
             logits = last_logits(base, batch)
-            mixed = batch_loss(logits, batch, config, step=0, generator=torch.Generator().manual_seed(5)).item()
+            mixed = batch_loss(logits, batch, config, kl_weight=1.0, generator=torch.Generator().manual_seed(5))[0].item()
             singles = []
             for i, row in enumerate(rows):
                 one = collate([row])
                 torch.testing.assert_close(last_logits(base, one)[0], logits[i], atol=1e-5, rtol=1e-5)
                 if method != "ib_edl":  # ib_edl's noise differs with the batch; its masking is tested in test_losses
-                    singles.append(batch_loss(last_logits(base, one), one, config, step=0).item())
+                    singles.append(batch_loss(last_logits(base, one), one, config, kl_weight=1.0)[0].item())
         if singles:
             assert mixed == pytest.approx(sum(singles) / len(singles), rel=1e-5)
 
@@ -188,15 +176,15 @@ def test_resume_continues_the_step_count(tiny_model, tasks, tmp_path, monkeypatc
     train(tiny_model, tasks["obqa_edl"], first)
     assert (out / "checkpoint-2").is_dir()
 
-    with pytest.raises(FileExistsError, match="already holds a trained adapter"):
+    with pytest.raises(FileExistsError, match="is not empty; pass --overwrite-output-dir"):
         train(tiny_model, tasks["obqa_edl"], TrainConfig(method="edl", output_dir=str(out), max_steps=4, **FAST))
 
     calls = []
-    real = train_mod.batch_loss
-    monkeypatch.setattr(train_mod, "batch_loss", lambda *a, **k: calls.append(k["step"]) or real(*a, **k))
+    real = train_mod.kl_weight_at
+    monkeypatch.setattr(train_mod, "kl_weight_at", lambda *a, **k: calls.append(a[0]) or real(*a, **k))
     resumed = TrainConfig(method="edl", output_dir=str(out), max_steps=4, resume_from_checkpoint="latest", **FAST)
     train(tiny_model, tasks["obqa_edl"], resumed)
-    assert calls == [2, 3]  # only the two missing steps ran, seeing global steps 2 and 3
+    assert calls == [3, 2, 3]  # the printed schedule (last step), then only the two missing steps: global steps 2 and 3
     assert json.loads((out / METADATA_FILE).read_text())["steps"] == 4
     state = json.loads((out / "checkpoint-4" / "trainer_state.json").read_text())
     assert state["global_step"] == 4 and [h["step"] for h in state["log_history"] if "loss" in h] == [1, 2, 3, 4]
@@ -217,11 +205,12 @@ def test_config_validation():
     assert TrainConfig(target_modules="q_proj, v_proj").target_modules == ("q_proj", "v_proj")
     paper = TrainConfig()
     assert (paper.lora_r, paper.lora_alpha, paper.lora_dropout, paper.target_modules, paper.lora_bias) == (
-        8, 16, 0.1, ("q_proj", "v_proj", "lm_head"), "lora_only"
+        8, 16, 0.1, None, "lora_only"
     )  # fmt: skip
+    assert train_mod.PAPER_TARGET_MODULES == ("q_proj", "v_proj", "lm_head")
     assert (paper.learning_rate, paper.lr_scheduler_type, paper.warmup_steps, paper.weight_decay) == (5e-5, "cosine", 20, 0.001)
     assert (paper.max_grad_norm, paper.per_device_train_batch_size, paper.seed, paper.max_steps) == (20.0, 4, 42, 10080)
-    assert paper.anneal_steps == 10080
+    assert (paper.kl_anneal_epochs, paper.kl_anneal_steps) == (3.0, None)  # the IB-EDL reference's, not the run length
 
 
 def test_cli_parses_every_option():

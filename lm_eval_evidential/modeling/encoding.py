@@ -1,0 +1,81 @@
+"""What evaluation and training both feed the model, computed once: answer-token ids, left
+padding, last-position logits.
+
+``--model evidential`` and ``lm-eval-evidential train`` call these same functions, so the
+logits a model is trained on are exactly the logits it is later scored on: the answer ids are
+read off the tokenizer the way lm-eval scores a continuation (encode(prompt + answer) minus
+encode(prompt), exactly one token), rows are left-padded with position ids that count real
+tokens only (a row's positions are those it has alone), and only the last position goes
+through the output layer (``logits_to_keep=1``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+__all__ = ["AnswerTokenError", "answer_token_ids", "left_pad", "last_position_logits"]
+
+
+class AnswerTokenError(ValueError):
+    """An answer label that is not exactly one token of its own after the prompt."""
+
+
+def answer_token_ids(
+    prompt_ids: Sequence[int], encoded: Sequence[Sequence[int]], answers: Sequence[str], where: str
+) -> list[int]:
+    """The token id each answer appends to the prompt.
+
+    ``encoded[i]`` is the tokenizer's encoding of ``prompt + answers[i]``; it must be
+    ``prompt_ids`` plus exactly one token, and the K tokens must differ. ``where`` names the
+    task and doc in the error.
+
+    Examples
+    --------
+    >>> answer_token_ids([1, 5], [[1, 5, 9], [1, 5, 7]], [" A", " B"], "doc 0")
+    [9, 7]
+    """
+    prompt_ids = list(prompt_ids)
+    ids = []
+    for answer, whole in zip(answers, encoded):
+        whole = list(whole)
+        if len(whole) != len(prompt_ids) + 1 or whole[: len(prompt_ids)] != prompt_ids:
+            pieces = whole[len(prompt_ids) :] if whole[: len(prompt_ids)] == prompt_ids else whole[-3:]
+            raise AnswerTokenError(
+                f"{where}: answer label {answer!r} is not a single token after the prompt for this tokenizer "
+                f"(it encodes as {len(pieces)} token(s) {pieces}); the evidential model scores single-token "
+                "labels — use the *_edl tasks, whose labels are ' A'..' E', or a tokenizer that has them"
+            )
+        ids.append(int(whole[-1]))
+    if len(set(ids)) != len(ids):
+        raise AnswerTokenError(f"{where}: answer labels {list(answers)} share token ids {ids}; each label must be its own token")
+    return ids
+
+
+def left_pad(rows: Sequence[Sequence[int]], pad_token_id: int | None) -> dict[str, torch.Tensor]:
+    """``input_ids``, ``attention_mask`` and ``position_ids`` (B, width) of left-padded ``rows``.
+
+    Positions count real tokens only, so a padded row sees the positions it has alone; the
+    pad id is masked out (0 when the tokenizer has none).
+    """
+    width = max(len(r) for r in rows)
+    pad = 0 if pad_token_id is None else int(pad_token_id)
+    input_ids = torch.full((len(rows), width), pad, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, ids in enumerate(rows):
+        input_ids[i, width - len(ids) :] = torch.tensor(list(ids), dtype=torch.long)
+        mask[i, width - len(ids) :] = 1
+    return {"input_ids": input_ids, "attention_mask": mask, "position_ids": (mask.cumsum(-1) - 1).clamp(min=0)}
+
+
+def last_position_logits(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor) -> torch.Tensor:
+    """Logits (B, V) at the last position of a left-padded batch; only that position is projected."""
+    out = model(
+        input_ids=input_ids,
+        attention_mask=attention_mask,
+        position_ids=position_ids,
+        logits_to_keep=1,
+        use_cache=False,
+    )
+    return out.logits[:, -1, :]
