@@ -180,3 +180,17 @@ def test_cell(row, column, built, tiny_family, obqa):
     for r, zi, tail, key in zip(rec, z, tails, keys):
         expected = apply_head(lm.head, torch.tensor(zi), sigma_logits=torch.tensor(tail), key=key).alpha.numpy()
         np.testing.assert_allclose(r["alpha"], expected, atol=1e-5)
+
+
+@pytest.mark.parametrize("row", list(ROWS))
+def test_stock_hf_model_and_the_default_adapter(row, built, tiny_family):
+    """What the README says of ``--model hf``: the default adapter loads there too, except on an
+    untied head padded beyond the tokenizer, which the harness cuts to the tokenizer's length."""
+    from lm_eval.models.huggingface import HFLM
+
+    args = dict(pretrained=str(tiny_family(*ROWS[row])), peft=str(built(row, "trained")), device="cpu", dtype="float32")
+    if row == "qwen2-padded":
+        with pytest.raises(RuntimeError, match="size mismatch"):
+            HFLM(**args)
+    else:
+        HFLM(**args)

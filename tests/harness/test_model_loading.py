@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -143,3 +144,71 @@ def test_lm_head_adapter_on_tied_embeddings_loads_and_stays_tied(family, padding
     rec = records_of(lm)
     reference = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32), adapter)
     np.testing.assert_allclose(rec.logits, own_logits(reference.eval(), AutoTokenizer.from_pretrained(base), rec), atol=1e-5)
+
+
+# ------------------------------------------------------------------ IB-EDL reference checkpoints
+def _reference_run(base, work_dir, vib: dict | None):
+    """A work dir in the IB-EDL reference code's layout (sandylaker/ib-edl, tools/evidential_ft.py):
+    Trainer checkpoints ``checkpoint-N`` holding a PEFT LoRA adapter saved with PEFT's defaults
+    (q_proj, v_proj, lm_head, bias lora_only: the base lm_head/embeddings are saved along), the
+    tokenizer and trainer state, and the run's mmengine config dumped beside them as YAML."""
+    import json
+
+    import yaml
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch.manual_seed(0)
+    model = get_peft_model(
+        AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32),
+        LoraConfig(r=8, lora_alpha=16, lora_dropout=0.1, target_modules=["q_proj", "v_proj", "lm_head"],
+                   bias="lora_only", task_type="CAUSAL_LM"),
+    )  # fmt: skip
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "lora_B" in name:
+                param.normal_(0, 0.05)
+    ckpt = work_dir / "checkpoint-10080"
+    model.save_pretrained(ckpt)  # save_embedding_layers="auto", as the reference's Trainer leaves it
+    AutoTokenizer.from_pretrained(base).save_pretrained(ckpt)
+    (ckpt / "trainer_state.json").write_text(json.dumps({"global_step": 10080}))
+    config = {
+        "model": {"model_name_or_path": str(base), "peft_cfg": {"type": "LoraConfig", "r": 8}},
+        "train_cfg": {"max_steps": 10080, "learning_rate": 5e-05},
+        "edl_loss_cfg": {"bayesian_loss": {"type": "ss"}, "reg_weight_cfg": {"final_reg_weight": 0.0 if vib else 1.0}},
+        **({"vib": vib} if vib else {}),
+    }
+    (work_dir / "ib_obqa_llama3_8b_1123_1400_07.yaml").write_text(yaml.safe_dump(config))
+    return ckpt
+
+
+def test_ib_edl_reference_checkpoint_loads_with_peft_alone(tiny_model, tmp_path):
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    ckpt = _reference_run(tiny_model, tmp_path / "work", {"num_noises": 7, "beta": 1e-05, "sigma_mult": 0.5})
+    lm = make_lm(tiny_model, peft=str(ckpt))
+    assert (lm.head.method, lm.head.num_noises, lm.head.sigma_mult) == ("ib_edl", 7, 0.5)
+    rec = records_of(lm)
+    reference = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_model, dtype=torch.float32), ckpt).eval()
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model)
+    z = own_logits(reference, tokenizer, rec)
+    np.testing.assert_allclose(rec.logits, z, atol=1e-5)
+    # IB-EDL's noisy head, not EDL's (its exact values against the model's own logits: the checkpoint matrix)
+    assert np.all(rec.alpha >= 1.0) and not np.allclose(rec.alpha, np.logaddexp(0, z) + 1)
+    # standard EDL and the softmax baseline are read off the same layout
+    edl = _reference_run(tiny_model, tmp_path / "edl", None)
+    assert make_lm(tiny_model, peft=str(edl)).head.method == "edl"
+
+
+def test_reference_checkpoint_without_its_run_config_one_line_conversion(tiny_model, tmp_path):
+    import shutil
+
+    ckpt = _reference_run(tiny_model, tmp_path / "work", {"num_noises": 20, "beta": 1e-05, "sigma_mult": 0.0})
+    copied = shutil.copytree(ckpt, tmp_path / "copied" / "checkpoint-10080")  # the adapter alone, without the work dir
+    assert make_lm(tiny_model, peft=str(copied)).head.method == "edl"  # nothing says otherwise
+    # the README's one line, run as written
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    (line,) = [x for x in readme.splitlines() if x.startswith("echo '{\"method\": \"ib_edl\"")]
+    subprocess.run(["sh", "-c", line], cwd=copied.parent, check=True)
+    assert make_lm(tiny_model, peft=str(copied)).head.method == "ib_edl"
