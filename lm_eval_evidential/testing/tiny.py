@@ -1,7 +1,10 @@
-"""Tiny, offline stand-ins for the paper's Llama + LoRA setup, for tests and demos.
+"""Tiny, offline stand-ins for the paper's Llama + LoRA setup and the other architecture
+families people fine-tune (Mistral, Qwen2, Gemma 2/3, Phi-3), for tests and demos.
 
 Nothing here downloads anything. :func:`build_tiny_model` trains a byte-level BPE tokenizer
-on the spot and saves it with a randomly initialised ``LlamaForCausalLM``;
+on the spot and saves it with a randomly initialised causal LM of the chosen family
+(``LlamaForCausalLM`` by default; tied or untied embeddings, output layer optionally padded
+beyond the tokenizer);
 :func:`build_lora_adapter` saves a PEFT LoRA adapter with the paper's configuration
 (Table 7: r=8, alpha=16, dropout 0.1, targets q_proj, v_proj and lm_head, bias
 "lora_only") whose B matrices are random, so that it really changes the outputs. Both
