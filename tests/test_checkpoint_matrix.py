@@ -40,9 +40,11 @@ def obqa(mirror):
     """The obqa_edl task, loaded once (training split included) for training, evaluation and the oracle."""
     from lm_eval.tasks import TaskManager
 
+    from lm_eval_evidential.harness.plugin import tasks_dir
+
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("EVIDENTIAL_DATA_DIR", str(mirror))
-        manager = TaskManager(include_defaults=False, metadata={"load_all_splits": True})
+        manager = TaskManager(include_path=str(tasks_dir()), include_defaults=False, metadata={"load_all_splits": True})
         return manager.load(["obqa_edl"])["tasks"]["obqa_edl"]
 
 
@@ -112,12 +114,11 @@ def _modules_to_save_adapter(base, out):
 def _evaluate(task, **model_args):
     import lm_eval
 
-    from lm_eval_evidential.harness.evidential_task import pop_collected
     from lm_eval_evidential.harness.model import EvidentialLM
 
     lm = EvidentialLM(device="cpu", dtype="float32", batch_size=2, **{k: str(v) for k, v in model_args.items()})
-    lm_eval.simple_evaluate(model=lm, tasks=[task], limit=LIMIT, bootstrap_iters=0)
-    return lm, pop_collected(["obqa_edl"])["obqa_edl"]
+    results = lm_eval.simple_evaluate(model=lm, tasks=[task], limit=LIMIT, bootstrap_iters=0)
+    return lm, results.records["obqa_edl"]
 
 
 def _own_logits(model, tokenizer, records, task, tail: int = 0):
@@ -133,7 +134,7 @@ def _own_logits(model, tokenizer, records, task, tail: int = 0):
             full = model(torch.tensor([ids])).logits[0, -1].double()
         answers.append(full[answer_ids].numpy())
         tails.append(full[full.shape[0] - tail :].numpy() if tail else None)
-        keys.append(f"{prompt}\x00{answer_ids}")
+        keys.append(f"{prompt}\x00{tuple(answer_ids)}")  # the question key of the IB-EDL noise (harness/model.py)
     return np.array(answers), tails, keys
 
 

@@ -100,6 +100,45 @@ def check_load_args(pretrained, kwargs: dict) -> None:
             raise EvidentialInputError(f"peft={peft} is not a PEFT adapter folder (no adapter_config.json); {hint}")
 
 
+def reference_head_settings(adapter_dir) -> dict | None:
+    """Head settings of a checkpoint written by the IB-EDL reference code (Li et al. 2025), else None.
+
+    Its ``tools/evidential_ft.py`` (``baseline_ft.py`` for the softmax baseline) trains with
+    transformers' Trainer in a work dir: the adapters are ordinary PEFT folders
+    ``<work_dir>/checkpoint-N``, and the run's config is dumped beside them as
+    ``<config name>_<timestamp>.yaml``. That config names the method: a ``vib`` section is
+    IB-EDL (``num_noises``, ``sigma_mult``), ``edl_loss_cfg`` without it standard EDL, neither
+    the softmax (MAP) baseline. Several dumped configs that disagree are an error.
+    """
+    import yaml
+
+    if adapter_dir is None or not (Path(str(adapter_dir)) / "adapter_config.json").is_file():
+        return None
+    found: dict[str, dict] = {}
+    for path in sorted(Path(str(adapter_dir)).resolve().parent.glob("*.yaml")):
+        try:
+            cfg = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError):
+            continue
+        if not (isinstance(cfg, dict) and isinstance(cfg.get("model"), dict) and "train_cfg" in cfg):
+            continue  # not a reference run config
+        vib = cfg.get("vib")
+        if isinstance(vib, dict):
+            settings = {"method": "ib_edl", "num_noises": int(vib.get("num_noises", 20)),
+                        "sigma_mult": float(vib.get("sigma_mult", 0.0) or 0.0)}  # fmt: skip
+        else:
+            settings = {"method": "edl" if "edl_loss_cfg" in cfg else "softmax"}
+        found[path.name] = settings
+    if not found:
+        return None
+    if len({tuple(sorted(v.items())) for v in found.values()}) > 1:
+        raise ValueError(
+            f"peft={adapter_dir}: the IB-EDL run configs beside it disagree ({found}); pass method= (and "
+            "num_noises=, sigma_mult=) in --model_args"
+        )
+    return next(iter(found.values()))
+
+
 def saved_embedding_rows(adapter) -> int | None:
     """Rows of the full embedding / output layer an adapter saved (a LoRA that added tokens), else None."""
     from safetensors import safe_open
@@ -164,7 +203,8 @@ class EvidentialLM(HFLM):
         check_harness()  # before gigabytes of weights load
         # None = not given: the adapter's metadata, then HeadConfig's defaults, fill it in.
         given = {"method": method, "prior_weight": prior_weight, "num_noises": num_noises, "sigma_mult": sigma_mult}
-        settings = {**head_defaults(kwargs.get("peft")), **{k: v for k, v in given.items() if v is not None}}
+        stored = head_defaults(kwargs.get("peft")) or reference_head_settings(kwargs.get("peft")) or {}
+        settings = {**stored, **{k: v for k, v in given.items() if v is not None}}
         casts = {"method": str, "prior_weight": float, "num_noises": int, "sigma_mult": float}
         # Validate the head before loading gigabytes of weights.
         self.head = HeadConfig(

@@ -73,49 +73,10 @@ def read_metadata(adapter_dir) -> dict | None:
 def head_defaults(adapter_dir) -> dict:
     """Head settings (method, prior_weight, num_noises, sigma_mult) stored with an adapter; {} if none.
 
-    From its ``evidential_config.json``, else from the run config the IB-EDL reference code
-    dumped beside it (:func:`reference_head_settings`).
+    From its ``evidential_config.json`` (for the IB-EDL reference code's checkpoints, see
+    ``harness.model.reference_head_settings``).
     """
     meta = read_metadata(adapter_dir)
     if meta is None:
-        return reference_head_settings(adapter_dir) or {}
+        return {}
     return {k: meta[k] for k in HEAD_KEYS if meta.get(k) is not None}
-
-
-def reference_head_settings(adapter_dir) -> dict | None:
-    """Head settings of a checkpoint written by the IB-EDL reference code (Li et al. 2025), else None.
-
-    Its ``tools/evidential_ft.py`` (``baseline_ft.py`` for the softmax baseline) trains with
-    transformers' Trainer in a work dir: the adapters are ordinary PEFT folders
-    ``<work_dir>/checkpoint-N``, and the run's config is dumped beside them as
-    ``<config name>_<timestamp>.yaml``. That config names the method: a ``vib`` section is
-    IB-EDL (``num_noises``, ``sigma_mult``), ``edl_loss_cfg`` without it standard EDL, neither
-    the softmax (MAP) baseline. Several dumped configs that disagree are an error.
-    """
-    import yaml
-
-    if adapter_dir is None or not (Path(str(adapter_dir)) / "adapter_config.json").is_file():
-        return None
-    found: dict[str, dict] = {}
-    for path in sorted(Path(str(adapter_dir)).resolve().parent.glob("*.yaml")):
-        try:
-            cfg = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError):
-            continue
-        if not (isinstance(cfg, dict) and isinstance(cfg.get("model"), dict) and "train_cfg" in cfg):
-            continue  # not a reference run config
-        vib = cfg.get("vib")
-        if isinstance(vib, dict):
-            settings = {"method": "ib_edl", "num_noises": int(vib.get("num_noises", 20)),
-                        "sigma_mult": float(vib.get("sigma_mult", 0.0) or 0.0)}  # fmt: skip
-        else:
-            settings = {"method": "edl" if "edl_loss_cfg" in cfg else "softmax"}
-        found[path.name] = settings
-    if not found:
-        return None
-    if len({tuple(sorted(v.items())) for v in found.values()}) > 1:
-        raise ValueError(
-            f"peft={adapter_dir}: the IB-EDL run configs beside it disagree ({found}); pass method= (and "
-            "num_noises=, sigma_mult=) in --model_args"
-        )
-    return next(iter(found.values()))

@@ -14,23 +14,24 @@ import torch
 pytestmark = pytest.mark.usefixtures("use_mirror")
 
 
-def records_of(lm, task="obqa_edl", limit=4):
-    import lm_eval
+def our_tasks():
     from lm_eval.tasks import TaskManager
 
-    from lm_eval_evidential.harness.evidential_task import pop_collected
+    from lm_eval_evidential.harness.plugin import tasks_dir
 
-    results = lm_eval.simple_evaluate(
-        model=lm, tasks=[task], limit=limit, bootstrap_iters=0, task_manager=TaskManager(include_defaults=False)
-    )
-    return pop_collected(list(results["results"]))[task]
+    return TaskManager(include_path=str(tasks_dir()), include_defaults=False)
+
+
+def records_of(lm, task="obqa_edl", limit=4):
+    import lm_eval
+
+    results = lm_eval.simple_evaluate(model=lm, tasks=[task], limit=limit, bootstrap_iters=0, task_manager=our_tasks())
+    return results.records[task]
 
 
 def own_logits(model, tokenizer, records, task="obqa_edl"):
     """Each record's answer logits from ``model`` itself: one unpadded prompt at a time."""
-    from lm_eval.tasks import TaskManager
-
-    loaded = TaskManager(include_defaults=False).load([task])["tasks"][task]
+    loaded = our_tasks().load([task])["tasks"][task]
     docs = list(loaded.eval_docs)
     out = []
     for r in records:
