@@ -415,6 +415,15 @@ def _validate_values(path, meta: dict, k: np.ndarray, logits: np.ndarray, alpha:
     if bad.any():
         row = int(np.flatnonzero(bad.any(axis=1))[0])
         fail(row, f"alpha {float(alpha[row][bad[row]][0])!r} is below the prior weight {lam} (negative evidence)")
+    # Reciprocal vacuity S/(λK) must stay a finite float64: it overflows once λK/S falls below the
+    # smallest normal float (a tiny prior weight with large evidence, or a strength that overflows).
+    with np.errstate(over="ignore", divide="ignore"):
+        u = lam * k / np.where(real, alpha, 0.0).sum(axis=1)
+    bad = ~(u >= np.finfo(np.float64).tiny)
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        fail(row, f"vacuity λK/S = {float(u[row])!r} (prior_weight {lam}) is below the float64 range, so its "
+                  "reciprocal overflows; the prior weight is too small for this evidence")
 
 
 class _LazyLabels(Sequence):

@@ -158,3 +158,25 @@ def test_impossible_values_in_a_file_name_the_file(tmp_path):
     pq.write_table(table, path)
     with pytest.raises(RecordsError, match=rf"{path.name}: row 1: non-finite logit nan"):
         load_records(tmp_path, "t")
+
+
+def test_prior_weight_too_small_for_the_evidence_is_refused(tmp_path):
+    """λ = 1e-300 with evidence 1e9: S/(λK) would overflow float64, so such records are refused
+    when built and when read (a regression the loader fuzz found), never handed out with inf scores."""
+    import pyarrow.parquet as pq
+
+    from lm_eval_evidential.records import _rows_to_table
+
+    lam, z = 1e-300, np.array([1e9, 2e9, 3e9, 4e9])
+    rows = [make_record(task="t", doc_id=0, labels="ABCD", gold=0, logits=z, alpha=z + lam, prior_weight=lam)]
+    with pytest.raises(RecordsError, match="prior weight is too small"):
+        Records.from_rows(rows, task="t", meta={"method": "edl", "prior_weight": lam})
+    path = tmp_path / "records_t_2026-01-01T00-00-00.000000.parquet"
+    pq.write_table(_rows_to_table(rows, task="t", meta={"method": "edl", "prior_weight": lam}), path)
+    with pytest.raises(RecordsError, match="prior weight is too small"):
+        read_records_file(path)
+    # The same evidence with the standard prior loads, and its reciprocal vacuity is finite.
+    rows = [make_record(task="t", doc_id=0, labels="ABCD", gold=0, logits=z, alpha=z + 1.0, prior_weight=1.0)]
+    ok = write_records(tmp_path / "records_t_2026-01-02T00-00-00.000000.parquet",
+                       Records.from_rows(rows, task="t", meta={"method": "edl", "prior_weight": 1.0}))
+    assert np.isfinite(1 / read_records_file(ok).vacuity).all()
