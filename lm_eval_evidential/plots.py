@@ -22,11 +22,33 @@ from lm_eval_evidential.audits._common import (
 )
 from lm_eval_evidential.metrics._validation import as_binary_labels
 from lm_eval_evidential.metrics.calibration import reliability_diagram
-from lm_eval_evidential.metrics.scores import SCORES, available_scores
+from lm_eval_evidential.metrics.scores import OOD_DEFAULT_SCORES, SCORES, available_scores
 from lm_eval_evidential.metrics.selective import risk_coverage_curve
 from lm_eval_evidential.records.io import atomic_write_bytes
 
 _FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
+
+#: One colour per registered score, the same in every figure, none of them the black/grey of the
+#: reference lines (oracle, random, perfect calibration) and no two alike.
+SCORE_COLORS = {
+    "reciprocal_vacuity": "#1f77b4",  # blue
+    "max_prob": "#ff7f0e",  # orange
+    "neg_norm_entropy": "#2ca02c",  # green
+    "neg_entropy": "#98df8a",  # light green
+    "strength": "#9467bd",  # purple
+    "neg_expected_entropy": "#8c564b",  # brown
+    "neg_mutual_information": "#e377c2",  # pink
+    "l2_norm": "#bcbd22",  # olive
+    "l1_to_uniform": "#17becf",  # cyan
+    "l2_to_uniform": "#d62728",  # red
+    "js_to_uniform": "#7b4173",  # plum
+}
+_SPARE_COLORS = ("#393b79", "#637939", "#8c6d31", "#843c39")
+
+
+def score_color(name: str, index: int = 0) -> str:
+    """The colour of score ``name`` in every figure (a spare colour for a name not registered)."""
+    return SCORE_COLORS.get(name) or _SPARE_COLORS[index % len(_SPARE_COLORS)]
 
 
 def figure_base(path_without_suffix) -> Path:
@@ -53,11 +75,12 @@ def save_figure(fig, path_without_suffix, formats: Sequence[str] = ("png", "svg"
 
 
 def plot_ksweep(rows: Sequence[dict], path_without_suffix, title: str | None = None) -> list[Path]:
-    """McNamara (2026) Figure 1 from :func:`~lm_eval_evidential.audits.ood.ksweep_rows` rows: AUROC and AUPR-In against K_OOD.
+    """McNamara (2026) Figure 1 from :func:`~lm_eval_evidential.audits.ood.ksweep_rows` rows: AUROC and AUPR-In
+    against the number x of zero-evidence options appended.
 
-    Two panels, one line per score and condition (solid = OOD-only expansion, dashed =
-    matched expansion). When a side's K is mixed the x-axis is the number of appended classes
-    instead. Written as ``<path>.png`` and ``<path>.svg`` (atomically); returns both paths.
+    Two panels, one line per score and condition (solid = OOD-only expansion, where only K_OOD
+    grows; dashed = matched expansion, where K_ID and K_OOD grow together). Each score keeps
+    its colour (:func:`score_color`). Written as ``<path>.png`` and ``<path>.svg`` (atomically); returns both paths.
     Uses a bare ``matplotlib.figure.Figure``, so no pyplot state is touched.
     """
     from matplotlib.figure import Figure
@@ -65,8 +88,12 @@ def plot_ksweep(rows: Sequence[dict], path_without_suffix, title: str | None = N
     rows = list(rows)
     if not rows:
         raise ValueError("no ksweep rows to plot")
-    use_k = all(r.get("k_ood") is not None for r in rows)
-    xkey, xlabel = ("k_ood", "$K_{OOD}$ (evaluated classes on the OOD side)") if use_k else ("extra", "extra zero-evidence classes x")
+    # x = options appended: OOD-only grows K_OOD alone, matched grows K_ID and K_OOD together,
+    # so an axis of "K_OOD" would misdescribe the matched lines.
+    base = rows[0].get("k_id") if rows[0].get("extra") == 0 else None
+    grows = f"{base} + x" if isinstance(base, int) else "K + x"
+    xkey, xlabel = "extra", "zero-evidence options appended, x"
+    how = f"solid, OOD-only: $K_{{OOD}}$ = {grows} while $K_{{ID}}$ stays;  dashed, matched: $K_{{ID}}$ = $K_{{OOD}}$ = {grows}"
     names = list(dict.fromkeys(r["score"] for r in rows))
     fig = Figure(figsize=(10, 4.2 + 0.25 * len(names)), layout="constrained")
     axes = fig.subplots(1, 2)
@@ -77,7 +104,7 @@ def plot_ksweep(rows: Sequence[dict], path_without_suffix, title: str | None = N
                 sel = sorted((r for r in rows if r["score"] == name and r["condition"] == condition), key=lambda r: r["extra"])
                 if sel:
                     ax.plot([r[xkey] for r in sel], [r[metric] for r in sel], linestyle=ls, marker=marker,
-                            color=f"C{i % 10}", label=f"{name} ({cond_label})")  # fmt: skip
+                            color=score_color(name, i), label=f"{name} ({cond_label})")  # fmt: skip
         ax.set_xlabel(xlabel)
         ax.set_ylabel(label)
         ax.set_title(f"({'ab'[metric == 'aupr_in']}) {label} as K grows")
@@ -86,8 +113,7 @@ def plot_ksweep(rows: Sequence[dict], path_without_suffix, title: str | None = N
     handles, labels = axes[0].get_legend_handles_labels()
     # Below both panels, so the legend never hides a curve.
     fig.legend(handles, labels, loc="outside lower center", ncols=min(len(names), 3), fontsize="small")
-    if title:
-        fig.suptitle(title)
+    fig.suptitle(f"{title}\n{how}" if title else how, fontsize="medium")
     return save_figure(fig, path_without_suffix)
 
 
@@ -109,9 +135,13 @@ def _figure_and_axes(ax):
 def plot_reliability_diagram(diagram: dict, ax=None, title: str | None = None):
     """Draw a reliability diagram from :func:`reliability_diagram` output; returns the Figure.
 
-    Bars are per-bin accuracy (empty bins are left blank), dots the per-bin mean confidence,
-    and the dashed diagonal is perfect calibration. Draws on ``ax`` when given, otherwise on a
-    new pyplot-free Figure (see ``_figure_and_axes``). ``title`` defaults to the ECE.
+    Bars are per-bin accuracy, each with its number of examples above it; a hatched box spans
+    the gap from the bar to the bin's mean confidence (a dot), so a bin whose examples are all
+    wrong (accuracy 0, no bar) still shows as a box from 0 to its confidence. Empty bins draw
+    nothing. The x range is zoomed to the bins that hold examples (a max-probability confidence
+    is never below 1/K), and the dashed diagonal is perfect calibration. Draws on ``ax`` when
+    given, otherwise on a new pyplot-free Figure (see ``_figure_and_axes``). ``title`` defaults
+    to the ECE.
     """
     missing = {"edges", "counts", "mean_confidence", "accuracy"} - set(diagram)
     if missing:
@@ -120,27 +150,39 @@ def plot_reliability_diagram(diagram: dict, ax=None, title: str | None = None):
     edges = np.asarray(diagram["edges"], dtype=np.float64)
     acc = np.asarray(diagram["accuracy"], dtype=np.float64)
     conf = np.asarray(diagram["mean_confidence"], dtype=np.float64)
-    filled = np.asarray(diagram["counts"]) > 0
-    widths = np.diff(edges)
-    ax.bar(edges[:-1][filled], acc[filled], width=widths[filled], align="edge",
-           edgecolor="black", linewidth=0.5, label="accuracy")
-    ax.plot(0.5 * (edges[:-1] + edges[1:])[filled], conf[filled], "o", color="tab:red", markersize=4,
-            label="mean confidence")
+    counts = np.asarray(diagram["counts"])
+    filled = counts > 0
+    left, widths = edges[:-1][filled], np.diff(edges)[filled]
+    centres = left + widths / 2
+    ax.bar(left, acc[filled], width=widths, align="edge", color="#1f77b4", edgecolor="black", linewidth=0.5,
+           label="accuracy")  # fmt: skip
+    ax.bar(left, conf[filled] - acc[filled], bottom=acc[filled], width=widths, align="edge", fill=False,
+           edgecolor="#d62728", hatch="//", linewidth=0.8, label="gap to mean confidence")  # fmt: skip
+    ax.plot(centres, conf[filled], "o", color="#d62728", markersize=4, label="mean confidence")
+    tops = np.maximum(acc[filled], conf[filled])
+    for x, top, n in zip(centres, tops, counts[filled]):
+        ax.annotate(f"{int(n)}", (x, top), xytext=(0, 5), textcoords="offset points", ha="center", va="bottom",
+                    fontsize="small")  # fmt: skip
     ax.plot([0.0, 1.0], [0.0, 1.0], "--", color="gray", linewidth=1, label="perfect calibration")
-    ax.set_xlim(0.0, 1.0)
-    ax.set_ylim(0.0, 1.0)
-    ax.set_xlabel("confidence")
-    ax.set_ylabel("accuracy")
+    x_lo, x_hi = 0.0, 1.0
+    if filled.any():
+        step = float(np.max(np.diff(edges)))
+        x_lo, x_hi = max(0.0, left[0] - step), min(1.0, left[-1] + widths[-1] + step)
+    ax.set_xlim(x_lo, x_hi)
+    # Up to the diagonal's height at the right edge or the highest bar, plus room for the counts.
+    ax.set_ylim(0.0, min(1.15, max(x_hi, float(tops.max()) if tops.size else 0.0) + 0.12))
+    ax.set_xlabel("confidence (max E[p]), binned")
+    ax.set_ylabel("accuracy in the bin (numbers: examples)")
     if title is None and "ece" in diagram:
         title = f"ECE = {float(diagram['ece']):.4f}"
     if title is not None:
         ax.set_title(title)
-    ax.legend(loc="upper left", fontsize="small")
+    ax.legend(loc="upper left", fontsize="x-small")
     return fig
 
 
 def plot_risk_coverage(score, correct, *, ax=None, label: str | None = None, title: str | None = None,
-                       show_reference: bool = True):
+                       show_reference: bool = True, color: str | None = None, linestyle: str = "-"):
     """Plot the risk-coverage curve of ``score`` (legend shows its AURC); returns the Figure.
 
     With ``show_reference`` the oracle curve (wrong answers rejected first) and the random
@@ -153,7 +195,7 @@ def plot_risk_coverage(score, correct, *, ax=None, label: str | None = None, tit
         raise ValueError("cannot plot a risk-coverage curve for 0 examples")
     fig, ax = _figure_and_axes(ax)
     name = "score" if label is None else label
-    ax.plot(coverage, risk, label=f"{name} (AURC {risk.mean():.4f})")
+    ax.plot(coverage, risk, color=color, linestyle=linestyle, label=f"{name} (AURC {risk.mean():.4f})")
     if show_reference:
         y = as_binary_labels(correct, "correct")
         oracle_cov, oracle_risk = risk_coverage_curve(y.astype(np.float64), y)
@@ -181,38 +223,53 @@ def save_reliability_figure(records_by_task, path_without_suffix, n_bins: int = 
     n = len(records_by_task)
     ncols = min(n, 3)
     nrows = -(-n // ncols)
-    fig = Figure(figsize=(4.5 * ncols, 4.2 * nrows), layout="constrained")
+    fig = Figure(figsize=(4.5 * ncols, 4.0 * nrows + 0.5), layout="constrained")
     axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
     for ax, (task, r) in zip(axes, records_by_task.items()):
         diagram = collect([], reliability_diagram, r.max_prob, r.correct, n_bins)
         plot_reliability_diagram(diagram, ax=ax, title=f"{task} (n={len(r)}, ECE {diagram['ece']:.4f})")
+        ax.get_legend().remove()
     for ax in axes[n:]:
         ax.set_visible(False)
+    # One legend for all panels, below them, so no legend hides a bar.
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=len(labels), fontsize="small")
     return save_figure(fig, path_without_suffix)
 
 
 def save_risk_coverage_figure(records, path_without_suffix, scores: Sequence[str] | None = None) -> list[Path]:
-    """Risk-coverage curves of each score on one task (oracle and random for reference), .png and .svg.
+    """Risk-coverage curves of scores on one task (oracle and random for reference), .png and .svg.
 
-    ``scores`` defaults to every score the records can give; alpha scores asked of softmax
+    ``scores`` defaults to the few that matter, :data:`~lm_eval_evidential.metrics.scores.OOD_DEFAULT_SCORES`
+    (those the records can give); name others to see them. Scores whose curves coincide (the same
+    ranking on this task, e.g. reciprocal vacuity and strength at one K) are drawn once, labelled
+    ``a = b``. Each score keeps its colour (:func:`score_color`). Alpha scores asked of softmax
     records raise ValueError. A bare Figure (no pyplot state). Returns the two written paths.
     """
     from matplotlib.figure import Figure
 
-    names = check_scores(scores) or available_scores(records.has_alpha)
+    if scores is None:
+        names = [n for n in OOD_DEFAULT_SCORES if n in available_scores(records.has_alpha)]
+    else:
+        names = check_scores(scores)
     bad = [n for n in names if SCORES[n].needs_alpha and not records.has_alpha]
     if bad:
         raise ValueError(no_alpha_reason(bad[0], [records.task]))
     if len(records) == 0:
         raise ValueError(f"task {records.task!r} has no records (0 examples); nothing to plot")
     values = record_scores(records, names)
+    curves: dict[bytes, list[str]] = {}  # identical curves share one line
+    for name in names:
+        _, risk = risk_coverage_curve(values[name], records.correct)
+        curves.setdefault(risk.tobytes(), []).append(name)
     fig = Figure(figsize=(8.5, 5.0), layout="constrained")
     ax = fig.add_subplot()
-    styles = ("-", "--", "-.")
-    for i, name in enumerate(names):
-        plot_risk_coverage(values[name], records.correct, ax=ax, label=name, show_reference=(i == 0))
-        ax.get_lines()[-1 if i else 0].set_linestyle(styles[(i // 10) % len(styles)])
+    styles = ("-", "--", "-.", ":")
+    for i, group in enumerate(curves.values()):
+        plot_risk_coverage(values[group[0]], records.correct, ax=ax, label=" = ".join(group), show_reference=(i == 0),
+                           color=score_color(group[0], i), linestyle=styles[i % len(styles)])  # fmt: skip
     ax.set_title(f"{records.task}: risk vs coverage (n={len(records)}, acc {np.mean(records.correct):.4f})")
-    # Outside the axes: with a dozen scores an inside legend hides the low-coverage end.
+    ax.set_xlabel("coverage (share of questions answered, most confident first)")
+    # Outside the axes: an inside legend hides the low-coverage end.
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="x-small")
     return save_figure(fig, path_without_suffix)

@@ -34,6 +34,17 @@ def test_demo_runs_end_to_end(tmp_path):
     assert "| csqa_edl | csqa_k4_edl |" in controls and "| arc_c_edl | arc_c_k4_edl |" in controls
     assert "not in these records" not in controls  # the demo evaluates every control it reports
     _check_demo_numbers(demo)
+    # What a new user reads: a summary first, marked illustrative; no third-party noise; refusals once.
+    assert report.index("Illustrative only") < report.index("## Summary") < report.index("## Class counts")
+    assert "-0.000" not in report and "-0.000" not in out
+    for noise in ("fatal: not a git repository", "is_gradient_checkpointing", "FutureWarning", "Traceback"):
+        assert noise not in out + proc.stderr, noise
+    assert proc.stderr.count("refused obqa_edl vs csqa_edl") == 2  # the ood command, then the report: one line each
+    assert proc.stderr.count("Proposition 1") == 1
+    assert "'mse'" in out and "'kl_weight'" in out and "logged `loss` can rise" in out  # the EDL loss, explained
+    assert "Running loglikelihood requests" in proc.stderr  # the harness's own output, streamed
+    assert f"edl: adapter in {demo / 'adapter-edl'}" in out
+    assert not [line for line in out.splitlines() if line.strip() == str(demo / "adapter-edl")]
     # the README's main job may be run again in the same folder
     again = subprocess.run(
         [sys.executable, "-m", "lm_eval_evidential", "demo", "--fast", "--out", str(demo)],

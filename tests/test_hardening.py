@@ -71,7 +71,13 @@ def _temp_leftovers(folder: Path) -> list[Path]:
 
 CHILD = r'''
 """Write records or a report folder again and again until killed (test_hardening.py)."""
+import signal
 import sys
+
+# A test run started in the background (`pytest … &` in a non-interactive shell) hands its children
+# SIGINT *ignored*, and Python then installs no KeyboardInterrupt handler: the SIGINT this test sends
+# would do nothing. Ctrl-C semantics are what is tested, so they are set here explicitly.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -165,7 +171,9 @@ def _run_and_kill(script: Path, mode: str, out: Path, sig: int, marker: str, ski
     """Start a writer, let it finish one complete write, then send ``sig`` ``delay(duration)``
     seconds after the ``skip + 1``-th line starting with ``marker``. Returns what happened."""
     proc = _child(script, mode, out)
-    watchdog = threading.Timer(90, proc.kill)  # a hung child must not hang the test run
+    # Generous limits: on a loaded machine (2 cores, many processes) a write may take minutes; the
+    # watchdog only guards against a hung child, so it must never fire on a slow one.
+    watchdog = threading.Timer(900, proc.kill)
     watchdog.start()
     done, duration, sent = 0, None, False
     try:
@@ -178,7 +186,7 @@ def _run_and_kill(script: Path, mode: str, out: Path, sig: int, marker: str, ski
                 proc.send_signal(sig)
                 sent = True
                 break
-        _, stderr = proc.communicate(timeout=60)
+        _, stderr = proc.communicate(timeout=900)
     finally:
         watchdog.cancel()
     return {"sent": sent, "completed_writes": done, "returncode": proc.returncode, "stderr": stderr, "out": out}
@@ -216,12 +224,32 @@ def interrupted(tmp_path_factory):
         jobs.append((mode, sig, marker, skip, delay, root / f"run{i}"))
     with ThreadPoolExecutor(len(jobs) + 1) as pool:
         ref = pool.submit(subprocess.run, [sys.executable, str(script), "reference", str(root / "reference")],
-                          capture_output=True, text=True, env={**os.environ, "MPLBACKEND": "Agg"}, timeout=120)
+                          capture_output=True, text=True, env={**os.environ, "MPLBACKEND": "Agg"}, timeout=900)
         futures = [pool.submit(_run_and_kill, script, mode, out, sig, marker, skip, delay)
                    for mode, sig, marker, skip, delay, out in jobs]
         results = [(mode, sig, f.result()) for (mode, sig, *_), f in zip(jobs, futures)]
     assert ref.result().returncode == 0, ref.result().stderr
     return root / "reference" / "report", results
+
+
+@posix_signals
+def test_a_writer_started_with_sigint_ignored_still_takes_ctrl_c(tmp_path):
+    """`pytest … &` starts every child with SIGINT ignored (POSIX, no job control); the writers must
+    still stop on SIGINT with a KeyboardInterrupt, or the interrupted-run tests would wait forever."""
+    script = tmp_path / "writer.py"
+    script.write_text(CHILD)
+    env = {**os.environ, "MPLBACKEND": "Agg", "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, str(script), "records", str(tmp_path / "out")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, env=env, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )  # fmt: skip
+    try:
+        assert proc.stdout.readline().startswith("T ")  # imports done, the first write begins
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=900)
+    finally:
+        proc.kill()
+    assert proc.returncode != 0 and "KeyboardInterrupt" in stderr, stderr[-2000:]
 
 
 @posix_signals

@@ -81,7 +81,16 @@ KSWEEP_ROW_KEYS = (
 
 
 def k_check(id_records: Records, ood_records: Records, k_policy: str = "assert") -> KCheck:
-    """:func:`~lm_eval_evidential.metrics.cardinality.check_cardinality` on two tasks' records, named by task."""
+    """:func:`~lm_eval_evidential.metrics.cardinality.check_cardinality` on two tasks' records, named by task.
+
+    A task compared with itself is refused (ValueError): both sides would be the same questions,
+    so every AUROC is 0.5 by construction and says nothing about OOD detection.
+    """
+    if id_records.task == ood_records.task:
+        raise ValueError(
+            f"the ID and the OOD task are both {id_records.task!r}: comparing a task with itself gives AUROC 0.5 by "
+            "construction; pass a different OOD task"
+        )
     return check_cardinality(
         id_records.k, ood_records.k, policy=k_policy, id_name=id_records.task, ood_name=ood_records.task
     )
@@ -317,6 +326,11 @@ def ksweep_delong(
     }
 
 
+def _signed(value: float, digits: int = 4) -> str:
+    """``+0.3628``; a value that rounds to zero prints as ``+0.0000``, never ``-0.0000``."""
+    return f"{value if round(value, digits) else 0.0:+.{digits}f}"
+
+
 def sensitivity_lines(rows: list[dict]) -> list[str]:
     """One line per score: its label and the largest AUROC/AUPR-In move under OOD-only expansion."""
     lines = []
@@ -329,9 +343,11 @@ def sensitivity_lines(rows: list[dict]) -> list[str]:
         worst = max(ood, key=lambda r: abs(r["delta_auroc"]))
         matched = [r for r in mine if r["condition"] == "matched"]
         still = all(r["delta_auroc"] == 0.0 and r["delta_aupr"] == 0.0 for r in matched)
+        x = worst["extra"]
         lines.append(
-            f"{name}: K-sensitive (OOD-only +{worst['extra']} classes moves AUROC by {worst['delta_auroc']:+.4f}, "
-            f"AUPR-In by {worst['delta_aupr']:+.4f}; matched expansion "
-            + ("leaves it exactly unchanged)" if still else "moves it too)")
+            f"{name}: K-sensitive ({x} zero-evidence option{'s' if x != 1 else ''} appended to the OOD side only "
+            f"move{'s' if x == 1 else ''} AUROC by {_signed(worst['delta_auroc'])}, AUPR-In by "
+            f"{_signed(worst['delta_aupr'])}; appended to both sides, "
+            + ("they leave it exactly unchanged)" if still else "they move it too)")
         )
     return lines

@@ -8,6 +8,29 @@ import sys
 from collections.abc import Sequence
 
 
+class HelpFormatter(argparse.HelpFormatter):
+    """Every subcommand's help: an option's real default, said once.
+
+    ``(default: X)`` is appended unless the help text already speaks of its default, the option
+    is required or positional, or it has no default (None, False, empty).
+    """
+
+    def _get_help_string(self, action) -> str:
+        text = action.help or ""
+        if "default" in text.lower() or action.required or not action.option_strings:
+            return text
+        if action.default in (None, False, "", argparse.SUPPRESS):
+            return text
+        return text + " (default: %(default)s)"
+
+
+def describe(doc: str | None) -> str:
+    """A subcommand's description from its module docstring: the first paragraph after ``name``: , as
+    plain text (no reST markup, first letter capitalised)."""
+    text = " ".join((doc or "").split("\n\n")[0].split(": ", 1)[-1].replace("``", "").split())
+    return text[:1].upper() + text[1:]
+
+
 def comma_list(what: str):
     """An argparse ``type`` for comma-separated names: ``"a, b,a"`` -> ``["a", "b"]`` (duplicates
     dropped, order kept). The one parser of comma lists in the CLI; an empty list is a usage error."""
@@ -44,14 +67,15 @@ def positive_int(text: str) -> int:
 
 def add_audit_parser(
     sub, name: str, doc: str | None, run, *, help: str, description: str | None = None,
-    tasks: bool = False, id_help: str | None = None, k_policy: bool = False, scores: bool = False, json: bool = False,
+    tasks: bool = False, id_help: str | None = None, k_policy: bool = False, scores: bool | str = False,
+    json: bool = False,
 ):  # fmt: skip
     """The subparser of an audit command: its help and description (default: the module
     docstring's first paragraph), the output path with ``--run``/``--allow-fingerprint-mismatch``,
     and on request ``--task T[,T…]``, ``--id TASK`` (with help ``id_help``), ``--k-policy``,
-    ``--scores`` and ``--json``."""
+    ``--scores`` (``scores`` a string: what the command uses without it) and ``--json``."""
     if description is None:
-        description = (doc or "").split("\n\n")[0].split(": ", 1)[-1]
+        description = describe(doc)
     p = sub.add_parser(name, help=help, description=description)
     add_output_path(p)
     if tasks:
@@ -62,7 +86,7 @@ def add_audit_parser(
     if k_policy:
         add_k_policy(p)
     if scores:
-        add_scores(p)
+        add_scores(p, **({"default": scores} if isinstance(scores, str) else {}))
     if json:
         add_json(p)
     p.set_defaults(func=run)
@@ -92,12 +116,13 @@ def add_json(parser) -> None:
     parser.add_argument("--json", dest="json_path", default=None, metavar="FILE", help="also write the rows as a JSON list")
 
 
-def add_scores(parser) -> None:
+def add_scores(parser, default: str = "every score the records can give") -> None:
+    """``--scores``; ``default`` says what the command uses without it."""
     from lm_eval_evidential.metrics.scores import SCORES
 
     parser.add_argument(
         "--scores", default=None, type=score_list, metavar="A,B",
-        help=f"comma-separated score names (default: every score the records can give): {', '.join(SCORES)}",
+        help=f"comma-separated score names (default: {default}); one of: {', '.join(SCORES)}",
     )  # fmt: skip
 
 
@@ -120,8 +145,8 @@ def format_table(rows: Sequence[dict], columns: Sequence[str]) -> str:
     """A plain-text table (floats to 4 decimals, NaN shown as 'nan')."""
 
     def cell(v):
-        if isinstance(v, float):
-            return "nan" if math.isnan(v) else f"{v:.4f}"
+        if isinstance(v, float):  # a tiny negative prints as 0.0000, never -0.0000
+            return "nan" if math.isnan(v) else f"{v if round(v, 4) else 0.0:.4f}"
         if isinstance(v, (list, tuple)) and len(v) == 2 and all(isinstance(x, float) for x in v):
             return f"[{cell(v[0])}, {cell(v[1])}]"
         return "" if v is None else str(v)
@@ -143,3 +168,21 @@ def print_rows(rows: Sequence[dict], columns: Sequence[str], label_keys: Sequenc
     for path in written:
         print(f"wrote {path}", file=sys.stderr)
     return 0
+
+
+def print_refusals(refusals) -> None:
+    """One stderr line per refused pair (``(id_task, ood_task, CardinalityMismatchError)``), then why, once.
+
+    The remedies name the OOD task's shipped K-matched controls and are worded for this CLI
+    (``--k-policy restrict``, not the API's ``k_policy=restrict``).
+    """
+    from lm_eval_evidential.harness.datasets import control_tasks
+    from lm_eval_evidential.harness.plugin import tasks_dir
+    from lm_eval_evidential.metrics.cardinality import MISMATCH_REASON
+
+    shipped = control_tasks(tasks_dir()) if refusals else {}
+    for id_task, task, exc in refusals:
+        remedy = exc.remedy([c["task"] for c in shipped.get(task, [])]).replace("k_policy=", "--k-policy ")
+        print(f"refused {id_task} vs {task}: {exc.summary}. {remedy}", file=sys.stderr)
+    if refusals:
+        print(f"why: {MISMATCH_REASON}", file=sys.stderr)

@@ -23,11 +23,20 @@ DEMO_METHODS = ("edl", "ib_edl")  # the two evidential objectives the demo fine-
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("demo", help="offline end-to-end demo: tiny model, EDL/IB-EDL fine-tuning, stock lm_eval run, K audit")
-    p.add_argument("--out", default="demo_out", help="working folder (default: ./demo_out)")
-    p.add_argument("--max-steps", type=int, default=120, help="fine-tuning steps per method (default 120)")
-    p.add_argument("--limit", type=int, default=None, help="evaluate only the first N docs per task")
-    p.add_argument("--fast", action="store_true", help="a quick smoke setting: few steps, EDL only, a few docs")
+    p = sub.add_parser(
+        "demo",
+        help="offline end-to-end demo: tiny model, EDL/IB-EDL fine-tuning, stock lm_eval run, K audit",
+        description=(
+            "The whole story offline, on bundled data: builds a tiny Llama model, fine-tunes EDL and IB-EDL LoRA "
+            "adapters on the OBQA-format sample questions, runs the stock lm_eval CLI with --model evidential on the "
+            "ID and OOD samples, then shows the K audit (the refusal of a K mismatch, the K-matched controls, the K "
+            "sweep) and writes a report folder. The tiny model's numbers are illustrative only."
+        ),
+    )
+    p.add_argument("--out", default="demo_out", help="working folder, created or reused")
+    p.add_argument("--max-steps", type=int, default=120, help="fine-tuning steps per method")
+    p.add_argument("--limit", type=int, default=None, help="evaluate only the first N docs per task (default: all)")
+    p.add_argument("--fast", action="store_true", help="a quick smoke setting: 20 steps, EDL only, 24 docs per task")
     p.set_defaults(func=run)
 
 
@@ -61,6 +70,10 @@ def run(args) -> int:
     say(f"sample data (generated for this project, hub schemas): {data}")
 
     heading("2. LoRA fine-tuning on the OBQA-format sample questions")
+    say("EDL's loss is the Bayes-risk MSE plus a KL term whose weight ramps from 0 to 1 over the run (Sensoy et al.")
+    say("(2018)), so the logged `loss` can rise while the fit improves; `mse`, `kl` and `kl_weight` are logged")
+    say("apart (the `loss` is mse + kl_weight * kl). IB-EDL's is the MSE under noise plus beta times its")
+    say("information loss (Li et al. (2025)).")
     adapters = {}
     for method in methods:
         target = out / f"adapter-{method}"
@@ -68,8 +81,7 @@ def run(args) -> int:
                     "--output-dir", str(target), "--max-steps", str(steps), "--overwrite-output-dir"])  # fmt: skip
         if code:
             return code
-        adapters[method] = target
-        say(f"{method}: adapter in {target}")
+        adapters[method] = target  # `train` itself said where: "METHOD: adapter in DIR"
 
     heading("3. the stock lm_eval CLI with --model evidential")
     runs = {}
@@ -82,12 +94,12 @@ def run(args) -> int:
         if limit:
             cmd += ["--limit", str(limit)]
         say("$ lm_eval " + " ".join(cmd[3:]))
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
-        if proc.returncode:
-            say(proc.stdout[-4000:])
-            say(proc.stderr[-4000:])
-            return proc.returncode
-        say(_results_table(proc.stdout))
+        say("  (lm_eval takes 20 s or more to start; its log and progress bars follow, then its results table)")
+        code, stdout = run_live(cmd, env)
+        if code:
+            say(stdout[-4000:])
+            return code
+        say(_results_table(stdout))
         runs[method] = output_path
 
     primary = runs.get("ib_edl") or runs["edl"]
@@ -131,8 +143,56 @@ def run(args) -> int:
     say("With a real checkpoint (hub access, a GPU):")
     say("  lm_eval --model evidential --model_args pretrained=meta-llama/Meta-Llama-3-8B,peft=ckpt/,dtype=bfloat16 \\")
     say("    --batch_size auto --tasks obqa_edl,arc_c_edl,csqa4_edl,mmlu_math_edl --output_path out")
-    say("  lm-eval-evidential report out --id obqa_edl --ood arc_c_edl,csqa4_edl,mmlu_math_edl --out report/")
+    say("  lm-eval-evidential report out --id obqa_edl --ood arc_c_edl,csqa4_edl,mmlu_math_edl \\")
+    say("    --k-policy restrict --out report")
     return 0
+
+
+#: Lines third-party code prints on our behalf that tell the user nothing: lm_eval runs `git describe`
+#: to record a commit hash, and git complains on stderr outside a repository.
+NOISE = (b"fatal: not a git repository",)
+
+
+def run_live(cmd: list[str], env: dict) -> tuple[int, str]:
+    """Run ``cmd``; its stderr (the harness's log and progress bars) passes through live, minus :data:`NOISE`
+    lines; its stdout (the results table) is returned. Returns ``(exit status, stdout)``."""
+    import threading
+
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out: list[bytes] = []
+    reader = threading.Thread(target=lambda: out.append(proc.stdout.read()), daemon=True)
+    reader.start()
+    pass_through(proc.stderr.fileno(), sys.stderr.buffer)
+    reader.join()
+    code = proc.wait()
+    return code, b"".join(out).decode("utf-8", errors="replace")
+
+
+def pass_through(src_fd: int, dst, noise: tuple[bytes, ...] = NOISE) -> None:
+    """Copy ``src_fd`` to the binary stream ``dst`` as it arrives, dropping whole lines that start with a
+    ``noise`` prefix. A line that cannot be noise is written at once, before its end arrives (progress bars
+    redraw with ``\\r`` and end their line only when done)."""
+    buf, mid_line = b"", False
+    while chunk := os.read(src_fd, 65536):
+        buf += chunk
+        while buf:
+            if mid_line:  # the rest of a line already started on the screen
+                line, nl, buf = buf.partition(b"\n")
+                dst.write(line + nl)
+                mid_line = not nl
+            elif b"\n" in buf:
+                line, _, buf = buf.partition(b"\n")
+                if not line.startswith(noise):
+                    dst.write(line + b"\n")
+            elif any(n.startswith(buf[: len(n)]) for n in noise):
+                break  # could still become a noise line: wait for more
+            else:
+                dst.write(buf)
+                buf, mid_line = b"", True
+        dst.flush()
+    if buf and not buf.startswith(noise):
+        dst.write(buf)
+        dst.flush()
 
 
 def _results_table(stdout: str) -> str:

@@ -9,7 +9,14 @@ from __future__ import annotations
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("eval", help="run the stock lm_eval CLI (all its arguments), e.g. eval --model evidential --tasks obqa_edl")
+    p = sub.add_parser(
+        "eval",
+        help="run the stock lm_eval CLI (all its arguments), e.g. eval --model evidential --tasks obqa_edl",
+        description=(
+            "The stock lm_eval CLI with this package's plugin installed; every argument after `eval` is lm_eval's "
+            "(see `lm-eval-evidential eval --help`). Plain `lm_eval` works the same once the package is installed."
+        ),
+    )
     p.set_defaults(func=lambda args: run_lm_eval([]))
 
 

@@ -14,14 +14,18 @@ from ._options import (
     add_audit_parser,
     format_table,
     load,
+    print_refusals,
 )
 
 TABLE_COLUMNS = ("condition", "extra", "k_id", "k_ood", "score", "auroc", "delta_auroc", "aupr_in", "delta_aupr")
 
 
 def add_parser(sub) -> None:
+    from lm_eval_evidential.metrics.scores import OOD_DEFAULT_SCORES
+
     p = add_audit_parser(
-        sub, "ksweep", None, run, id_help="in-distribution task", k_policy=True, scores=True, json=True,
+        sub, "ksweep", None, run, id_help="in-distribution task", k_policy=True, json=True,
+        scores=", ".join(OOD_DEFAULT_SCORES),
         help="K sweep (McNamara 2026, Table 1): how far each score's AUROC moves when only the class count K changes",
         description=(
             "For x = 0..MAX_EXTRA zero-evidence classes appended to the OOD side only (ood_only) and to both sides "
@@ -48,13 +52,19 @@ def run(args) -> int:
         ksweep_rows,
         sensitivity_lines,
     )
+    from lm_eval_evidential.cli.main import EXIT_REFUSED
+    from lm_eval_evidential.metrics.cardinality import CardinalityMismatchError
     from lm_eval_evidential.plots import plot_ksweep
 
     id_records, ood_records = load(args, [args.id_task, args.ood_task])
-    rows = ksweep_rows(
-        id_records, ood_records, max_extra=args.max_extra, scores=args.scores, k_policy=args.k_policy,
-        allow_fingerprint_mismatch=args.allow_fingerprint_mismatch,
-    )  # fmt: skip
+    try:
+        rows = ksweep_rows(
+            id_records, ood_records, max_extra=args.max_extra, scores=args.scores, k_policy=args.k_policy,
+            allow_fingerprint_mismatch=args.allow_fingerprint_mismatch,
+        )  # fmt: skip
+    except CardinalityMismatchError as exc:
+        print_refusals([(args.id_task, args.ood_task, exc)])
+        return EXIT_REFUSED
     test = None
     if args.max_extra >= 1:
         test = ksweep_delong(

@@ -46,7 +46,15 @@ logger = logging.getLogger(__name__)
 
 
 class ArgumentParser(argparse.ArgumentParser):
-    """argparse with a usage error exiting :data:`EXIT_ERROR` (argparse's default, 2, means refused here)."""
+    """argparse with a usage error exiting :data:`EXIT_ERROR` (argparse's default, 2, means refused here),
+    and help texts that give each option's real default once (:class:`~lm_eval_evidential.cli._options.HelpFormatter`).
+    """
+
+    def __init__(self, *args, **kwargs):
+        from lm_eval_evidential.cli._options import HelpFormatter
+
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str):
         self.print_usage(sys.stderr)

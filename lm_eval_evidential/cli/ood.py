@@ -8,11 +8,9 @@ reported, the accepted ones are tabulated and written; or records of different p
 
 from __future__ import annotations
 
-import sys
-
 from lm_eval_evidential.records.io import write_json
 
-from ._options import add_audit_parser, comma_list, format_table, load
+from ._options import add_audit_parser, comma_list, format_table, load, print_refusals
 
 TABLE_COLUMNS = (
     "ood_task", "score", "k_id", "k_ood", "n_id", "n_ood", "dropped", "matched",
@@ -45,7 +43,7 @@ def add_parser(sub) -> None:
         sub, "ood", None, run, id_help="in-distribution task, e.g. obqa_edl", k_policy=True, scores=True, json=True,
         help="OOD detection (ID = positive) between saved records, refusing K-mismatched comparisons by default",
         description=(
-            "AUROC (DeLong CI), AUPR-In (bootstrap CI), AUPR-Out, FPR@95%%TPR and the AUPR baseline of each score, "
+            "AUROC (DeLong CI), AUPR-In (bootstrap CI), AUPR-Out, FPR@95%TPR and the AUPR baseline of each score, "
             "ID task = positive, higher score = more in-distribution. Vacuity = lambda K / S depends on K itself, "
             "so by default a comparison across different class counts K is refused (exit status 2)."
         ),
@@ -72,18 +70,17 @@ def run(args) -> int:
                 allow_fingerprint_mismatch=args.allow_fingerprint_mismatch,
             )  # fmt: skip
         except CardinalityMismatchError as exc:
-            refused.append(task)
-            print(f"refused {args.id_task} vs {task}: {exc}", file=sys.stderr)
+            refused.append((args.id_task, task, exc))
     if rows:
         print(format_table(display_rows(rows), TABLE_COLUMNS))
         if not all(r["matched"] for r in rows):
             print(
                 "\nWARNING: rows with matched = NO compare different class counts K; their AUROC/AUPR partly "
-                "measure K rather than uncertainty (McNamara 2026, Proposition 1)."
+                "measure K rather than uncertainty (McNamara (2026) arXiv:2605.06382, Proposition 1)."
             )
     if args.json_path:
         write_json(args.json_path, rows)
     if refused:
-        print(f"{len(refused)} OOD task(s) refused for a K mismatch: {', '.join(refused)}", file=sys.stderr)
+        print_refusals(refused)
         return EXIT_REFUSED
     return EXIT_OK

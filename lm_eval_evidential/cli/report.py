@@ -10,15 +10,19 @@ records come from different producers (nothing written); 1 on errors.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from ._options import add_audit_parser, comma_list, load
 
 
 def add_parser(sub) -> None:
     from lm_eval_evidential.metrics.cardinality import POLICIES
+    from lm_eval_evidential.metrics.scores import OOD_DEFAULT_SCORES
 
     p = add_audit_parser(
-        sub, "report", None, run, id_help="in-distribution task", scores=True,
+        sub, "report", None, run, id_help="in-distribution task",
+        scores="every score the records can give in the tables; the K sweep, the risk-coverage figure and the "
+        "report's body: " + ", ".join(OOD_DEFAULT_SCORES),
         help="write a Markdown + JSON report (OOD tables per K policy, K sweep, calibration, selective, ATC, orders)",
         description="Every audit of an ID task against OOD tasks, as paper-ready Markdown tables, JSON and figures.",
     )  # fmt: skip
@@ -27,7 +31,7 @@ def add_parser(sub) -> None:
     p.add_argument("--out", dest="out_dir", required=True, metavar="DIR", help="folder to write the report into")
     p.add_argument(
         "--k-policy", dest="k_policy", default=["assert"], type=comma_list("k_policy"), metavar="|".join(POLICIES),
-        help="K policy, or several comma-separated (one OOD table each; later sections use the first). Default assert",
+        help="K policy, or several comma-separated (one OOD table each; later sections use the first); default: assert",
     )  # fmt: skip
     p.add_argument("--n-boot", dest="n_boot", type=int, default=1000, help="bootstrap replicates for the AUPR-In CI (0: none)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
@@ -44,12 +48,18 @@ def run(args) -> int:
         n_boot=args.n_boot, seed=args.seed, max_extra=args.max_extra,
         allow_fingerprint_mismatch=args.allow_fingerprint_mismatch,
     )  # fmt: skip
-    refused = 0
+    # One line per refused pair, its policies together; the remedies are in report.md.
+    refused: dict[str, list] = {}
     for policy, sec in report["ood"].items():
         for ref in sec["refused"]:
-            refused += 1
-            print(f"refused {ref['id_task']} vs {ref['ood_task']} (k_policy={policy}): {ref['error']}", file=sys.stderr)
+            refused.setdefault(ref["ood_task"], []).append((policy, ref["reason"]))
+    valid = {v["ood_task"]: v["policy"] for v in report["summary"]["valid"]}
+    for task, refusals in refused.items():
+        also = f"; compared K-matched under k_policy {valid[task]}" if task in valid else ""
+        policies = ", ".join(policy for policy, _ in refusals)
+        print(f"refused {args.id_task} vs {task} (k_policy {policies}): {refusals[0][1]}{also}", file=sys.stderr)
     for s in report["skipped"]:
         print(f"not computed: {s['section']}: {s['reason']}", file=sys.stderr)
-    print(f"wrote {args.out_dir}/report.md, report.json and {sum(len(v) for v in report['figures'].values())} figure files")
+    n_figures = sum(len(v) for v in report["figures"].values())
+    print(f"wrote {Path(args.out_dir) / 'report.md'}, report.json and {n_figures} figure files")
     return EXIT_REFUSED if refused else EXIT_OK

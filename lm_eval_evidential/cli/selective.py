@@ -15,8 +15,11 @@ from ._options import add_audit_parser, load, print_rows
 
 
 def add_parser(sub) -> None:
+    from lm_eval_evidential.metrics.scores import OOD_DEFAULT_SCORES
+
     p = add_audit_parser(
-        sub, "selective", __doc__, run, tasks=True, scores=True, json=True,
+        sub, "selective", __doc__, run, tasks=True, json=True,
+        scores="every score the records can give; the --plot figure: " + ", ".join(OOD_DEFAULT_SCORES),
         help="selective prediction of saved records: PRR@0.5/0.75, AURC, Spearman per score (+ risk-coverage plot)",
     )  # fmt: skip
     p.add_argument("--plot", metavar="FILE", default=None,

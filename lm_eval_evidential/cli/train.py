@@ -29,8 +29,11 @@ def add_parser(sub) -> None:
     p = sub.add_parser(
         "train",
         help="LoRA-fine-tune a causal LM on a task's training split with an EDL / IB-EDL / softmax objective",
-        description=(__doc__ or "").split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        description=(
+            "LoRA fine-tuning of a causal LM on a task's training split with an EDL, IB-EDL or softmax objective. "
+            "Every option below is a field of TrainConfig, with the defaults of McNamara (2026) arXiv:2605.06382, "
+            "Table 7. Multi-GPU: accelerate launch -m lm_eval_evidential train …"
+        ),
     )
     p.add_argument("--pretrained", required=True, help="base model: hub id or local folder")
     p.add_argument("--task", required=True, help="an lm-eval task whose docs have single-token answers, e.g. obqa_edl")
@@ -45,6 +48,8 @@ def add_parser(sub) -> None:
             p.add_argument(*flags, dest=f.name, action=argparse.BooleanOptionalAction, default=default, help=f.metadata["help"])
             continue
         extra = {k: f.metadata[k] for k in ("nargs", "const", "choices") if k in f.metadata}
+        if f.name == "output_dir":  # the one field train() cannot do without
+            extra["required"] = True
         p.add_argument(*flags, dest=f.name, type=kind, default=default, help=f.metadata["help"], **extra)
     p.set_defaults(func=run)
 
@@ -63,5 +68,5 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("--output-dir is required")
     out = train(args.pretrained, args.task, config)
     if os.environ.get("RANK", "0") == "0":  # one line per run, not per process under accelerate/torchrun
-        print(out)
+        print(f"{config.method}: adapter in {out}")
     return 0

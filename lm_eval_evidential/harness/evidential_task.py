@@ -276,6 +276,8 @@ class OODPairTask(EvidentialMCQATask):
         import datasets
         import numpy as np
 
+        from lm_eval_evidential.harness.datasets import control_tasks
+        from lm_eval_evidential.harness.plugin import tasks_dir
         from lm_eval_evidential.metrics.cardinality import check_cardinality
 
         meta = self.config.metadata or {}
@@ -285,6 +287,7 @@ class OODPairTask(EvidentialMCQATask):
         check = check_cardinality(
             np.array([d["k"] for d in id_docs]), np.array([d["k"] for d in ood_docs]),
             policy=str(meta.get("k_policy", "assert")), id_name=id_name, ood_name=ood_name,
+            controls=[c["task"] for c in control_tasks(tasks_dir()).get(ood_name, [])],
         )  # fmt: skip
         self.k_check = check
         sides = [

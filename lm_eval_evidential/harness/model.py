@@ -276,13 +276,16 @@ class EvidentialLM(HFLM):
             return
         from peft import PeftModel
 
+        from lm_eval_evidential.modeling.quiet import peft_wrapping
+
         # Not HFLM's resize to len(tokenizer): an output layer padded beyond the tokenizer
         # (Qwen2.5: 151,936 rows for 151,665 tokens) would be cut and an lm_head adapter no
         # longer fit. Only an adapter that saved resized embeddings (added tokens) resizes, to its rows.
         rows = saved_embedding_rows(peft)
         if rows is not None and rows != self._model.get_input_embeddings().weight.shape[0]:
             self._model.resize_token_embeddings(rows)
-        self._model = PeftModel.from_pretrained(self._model, peft, revision=revision)
+        with peft_wrapping():
+            self._model = PeftModel.from_pretrained(self._model, peft, revision=revision)
         if _wraps_tied_layer(self._model):
             # from_pretrained tied the base already. HFLM then calls model.tie_weights(), and
             # transformers cannot re-tie a layer PEFT has wrapped (KeyError: "attribute 'weight'

@@ -13,6 +13,7 @@ References
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -23,6 +24,7 @@ from .scores import OOD_DEFAULT_SCORES, SCORES, check_score_names
 
 __all__ = [
     "CardinalityMismatchError",
+    "MISMATCH_REASON",
     "POLICIES",
     "KCheck",
     "k_histogram",
@@ -35,7 +37,49 @@ POLICIES = ("assert", "restrict", "report")
 
 
 class CardinalityMismatchError(ValueError):
-    """ID and OOD examples do not share one class count K, so vacuity-based metrics would be confounded."""
+    """ID and OOD examples do not share one class count K, so vacuity-based metrics would be confounded.
+
+    ``str(error)`` is the whole message. Its parts, for callers that print them apart (a report
+    lists the refusal once and its remedy once): ``summary`` (what was refused, with both K
+    histograms), :meth:`remedy` (what to do instead, for this policy and these histograms),
+    ``policy``, ``id_name``, ``hist_id``, ``ood_name``, ``hist_ood`` and ``controls`` (the
+    K-matched control tasks the remedy names).
+    """
+
+    def __init__(self, summary: str, *, policy: str, id_name: str, hist_id: dict, ood_name: str, hist_ood: dict,
+                 controls: Sequence[str] = ()):  # fmt: skip
+        self.summary, self.policy, self.controls = summary, policy, tuple(controls)
+        self.id_name, self.hist_id, self.ood_name, self.hist_ood = id_name, hist_id, ood_name, hist_ood
+        super().__init__(f"{summary}. {MISMATCH_REASON} {self.remedy()}")
+
+    def remedy(self, controls: Sequence[str] | None = None) -> str:
+        """What to do instead: ``k_policy=restrict`` only where the OOD side has questions with the ID
+        side's K, the K-matched control tasks (``controls``, default the ones given at construction)
+        where there are any, and ``k_policy=report`` to show the artefact on purpose."""
+        controls = self.controls if controls is None else tuple(controls)
+        k = _single(self.hist_id)
+        report = "or k_policy=report computes it anyway, to show the artefact on purpose (rows marked matched: false)."
+        if k is None:
+            return (
+                f"Remedy: {self.id_name} mixes several K, so no single K can be kept: choose an ID task whose "
+                f"questions all have the same number of options, {report}"
+            )
+        named = " or ".join(controls)
+        n_keep, n_ood = self.hist_ood.get(k, 0), sum(self.hist_ood.values())
+        if n_keep and self.policy == "assert":
+            control = f"; or compare with its K-matched control {named}" if controls else ""
+            return (
+                f"Remedy: k_policy=restrict compares only the {n_keep} of {n_ood} {self.ood_name} questions with "
+                f"K = {k}{control}; {report}"
+            )
+        task = named if controls else f"a K-matched control task (questions with K = {k})"
+        return f"Remedy: no {self.ood_name} question has K = {k}, so compare {self.id_name} with {task} instead; {report}"
+
+
+MISMATCH_REASON = (
+    "Vacuity-based scores depend on K itself, so AUROC/AUPR across different K partly measure the class "
+    "count rather than uncertainty (McNamara (2026) arXiv:2605.06382, Proposition 1)."
+)
 
 
 @dataclass(frozen=True)
@@ -96,21 +140,16 @@ def _single(hist: dict[int, int]) -> int | None:
     return next(iter(hist)) if len(hist) == 1 else None
 
 
-def _mismatch_message(headline: str, id_name, hist_id, ood_name, hist_ood, k_target) -> str:
-    target = f" ({k_target})" if k_target is not None else ""
-    return (
-        f"{headline}: {id_name} {hist_id} vs {ood_name} {hist_ood} (K: number of examples). "
-        "Vacuity-based scores depend on K itself, so AUROC/AUPR across different K measure the class "
-        "count rather than uncertainty (McNamara 2026, Proposition 1). Remedies: use k_policy=restrict to keep "
-        f"only examples whose K equals the ID side's K{target}; use a K-matched control task: a distractor-removal "
-        "control such as csqa_k4_edl, arc_c_k4_edl or arc_e_k4_edl (wrong options removed by a seeded hash down to "
-        "the ID task's K: every question kept that has at least that many options) or csqa4_edl (option E and the "
-        "questions answered E dropped); or use k_policy=report to reproduce the artefact deliberately (rows marked "
-        "matched: false)."
-    )
+def _refuse(summary: str, policy: str, id_name, hist_id, ood_name, hist_ood, controls) -> CardinalityMismatchError:
+    return CardinalityMismatchError(
+        f"{summary}: {id_name} {hist_id} vs {ood_name} {hist_ood} (K: number of examples)",
+        policy=policy, id_name=id_name, hist_id=hist_id, ood_name=ood_name, hist_ood=hist_ood, controls=controls,
+    )  # fmt: skip
 
 
-def check_cardinality(k_id, k_ood, *, policy: str = "assert", id_name: str = "ID", ood_name: str = "OOD") -> KCheck:
+def check_cardinality(
+    k_id, k_ood, *, policy: str = "assert", id_name: str = "ID", ood_name: str = "OOD", controls: Sequence[str] = ()
+) -> KCheck:
     r"""Check that ID and OOD examples share one class count K, under ``policy``.
 
     Vacuity ``u = lambda K / S`` depends on K itself, so an AUROC across different K
@@ -133,6 +172,8 @@ def check_cardinality(k_id, k_ood, *, policy: str = "assert", id_name: str = "ID
     policy : {"assert", "restrict", "report"}, default="assert"
     id_name, ood_name : str
         Names used in the messages (e.g. the task names).
+    controls : sequence of str, default=()
+        K-matched control tasks of the OOD side, named in the remedy (e.g. ``csqa4_edl`` for ``csqa_edl``).
 
     Returns
     -------
@@ -143,7 +184,9 @@ def check_cardinality(k_id, k_ood, *, policy: str = "assert", id_name: str = "ID
     ------
     CardinalityMismatchError
         The message gives both K histograms, e.g.
-        ``obqa_edl {4: 500} vs arc_c_edl {3: 4, 4: 1165, 5: 3}``, and the remedies.
+        ``obqa_edl {4: 500} vs arc_c_edl {3: 4, 4: 1165, 5: 3}``, and the remedy that fits:
+        ``restrict`` only where the OOD side has questions with the ID side's K, the
+        ``controls``, and ``report`` to show the artefact on purpose.
 
     Examples
     --------
@@ -171,30 +214,22 @@ def check_cardinality(k_id, k_ood, *, policy: str = "assert", id_name: str = "ID
         return KCheck(keep_id, keep_ood, 0, 0, len(all_k) == 1, _single(hist_id), _single(hist_ood), policy)
     if policy == "assert":
         if len(all_k) != 1:
-            raise CardinalityMismatchError(
-                _mismatch_message(
-                    "K mismatch between ID and OOD", id_name, hist_id, ood_name, hist_ood, _single(hist_id)
-                )
-            )
+            raise _refuse("K mismatch between ID and OOD", policy, id_name, hist_id, ood_name, hist_ood, controls)
         k = next(iter(all_k))
         return KCheck(keep_id, keep_ood, 0, 0, True, k, k, policy)
 
     target = _single(hist_id)
     if target is None:
-        raise CardinalityMismatchError(
-            _mismatch_message(
-                "k_policy=restrict needs a single K on the ID side, but the ID side is mixed",
-                id_name, hist_id, ood_name, hist_ood, None,
-            )
-        )
+        raise _refuse(
+            "k_policy=restrict needs a single K on the ID side, but the ID side is mixed",
+            policy, id_name, hist_id, ood_name, hist_ood, controls,
+        )  # fmt: skip
     keep_ood = kood == target
     if not keep_ood.any():
-        raise CardinalityMismatchError(
-            _mismatch_message(
-                f"k_policy=restrict left no {ood_name} examples with K = {target}",
-                id_name, hist_id, ood_name, hist_ood, target,
-            )
-        )
+        raise _refuse(
+            f"k_policy=restrict left no {ood_name} examples with K = {target}",
+            policy, id_name, hist_id, ood_name, hist_ood, controls,
+        )  # fmt: skip
     return KCheck(keep_id, keep_ood, 0, int((~keep_ood).sum()), True, target, target, policy)
 
 

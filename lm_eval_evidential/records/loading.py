@@ -45,7 +45,8 @@ class Run:
     ``records`` maps each requested task (in the order asked, duplicates dropped) to its
     :class:`Records`; ``date_id`` is the run that was read; ``runs`` every run found under
     ``output_path``; ``asked`` whether ``date_id`` was requested; ``fingerprint_warnings`` the
-    producer differences that ``allow_fingerprint_mismatch`` let through.
+    producer differences that ``allow_fingerprint_mismatch`` let through; ``complete`` the runs
+    that have records of every requested task.
     """
 
     output_path: Path
@@ -54,6 +55,7 @@ class Run:
     runs: tuple[str, ...]
     asked: bool
     fingerprint_warnings: tuple[str, ...] = ()
+    complete: tuple[str, ...] = ()
 
     def __getitem__(self, task: str) -> Records:
         return self.records[task]
@@ -64,8 +66,10 @@ class Run:
             why = "as asked with --run"
         elif len(self.runs) == 1:
             why = "the only run there"
+        elif len(self.complete) == 1:
+            why = f"the only one of the {len(self.runs)} runs here with records for all of them"
         else:
-            why = f"the newest of {len(self.runs)} runs that has all of them; pick another with --run"
+            why = f"the newest of the {len(self.complete)} runs here with records for all of them; pick another with --run"
         return f"using run {self.date_id} for {', '.join(self.records)} ({why})"
 
 
@@ -126,7 +130,8 @@ def load_run(
         logger.info("loading %s records from %s", task, runs[chosen][task])
         records[task] = read_records_file(runs[chosen][task])
     warnings = check_same_producer(list(records.values()), allow=allow_fingerprint_mismatch)
-    return Run(Path(output_path), chosen, records, tuple(sorted(runs)), run is not None, tuple(warnings))
+    complete = tuple(sorted(d for d, files in runs.items() if all(t in files for t in names)))
+    return Run(Path(output_path), chosen, records, tuple(sorted(runs)), run is not None, tuple(warnings), complete)
 
 
 def load_records(output_path: str | os.PathLike, task: str, *, run: str | None = None) -> Records:

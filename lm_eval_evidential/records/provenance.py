@@ -43,6 +43,21 @@ _SAMPLE_BYTES = 4096
 _SAMPLE_AT = (0.0, 0.25, 0.5, 0.75, 1.0)
 
 
+#: A file that marks a model folder as a stand-in (the bundled tiny model): its numbers are illustrative only.
+ILLUSTRATIVE_MARKER = "lm_eval_evidential_illustrative_model.json"
+
+
+def is_illustrative(meta: Mapping) -> bool:
+    """True when the records' base model is a local folder marked with :data:`ILLUSTRATIVE_MARKER`."""
+    pretrained = meta.get("pretrained") if isinstance(meta, Mapping) else None
+    if not isinstance(pretrained, str) or not pretrained:
+        return False
+    try:
+        return (Path(pretrained) / ILLUSTRATIVE_MARKER).is_file()
+    except OSError:
+        return False
+
+
 class FingerprintMismatchError(ValueError):
     """Records produced by different models/settings were about to be compared."""
 

@@ -24,6 +24,8 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from lm_eval_evidential.records.provenance import ILLUSTRATIVE_MARKER
+
 __all__ = ["build_tiny_model", "build_lora_adapter", "sample_data_dir", "ANSWER_LETTERS", "FAMILIES"]
 
 ANSWER_LETTERS = ("A", "B", "C", "D", "E")
@@ -285,6 +287,9 @@ def build_tiny_model(
         model = AutoModelForCausalLM.from_config(config).to(torch.float32).eval()
         model.save_pretrained(tmp)
         hf_tok.save_pretrained(tmp)
+        (tmp / ILLUSTRATIVE_MARKER).write_text(
+            json.dumps({"illustrative_only": True, "why": "random weights and a tokenizer trained on the bundled sample "
+                        "questions; its numbers say nothing about real models"}, indent=2) + "\n", encoding="utf-8")  # fmt: skip
         return _publish(tmp, out_dir)
     finally:
         if tmp.exists():
@@ -322,6 +327,8 @@ def build_lora_adapter(
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
+    from lm_eval_evidential.modeling.quiet import peft_wrapping
+
     base_dir = Path(base_dir)
     if not (base_dir / "config.json").is_file():
         raise FileNotFoundError(f"no config.json in base_dir {base_dir}; pass a folder written by build_tiny_model")
@@ -342,7 +349,8 @@ def build_lora_adapter(
             task_type="CAUSAL_LM",
         )
         torch.manual_seed(seed)
-        model = get_peft_model(base, config)
+        with peft_wrapping():
+            model = get_peft_model(base, config)
         gen = torch.Generator().manual_seed(seed)
         with torch.no_grad():
             for name, param in model.named_parameters():

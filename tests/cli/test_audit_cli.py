@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -259,7 +260,7 @@ def test_cli_ood_policies_and_errors(out_dir, tmp_path, capsys):
 def test_subprocess_ood_refusal(out_dir):
     proc = subprocess.run(
         [sys.executable, "-m", "lm_eval_evidential", "ood", str(out_dir), "--id", "id4", "--ood", "ood5", "--n-boot", "0"],
-        capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONWARNINGS": "ignore"},
+        capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONWARNINGS": "ignore"},
     )  # fmt: skip
     assert proc.returncode == 2, proc.stderr
     assert "id4 {4: 240} vs ood5 {5: 150}" in proc.stderr
@@ -271,7 +272,9 @@ def test_cli_ksweep_table_json_and_plot(out_dir, tmp_path, capsys):
                "--json", str(tmp_path / "k.json"), "--plot", str(tmp_path / "k")])  # fmt: skip
     out = capsys.readouterr().out
     assert rc == 0
-    assert "reciprocal_vacuity: K-sensitive" in out and "matched expansion leaves it exactly unchanged" in out
+    assert re.search(r"reciprocal_vacuity: K-sensitive \((1 zero-evidence option|[2-3] zero-evidence options) appended to "
+                     r"the OOD side only moves? AUROC by \+0\.\d{4}", out)
+    assert "appended to both sides, they leave it exactly unchanged" in out and "classes" not in out.split("\n\n")[-1]
     assert "DeLong test" in out
     data = json.loads((tmp_path / "k.json").read_text())
     assert {r["condition"] for r in data["rows"]} == {"ood_only", "matched"}
@@ -282,7 +285,7 @@ def test_cli_ksweep_table_json_and_plot(out_dir, tmp_path, capsys):
     assert rc == 2 and "ood5 {5: 150}" in capsys.readouterr().err
 
 
-def test_cli_report_folder(out_dir, tmp_path, capsys):
+def test_cli_report_folder(out_dir, recs, tmp_path, capsys):
     rep = tmp_path / "rep"
     rc = main(["report", str(out_dir), "--id", "id4", "--ood", "ood4,ood5,mix", "--out", str(rep), "--n-boot", "20",
                "--max-extra", "2", "--k-policy", "assert,report"])  # fmt: skip
@@ -295,7 +298,13 @@ def test_cli_report_folder(out_dir, tmp_path, capsys):
     assert not [n for n in names if n.endswith(".tmp")]
     md = (rep / "report.md").read_text()
     assert "Refused: id4 vs ood5" in md and "id4 {4: 240} vs ood5 {5: 150}" in md and "Refused: id4 vs mix" in md
-    assert "--k-policy restrict" in md and "csqa4_edl" in md
+    # The remedy fits each refusal: mix has K = 4 questions (restrict), ood5 has none (a control task).
+    n4 = int((recs["mix"].k == 4).sum())
+    assert f"k_policy=restrict compares only the {n4} of 180 mix questions with K = 4" in md
+    assert "no ood5 question has K = 4, so compare id4 with a K-matched control task" in md
+    assert "restrict compares only" not in md.split("Refused: id4 vs ood5")[1].split("\n")[0]
+    # Printed once per pair on the terminal, not once per policy, and without the long explanation.
+    assert err.count("refused id4 vs ood5") == 1 and "Proposition 1" not in err
     assert "synthetic-llm" in md and "prior weight λ = 1.0" in md and DATE in md
     for heading in ("## Class counts (K)", "### k_policy = assert", "### k_policy = report", "## K sweep", "## Calibration",
                     "## Selective prediction", "## Accuracy estimation", "## Score-order equivalence"):  # fmt: skip
@@ -310,3 +319,43 @@ def test_cli_report_folder(out_dir, tmp_path, capsys):
     assert {r["task"] for r in data["calibration"]} == {"id4", "ood4", "ood5", "mix"}
     assert {r["target_task"] for r in data["atc"]} == {"ood4"}  # mismatched targets are refused under assert
     assert data["selective"] and data["orders"]
+
+
+def test_report_opens_with_a_summary_of_valid_comparisons_refusals_and_the_k_artefact(out_dir, tmp_path):
+    rep = tmp_path / "rep"
+    assert main(["report", str(out_dir), "--id", "id4", "--ood", "ood4,ood5,mix", "--out", str(rep), "--n-boot", "20",
+                 "--max-extra", "2", "--k-policy", "assert,restrict"]) == 2  # written; a pair refused  # fmt: skip
+    md = (rep / "report.md").read_text()
+    data = json.loads((rep / "report.json").read_text())
+    summary = data["summary"]
+    assert md.index("## Summary") < md.index("## Class counts (K)") < md.index("## Appendix")
+    assert "Illustrative only" not in md and summary["illustrative"] is False  # synthetic, not the tiny model
+    # Valid = K-matched: ood4 under assert, mix under restrict (its K = 4 questions); ood5 never.
+    valid = {v["ood_task"]: v for v in summary["valid"]}
+    assert {t: v["policy"] for t, v in valid.items()} == {"ood4": "assert", "mix": "restrict"}
+    row = next(r for r in data["ood"]["assert"]["rows"] if r["ood_task"] == "ood4" and r["score"] == "reciprocal_vacuity")
+    assert valid["ood4"]["auroc"] == row["auroc"] and valid["ood4"]["aupr_in_ci"] == row["aupr_in_ci"]
+    assert valid["mix"]["n_dropped_ood"] == 180 - valid["mix"]["n_ood"] > 0
+    assert [(r["ood_task"], r["policies"]) for r in summary["refused"]] == [("ood5", ["assert", "restrict"])]
+    head = md.split("## Class counts")[0]
+    assert f"| id4 → ood4 | 4 | assert | 240 / 160 | {row['auroc']:.3f} [{row['auroc_ci'][0]:.3f}, " in head
+    assert "**Refused**: id4 → ood5 (k_policy assert, restrict)" in head and "control task" in head
+    # The artefact line is the K sweep's own numbers.
+    sweep = {(r["condition"], r["extra"]): r for r in data["ksweep"]["ood4"]["rows"] if r["score"] == "reciprocal_vacuity"}
+    (art,) = summary["artefact"]
+    assert art["auroc_one_extra"] == sweep[("ood_only", 1)]["auroc"] and art["delta_auroc"] == sweep[("ood_only", 1)]["delta_auroc"]
+    assert art["matched_delta_auroc"] == 0.0
+    assert f"{sweep[('ood_only', 0)]['auroc']:.3f} → {sweep[('ood_only', 1)]['auroc']:.3f}" in head
+    # The body shows the few scores that matter; every score is in the appendix.
+    body, appendix = md.split("## Appendix")
+    assert "| ood4 | l2_norm |" not in body and "| ood4 | l2_norm |" in appendix
+    assert "-0.000" not in md
+
+
+def test_report_refuses_a_task_compared_with_itself(out_dir, tmp_path, capsys):
+    assert main(["report", str(out_dir), "--id", "id4", "--ood", "ood4,id4", "--out", str(tmp_path / "r")]) == 1  # an error in what was asked, not a K refusal
+    err = capsys.readouterr().err
+    assert "'id4' is both the ID task and an OOD task" in err and "Traceback" not in err
+    assert main(["ood", str(out_dir), "--id", "id4", "--ood", "id4"]) == 1
+    assert "comparing a task with itself" in capsys.readouterr().err
+

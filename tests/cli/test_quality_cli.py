@@ -394,7 +394,7 @@ def test_subprocess_python_m_calibration(out, tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "lm_eval_evidential", "calibration", str(out), "--task", "idt,allright", "--json",
          str(target)],
-        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120,
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600,
     )
     assert proc.returncode == 0, proc.stderr
     header, rule, *body = proc.stdout.splitlines()
@@ -403,7 +403,7 @@ def test_subprocess_python_m_calibration(out, tmp_path):
     rows = json.loads(target.read_text())
     assert rows == json.loads(json.dumps(quality.calibration_rows({t: load_records(out, t) for t in ("idt", "allright")})))
     bad = subprocess.run([sys.executable, "-m", "lm_eval_evidential", "calibration", str(out), "--task", "nope"],
-                         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+                         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
     assert bad.returncode == 1 and "Traceback" not in bad.stderr and "--tasks nope" in bad.stderr
 
 
@@ -413,7 +413,7 @@ def test_subprocess_python_m_calibration(out, tmp_path):
 def test_quality_imports_neither_torch_nor_lm_eval():
     code = ("import sys, lm_eval_evidential.audits.quality; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'lm_eval', 'matplotlib')))")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
                           env={**os.environ, "PYTHONPATH": str(REPO)})
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"

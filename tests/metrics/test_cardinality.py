@@ -31,9 +31,39 @@ def test_assert_policy_error_message():
         KA.check_cardinality(OBQA, ARC_C, id_name="obqa_edl", ood_name="arc_c_edl")
     msg = str(err.value)
     assert "obqa_edl {4: 500} vs arc_c_edl {3: 4, 4: 1165, 5: 3}" in msg
-    for remedy in ("k_policy=restrict", "csqa_k4_edl", "arc_c_k4_edl", "csqa4_edl", "k_policy=report", "matched: false"):
+    # ARC has K = 4 questions: restrict helps, and the count it would keep is given.
+    for remedy in ("k_policy=restrict compares only the 1165 of 1172 arc_c_edl questions with K = 4",
+                   "k_policy=report", "matched: false"):  # fmt: skip
         assert remedy in msg
+    assert "control task" not in msg  # a control is for a set without K = 4 questions, not for ARC
+    assert msg.count("Proposition 1") == 1
     assert isinstance(err.value, ValueError)
+    e = err.value
+    assert (e.policy, e.hist_id, e.hist_ood) == ("assert", {4: 500}, {3: 4, 4: 1165, 5: 3})
+    assert str(e) == f"{e.summary}. {KA.MISMATCH_REASON} {e.remedy()}"
+    # Where the OOD task has shipped controls, the remedy names them next to restrict.
+    assert "; or compare with its K-matched control arc_c_k4_edl;" in e.remedy(["arc_c_k4_edl"])
+
+
+@pytest.mark.parametrize("policy", ["assert", "restrict"])
+def test_refusal_without_questions_of_the_id_k_names_a_control_not_restrict(policy):
+    with pytest.raises(KA.CardinalityMismatchError) as err:
+        KA.check_cardinality(OBQA, np.full(9, 5), policy=policy, id_name="obqa_edl", ood_name="csqa_edl",
+                             controls=["csqa4_edl", "csqa_k4_edl"])  # fmt: skip
+    remedy = err.value.remedy()
+    assert "restrict" not in remedy  # it would leave nothing
+    assert "no csqa_edl question has K = 4, so compare obqa_edl with csqa4_edl or csqa_k4_edl instead" in remedy
+    assert "k_policy=report" in remedy and remedy in str(err.value)
+    with pytest.raises(KA.CardinalityMismatchError) as err:
+        KA.check_cardinality(OBQA, np.full(9, 5), policy=policy, ood_name="other")
+    assert "with a K-matched control task (questions with K = 4) instead" in err.value.remedy()
+
+
+def test_refusal_of_a_mixed_id_side_never_suggests_restrict():
+    with pytest.raises(KA.CardinalityMismatchError) as err:
+        KA.check_cardinality(ARC_C, OBQA, policy="restrict", id_name="arc_c_edl")
+    assert "k_policy=restrict compares" not in err.value.remedy()
+    assert "arc_c_edl mixes several K" in err.value.remedy()
 
 
 def test_assert_policy_passes_when_matched():

@@ -1,0 +1,87 @@
+"""Figures read at a glance: counts on reliability bars, zero-accuracy bins visible, the few scores that
+matter in distinct colours, axis labels that say what grows."""
+
+from __future__ import annotations
+
+import matplotlib.colors as mcolors
+import numpy as np
+from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
+
+from lm_eval_evidential import plots
+from lm_eval_evidential.metrics.calibration import reliability_diagram
+from lm_eval_evidential.metrics.scores import OOD_DEFAULT_SCORES, SCORES
+from lm_eval_evidential.records import Records, make_record
+
+
+def _records(n=60, k=4, seed=0, task="t") -> Records:
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(n):
+        z = rng.normal(0.0, 1.5, size=k)
+        rows.append(make_record(task=task, doc_id=i, labels=list("ABCD"[:k]), gold=int(rng.integers(k)), logits=z,
+                                alpha=np.logaddexp(0.0, z) + 1.0))  # fmt: skip
+    return Records.from_rows(rows, task=task, meta={"method": "edl", "prior_weight": 1.0})
+
+
+def test_reliability_bars_carry_their_counts_and_zero_accuracy_bins_stay_visible():
+    conf = np.array([0.31, 0.32, 0.33, 0.55, 0.56, 0.91])
+    correct = np.array([False, False, False, True, False, True])  # the 0.3 bin: 3 examples, accuracy 0
+    diagram = reliability_diagram(conf, correct, n_bins=10)
+    fig = plots.plot_reliability_diagram(diagram)
+    ax = fig.axes[0]
+    assert sorted(t.get_text() for t in ax.texts) == sorted(str(int(n)) for n in diagram["counts"] if n > 0)
+    # Something with height > 0 is drawn over the zero-accuracy bin [0.3, 0.4): the gap box to its confidence.
+    boxes = [p for p in ax.patches if isinstance(p, Rectangle) and np.isclose(p.get_x(), 0.3) and p.get_height() > 0]
+    assert boxes and max(b.get_y() + b.get_height() for b in boxes) == np.float64(diagram["mean_confidence"][3])
+    # Zoomed to the bins that hold examples (one empty bin of margin each side), not [0, 1].
+    assert ax.get_xlim() == (0.2, 1.0) or np.allclose(ax.get_xlim(), (0.2, 1.0))
+    assert "confidence" in ax.get_xlabel() and "examples" in ax.get_ylabel()
+
+
+def test_reliability_figure_has_one_legend_for_all_panels(tmp_path):
+    recs = {"a": _records(seed=1), "b": _records(seed=2)}
+    paths = plots.save_reliability_figure(recs, tmp_path / "rel")
+    assert [p.suffix for p in paths] == [".png", ".svg"]
+    svg = paths[1].read_text()
+    assert svg.count("gap to mean confidence") == 1
+
+
+def test_every_score_has_its_own_colour_unlike_the_reference_lines():
+    assert set(plots.SCORE_COLORS) == set(SCORES)
+    rgb = [mcolors.to_rgb(c) for c in plots.SCORE_COLORS.values()]
+    assert len(set(rgb)) == len(rgb)
+    for r, g, b in rgb:  # no grey or black (the oracle, random and perfect-calibration lines)
+        assert max(r, g, b) - min(r, g, b) > 0.15
+
+
+def test_risk_coverage_defaults_to_the_few_scores_and_merges_identical_curves(tmp_path, monkeypatch):
+    rec = _records(n=80)
+    drawn: list[Figure] = []
+    real_save = plots.save_figure
+    monkeypatch.setattr(plots, "save_figure", lambda fig, path: drawn.append(fig) or real_save(fig, path))
+    plots.save_risk_coverage_figure(rec, tmp_path / "rc")
+    labels = [t.get_text() for t in drawn[-1].axes[0].get_legend().get_texts()]
+    scores = [lab.split(" (AURC")[0] for lab in labels if not lab.startswith(("oracle", "random"))]
+    assert scores == list(OOD_DEFAULT_SCORES)
+    colours = {line.get_label().split(" (AURC")[0]: line.get_color() for line in drawn[-1].axes[0].lines}
+    assert all(colours[s] == plots.SCORE_COLORS[s] for s in scores)
+    # With one K, strength ranks exactly like reciprocal vacuity: one line, both names.
+    plots.save_risk_coverage_figure(rec, tmp_path / "rc2", scores=["reciprocal_vacuity", "strength", "max_prob"])
+    labels = [t.get_text() for t in drawn[-1].axes[0].get_legend().get_texts()]
+    assert any(lab.startswith("reciprocal_vacuity = strength (AURC") for lab in labels)
+    assert not any(lab.startswith("strength (AURC") for lab in labels)
+
+
+def test_ksweep_axis_says_what_grows(tmp_path, monkeypatch):
+    from lm_eval_evidential.audits.ood import ksweep_rows
+
+    rows = ksweep_rows(_records(seed=3), _records(seed=4, task="o"), max_extra=2)
+    drawn: list[Figure] = []
+    monkeypatch.setattr(plots, "save_figure", lambda fig, path: drawn.append(fig) or [])
+    plots.plot_ksweep(rows, tmp_path / "k", title="t → o")
+    fig = drawn[0]
+    assert all(ax.get_xlabel() == "zero-evidence options appended, x" for ax in fig.axes)
+    title = fig.get_suptitle()
+    assert "OOD-only: $K_{OOD}$ = 4 + x while $K_{ID}$ stays" in title and "matched: $K_{ID}$ = $K_{OOD}$ = 4 + x" in title
+    assert sorted({line.get_xdata()[-1] for line in fig.axes[0].lines}) == [2]
