@@ -186,3 +186,12 @@ def print_refusals(refusals) -> None:
         print(f"refused {id_task} vs {task}: {exc.summary}. {remedy}", file=sys.stderr)
     if refusals:
         print(f"why: {MISMATCH_REASON}", file=sys.stderr)
+
+
+def refuse_self_comparison(id_task: str, ood_tasks) -> None:
+    """A task compared with itself: both sides are the same questions, AUROC 0.5 by construction."""
+    if id_task in ood_tasks:
+        raise ValueError(
+            f"the ID and the OOD task are both {id_task!r}: comparing a task with itself gives AUROC 0.5 by "
+            "construction; pass a different OOD task"
+        )

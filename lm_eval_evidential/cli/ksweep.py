@@ -15,6 +15,7 @@ from ._options import (
     format_table,
     load,
     print_refusals,
+    refuse_self_comparison,
 )
 
 TABLE_COLUMNS = ("condition", "extra", "k_id", "k_ood", "score", "auroc", "delta_auroc", "aupr_in", "delta_aupr")
@@ -56,6 +57,7 @@ def run(args) -> int:
     from lm_eval_evidential.metrics.cardinality import CardinalityMismatchError
     from lm_eval_evidential.plots import plot_ksweep
 
+    refuse_self_comparison(args.id_task, [args.ood_task])
     id_records, ood_records = load(args, [args.id_task, args.ood_task])
     try:
         rows = ksweep_rows(

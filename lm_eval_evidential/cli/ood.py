@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from lm_eval_evidential.records.io import write_json
 
-from ._options import add_audit_parser, comma_list, format_table, load, print_refusals
+from ._options import add_audit_parser, comma_list, format_table, load, print_refusals, refuse_self_comparison
 
 TABLE_COLUMNS = (
     "ood_task", "score", "k_id", "k_ood", "n_id", "n_ood", "dropped", "matched",
@@ -60,6 +60,7 @@ def run(args) -> int:
     from lm_eval_evidential.cli.main import EXIT_OK, EXIT_REFUSED
     from lm_eval_evidential.metrics.cardinality import CardinalityMismatchError
 
+    refuse_self_comparison(args.id_task, args.ood_tasks)
     id_records, *all_ood = load(args, [args.id_task, *args.ood_tasks])
     rows, refused = [], []
     for task, ood_records in zip(args.ood_tasks, all_ood):
