@@ -164,7 +164,9 @@ def test_evidential_lm_takes_its_defaults_from_the_adapter(trained, tiny_model, 
     batch = LeftPadCollator(lm.tokenizer.pad_token_id)([example])
     with torch.no_grad():
         z = last_logits(lm.model, batch)[0, example["answer_ids"]]
-    torch.testing.assert_close(torch.tensor([r[2]["logit"] for r in scored]), z, atol=1e-5, rtol=1e-5)
+    assert all(len(r) == 2 for r in scored)  # the harness's (log p, is_greedy) contract
+    question = lm.evidence.get("obqa_edl", 0)
+    torch.testing.assert_close(torch.tensor(question.logits, dtype=z.dtype), z, atol=1e-5, rtol=1e-5)
     # Validation still happens before any weights load.
     with pytest.raises(ValueError, match="unknown method"):
         EvidentialLM(**common, method="nope")
