@@ -401,6 +401,12 @@ def sides(tmp_path_factory) -> Path:
         _records("wrong", 30, seed=6, correct=False),
         _records("flat", 30, seed=7, flat=True),
         _records("k1", 20, k=1, seed=8),
+        # Twins (same data, another task name): a task is never compared with itself, so the
+        # degenerate cases below pair each side with its twin.
+        Records.from_rows([], task="empty_b", meta={"method": "edl", "prior_weight": 1.0, "pretrained": "synthetic"}),
+        _records("single_b", 1, seed=4),
+        _records("flat_b", 30, seed=7, flat=True),
+        _records("k1_b", 20, k=1, seed=8),
     ):
         write_records(records_path(folder, rec.task, DATE), rec)
     return root
@@ -422,14 +428,14 @@ def _cli(argv, capsys):
         (["ood", "{o}", "--id", "id4", "--ood", "empty", "--n-boot", "0"], 1, "empty side has no examples"),
         (["ood", "{o}", "--id", "id4", "--ood", "empty", "--k-policy", "restrict"], 1, "empty side has no examples"),
         (["ood", "{o}", "--id", "id4", "--ood", "empty", "--k-policy", "report"], 1, "empty side has no examples"),
-        (["ood", "{o}", "--id", "empty", "--ood", "empty"], 1, "has no examples"),
+        (["ood", "{o}", "--id", "empty", "--ood", "empty_b"], 1, "has no examples"),
         (["ood", "{o}", "--id", "id4", "--ood", "ood5", "--k-policy", "restrict"], 2, "restrict left no ood5 examples"),
         (["ood", "{o}", "--id", "id4", "--ood", "flat", "--scores", "neg_norm_entropy", "--n-boot", "0"], 0, "flat"),
-        (["ood", "{o}", "--id", "k1", "--ood", "k1", "--scores", "neg_norm_entropy"], 1, "needs K >= 2"),
+        (["ood", "{o}", "--id", "k1", "--ood", "k1_b", "--scores", "neg_norm_entropy"], 1, "needs K >= 2"),
         (["ksweep", "{o}", "--id", "empty", "--ood", "id4"], 1, "empty side has no examples"),
         (["ksweep", "{o}", "--id", "id4", "--ood", "empty"], 1, "empty side has no examples"),
-        (["ksweep", "{o}", "--id", "single", "--ood", "single"], 0, "K-sensitive"),
-        (["ksweep", "{o}", "--id", "flat", "--ood", "flat"], 0, "reciprocal_vacuity"),
+        (["ksweep", "{o}", "--id", "single", "--ood", "single_b"], 0, "K-sensitive"),
+        (["ksweep", "{o}", "--id", "flat", "--ood", "flat_b"], 0, "reciprocal_vacuity"),
         (["report", "{o}", "--id", "id4", "--ood", "empty", "--out", "{t}/r1", "--n-boot", "0"], 1, "has no examples"),
         (["report", "{o}", "--id", "empty", "--ood", "id4", "--out", "{t}/r2", "--n-boot", "0"], 1, "has no examples"),
         (["selective", "{o}", "--task", "empty", "--plot", "{t}/rc"], 1, "has no records (0 examples)"),
@@ -521,7 +527,7 @@ def test_ood_with_a_single_example_side_reports_the_undefined_interval(sides, tm
 
 
 def test_ood_of_tied_scores_is_chance(sides, tmp_path, capsys):
-    rows = _json_rows(["ood", sides, "--id", "flat", "--ood", "flat", "--n-boot", "20"], capsys, tmp_path / "f.json")
+    rows = _json_rows(["ood", sides, "--id", "flat", "--ood", "flat_b", "--n-boot", "20"], capsys, tmp_path / "f.json")
     for r in rows:
         assert r["auroc"] == 0.5 and r["fpr95"] == 1.0 and r["aupr_in"] == r["aupr_baseline"] == 0.5
 
@@ -529,10 +535,10 @@ def test_ood_of_tied_scores_is_chance(sides, tmp_path, capsys):
 def test_report_of_single_example_sides_is_written_with_undefined_values_marked(sides, tmp_path, capsys):
     out = tmp_path / "rep"
     with pytest.warns(UndefinedMetricWarning):
-        status, _, err = _cli(["report", sides, "--id", "single", "--ood", "single", "--out", out, "--n-boot", "0"], capsys)
+        status, _, err = _cli(["report", sides, "--id", "single", "--ood", "single_b", "--out", out, "--n-boot", "0"], capsys)
     assert status == 0, err
     report = json.loads((out / "report.json").read_text())
-    assert report["ood"]["assert"]["rows"] and report["ksweep"]["single"]["delong_test"]["p_value"] is None
+    assert report["ood"]["assert"]["rows"] and report["ksweep"]["single_b"]["delong_test"]["p_value"] is None
     assert "n/a" in (out / "report.md").read_text()
 
 

@@ -528,6 +528,8 @@ def train(pretrained, task, config: TrainConfig) -> Path:
     can be refused (settings, output folder, target modules) is refused before training.
     """
     from peft import LoraConfig, get_peft_model
+
+    from lm_eval_evidential.modeling.quiet import peft_wrapping
     from transformers import AutoTokenizer, set_seed
 
     if config.output_dir is None:
@@ -556,7 +558,8 @@ def train(pretrained, task, config: TrainConfig) -> Path:
         r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,
         target_modules=list(targets), bias=config.lora_bias, task_type="CAUSAL_LM",
     )  # fmt: skip
-    model = get_peft_model(model, lora)
+    with peft_wrapping():  # transformers' is_gradient_checkpointing FutureWarning, read by peft
+        model = get_peft_model(model, lora)
     if config.gradient_checkpointing:
         model.enable_input_require_grads()
 
@@ -572,6 +575,7 @@ def train(pretrained, task, config: TrainConfig) -> Path:
     )  # fmt: skip
     logger.info("training %s on %s (%d docs, K %s) for %d steps", config.method, task_name, len(examples),
                 metadata["k_values"], config.max_steps)  # fmt: skip
-    trainer.train(resume_from_checkpoint=resume)
+    with peft_wrapping():  # the Trainer reads the same deprecated property of the PEFT model
+        trainer.train(resume_from_checkpoint=resume)
     _save_final(trainer, output_dir, metadata)
     return output_dir.resolve()
