@@ -165,7 +165,15 @@ def load_split(
         else:
             import datasets
 
-            part = list(datasets.load_dataset(dataset_path, config, split=split, **kwargs))
+            try:
+                part = list(datasets.load_dataset(dataset_path, config, split=split, **kwargs))
+            except ConnectionError as exc:  # no network (datasets raises the builtin ConnectionError)
+                where = mirror_file(f"${MIRROR_ENV}", dataset_path, config, split)
+                raise DatasetError(
+                    f"task {task!r}: cannot download {dataset_path} ({exc}); without network, set "
+                    f"{MIRROR_ENV} to an offline mirror that holds {where} in the hub dataset's own schema "
+                    "(see the README's 'Offline mirror'; the bundled samples are one)"
+                ) from exc
         rows.extend(part)
     if not rows:
         raise DatasetError(

@@ -1,0 +1,35 @@
+"""Without network and without the offline mirror, loading a task says how to fix it."""
+
+from __future__ import annotations
+
+import pytest
+
+from lm_eval_evidential.harness import datasets as mcqa_datasets
+
+
+def test_no_network_and_no_mirror_names_the_mirror_variable(monkeypatch):
+    import datasets
+
+    def offline(path, *args, **kwargs):
+        # What datasets raises when the hub cannot be reached.
+        raise ConnectionError(f"Couldn't reach '{path}' on the Hub (LocalEntryNotFoundError)")
+
+    monkeypatch.delenv(mcqa_datasets.MIRROR_ENV, raising=False)
+    monkeypatch.setattr(datasets, "load_dataset", offline)
+    with pytest.raises(mcqa_datasets.DatasetError) as info:
+        mcqa_datasets.load_split(task="obqa_edl", dataset_path="allenai/openbookqa", configs=["main"], split="test")
+    message = str(info.value)
+    assert "obqa_edl" in message and "Couldn't reach" in message
+    assert "EVIDENTIAL_DATA_DIR" in message and "allenai/openbookqa/main/test.jsonl" in message
+    assert "\n" not in message  # one line
+
+
+def test_the_mirror_is_used_without_touching_the_network(monkeypatch):
+    import datasets
+
+    from lm_eval_evidential.testing.tiny import sample_data_dir
+
+    monkeypatch.setenv(mcqa_datasets.MIRROR_ENV, str(sample_data_dir()))
+    monkeypatch.setattr(datasets, "load_dataset", lambda *a, **k: pytest.fail("the hub was asked despite the mirror"))
+    rows = mcqa_datasets.load_split(task="obqa_edl", dataset_path="allenai/openbookqa", configs=["main"], split="test")
+    assert rows and "question_stem" in rows[0]
