@@ -67,11 +67,14 @@ def _python(code: str):
 def test_expected_conditions_end_in_one_line_and_other_errors_keep_their_traceback():
     ours = _python(
         "import lm_eval.models\n"
-        "from lm_eval_evidential.metrics.cardinality import CardinalityMismatchError\n"
-        "raise CardinalityMismatchError('K differs: obqa_edl has K=4, csqa_edl has K=5; use csqa4_edl')"
+        "import numpy as np\n"
+        "from lm_eval_evidential.metrics.cardinality import check_cardinality\n"
+        "check_cardinality(np.full(3, 4), np.full(2, 5), id_name='obqa_edl', ood_name='csqa_edl')"
     )
     assert ours.returncode == 1
-    assert ours.stderr == "error: K differs: obqa_edl has K=4, csqa_edl has K=5; use csqa4_edl\n"
+    # One line: "error: " and the refusal's own message (K histograms, remedies), no traceback.
+    assert ours.stderr.startswith("error: ") and ours.stderr.count("\n") == 1, ours.stderr
+    assert "Traceback" not in ours.stderr and "obqa_edl" in ours.stderr and "csqa_edl" in ours.stderr
     other = _python("import lm_eval.models\nraise KeyError('x')")
     assert other.returncode == 1 and "Traceback" in other.stderr
 
