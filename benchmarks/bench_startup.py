@@ -1,64 +1,108 @@
-"""What the ``.pth`` import hook costs every Python process: ``python -c pass`` with and without it.
+"""What installing this package costs every Python process: ``python -c pass`` with and without it.
 
     python benchmarks/bench_startup.py [--runs 20]
 
 The package installs ``lm_eval_evidential.pth``, which Python's ``site`` runs at every interpreter
-start (see ``lm_eval_evidential/_import_hook.py``). This script starts ``python -c pass`` ``--runs``
-times in each of two environments, interleaved so that machine load hits both alike:
+start (see ``lm_eval_evidential/_import_hook.py``). To measure that cost and nothing else, this
+script builds two throw-away virtual environments of the running interpreter (``venv
+--without-pip``, so neither has any other ``.pth`` file or package):
 
-- ``with hook``: the environment as installed;
-- ``without``: the same interpreter with ``LM_EVAL_EVIDENTIAL_DISABLE_HOOK=1``, under which the
-  ``.pth`` line stops after one ``os.environ`` lookup (``os`` is already imported by ``site``):
-  an environment without the package, up to reading one one-line file.
+- ``without``: the bare environment — what a user has before installing this package;
+- ``with``: the same, plus what ``pip install`` adds: the package copied into ``site-packages``
+  and byte-compiled (pip compiles ``.pyc`` files at install time), and its ``.pth``.
 
-It prints the median of each, their difference and ratio, and the hook's own import time from
-``python -X importtime`` (the two modules it imports, self time, median over the runs).
-Goal: the median difference within 2 ms.
+It then starts ``python -c pass`` ``--runs`` times in each, interleaved so that machine load hits
+both alike, and prints the median of each, their difference and ratio, and the hook's own import
+time from ``python -X importtime`` (median). A third row, ``with, hook off``, is the ``with``
+environment under ``LM_EVAL_EVIDENTIAL_DISABLE_HOOK=1``, where the ``.pth`` line stops after one
+``os.environ`` lookup. Goal: the median difference ``with`` − ``without`` within 2 ms.
 """
 
 from __future__ import annotations
 
 import argparse
+import compileall
 import os
+import shutil
 import statistics
 import subprocess
 import sys
+import sysconfig
+import tempfile
 import time
+import venv
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "lm_eval_evidential"
+PTH = PACKAGE.parent / "lm_eval_evidential.pth"
 
 
-def _start(env: dict) -> float:
+def _make_env(root: Path, with_package: bool) -> str:
+    venv.EnvBuilder(with_pip=False, symlinks=os.name != "nt").create(root)
+    python = root / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+    site = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()
+    if with_package:
+        shutil.copytree(PACKAGE, Path(site) / PACKAGE.name, ignore=shutil.ignore_patterns("__pycache__"))
+        compileall.compile_dir(Path(site) / PACKAGE.name, quiet=1)
+        shutil.copyfile(PTH, Path(site) / PTH.name)
+    return str(python)
+
+
+def _start(python: str, env: dict) -> float:
     begin = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "pass"], env=env, check=True)
+    subprocess.run([python, "-c", "pass"], env=env, check=True)
     return time.perf_counter() - begin
 
 
-def _hook_import_us(env: dict) -> float:
-    out = subprocess.run([sys.executable, "-X", "importtime", "-c", "pass"], env=env, capture_output=True, text=True)
-    total = 0
-    for line in out.stderr.splitlines():
-        if "lm_eval_evidential" in line:
-            total += int(line.split("|")[0].split(":")[1])  # self time, microseconds
-    return total
+def _hook_import_us(python: str, env: dict) -> int:
+    out = subprocess.run([python, "-X", "importtime", "-c", "pass"], env=env, capture_output=True, text=True)
+    return sum(
+        int(line.split("|")[0].split(":")[1])  # self time, microseconds
+        for line in out.stderr.splitlines()
+        if "lm_eval_evidential" in line
+    )
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=20)
     args = parser.parse_args(argv)
-    with_hook = {k: v for k, v in os.environ.items() if k != "LM_EVAL_EVIDENTIAL_DISABLE_HOOK"}
-    without = {**with_hook, "LM_EVAL_EVIDENTIAL_DISABLE_HOOK": "1"}
-    times = {"with hook": [], "without": []}
-    imports = []
-    _start(with_hook), _start(without)  # warm the file-system cache
-    for _ in range(args.runs):
-        times["with hook"].append(_start(with_hook))
-        times["without"].append(_start(without))
-        imports.append(_hook_import_us(with_hook))
-    a, b = (statistics.median(times[k]) * 1e3 for k in ("with hook", "without"))
-    print(f"python -c pass, median of {args.runs} runs (ms)")
-    print(f"  with hook   {a:8.2f}")
-    print(f"  without     {b:8.2f}")
-    print(f"  difference  {a - b:8.2f}   ratio {a / b:.3f}")
+    env = {k: v for k, v in os.environ.items() if k not in ("LM_EVAL_EVIDENTIAL_DISABLE_HOOK", "PYTHONPATH")}
+    with tempfile.TemporaryDirectory(prefix="bench_startup_") as tmp:
+        pythons = {
+            "without": _make_env(Path(tmp) / "without", with_package=False),
+            "with": _make_env(Path(tmp) / "with", with_package=True),
+        }
+        ways = {
+            "without": (pythons["without"], env),
+            "with": (pythons["with"], env),
+            "with, hook off": (pythons["with"], {**env, "LM_EVAL_EVIDENTIAL_DISABLE_HOOK": "1"}),
+        }
+        check = subprocess.run(
+            [pythons["with"], "-c", "import sys; print('lm_eval_evidential._import_hook' in sys.modules)"],
+            env=env, capture_output=True, text=True, check=True,
+        ).stdout.strip()
+        if check != "True":
+            print("error: the hook did not load in the 'with' environment", file=sys.stderr)
+            return 1
+        times = {name: [] for name in ways}
+        imports = []
+        for python, way_env in ways.values():  # warm the file-system cache
+            _start(python, way_env)
+        for _ in range(args.runs):
+            for name, (python, way_env) in ways.items():
+                times[name].append(_start(python, way_env))
+            imports.append(_hook_import_us(pythons["with"], env))
+    medians = {name: statistics.median(t) * 1e3 for name, t in times.items()}
+    base = medians["without"]
+    print(f"# {sys.implementation.name} {sysconfig.get_python_version()}, {os.cpu_count()} CPUs, "
+          f"1-min load average {os.getloadavg()[0]:.1f}")
+    print(f"python -c pass in a fresh venv, median of {args.runs} runs (ms)")
+    for name, value in medians.items():
+        print(f"  {name:15s} {value:8.2f}   difference {value - base:+6.2f}   ratio {value / base:.3f}")
     print(f"  hook modules' own import time (python -X importtime, median): {statistics.median(imports) / 1e3:.2f} ms")
     return 0
 
