@@ -58,7 +58,7 @@ def _start(python: str, env: dict) -> float:
 
 
 def _hook_import_us(python: str, env: dict) -> int:
-    out = subprocess.run([python, "-X", "importtime", "-c", "pass"], env=env, capture_output=True, text=True)
+    out = subprocess.run([python, "-X", "importtime", "-c", "pass"], env=env, capture_output=True, text=True, check=True)
     return sum(
         int(line.split("|")[0].split(":")[1])  # self time, microseconds
         for line in out.stderr.splitlines()
