@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import logging
+import math
 from pathlib import Path
 
 from lm_eval.api.task import ConfigurableTask
@@ -246,7 +247,7 @@ class OODPairTask(EvidentialMCQATask):
     ``metadata``: ``id_task``, ``ood_task``, ``k_policy`` (assert | restrict | report;
     overridable with ``--metadata '{"k_policy": "report"}'``) and ``scores``. The docs are
     the two tasks' own docs with their own prompts, alternating ID and OOD, so a run that also
-    evaluates the single tasks forwards each question once, and ``--limit N`` takes N per side.
+    evaluates the single tasks forwards each question once, and ``--limit N`` takes N per side (``--limit f < 1``: that fraction of each side).
     Few-shot examples come from the ID task.
     """
 
@@ -298,7 +299,7 @@ class OODPairTask(EvidentialMCQATask):
         pair_docs = [doc for pair in _alternate(*sides) for doc in pair]
         for i, doc in enumerate(pair_docs):
             doc["doc_id"] = i
-        self._per_side_limit = None
+        self._chosen = None
         self._sides = [doc["side"] for doc in pair_docs]
         self._data_source = {"id": loaded[id_name].fingerprint["data_source"], "ood": loaded[ood_name].fingerprint["data_source"]}
         self.dataset = datasets.DatasetDict({self.eval_split: datasets.Dataset.from_list(pair_docs)})
@@ -307,32 +308,50 @@ class OODPairTask(EvidentialMCQATask):
         return self._id_task.fewshot_pool()
 
     # -- --limit N: N per side ---------------------------------------------------------------
-    def _docs_for(self, per_side: int) -> int:
-        """How many leading docs (ID and OOD alternate) hold ``per_side`` docs of each side."""
-        sides = self._sides
-        taken = {0: 0, 1: 0}
-        for n, side in enumerate(sides):
-            if taken[0] >= per_side and taken[1] >= per_side:
-                return n
-            taken[side] += 1
-        return len(sides)
+    def request_limit(self, limit: float | None) -> None:
+        """Take ``--limit`` as the user wrote it, before lm_eval turns a fraction into a count.
+
+        lm_eval passes ``ceil(f * number of docs)`` to :meth:`build_all_requests` for ``--limit f``
+        with ``f < 1``: a fraction of the two sides together, which :meth:`build_all_requests`
+        would then take per side. The ``lm_eval.evaluator.evaluate`` hook calls this first, so that
+        ``--limit 0.5`` takes half of each side. Consumed by the next :meth:`build_all_requests`.
+        """
+        self._requested_limit = limit
 
     def build_all_requests(self, *, limit: int | None = None, **kwargs) -> None:
-        self._per_side_limit = None if limit is None else int(limit)
+        requested, self._requested_limit = getattr(self, "_requested_limit", None), None
+        self._chosen = None
         if limit is not None:
-            n = self._docs_for(int(limit))
-            n_id = sum(self._sides[:n])
+            sizes = {side: self._sides.count(side) for side in (1, 0)}
+            if requested is not None and 0 < requested < 1:
+                # lm_eval's count, ceil(f * all docs), shared between the sides in proportion.
+                n_id = min(sizes[1], round(int(limit) * sizes[1] / len(self._sides)))
+                per_side, how = {1: n_id, 0: int(limit) - n_id}, f"{requested:g} of each side"
+            else:
+                per_side, how = {1: int(limit), 0: int(limit)}, f"{int(limit)} per side"
+            taken, chosen = {0: 0, 1: 0}, []
+            for doc_id, side in enumerate(self._sides):
+                if taken[side] < per_side[side]:
+                    taken[side] += 1
+                    chosen.append(doc_id)
+            self._chosen = frozenset(chosen)
             logger.warning(
-                "%s: --limit %d on an ID/OOD pair takes %d per side: %d ID and %d OOD docs",
-                self.config.task, limit, limit, n_id, n - n_id,
-            )
-            limit = n
+                "%s: --limit %s on an ID/OOD pair takes %s: %d ID and %d OOD docs",
+                self.config.task, f"{requested:g}" if requested is not None else limit, how, taken[1], taken[0],
+            )  # fmt: skip
+            limit = max(chosen, default=-1) + 1  # the leading docs that hold them (what a request cache slices)
         super().build_all_requests(limit=limit, **kwargs)
+        if self._chosen is not None:
+            self._instances = [instance for instance in self._instances if instance.doc_id in self._chosen]
 
     def doc_iterator(self, *, rank: int = 0, limit: int | None = None, world_size: int = 1, samples=None):
-        if limit is not None and self._per_side_limit is not None and samples is None:
-            limit = self._docs_for(self._per_side_limit)
-        return super().doc_iterator(rank=rank, limit=limit, world_size=world_size, samples=samples)
+        chosen = getattr(self, "_chosen", None)
+        if limit is None or chosen is None or samples:
+            return super().doc_iterator(rank=rank, limit=limit, world_size=world_size, samples=samples)
+        from lm_eval import utils
+
+        docs = ((doc_id, doc) for doc_id, doc in enumerate(self.eval_docs) if doc_id in chosen)
+        return utils.create_iterator(docs, rank=int(rank), limit=None, world_size=int(world_size))
 
     # -- metrics ------------------------------------------------------------------------------
     @property

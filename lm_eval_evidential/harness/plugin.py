@@ -13,7 +13,8 @@ lm-eval 0.4.13 has no plugin discovery, so :mod:`lm_eval_evidential._import_hook
   builds the evaluation's records (the path is described in :mod:`lm_eval_evidential.harness.evidence`).
 - ``lm_eval.loggers.evaluation_tracker``: ``save_results_aggregated`` writes those records
   into the results folder first, then lets the harness write ``results_<date_id>.json``,
-  which names them under ``evidential_records``.
+  which names them under ``evidential_records``; with ``--hf_hub_log_args push_results_to_hub=True``
+  the records are pushed beside it.
 
 If lm_eval's internals moved (another harness version), :func:`check_harness` makes
 ``--model evidential`` fail at once with one line naming the supported versions and the
@@ -107,7 +108,7 @@ def on_evaluator_imported(module) -> None:
 
     def make_wrapper(original):
         def evaluate(*args, **kwargs):
-            from lm_eval_evidential.harness.evaluation import complete
+            from lm_eval_evidential.harness.evaluation import complete, evaluated_tasks
 
             arguments = signature.bind(*args, **kwargs)
             arguments.apply_defaults()
@@ -116,6 +117,9 @@ def on_evaluator_imported(module) -> None:
             ledger = getattr(lm, "evidence", None)
             if ledger is not None and hasattr(ledger, "take"):
                 ledger.take()  # a failed earlier evaluation must not leak into this one
+            for task in evaluated_tasks(settings["task_dict"]).values():
+                if hasattr(task, "request_limit"):  # ID/OOD pairs take --limit per side
+                    task.request_limit(settings["limit"])
             results = original(*args, **kwargs)
             return complete(
                 lm, settings["task_dict"], results, apply_chat_template=settings["apply_chat_template"],
@@ -135,10 +139,14 @@ def on_evaluation_tracker_imported(module) -> None:
         def save_results_aggregated(self, results=None, samples=None, *args, **kwargs):
             records = getattr(results, "records", None)
             folder = results_folder(self)
+            written = {}
             if records and folder is not None:
                 written = write_run_records(folder, records)
                 results["evidential_records"] = {task: path.name for task, path in written.items()}
-            return original(self, results, samples, *args, **kwargs)
+            outcome = original(self, results, samples, *args, **kwargs)
+            if written and self.api and self.push_results_to_hub:
+                push_run_records(self, written)
+            return outcome
 
         return save_results_aggregated
 
@@ -235,6 +243,29 @@ def write_run_records(folder: Path, records: dict) -> dict:
         logger.info("wrote %d %s records to %s", len(task_records), task, path)
         written[task] = path
     return written
+
+
+def push_run_records(tracker, written: dict) -> None:
+    """Upload the records files beside the results file the harness just pushed (``push_results_to_hub``).
+
+    Same repository and folder as the harness's ``results_<date_id>.json`` (``<model_name>/``), so
+    the ``evidential_records`` names in it resolve on the hub as they do on disk. Like the harness's
+    own push, a failure is a warning: the files are on disk either way.
+    """
+    repo_id = tracker.results_repo if tracker.public_repo else tracker.results_repo_private
+    model_name = str(tracker.general_config_tracker.model_name)
+    try:
+        for path in written.values():
+            tracker.api.upload_file(
+                repo_id=repo_id,
+                path_or_fileobj=str(path),
+                path_in_repo=f"{model_name}/{path.name}",
+                repo_type="dataset",
+                commit_message=f"Adding evidential records for {model_name}",
+            )
+        logger.info("pushed %d evidential records file(s) to %s", len(written), repo_id)
+    except Exception as error:  # noqa: BLE001 - the harness treats a failed push the same way
+        logger.warning("Could not push the evidential records to the Hugging Face Hub: %r", error)
 
 
 # ---------------------------------------------------------------------------------- errors

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import shutil
 
 import numpy as np
 import pytest
 import torch
 
-from .test_model import evaluate, make_lm
+from .test_model import evaluate, make_lm, our_tasks
 
 pytestmark = pytest.mark.usefixtures("use_mirror")
 
@@ -108,6 +109,34 @@ def test_limit_on_a_pair_task_takes_n_per_side_and_says_so(tiny_model, tiny_adap
     assert np.isfinite(row["auroc_reciprocal_vacuity,none"])
     assert results["n-samples"]["obqa_edl_vs_csqa4_edl"]["effective"] == 6
     assert "--limit 3 on an ID/OOD pair takes 3 per side" in caplog.text
+
+
+def test_fractional_limit_on_a_pair_task_takes_that_fraction_of_each_side(tiny_model, tiny_adapter, caplog):
+    with caplog.at_level(logging.WARNING):
+        results, _ = evaluate(make_lm(tiny_model, tiny_adapter), ["obqa_edl_vs_csqa4_edl"], limit=0.5)
+    row = results["results"]["obqa_edl_vs_csqa4_edl"]
+    loaded = our_tasks().load(["obqa_edl", "csqa4_edl"])["tasks"]
+    sizes = [len(loaded[name].eval_docs) for name in ("obqa_edl", "csqa4_edl")]
+    assert all(n >= 3 for n in sizes)
+    assert (row["n_id,none"], row["n_ood,none"]) == tuple(math.ceil(n * 0.5) for n in sizes)
+    assert "--limit 0.5 on an ID/OOD pair takes 0.5 of each side" in caplog.text
+
+
+@pytest.mark.parametrize("limit", [2, 0.05])
+def test_pair_limit_is_per_side_from_the_request_cache_too(tiny_model, tiny_adapter, tmp_path, monkeypatch, limit):
+    import lm_eval.caching.cache as request_cache
+
+    monkeypatch.setattr(request_cache, "PATH", str(tmp_path / "requests"))
+    rows = []
+    for _ in range(2):  # the first run fills the cache, the second reads it
+        lm, asked = make_lm(tiny_model, tiny_adapter), []
+        monkeypatch.setattr(lm, "loglikelihood", lambda requests, f=lm.loglikelihood, **kw: asked.extend(requests) or f(requests, **kw))
+        results, _ = evaluate(lm, ["obqa_edl_vs_csqa4_edl"], limit=limit, cache_requests=True, log_samples=True)
+        row = results["results"]["obqa_edl_vs_csqa4_edl"]
+        docs = {request.doc_id for request in asked}  # only the chosen docs are forwarded
+        rows.append((row["n_id,none"], row["n_ood,none"], len(results["samples"]["obqa_edl_vs_csqa4_edl"]), len(docs)))
+    assert list(tmp_path.joinpath("requests").iterdir())
+    assert rows[0] == rows[1] == ((2, 2, 4, 4) if limit == 2 else (6, 4, 10, 10))  # 0.05 of 120 ID and 80 OOD docs
 
 
 def test_cache_requests_never_reuses_prompts_of_other_data(tiny_model, mirror, tmp_path, monkeypatch):
