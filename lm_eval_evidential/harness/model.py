@@ -27,7 +27,7 @@ from tqdm import tqdm
 
 from lm_eval_evidential.harness.evidence import EvidenceLedger, QuestionEvidence
 from lm_eval_evidential.modeling.config import HeadConfig, head_defaults
-from lm_eval_evidential.modeling.encoding import last_position_logits, left_pad
+from lm_eval_evidential.modeling.encoding import last_position_logits, left_pad, prompt_tail
 from lm_eval_evidential.modeling.heads import apply_head_batch
 from lm_eval_evidential.records.provenance import adapter_sha256, model_sha256
 
@@ -65,6 +65,10 @@ EDL_ALTERNATIVES = {
     "commonsense_qa": "csqa_edl", "mmlu_college_mathematics": "mmlu_math_edl",
     "mmlu_high_school_mathematics": "mmlu_math_edl", "mmlu_abstract_algebra": "mmlu_math_edl",
 }  # fmt: skip
+
+
+# A (prompt tail, choices) whose answer ids are checked on every whole prompt (EvidentialLM._answer_ids_at_tail).
+_FULL_CHECK = object()
 
 
 @dataclass(frozen=True)
@@ -330,6 +334,73 @@ class EvidentialLM(HFLM):
             )
         return tuple(ids)
 
+    def _encode_prompts(self, contexts: list[str]) -> list[list[int]]:
+        """``tok_encode(context)`` of every context, by one batched tokenizer call per special-token setting.
+
+        The same ids as the harness's ``tok_encode``, string by string: its special-token rule
+        (``add_bos_token``; none added to a string that already starts with the BOS text) is
+        applied per string, then the strings of each setting are encoded together.
+        """
+        from lm_eval.models.utils import _add_special_kwargs, has_bos_prefix
+
+        bos_text = self.tokenizer.decode(self.prefix_token_id)
+        default = _add_special_kwargs(None, self.add_bos_token)
+        groups: dict[bool, list[int]] = defaultdict(list)
+        for i, context in enumerate(contexts):
+            groups[has_bos_prefix(context, bos_text)].append(i)
+        out: list[list[int]] = [[] for _ in contexts]
+        for starts_with_bos, members in groups.items():
+            kwargs = {"add_special_tokens": False} if starts_with_bos else default
+            for i, ids in zip(members, self.tokenizer([contexts[i] for i in members], **kwargs)["input_ids"]):
+                out[i] = list(ids)
+        return out
+
+    def _answer_ids_at_tail(self, context: str, context_ids: list[int], continuations, task, where: str) -> tuple[int, ...]:
+        """:meth:`_answer_ids` (``encode(prompt + choice)`` is the prompt's ids plus one token), resolved
+        once per prompt tail instead of K+1 tokenisations of every prompt.
+
+        A task's prompts end alike (``…\\nAnswer:``), and appending a choice changes the tokens at the
+        prompt's end only: the tokenizer splits words and lines before it merges (byte-level BPE's
+        pre-tokeniser; SentencePiece's word boundaries). So the check runs on the prompt's last line
+        with text (:func:`~lm_eval_evidential.modeling.encoding.prompt_tail`) once per (tail,
+        choices), and, once per tail, on the first whole prompt that has it, in full; every
+        further prompt with that tail must end in the tail's own tokens (its tokenisation splits
+        where the tail starts, the boundary check). Whatever is not shown that way — a one-line
+        prompt, a tail whose check fails, a prompt not split at its tail, a tail whose full check
+        disagrees — takes the full check, which refuses (and names the fix) exactly as before.
+        """
+        tail = prompt_tail(context)
+        if tail is None:
+            return self._answer_ids(context, context_ids, continuations, task, where)
+        key = (tail, continuations)
+        known = self._tail_answers.get(key)
+        if known is None:
+            known = self._tail_answers[key] = self._tail_check(tail, continuations)
+        if known is _FULL_CHECK:
+            return self._answer_ids(context, context_ids, continuations, task, where)
+        tail_ids, answer_ids, verified = known
+        if len(context_ids) <= len(tail_ids) or context_ids[len(context_ids) - len(tail_ids) :] != tail_ids:
+            return self._answer_ids(context, context_ids, continuations, task, where)
+        if not verified:
+            full = self._answer_ids(context, context_ids, continuations, task, where)
+            self._tail_answers[key] = (tail_ids, answer_ids, True) if full == answer_ids else _FULL_CHECK
+            return full
+        return answer_ids
+
+    @cached_property
+    def _tail_answers(self) -> dict:
+        """(tail, choices) -> (tail ids, answer ids, checked on a whole prompt) or _FULL_CHECK; this tokenizer's."""
+        return {}
+
+    def _tail_check(self, tail: str, continuations) -> tuple[list[int], tuple[int, ...], bool] | object:
+        """The answer-id check on ``tail`` alone (no special tokens): one batched tokenizer call."""
+        encoded = self.tokenizer([tail, *(tail + c for c in continuations)], add_special_tokens=False)["input_ids"]
+        tail_ids, wholes = list(encoded[0]), [list(w) for w in encoded[1:]]
+        n = len(tail_ids)
+        if not all(len(w) == n + 1 and w[:n] == tail_ids for w in wholes) or len({w[-1] for w in wholes}) != len(wholes):
+            return _FULL_CHECK
+        return tail_ids, tuple(w[-1] for w in wholes), False
+
     # ------------------------------------------------------------------ forward
     def _last_logits(self, batch: list[list[int]]) -> torch.Tensor:
         """Last-position logits (B, V) of left-padded ``batch``, independent of padding."""
@@ -365,11 +436,12 @@ class EvidentialLM(HFLM):
         forward pass.
         """
         plans = self._plan(requests)
-        needed: dict[str, set[int]] = defaultdict(set)
+        needed: dict[str, dict[int, None]] = defaultdict(dict)  # a prompt's answer ids, first seen first
         for plan in plans:
-            needed[plan.context].update(plan.answer_ids)
+            needed[plan.context].update(dict.fromkeys(plan.answer_ids))
         tail_k = max((len(p.answer_ids) for p in plans), default=0) if self.head.needs_sigma else 0
-        kept = self._forward_unique(self._context_ids, {c: sorted(v) for c, v in needed.items()}, tail_k, disable_tqdm)
+        answer_order = {c: list(v) for c, v in needed.items()}
+        row_of, values, tails = self._forward_unique(self._context_ids, answer_order, tail_k, disable_tqdm)
 
         results: list[Any] = [None] * len(requests)
         # The head runs once per group of questions with the same K (not once per question);
@@ -378,11 +450,9 @@ class EvidentialLM(HFLM):
         for plan in plans:
             by_k[len(plan.answer_ids)].append(plan)
         for k, group in by_k.items():
-            rows = []
-            for plan in group:
-                columns, values, _ = kept[plan.context]
-                rows.append(values[[columns.index(a) for a in plan.answer_ids]])
-            z = torch.stack(rows)
+            rows = torch.tensor([row_of[p.context] for p in group], dtype=torch.long)
+            columns = torch.tensor([[answer_order[p.context].index(a) for a in p.answer_ids] for p in group], dtype=torch.long)
+            z = values[rows[:, None], columns]
             finite = torch.isfinite(z).all(dim=1)
             if not bool(finite.all()):
                 row = int((~finite).nonzero()[0, 0])
@@ -390,12 +460,9 @@ class EvidentialLM(HFLM):
                 raise EvidentialInputError(
                     f"{group[row].where}: non-finite answer logit {bad!r} (float16 overflow?); run with dtype=bfloat16 or dtype=float32"
                 )
-            sigma_logits = None
-            if self.head.needs_sigma:
-                sigma_logits = torch.stack([kept[p.context][2][-k:] for p in group])
-            out = apply_head_batch(
-                self.head, z, sigma_logits=sigma_logits, keys=[f"{p.context}\x00{p.answer_ids}" for p in group]
-            )
+            sigma_logits = tails[rows, tail_k - k :] if self.head.needs_sigma else None
+            keys = [f"{p.context}\x00{p.answer_ids}" for p in group] if self.head.needs_sigma else None
+            out = apply_head_batch(self.head, z, sigma_logits=sigma_logits, keys=keys)
             logits = out.logits.tolist()
             alpha = None if out.alpha is None else out.alpha.tolist()
             log_probs = torch.log(out.probs).tolist()
@@ -417,28 +484,30 @@ class EvidentialLM(HFLM):
 
         The K choices of one (task, doc) share one prompt. Under data parallel the harness pads
         a shorter rank by repeating its last request object: copies of one request share its
-        response (distinct requests still collide).
+        response (distinct requests still collide). Prompts are tokenised together (one batched
+        tokenizer call, :meth:`_encode_prompts`), answer ids resolved per prompt tail
+        (:meth:`_answer_ids_at_tail`).
         """
         grouped: dict[tuple, dict[int, list[int]]] = defaultdict(dict)
         for i, req in enumerate(requests):
             context, _ = req.args
             key = (getattr(req, "task_name", None), getattr(req, "doc_id", None), context)
             grouped[key].setdefault(id(req), []).append(i)
-        self._context_ids: dict[str, list[int]] = {}
+        contexts = list(dict.fromkeys(context for _, _, context in grouped))
+        self._context_ids: dict[str, list[int]] = dict(zip(contexts, self._encode_prompts(contexts)))
         plans = []
+        for (task, doc_id, context), options in grouped.items():
+            where = f"task {task!r} doc {doc_id}"
+            if len(self._context_ids[context]) > self.max_length:
+                raise EvidentialInputError(
+                    f"{where}: prompt is {len(self._context_ids[context])} tokens, longer than max_length={self.max_length}; "
+                    "raise max_length in --model_args (the evidential model never truncates a question)"
+                )
         for (task, doc_id, context), options in grouped.items():
             copies = list(options.values())
             where = f"task {task!r} doc {doc_id}"
-            if context not in self._context_ids:
-                ids = self.tok_encode(context)
-                if len(ids) > self.max_length:
-                    raise EvidentialInputError(
-                        f"{where}: prompt is {len(ids)} tokens, longer than max_length={self.max_length}; "
-                        "raise max_length in --model_args (the evidential model never truncates a question)"
-                    )
-                self._context_ids[context] = ids
             continuations = tuple(requests[c[0]].args[1] for c in copies)
-            answer_ids = self._answer_ids(context, self._context_ids[context], continuations, task, where)
+            answer_ids = self._answer_ids_at_tail(context, self._context_ids[context], continuations, task, where)
             plans.append(_Question(task, doc_id, context, continuations, answer_ids, copies, where))
         return plans
 
@@ -473,33 +542,37 @@ class EvidentialLM(HFLM):
 
     def _forward_unique(
         self, context_ids: dict[str, list[int]], needed: dict[str, list[int]], tail_k: int, disable_tqdm: bool
-    ) -> dict[str, tuple[list[int], torch.Tensor, torch.Tensor | None]]:
+    ) -> tuple[dict[str, int], torch.Tensor, torch.Tensor | None]:
         """Forward each distinct prompt once, longest first (length buckets).
 
-        Keeps, per prompt, only the last-position logits at its answer ids (and the last
-        ``tail_k`` vocabulary logits for IB-EDL's σ): memory is O(prompts · K), not O(prompts · V).
+        Returns each prompt's row, the last-position logits at its answer ids (``needed``, in that
+        order; float32 on the CPU, (prompts, max K)) and, for IB-EDL's σ, the last ``tail_k``
+        vocabulary logits: memory is O(prompts · K), not O(prompts · V). The kept logits stay on
+        the model's device until every batch has been launched and come to the CPU in one copy,
+        so the host never waits for the device between batches.
         """
         order = sorted(context_ids, key=lambda c: -len(context_ids[c]))
         if not order:
-            return {}
+            return {}, torch.empty((0, 0)), None
         batch_size = self.batch_size
         if batch_size == "auto" or batch_size is None:
             batch_size = self._auto_batch_size(context_ids[order[0]])
         batch_size = int(batch_size)
-        kept: dict[str, tuple[list[int], torch.Tensor, torch.Tensor | None]] = {}
+        width = max(len(needed[c]) for c in order)
+        index = torch.tensor([needed[c] + needed[c][:1] * (width - len(needed[c])) for c in order], dtype=torch.long)
+        kept, kept_tails = [], []
         bar = tqdm(total=len(order), desc="evidential: prompts", disable=disable_tqdm or self.rank != 0)
         for start in range(0, len(order), batch_size):
             chunk = order[start : start + batch_size]
             logits = self._last_logits([context_ids[c] for c in chunk])
-            width = max(len(needed[c]) for c in chunk)
-            index = torch.tensor([needed[c] + needed[c][:1] * (width - len(needed[c])) for c in chunk], device=logits.device)
-            values = logits.gather(1, index).float().cpu()
-            tails = logits[:, logits.shape[-1] - tail_k :].float().cpu() if tail_k else None
-            for row, c in enumerate(chunk):
-                kept[c] = (needed[c], values[row, : len(needed[c])], None if tails is None else tails[row])
+            kept.append(logits.gather(1, index[start : start + len(chunk)].to(logits.device)))
+            if tail_k:
+                kept_tails.append(logits[:, logits.shape[-1] - tail_k :].contiguous())  # a copy: not a view of (B, V)
             bar.update(len(chunk))
         bar.close()
-        return kept
+        values = torch.cat(kept).float().cpu()
+        tails = torch.cat(kept_tails).float().cpu() if tail_k else None
+        return {c: i for i, c in enumerate(order)}, values, tails
 
     def loglikelihood_rolling(self, requests, disable_tqdm: bool = False):
         raise NotImplementedError("the evidential model scores multiple-choice tasks only; use --model hf for perplexity")

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import torch
 
-__all__ = ["AnswerTokenError", "answer_token_ids", "left_pad", "last_position_logits"]
+__all__ = ["AnswerTokenError", "answer_token_ids", "prompt_tail", "left_pad", "last_position_logits"]
 
 
 class AnswerTokenError(ValueError):
@@ -53,6 +53,23 @@ def answer_token_ids(
     return ids
 
 
+def prompt_tail(prompt: str) -> str | None:
+    """The prompt from the start of its last line with text (trailing blank lines included), or
+    None for a one-line prompt: where an appended answer can change the prompt's tokens.
+
+    Examples
+    --------
+    >>> prompt_tail("Question: why?\\nChoices:\\nA) yes\\nAnswer:")
+    'Answer:'
+    >>> prompt_tail("<|im_start|>user\\nWhy?<|im_end|>\\n<|im_start|>assistant\\n")
+    '<|im_start|>assistant\\n'
+    >>> prompt_tail("Question? Answer:") is None
+    True
+    """
+    cut = prompt.rstrip().rfind("\n") + 1
+    return prompt[cut:] if cut > 0 else None
+
+
 def left_pad(rows: Sequence[Sequence[int]], pad_token_id: int | None) -> dict[str, torch.Tensor]:
     """``input_ids``, ``attention_mask`` and ``position_ids`` (B, width) of left-padded ``rows``.
 
@@ -61,11 +78,9 @@ def left_pad(rows: Sequence[Sequence[int]], pad_token_id: int | None) -> dict[st
     """
     width = max(len(r) for r in rows)
     pad = 0 if pad_token_id is None else int(pad_token_id)
-    input_ids = torch.full((len(rows), width), pad, dtype=torch.long)
-    mask = torch.zeros((len(rows), width), dtype=torch.long)
-    for i, ids in enumerate(rows):
-        input_ids[i, width - len(ids) :] = torch.tensor(list(ids), dtype=torch.long)
-        mask[i, width - len(ids) :] = 1
+    input_ids = torch.tensor([[pad] * (width - len(r)) + list(r) for r in rows], dtype=torch.long)
+    lengths = torch.tensor([len(r) for r in rows], dtype=torch.long)
+    mask = (torch.arange(width)[None, :] >= width - lengths[:, None]).long()
     return {"input_ids": input_ids, "attention_mask": mask, "position_ids": (mask.cumsum(-1) - 1).clamp(min=0)}
 
 
