@@ -41,7 +41,9 @@ from lm_eval_evidential.audits.ood import (
     sensitivity_lines,
     subset_records,
 )
-from lm_eval_evidential.metrics.cardinality import k_histogram
+from lm_eval_evidential.metrics.calibration import check_n_bins
+from lm_eval_evidential.metrics.cardinality import check_max_extra, k_histogram
+from lm_eval_evidential.metrics.detection import check_n_boot
 from lm_eval_evidential.metrics.scores import OOD_DEFAULT_SCORES
 from lm_eval_evidential.records import RECORDS_FILE_RE, Records, atomic_write_text, check_same_producer
 from lm_eval_evidential.records.provenance import is_illustrative
@@ -227,6 +229,9 @@ def build_report(
     from lm_eval_evidential.records.io import write_json
 
     policies = _policies(k_policy)
+    check_n_boot(n_boot)  # size options refused before any work (a section would otherwise only be skipped)
+    check_max_extra(max_extra)
+    check_n_bins(n_bins)
     ood_records = list(ood_records)
     if not ood_records:
         raise ValueError("build_report needs at least one OOD task")

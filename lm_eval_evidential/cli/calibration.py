@@ -18,7 +18,7 @@ def add_parser(sub) -> None:
         sub, "calibration", __doc__, run, tasks=True, json=True,
         help="calibration of saved records: ECE, adaptive ECE, NLL, Brier, accuracy (+ reliability diagrams)",
     )  # fmt: skip
-    p.add_argument("--bins", type=positive_int, default=15, help="number of confidence bins (default: 15)")
+    p.add_argument("--bins", type=positive_int, default=15, help="number of confidence bins (default: 15, at most 10000)")
     p.add_argument("--plot", metavar="FILE", default=None, help="also write reliability diagrams to FILE.png and FILE.svg")
 
 

@@ -34,7 +34,7 @@ def add_parser(sub) -> None:
         ),
     )  # fmt: skip
     p.add_argument("--ood", dest="ood_task", required=True, metavar="TASK", help="one OOD task")
-    p.add_argument("--max-extra", dest="max_extra", type=int, default=4, help="largest number of appended classes (default 4)")
+    p.add_argument("--max-extra", dest="max_extra", type=int, default=4, help="largest number of appended classes (default 4, at most 64)")
     p.add_argument("--plot", default=None, metavar="FILE", help="write the Figure 1 plot as FILE.png and FILE.svg")
 
 

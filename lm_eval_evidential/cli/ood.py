@@ -50,7 +50,7 @@ def add_parser(sub) -> None:
     )  # fmt: skip
     p.add_argument("--ood", dest="ood_tasks", required=True, type=comma_list("task"), metavar="T1,T2",
                    help="OOD task(s), comma-separated")
-    p.add_argument("--n-boot", dest="n_boot", type=int, default=1000, help="bootstrap replicates for the AUPR-In CI (0: none)")
+    p.add_argument("--n-boot", dest="n_boot", type=int, default=1000, help="bootstrap replicates for the AUPR-In CI (0: none; at most 100000)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     p.add_argument("--level", type=float, default=0.95, help="confidence level of both intervals")
 

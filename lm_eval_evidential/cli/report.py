@@ -33,9 +33,9 @@ def add_parser(sub) -> None:
         "--k-policy", dest="k_policy", default=["assert"], type=comma_list("k_policy"), metavar="|".join(POLICIES),
         help="K policy, or several comma-separated (one OOD table each; later sections use the first); default: assert",
     )  # fmt: skip
-    p.add_argument("--n-boot", dest="n_boot", type=int, default=1000, help="bootstrap replicates for the AUPR-In CI (0: none)")
+    p.add_argument("--n-boot", dest="n_boot", type=int, default=1000, help="bootstrap replicates for the AUPR-In CI (0: none; at most 100000)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
-    p.add_argument("--max-extra", dest="max_extra", type=int, default=4, help="largest K-sweep expansion (default 4)")
+    p.add_argument("--max-extra", dest="max_extra", type=int, default=4, help="largest K-sweep expansion (default 4, at most 64)")
 
 
 def run(args) -> int:

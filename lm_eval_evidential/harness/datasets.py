@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -29,6 +30,8 @@ from pathlib import Path
 from typing import Any
 
 MIRROR_ENV = "EVIDENTIAL_DATA_DIR"
+
+logger = logging.getLogger(__name__)
 
 
 class DatasetError(ValueError):
@@ -77,15 +80,17 @@ def normalise(
 ) -> list[dict]:
     """Convert and validate hub rows; K is each question's own option count, never padded."""
     docs: list[dict] = []
+    repeated: list[tuple[str, str]] = []  # (where, option text) of questions that repeat an option
     letters_all = [t.strip() for t in answer_tokens]
     for index, row in enumerate(rows):
         where = f"task {task!r}, dataset row {index}"
         try:
             converted = convert(row, index)
-        except (KeyError, TypeError) as exc:
+        except (KeyError, TypeError, AttributeError) as exc:
             raise DatasetError(
                 f"{where}: record does not have the expected schema (missing/invalid {exc}); "
-                f"got keys {sorted(row)}. Mirror files must keep the hub dataset's own schema."
+                f"got {f'keys {sorted(row)}' if isinstance(row, dict) else f'a JSON {type(row).__name__}'}. "
+                "Mirror files must keep the hub dataset's own schema."
             ) from exc
         if converted is None:
             continue
@@ -110,6 +115,9 @@ def normalise(
             raise DatasetError(
                 f"{where}: answer key {key!r} is not among the labels {labels}; fix the row's answer key"
             )
+        texts = [str(o).strip() for o in options]
+        if len(set(texts)) != k:
+            repeated.append((where, next(t for t in texts if texts.count(t) > 1)))
         gold = [str(x) for x in labels].index(str(key))
         docs.append(
             {
@@ -123,6 +131,13 @@ def normalise(
                 "answer_tokens": list(answer_tokens),
             }
         )
+    if repeated:
+        # Not an error (the question can still be scored), but identical options split their
+        # evidence and a gold answer among twins cannot be told apart: say so, once per task.
+        logger.warning(
+            "%s: %d question(s) repeat an answer option's text, e.g. %s has %r twice; the model cannot tell "
+            "those options apart — fix or drop those rows", task, len(repeated), repeated[0][0], repeated[0][1],
+        )  # fmt: skip
     return docs
 
 
@@ -137,14 +152,19 @@ def read_jsonl(path: Path, *, task: str) -> list[dict]:
             f"write the split there in the hub dataset's schema, one JSON record per line, or unset {MIRROR_ENV} to use the hub"
         )
     rows = []
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
+    with open(path, "rb") as fh:
+        for lineno, raw in enumerate(fh, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise DatasetError(f"task {task!r}: {path}:{lineno} is not UTF-8 text ({exc.reason}); re-export the file as UTF-8") from exc
             if not line.strip():
                 continue
             try:
                 rows.append(json.loads(line))
             except json.JSONDecodeError as exc:
-                raise DatasetError(f"task {task!r}: {path}:{lineno} is not valid JSON ({exc.msg})") from exc
+                cut = "" if raw.endswith(b"\n") else "; the file ends inside this line (truncated?) — copy it again"
+                raise DatasetError(f"task {task!r}: {path}:{lineno} is not valid JSON ({exc.msg}){cut}") from exc
     return rows
 
 

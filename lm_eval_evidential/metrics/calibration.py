@@ -48,9 +48,15 @@ __all__ = [
 NLL_FLOOR = float(np.finfo(np.float64).eps)
 
 
-def _check_n_bins(n_bins) -> int:
-    if isinstance(n_bins, bool) or not isinstance(n_bins, (int, np.integer)) or n_bins < 1:
-        raise ValueError(f"n_bins must be a positive integer, got {n_bins!r}")
+#: Upper bound of bins: beyond it most bins are empty or hold one example, and the bin arrays,
+#: not the data, would set the work and memory.
+MAX_BINS = 10_000
+
+
+def check_n_bins(n_bins) -> int:
+    """``n_bins`` if it is an integer in 1..:data:`MAX_BINS`, else ValueError."""
+    if isinstance(n_bins, bool) or not isinstance(n_bins, (int, np.integer)) or not 1 <= n_bins <= MAX_BINS:
+        raise ValueError(f"n_bins must be an integer in 1..{MAX_BINS}, got {n_bins!r}")
     return int(n_bins)
 
 
@@ -133,7 +139,7 @@ def ece(confidence, correct, n_bins: int = 15) -> float:
     >>> round(ece([0.9, 0.8, 0.6, 0.3], [1, 1, 0, 0], n_bins=2), 4)  # (1/4)(0.3) + (3/4)(0.1)
     0.15
     """
-    n_bins = _check_n_bins(n_bins)
+    n_bins = check_n_bins(n_bins)
     c, y = _confidence_correct(confidence, correct)
     if c.size == 0:
         return undefined("ece is undefined for 0 examples")
@@ -200,7 +206,7 @@ def adaptive_ece(confidence, correct, n_bins: int = 15) -> float:
     >>> round(adaptive_ece([0.9, 0.8, 0.6, 0.3], [1, 1, 0, 0], n_bins=2), 4)
     0.3
     """
-    n_bins = _check_n_bins(n_bins)
+    n_bins = check_n_bins(n_bins)
     c, y = _confidence_correct(confidence, correct)
     if c.size == 0:
         return undefined("adaptive_ece is undefined for 0 examples")
@@ -240,7 +246,7 @@ def reliability_diagram(confidence, correct, n_bins: int = 15) -> dict:
     >>> d["edges"].tolist(), d["counts"].tolist(), d["accuracy"].round(4).tolist()
     ([0.0, 0.5, 1.0], [1, 3], [0.0, 0.6667])
     """
-    n_bins = _check_n_bins(n_bins)
+    n_bins = check_n_bins(n_bins)
     c, y = _confidence_correct(confidence, correct)
     edges, bins = _equal_width_bins(c, n_bins)
     counts = np.bincount(bins, minlength=n_bins).astype(np.int64)

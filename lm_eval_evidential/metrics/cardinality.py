@@ -241,6 +241,18 @@ def _side_scores(alpha, k, names, lam) -> dict[str, np.ndarray]:
     return {name: SCORES[name].fn(p, k, mask, alpha, lam) for name in names}
 
 
+#: Upper bound of the K sweep's appended classes: each x recomputes every score's AUROC/AUPR on
+#: both conditions over arrays K + x wide (McNamara 2026, Table 1, sweeps x <= 4).
+MAX_EXTRA = 64
+
+
+def check_max_extra(max_extra) -> int:
+    """``max_extra`` if it is an integer in 0..:data:`MAX_EXTRA`, else ValueError."""
+    if isinstance(max_extra, bool) or not isinstance(max_extra, (int, np.integer)) or not 0 <= max_extra <= MAX_EXTRA:
+        raise ValueError(f"max_extra must be an integer in 0..{MAX_EXTRA} (appended zero-evidence classes), got {max_extra!r}")
+    return int(max_extra)
+
+
 def ksweep(
     alpha_id, alpha_ood, *, prior_weight: float = 1.0, max_extra: int = 4, scores=OOD_DEFAULT_SCORES
 ) -> list[dict]:
@@ -292,8 +304,7 @@ def ksweep(
     [('ood_only', 0, 4, 0.75), ('ood_only', 1, 5, 1.0), ('matched', 0, 4, 0.75), ('matched', 1, 5, 0.75)]
     """
     lam = _check_prior_weight(prior_weight)
-    if isinstance(max_extra, bool) or not isinstance(max_extra, (int, np.integer)) or max_extra < 0:
-        raise ValueError(f"max_extra must be a non-negative integer, got {max_extra!r}")
+    max_extra = check_max_extra(max_extra)
     names = tuple(check_score_names(scores))
     a_id, k_id, _ = _padded(alpha_id, "alpha_id", positive=True)
     a_ood, k_ood, _ = _padded(alpha_ood, "alpha_ood", positive=True)

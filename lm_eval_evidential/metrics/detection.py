@@ -387,6 +387,18 @@ def _delong_from(b: _Blocks, level: float):
     return auc, (float(max(0.0, auc - half)), float(min(1.0, auc + half))), None
 
 
+#: Upper bound of bootstrap replicates: each recomputes the metric on every example, so the work
+#: is n_boot x (n_ID + n_OOD) log(n); 100,000 replicates are far beyond what a percentile CI needs.
+MAX_N_BOOT = 100_000
+
+
+def check_n_boot(n_boot) -> int:
+    """``n_boot`` if it is 0 (no interval) or an integer in 2..:data:`MAX_N_BOOT`, else ValueError."""
+    if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 0 or n_boot == 1 or n_boot > MAX_N_BOOT:
+        raise ValueError(f"n_boot must be 0 (no interval) or an integer in 2..{MAX_N_BOOT}, got {n_boot!r}")
+    return int(n_boot)
+
+
 def _check_level(level) -> float:
     lv = float(level)
     if not (0.0 < lv < 1.0):
@@ -561,8 +573,7 @@ def bootstrap_ci(
     (nan, nan)
     """
     level = _check_level(level)
-    if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 0 or n_boot == 1:
-        raise ValueError(f"n_boot must be 0 (no interval) or an integer >= 2, got {n_boot!r}")
+    n_boot = check_n_boot(n_boot)
     y, s = _inputs(y_true, score)
     reason = _single_class_reason("a stratified bootstrap", y)
     if reason:

@@ -295,7 +295,9 @@ class Records(Sequence):
         if len(np.unique(doc_id)) != n:
             values, counts = np.unique(doc_id, return_counts=True)
             raise RecordsError(f"{path}: doc_id {int(values[counts > 1][0])} appears more than once; records of two runs were mixed")
+        _validate_evidence(path, meta, k, evidence, alpha, col)
         _validate_derived(path, meta, k, logits, alpha, col)
+        _validate_task_column(path, table.column("task"), task)
         return cls(
             task=task,
             meta=meta,
@@ -377,9 +379,49 @@ def _validate_derived(path, meta: dict, k: np.ndarray, logits: np.ndarray, alpha
         if bad.any():
             row = int(np.flatnonzero(bad)[0])
             raise RecordsError(
-                f"{path}: row {row}: stored {name} {got[row]!r} does not follow from the record's "
-                f"{'logits' if strength is None else 'alpha'} (expected {want[row]!r}); the file was edited"
+                f"{path}: row {row}: stored {name} {got[row].item()!r} does not follow from the record's "
+                f"{'logits' if strength is None else 'alpha'} (expected {want[row].item()!r}); the file was edited"
             )
+
+
+def _validate_evidence(path, meta: dict, k: np.ndarray, evidence: np.ndarray, alpha: np.ndarray, col) -> None:
+    """The evidence column must be alpha - λ (evidential) or absent (softmax: no evidence, alpha,
+    strength or vacuity). A reader of ``records[i]["evidence"]`` must get what the audits use."""
+    if len(k) == 0:
+        return
+    real = np.arange(alpha.shape[1])[None, :] < k[:, None]
+    if meta.get("method", "edl") == "softmax":
+        for name, values in (("evidence", evidence), ("alpha", alpha)):
+            if (real & ~np.isnan(values)).any():
+                row = int(np.flatnonzero((real & ~np.isnan(values)).any(axis=1))[0])
+                raise RecordsError(f"{path}: row {row}: a method=softmax record has {name} values; softmax records have none "
+                                   "(null) — the file was edited or its metadata names the wrong method")
+        for name in ("strength", "vacuity"):
+            stored = col(name).astype(np.float64)
+            if (~np.isnan(stored)).any():
+                row = int(np.flatnonzero(~np.isnan(stored))[0])
+                raise RecordsError(f"{path}: row {row}: a method=softmax record has {name} {float(stored[row])!r}; it is undefined (NaN) "
+                                   "for softmax — the file was edited or its metadata names the wrong method")
+        return
+    want = alpha - float(meta.get("prior_weight", 1.0))
+    with np.errstate(invalid="ignore"):
+        bad = real & ~np.isclose(evidence, want, rtol=1e-9, atol=1e-12)
+    if bad.any():
+        row = int(np.flatnonzero(bad.any(axis=1))[0])
+        j = int(np.flatnonzero(bad[row])[0])
+        raise RecordsError(
+            f"{path}: row {row}: stored evidence {float(evidence[row, j])!r} (class {j}) does not follow from the "
+            f"record's alpha {float(alpha[row, j])!r} (expected alpha - prior_weight = {float(want[row, j])!r}); the file was edited"
+        )
+
+
+def _validate_task_column(path, column, task: str) -> None:
+    """Every row's ``task`` is the file's task (records of two tasks are never mixed in one file)."""
+    import pyarrow.compute as pc
+
+    others = [t for t in pc.unique(column).to_pylist() if t != task]
+    if others:
+        raise RecordsError(f"{path}: rows of task {others[0]!r} in the records of {task!r}; records of two tasks were mixed — re-run the evaluation")
 
 
 def _validate_values(path, meta: dict, k: np.ndarray, logits: np.ndarray, alpha: np.ndarray, gold: np.ndarray) -> None:

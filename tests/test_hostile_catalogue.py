@@ -1,0 +1,500 @@
+"""The hostile-input catalogue: bad inputs and faults in ONE table, each through a real entry point.
+
+Every row is ``(id, entry point, input, expected outcome)``. Entry points:
+
+- ``loader``: :func:`lm_eval_evidential.records.read_records_file` on a crafted records file;
+- ``cli``: ``lm_eval_evidential.cli.main.main(argv)`` in-process (the ``lm-eval-evidential``
+  commands) on a copy of a synthetic run folder;
+- ``model``: ``EvidentialLM.create_from_arg_string(model_args)``, what stock ``lm_eval --model
+  evidential --model_args …`` calls; a refusal must come before any weights load unless the row
+  says otherwise (a spy on the model loader checks it);
+- ``dataset``: loading a task from a crafted offline mirror, as ``lm_eval --tasks`` does;
+- ``eval``: ``lm-eval-evidential eval …`` in-process (the stock CLI behind our error handling);
+- ``subprocess``: the console script in a child process (real resource limits).
+
+Outcomes: ``Refused`` (that exception class, message matching), ``Exit`` (that status, one
+``error:`` line matching, never a traceback), ``Warned`` (a logged warning matching), ``Accepted``.
+Every ``cli`` and ``eval`` row also checks the file system: the inputs are byte-identical
+afterwards and nothing was written except the paths the row allows (a refusal writes nothing).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from lm_eval_evidential.records import (
+    META_KEY,
+    Records,
+    RecordsError,
+    make_record,
+    read_records_file,
+    records_path,
+    write_records,
+)
+
+DATE = "2026-03-01T10-00-00.000001"
+LETTERS = "ABCDE"
+
+
+# ----------------------------------------------------------------------------- outcomes
+
+
+@dataclass(frozen=True)
+class Refused:
+    """The entry point raises ``exc`` with a message matching ``match`` (a regex)."""
+
+    exc: type | tuple
+    match: str
+    before_weights: bool = True  # model rows: raised before the model's weights were loaded
+
+
+@dataclass(frozen=True)
+class Exit:
+    """A command returns ``status``; its output matches ``match``; it wrote only ``writes`` (globs)."""
+
+    status: int
+    match: str
+    writes: tuple[str, ...] = ()
+    check: Callable | None = None  # check(ctx) after the command
+
+
+@dataclass(frozen=True)
+class Cmd:
+    """A command line (``{out}``, ``{tmp}``, ``{rec}``, ``{folder}``, ``{model}`` … filled in) and what to prepare first."""
+
+    argv: list
+    prepare: Callable | None = None
+
+
+@dataclass(frozen=True)
+class Warned:
+    """Accepted, with a logged warning matching ``match``."""
+
+    match: str
+
+
+@dataclass(frozen=True)
+class Accepted:
+    """Accepted; ``check(result, ctx)`` holds."""
+
+    check: Callable | None = None
+
+
+@dataclass
+class Ctx:
+    """One case's world: a private copy of the run folder and a scratch folder."""
+
+    tmp: Path
+    out: Path  # the --output_path folder (a copy of the synthetic run)
+    model: Path | None = None
+    adapter: Path | None = None
+    mirror: Path | None = None
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def folder(self) -> Path:
+        return self.out / "synthetic-llm"
+
+    def rec(self, task: str = "id4") -> Path:
+        return records_path(self.folder, task, DATE)
+
+    def fmt(self, text: str) -> str:
+        text = text.replace("{other_adapter}", str(self.extra.get("other_adapter")))
+        return text.format(out=self.out, tmp=self.tmp, rec=self.rec(), folder=self.folder, model=self.model, adapter=self.adapter)
+
+
+# ----------------------------------------------------------------------------- the synthetic run
+
+
+def _records(task, n, k, shift, seed, *, softmax=False, producer="synthetic-llm") -> Records:
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(n):
+        z = rng.normal(shift, 1.5, size=k)
+        alpha = None if softmax else np.logaddexp(0.0, z) + 1.0
+        rows.append(make_record(task=task, doc_id=i, labels=list(LETTERS[:k]), gold=int(rng.integers(k)), logits=z, alpha=alpha))
+    meta = {"method": "softmax" if softmax else "edl", "prior_weight": 1.0, "pretrained": producer}
+    return Records.from_rows(rows, task=task, meta=meta)
+
+
+@pytest.fixture(scope="module")
+def run_template(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("hostile_run")
+    folder = root / "synthetic-llm"
+    for rec in (
+        _records("id4", 60, 4, 1.0, 1),
+        _records("ood4", 50, 4, 0.0, 2),
+        _records("ood5", 40, 5, 0.0, 3),
+        _records("sm4", 30, 4, 0.0, 4, softmax=True),
+        _records("alien4", 30, 4, 0.0, 5, producer="another-llm"),
+    ):
+        write_records(records_path(folder, rec.task, DATE), rec)
+    return root
+
+
+@pytest.fixture
+def ctx(run_template, tmp_path) -> Ctx:
+    out = tmp_path / "out"
+    shutil.copytree(run_template, out)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    return Ctx(tmp=scratch, out=out)
+
+
+# ----------------------------------------------------------------------------- inputs: records files
+
+
+def edited(task: str = "id4", *, column: str | None = None, row: int = 0, value=None, meta: dict | None = None, drop: str | None = None):
+    """A records file of ``task`` with one cell, the metadata or a column changed (written with pyarrow)."""
+
+    def make(ctx: Ctx) -> Path:
+        path = ctx.rec(task)
+        table = pq.read_table(path)
+        if column is not None:
+            values = table.column(column).to_pylist()
+            values[row] = value(values[row]) if callable(value) else value
+            index = table.schema.get_field_index(column)
+            table = table.set_column(index, table.schema.field(index), pa.array(values, type=table.schema.field(index).type))
+        if drop is not None:
+            table = table.drop_columns([drop])
+        if meta is not None:
+            old = json.loads(table.schema.metadata[META_KEY])
+            table = table.replace_schema_metadata({META_KEY: json.dumps({**old, **meta}).encode()})
+        pq.write_table(table, path)
+        return path
+
+    return make
+
+
+def k_as_text(ctx: Ctx) -> Path:
+    path = ctx.rec()
+    table = pq.read_table(path)
+    index = table.schema.get_field_index("k")
+    table = table.set_column(index, "k", pa.array([str(x) for x in table.column("k").to_pylist()]))
+    pq.write_table(table, path)
+    return path
+
+
+def raw_bytes(transform: Callable[[bytes], bytes], task: str = "id4"):
+    def make(ctx: Ctx) -> Path:
+        path = ctx.rec(task)
+        path.write_bytes(transform(path.read_bytes()))
+        return path
+
+    return make
+
+
+def bump(i: int, by: float):
+    return lambda values: [v + by if j == i else v for j, v in enumerate(values)]
+
+
+# ----------------------------------------------------------------------------- inputs: datasets
+
+
+def arc_row(qid, labels, key, texts=None, **extra):
+    texts = texts or [f"option {x}" for x in labels]
+    return {"id": qid, "question": "Which one is it?", "choices": {"text": texts, "label": labels}, "answerKey": key, **extra}
+
+
+ARC = "allenai/ai2_arc/ARC-Challenge/test.jsonl"
+GOOD = arc_row("ok-1", ["A", "B", "C", "D"], "B")
+
+
+def mirror_lines(*lines: str | bytes, rel: str = ARC):
+    """Replace one mirror file by these raw lines (str: JSON text; bytes: raw bytes)."""
+
+    def make(ctx: Ctx) -> None:
+        path = ctx.mirror / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"".join(x if isinstance(x, bytes) else x.encode() for x in lines))
+
+    return make
+
+
+def mirror_rows(*rows, rel: str = ARC):
+    return mirror_lines(*(json.dumps(r) + "\n" for r in rows), rel=rel)
+
+
+def mirror_removed(rel: str = ARC):
+    def make(ctx: Ctx) -> None:
+        (ctx.mirror / rel).unlink()
+
+    return make
+
+
+def mirror_emptied(ctx: Ctx) -> None:
+    shutil.rmtree(ctx.mirror)
+    ctx.mirror.mkdir()
+
+
+def previous_report(ctx: Ctx) -> None:
+    """A report of id4 vs ood4 AND ood5 in {tmp}/old_report: its ood5 files must not survive a rewrite."""
+    from lm_eval_evidential.cli.main import main
+
+    assert main(["report", str(ctx.out), "--id", "id4", "--ood", "ood4,ood5", "--k-policy", "report", "--n-boot", "0",
+                 "--out", str(ctx.tmp / "old_report")]) == 0  # fmt: skip
+    assert list((ctx.tmp / "old_report").glob("*ood5*"))
+
+
+def only_the_new_report(ctx: Ctx) -> None:
+    folder = ctx.tmp / "old_report"
+    report = json.loads((folder / "report.json").read_text())
+    assert report["ood_tasks"] == ["ood4"]
+    figures = {name for names in report["figures"].values() for name in names}
+    assert sorted(p.name for p in folder.iterdir()) == sorted({"report.md", "report.json", *figures})
+    assert not list(ctx.tmp.glob(".old_report*")), "temporary folders left behind"
+
+
+# ----------------------------------------------------------------------------- the catalogue
+
+L, D, C, M, E = "loader", "dataset", "cli", "model", "eval"
+IE = "EvidentialInputError"
+TINY = "pretrained={model},dtype=float32"
+EDITED = "the file was edited"
+
+CATALOGUE = [
+    # -- records files: every stored column must follow from the model outputs it was derived from
+    (L, "evidence-nan-beside-valid-alpha", edited(column="evidence", value=lambda v: [float("nan"), *v[1:]]), Refused(RecordsError, r"row 0: stored evidence nan \(class 0\) does not follow from the record's alpha")),
+    (L, "evidence-negative", edited(column="evidence", row=3, value=lambda v: [-1.0, *v[1:]]), Refused(RecordsError, r"row 3: stored evidence -1\.0")),
+    (L, "evidence-off-by-a-little", edited(column="evidence", row=5, value=bump(2, 1e-6)), Refused(RecordsError, r"row 5: stored evidence .*\(class 2\)")),
+    (L, "evidence-null-for-evidential-record", edited(column="evidence", row=1, value=None), Refused(RecordsError, r"row 1: stored evidence nan")),
+    (L, "softmax-record-with-evidence", edited("sm4", column="evidence", row=2, value=[1.0, 1.0, 1.0, 1.0]), Refused(RecordsError, r"row 2: a method=softmax record has evidence values")),
+    (L, "softmax-record-with-vacuity", edited("sm4", column="vacuity", row=0, value=0.5), Refused(RecordsError, r"method=softmax record has vacuity 0\.5")),
+    (L, "metadata-says-softmax-for-evidential-file", edited(meta={"method": "softmax"}), Refused(RecordsError, r"softmax record has (evidence|alpha) values")),
+    (L, "vacuity-edited", edited(column="vacuity", row=4, value=lambda v: v * 0.9), Refused(RecordsError, r"row 4: stored vacuity .* does not follow")),
+    (L, "strength-edited", edited(column="strength", row=0, value=lambda v: v + 1), Refused(RecordsError, r"row 0: stored strength")),
+    (L, "max-prob-edited", edited(column="max_prob", row=6, value=0.999), Refused(RecordsError, r"row 6: stored max_prob")),
+    (L, "pred-edited", edited(column="pred", row=0, value=lambda v: (v + 1) % 4), Refused(RecordsError, r"row 0: stored pred")),
+    (L, "correct-flipped", edited(column="correct", row=7, value=lambda v: not v), Refused(RecordsError, r"row 7: stored correct")),
+    (L, "alpha-below-prior", edited(column="alpha", row=2, value=lambda v: [0.5, *v[1:]]), Refused(RecordsError, r"row 2: alpha 0\.5 is below the prior weight")),
+    (L, "alpha-infinite", edited(column="alpha", row=2, value=lambda v: [float("inf"), *v[1:]]), Refused(RecordsError, r"row 2: alpha inf is not finite")),
+    (L, "logit-nan", edited(column="logits", row=9, value=lambda v: [float("nan"), *v[1:]]), Refused(RecordsError, r"row 9: non-finite logit nan")),
+    (L, "gold-out-of-range", edited(column="gold", row=1, value=4), Refused(RecordsError, r"row 1: gold index 4 outside 0\.\.3")),
+    (L, "k-zero", edited(column="k", row=0, value=0), Refused(RecordsError, r"row 0 has k=0 but 4 labels")),
+    (L, "labels-shorter-than-k", edited(column="labels", row=3, value=["A", "B", "C"]), Refused(RecordsError, r"row 3 has k=4 but 3 labels")),
+    (L, "duplicate-doc-id", edited(column="doc_id", row=1, value=0), Refused(RecordsError, r"doc_id 0 appears more than once")),
+    (L, "rows-of-another-task", edited(column="task", row=8, value="ood4"), Refused(RecordsError, r"rows of task 'ood4' in the records of 'id4'")),
+    (L, "negative-prior-weight-in-metadata", edited(meta={"prior_weight": -1}), Refused(RecordsError, r"prior_weight -1 in the metadata must be a positive number")),
+    (L, "schema-version-2", edited(meta={"schema_version": 2}), Refused(RecordsError, r"schema version 2, this package reads version 1")),
+    (L, "column-missing", edited(drop="vacuity"), Refused(RecordsError, r"lacks the fields \['vacuity'\]")),
+    (L, "column-of-wrong-type", k_as_text, Refused(RecordsError, r"field 'k' has type string, not the records schema's")),
+    (L, "truncated-file", raw_bytes(lambda b: b[: len(b) // 2]), Refused(RecordsError, r"truncated or corrupted")),
+    (L, "empty-file", raw_bytes(lambda b: b""), Refused(RecordsError, r"truncated or corrupted")),
+    (L, "json-where-parquet-belongs", raw_bytes(lambda b: b'[{"score": "max_prob"}]\n'), Refused(RecordsError, r"truncated or corrupted")),
+    # -- datasets (offline mirror in the hub schema)
+    (D, "missing-field", mirror_rows(GOOD, {"id": "q-nf", "question": "Which?", "answerKey": "A"}), Refused("DatasetError", r"arc_c_edl.*row 1.*does not have the expected schema.*'choices'")),
+    (D, "row-is-a-list", mirror_lines(json.dumps(GOOD) + "\n", "[1, 2, 3]\n"), Refused("DatasetError", r"row 1.*got a JSON list")),
+    (D, "bad-answer-key", mirror_rows(GOOD, arc_row("q-key", ["A", "B", "C", "D"], "F")), Refused("DatasetError", r"doc 'q-key'.*answer key 'F' is not among the labels")),
+    (D, "lower-case-answer-key", mirror_rows(GOOD, arc_row("q-low", ["A", "B", "C", "D"], "b")), Refused("DatasetError", r"doc 'q-low'.*answer key 'b'")),
+    (D, "zero-choices", mirror_rows(GOOD, arc_row("q-none", [], "A")), Refused("DatasetError", r"doc 'q-none'.*no answer options")),
+    (D, "duplicate-labels", mirror_rows(GOOD, arc_row("q-dup", ["A", "B", "B", "D"], "A")), Refused("DatasetError", r"duplicate answer labels")),
+    (D, "six-options-five-tokens", mirror_rows(GOOD, arc_row("q-six", list("ABCDEF"), "A")), Refused("DatasetError", r"declares only 5 answer tokens")),
+    (D, "duplicate-choice-texts", mirror_rows(GOOD, arc_row("q-twin", list("ABCD"), "A", ["x", "x", "y", "z"])), Warned(r"arc_c_edl: 1 question\(s\) repeat an answer option's text, e.g. task 'arc_c_edl', doc 'q-twin' \(row 1\) has 'x' twice")),
+    (D, "truncated-jsonl", mirror_lines(json.dumps(GOOD) + "\n", json.dumps(arc_row("q-cut", list("ABCD"), "A"))[:40]), Refused("DatasetError", r"test\.jsonl:2 is not valid JSON .*ends inside this line \(truncated\?\)")),
+    (D, "not-utf8", mirror_lines(json.dumps(GOOD) + "\n", b'{"id": "\xff\xfe"}\n'), Refused("DatasetError", r"test\.jsonl:2 is not UTF-8")),
+    (D, "empty-split-file", mirror_lines(), Refused("DatasetError", r"split 'test' of allenai/ai2_arc .* is empty")),
+    (D, "missing-split-file", mirror_removed(), Refused(FileNotFoundError, r"arc_c_edl.*offline mirror file .*ARC-Challenge/test\.jsonl not found")),
+    (D, "empty-mirror-folder", mirror_emptied, Refused(FileNotFoundError, r"offline mirror file .* not found")),
+    # -- audit commands: clear lines for expected conditions, nothing written
+    (C, "output-path-missing", ["ood", "{tmp}/nowhere", "--id", "id4", "--ood", "ood4"], Exit(1, r"output path .*nowhere does not exist")),
+    (C, "task-never-evaluated", ["ood", "{out}", "--id", "id4", "--ood", "nope"], Exit(1, r"no records for task 'nope'")),
+    (C, "run-not-there", ["ood", "{out}", "--id", "id4", "--ood", "ood4", "--run", "1999-01-01T00-00-00.0"], Exit(1, r"no run '1999-01-01T00-00-00\.0'")),
+    (C, "unknown-score", ["ood", "{out}", "--id", "id4", "--ood", "ood4", "--scores", "vacuityy"], Exit(1, r"vacuityy")),
+    # -- bounded work: every size-like option has a documented upper bound, refused at once above it
+    (C, "ksweep-max-extra-huge", ["ksweep", "{out}", "--id", "id4", "--ood", "ood4", "--max-extra", "100000000"], Exit(1, r"max_extra must be an integer in 0\.\.64 .*got 100000000")),
+    (C, "ksweep-max-extra-negative", ["ksweep", "{out}", "--id", "id4", "--ood", "ood4", "--max-extra", "-1"], Exit(1, r"max_extra must be an integer in 0\.\.64")),
+    (C, "report-max-extra-huge", ["report", "{out}", "--id", "id4", "--ood", "ood4", "--max-extra", "65", "--out", "{tmp}/r"], Exit(1, r"max_extra must be an integer in 0\.\.64")),
+    (C, "ood-n-boot-huge", ["ood", "{out}", "--id", "id4", "--ood", "ood4", "--n-boot", "1000000000"], Exit(1, r"n_boot must be 0 \(no interval\) or an integer in 2\.\.100000, got 1000000000")),
+    (C, "ood-n-boot-one", ["ood", "{out}", "--id", "id4", "--ood", "ood4", "--n-boot", "1"], Exit(1, r"n_boot must be 0")),
+    (C, "report-n-boot-huge", ["report", "{out}", "--id", "id4", "--ood", "ood4", "--n-boot", "100001", "--out", "{tmp}/r"], Exit(1, r"n_boot must be 0 .* 2\.\.100000")),
+    (C, "calibration-bins-huge", ["calibration", "{out}", "--task", "id4", "--bins", "1000000000"], Exit(1, r"n_bins must be an integer in 1\.\.10000")),
+    (C, "ood-level-above-one", ["ood", "{out}", "--id", "id4", "--ood", "ood4", "--level", "1.5"], Exit(1, r"level")),
+    (C, "ood-negative-seed", ["ood", "{out}", "--id", "id4", "--ood", "ood4", "--seed", "-3"], Exit(1, r"seed|negative")),
+    # -- comparisons that cannot mean anything
+    (C, "ood-task-against-itself", ["ood", "{out}", "--id", "id4", "--ood", "id4"], Exit(1, r"the ID and the OOD task are both 'id4': comparing a task with itself")),
+    (C, "ksweep-task-against-itself", ["ksweep", "{out}", "--id", "ood4", "--ood", "ood4"], Exit(1, r"the ID and the OOD task are both 'ood4'")),
+    (C, "report-task-against-itself", ["report", "{out}", "--id", "id4", "--ood", "ood4,id4", "--n-boot", "0", "--out", "{tmp}/r"], Exit(1, r"'id4' is both the ID task and an OOD task")),
+    (C, "ood-empty-task-list", ["ood", "{out}", "--id", "id4", "--ood", ",,"], Exit(1, r"no task names in ',,'")),
+    (C, "softmax-records-beside-evidential-refused", ["ksweep", "{out}", "--id", "sm4", "--ood", "ood4"], Exit(2, r"refused: .*different models or settings")),
+    (C, "another-producer-refused", ["ood", "{out}", "--id", "id4", "--ood", "alien4", "--n-boot", "0"], Exit(2, r"(?s)refused: .*another-llm")),
+    (C, "k-mismatch-refused", ["ood", "{out}", "--id", "id4", "--ood", "ood5", "--n-boot", "0"], Exit(2, r"refused id4 vs ood5")),
+]
+
+
+# ----------------------------------------------------------------------------- running a row
+
+
+def _snapshot(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _exception_class(spec):
+    if isinstance(spec, str):  # classes of layers that import torch/lm_eval: resolved when the row runs
+        from lm_eval_evidential.harness.datasets import DatasetError
+        from lm_eval_evidential.harness.model import EvidentialInputError
+
+        return {"DatasetError": DatasetError, "EvidentialInputError": EvidentialInputError}[spec]
+    return spec
+
+
+def _run_loader(ctx, make, caplog):
+    return read_records_file(make(ctx))
+
+
+def _run_dataset(ctx, make, caplog):
+    from lm_eval.tasks import TaskManager
+
+    from lm_eval_evidential.harness.plugin import tasks_dir
+
+    make(ctx)
+    return TaskManager(include_path=str(tasks_dir()), include_defaults=False).load(["arc_c_edl"])["tasks"]["arc_c_edl"]
+
+
+def _run_cli(ctx, cmd, capsys):
+    from lm_eval_evidential.cli.main import main
+
+    status = main([ctx.fmt(a) for a in cmd.argv])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def _check_exit(ctx, expected: Exit, status, out, err, before: dict, root: Path):
+    assert isinstance(status, int)
+    assert "Traceback" not in out + err, err
+    assert status == expected.status, out + err
+    assert re.search(expected.match, out + err), out + err
+    if status == 1:
+        lines = [ln for ln in err.splitlines() if re.match(r"^(lm-eval-evidential \w+: )?error: ", ln)]
+        assert len(lines) == 1, err
+    after = _snapshot(root)
+    allowed = [ctx.fmt(w) for w in expected.writes]
+
+    def outside(names):
+        return sorted(n for n in names if not any(Path(root / n).match(w) for w in allowed))
+
+    changed = outside(k for k in before if after.get(k) != before[k])
+    assert changed == [], f"inputs changed or removed: {changed}"
+    stray = outside(set(after) - set(before))
+    assert stray == [], f"written outside the allowed outputs: {stray}"
+
+
+@pytest.fixture(scope="module")
+def other_adapter(tmp_path_factory) -> Path:
+    """A LoRA adapter of a tiny model with another hidden size: it cannot fit the shared tiny model."""
+    from lm_eval_evidential.testing.tiny import build_lora_adapter, build_tiny_model
+
+    root = tmp_path_factory.mktemp("other_base")
+    return build_lora_adapter(build_tiny_model(root / "model", hidden_size=32, num_heads=2, seed=5), root / "adapter")
+
+
+@pytest.fixture
+def model_ctx(ctx, tiny_model, request, monkeypatch):
+    """``ctx`` with the shared tiny model, and a spy that records whether the weights started to load."""
+    from lm_eval_evidential.harness.model import EvidentialLM
+
+    ctx.model = tiny_model
+    ctx.extra["weights_loaded"] = False
+    original = EvidentialLM._create_model
+
+    def spy(self, *args, **kwargs):
+        ctx.extra["weights_loaded"] = True
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(EvidentialLM, "_create_model", spy)
+    if "other_adapter" in request.node.name or "another-base" in request.node.name:
+        ctx.extra["other_adapter"] = request.getfixturevalue("other_adapter")
+    return ctx
+
+
+def _run_model(ctx, cmd, caplog):
+    from lm_eval_evidential.harness.model import EvidentialLM
+
+    args = cmd.argv.replace("{other_adapter}", str(ctx.extra.get("other_adapter")))
+    return EvidentialLM.create_from_arg_string(ctx.fmt(args), {"device": "cpu", "batch_size": 1})
+
+
+@pytest.fixture
+def eval_ctx(dataset_ctx, tiny_model, monkeypatch):
+    """``lm-eval-evidential eval`` in-process over this package's tasks only (indexing the harness's
+    thousands of task files takes tens of seconds and is not what these rows test)."""
+    import lm_eval.tasks
+    from lm_eval.tasks import TaskManager
+
+    class OurTasksOnly(TaskManager):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **{**kwargs, "include_defaults": False})
+
+    monkeypatch.setattr(lm_eval.tasks, "TaskManager", OurTasksOnly)
+    # The stock CLI attaches a handler to the (captured, then closed) stderr once per process.
+    import lm_eval.__main__
+
+    monkeypatch.setattr(lm_eval.__main__, "setup_logging", lambda *args, **kwargs: None)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    dataset_ctx.model = tiny_model
+    return dataset_ctx
+
+
+@pytest.fixture
+def dataset_ctx(ctx, mirror, monkeypatch):
+    root = ctx.tmp / "mirror"
+    shutil.copytree(mirror, root)
+    monkeypatch.setenv("EVIDENTIAL_DATA_DIR", str(root))
+    ctx.mirror = root
+    return ctx
+
+
+@pytest.mark.parametrize("entry, make, expected", [pytest.param(e, m, x, id=f"{e}:{i}") for e, i, m, x in CATALOGUE])
+def test_hostile_input(entry, make, expected, request, capsys, caplog):
+    ctx = request.getfixturevalue({D: "dataset_ctx", M: "model_ctx", E: "eval_ctx"}.get(entry, "ctx"))
+    caplog.set_level(logging.WARNING)
+    cmd = make if isinstance(make, Cmd) else Cmd(make)
+    if entry in (C, E):
+        if cmd.prepare is not None:
+            cmd.prepare(ctx)
+        capsys.readouterr()
+        before = _snapshot(ctx.tmp.parent)
+        status, out, err = _run_cli(ctx, Cmd(["eval", *cmd.argv]) if entry == E else cmd, capsys)
+        _check_exit(ctx, expected, status, out, err, before, ctx.tmp.parent)
+        if expected.check is not None:
+            expected.check(ctx)
+        return
+    run = {L: _run_loader, D: _run_dataset, M: _run_model}[entry]
+    if entry == M:
+        make = cmd
+        if cmd.prepare is not None:
+            cmd.prepare(ctx)
+    elif cmd.prepare is not None:
+        raise AssertionError("prepare is for cli/eval/model rows")
+    if isinstance(expected, Refused):
+        with pytest.raises(_exception_class(expected.exc)) as err:
+            run(ctx, make, caplog)
+        assert re.search(expected.match, str(err.value)), str(err.value)
+        if entry == M and expected.before_weights:
+            assert not ctx.extra["weights_loaded"], "refused only after the model started to load"
+    elif isinstance(expected, Warned):
+        run(ctx, make, caplog)
+        text = "\n".join(r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING)
+        assert re.search(expected.match, text), text
+    else:
+        result = run(ctx, make, caplog)
+        if expected.check is not None:
+            assert expected.check(result, ctx) is not False
+
+
+def test_the_catalogue_ids_are_unique():
+    ids = [i for _, i, _, _ in CATALOGUE]
+    assert len(ids) == len(set(ids))
