@@ -51,17 +51,21 @@ def evaluated_tasks(task_dict: Mapping) -> dict[str, Any]:
     return dict(tasks) if isinstance(tasks, Mapping) else {}
 
 
-def complete(lm, task_dict, results, *, apply_chat_template=False, system_instruction=None, fewshot_as_multiturn=False):
+def complete(lm, task_dict, results, *, apply_chat_template=False, system_instruction=None, fewshot_as_multiturn=False,
+             samples=None):  # fmt: skip
     """Build this evaluation's records and add them and their metrics to ``results`` (see module docstring).
 
     Called on every rank (it gathers across them); returns ``results`` unchanged on other ranks.
+    ``samples`` is ``evaluate()``'s (``--samples``): lm_eval then numbers the chosen docs 0, 1, …
+    in dataset order, and the records keep each question's own index in the dataset instead.
     """
     from lm_eval_evidential.harness.evidence import EvidenceLedger
 
     ledger = getattr(lm, "evidence", None)
     questions = ledger.take() if isinstance(ledger, EvidenceLedger) else None
     tasks = {name: task for name, task in evaluated_tasks(task_dict).items() if _wants_records(task, questions)}
-    rows = {name: task_rows(name, task, questions, _prior_weight(lm, questions)) for name, task in tasks.items()}
+    rows = {name: task_rows(name, task, questions, _prior_weight(lm, questions), chosen_docs(samples, name))
+            for name, task in tasks.items()}  # fmt: skip
     if tasks and getattr(lm, "world_size", 1) > 1:  # every rank evaluates the same tasks
         gathered = lm.gather_object(rows, dst=0)
         if results is None:
@@ -77,7 +81,7 @@ def complete(lm, task_dict, results, *, apply_chat_template=False, system_instru
                 "num_fewshot": task.get_config("num_fewshot") or 0}  # fmt: skip
         records[name] = _records_from_rows(rows[name], name, meta)
         add_metrics(results, name, task, records[name])
-        add_sample_evidence(results, name, records[name])
+        add_sample_evidence(results, name, records[name], chosen_docs(samples, name))
     out = EvidentialResults(results)
     out.records = {name: rec for name, rec in records.items() if getattr(tasks[name], "WRITES_RECORDS", True)}
     return out
@@ -119,8 +123,28 @@ def gold_index(task, name: str, doc_id: int, doc, n_choices: int) -> int:
     return target
 
 
-def task_rows(name: str, task, questions, prior_weight: float) -> list[dict]:
-    """One record row per question of ``task`` that this rank evaluated."""
+def chosen_docs(samples, name: str) -> list[int] | None:
+    """``--samples`` for task ``name`` as given, duplicates dropped (None without ``--samples``)."""
+    chosen = (samples or {}).get(name)
+    if not chosen:
+        return None
+    chosen = [int(i) for i in dict.fromkeys(chosen)]
+    if chosen != sorted(chosen):
+        logger.warning(
+            "%s: --samples %s is evaluated in dataset order, but lm_eval logs the i-th doc as the i-th index "
+            "given, so logged samples' doc_id do not name their docs; the records carry each doc's dataset "
+            "index. Give the indices sorted to avoid this.", name, chosen,
+        )  # fmt: skip
+    return chosen
+
+
+def task_rows(name: str, task, questions, prior_weight: float, chosen: list[int] | None = None) -> list[dict]:
+    """One record row per question of ``task`` that this rank evaluated.
+
+    Under ``--samples`` (``chosen``) lm_eval numbers the chosen docs 0, 1, … in dataset order; each
+    row keeps the doc's own dataset index.
+    """
+    ids = None if chosen is None else sorted(chosen)
     from lm_eval_evidential.records import make_record
 
     by_doc = defaultdict(list)
@@ -138,7 +162,7 @@ def task_rows(name: str, task, questions, prior_weight: float) -> list[dict]:
             if question is None or list(question.continuations) != continuations:
                 raise RuntimeError(f"task {name!r} doc {doc_id}: the model filed no evidence for this question")
             logits, alpha = question.logits, question.alpha
-        rows.append(make_record(task=name, doc_id=doc_id, labels=[c.strip() for c in continuations], gold=gold,
+        rows.append(make_record(task=name, doc_id=doc_id if ids is None else ids[doc_id], labels=[c.strip() for c in continuations], gold=gold,
                                 logits=logits, alpha=alpha, prior_weight=prior_weight))  # fmt: skip
     return rows
 
@@ -192,14 +216,20 @@ def add_metrics(results: dict, name: str, task, records) -> None:
         results["n-samples"][name]["effective"] = len(records)
 
 
-def add_sample_evidence(results: dict, name: str, records) -> None:
-    """Each logged sample of ``name`` gets ``evidence``: its answer logits and alpha (JSON lists)."""
+def add_sample_evidence(results: dict, name: str, records, chosen: list[int] | None = None) -> None:
+    """Each logged sample of ``name`` gets ``evidence``: its answer logits and alpha (JSON lists).
+
+    Under ``--samples`` lm_eval logs the i-th doc (dataset order) with the i-th index given
+    (``chosen``); the evidence attached is the logged doc's.
+    """
+    logged_as = None if chosen is None else dict(zip(chosen, sorted(chosen)))
     samples = (results.get("samples") or {}).get(name)
     if not samples:
         return
     position = {int(d): i for i, d in enumerate(records.doc_id)}
     for sample in samples:
-        i = position.get(int(sample["doc_id"]))
+        doc_id = int(sample["doc_id"])
+        i = position.get(doc_id if logged_as is None else logged_as.get(doc_id, -1))
         if i is None:
             continue
         k = int(records.k[i])

@@ -124,6 +124,7 @@ def on_evaluator_imported(module) -> None:
             return complete(
                 lm, settings["task_dict"], results, apply_chat_template=settings["apply_chat_template"],
                 system_instruction=settings["system_instruction"], fewshot_as_multiturn=settings["fewshot_as_multiturn"],
+                samples=settings["samples"],
             )  # fmt: skip
 
         return evaluate

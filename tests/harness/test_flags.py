@@ -139,6 +139,23 @@ def test_pair_limit_is_per_side_from_the_request_cache_too(tiny_model, tiny_adap
     assert rows[0] == rows[1] == ((2, 2, 4, 4) if limit == 2 else (6, 4, 10, 10))  # 0.05 of 120 ID and 80 OOD docs
 
 
+@pytest.mark.parametrize("given", [[2, 7, 11], [11, 2, 7]])
+def test_samples_keep_each_questions_own_doc_id_in_the_records(tiny_model, tiny_adapter, given, caplog):
+    lm = make_lm(tiny_model, tiny_adapter)
+    _, full = evaluate(lm, ["obqa_edl"], limit=12)
+    with caplog.at_level(logging.WARNING):
+        chosen, _ = evaluate(lm, ["obqa_edl"], limit=None, samples={"obqa_edl": given}, log_samples=True)
+    records, reference = chosen.records["obqa_edl"], full["obqa_edl"]
+    assert records.doc_id.tolist() == [2, 7, 11]  # lm_eval itself numbers them 0, 1, 2
+    rows = [reference.doc_id.tolist().index(d) for d in (2, 7, 11)]
+    np.testing.assert_allclose(records.logits, reference.logits[rows], atol=1e-5, rtol=0)  # other padding
+    # Logged in dataset order; lm_eval labels the i-th with the i-th index given, and says so if unsorted.
+    logged = chosen["samples"]["obqa_edl"]
+    assert [s["doc_id"] for s in logged] == given
+    np.testing.assert_array_equal([s["evidence"]["logits"] for s in logged], records.logits)
+    assert ("do not name their docs" in caplog.text) == (given != sorted(given))
+
+
 def test_cache_requests_never_reuses_prompts_of_other_data(tiny_model, mirror, tmp_path, monkeypatch):
     import lm_eval.caching.cache as request_cache
 
