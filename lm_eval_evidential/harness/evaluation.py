@@ -87,6 +87,26 @@ def complete(lm, task_dict, results, *, apply_chat_template=False, system_instru
     return out
 
 
+def check_tasks(lm, task_dict) -> None:
+    """Refuse, before any forward pass, a task whose records could not be built after it.
+
+    A task with several gold answers per question (lm_eval's ``multiple_target``, read from its
+    first doc) has no single correct class for the K-class classifier that records describe.
+    """
+    from lm_eval_evidential.harness.evidence import EvidenceLedger
+    from lm_eval_evidential.harness.model import EvidentialInputError
+
+    if not isinstance(getattr(lm, "evidence", None), EvidenceLedger):
+        return
+    for name, task in evaluated_tasks(task_dict).items():
+        if _wants_records(task, True) and getattr(task, "multiple_target", 0):
+            raise EvidentialInputError(
+                f"task {name!r}: its questions have several gold answers (doc_to_target gives a list), but "
+                "evidential records need exactly one correct choice per question; evaluate it with "
+                "--model hf, or give it a doc_to_target with one answer"
+            )
+
+
 def _records_from_rows(rows, name, meta):
     from lm_eval_evidential.records import Records
 

@@ -108,7 +108,7 @@ def on_evaluator_imported(module) -> None:
 
     def make_wrapper(original):
         def evaluate(*args, **kwargs):
-            from lm_eval_evidential.harness.evaluation import complete, evaluated_tasks
+            from lm_eval_evidential.harness.evaluation import check_tasks, complete, evaluated_tasks
 
             arguments = signature.bind(*args, **kwargs)
             arguments.apply_defaults()
@@ -120,6 +120,7 @@ def on_evaluator_imported(module) -> None:
             for task in evaluated_tasks(settings["task_dict"]).values():
                 if hasattr(task, "request_limit"):  # ID/OOD pairs take --limit per side
                     task.request_limit(settings["limit"])
+            check_tasks(lm, settings["task_dict"])
             results = original(*args, **kwargs)
             return complete(
                 lm, settings["task_dict"], results, apply_chat_template=settings["apply_chat_template"],

@@ -117,6 +117,29 @@ def test_stock_style_task_keeps_each_questions_own_k(tiny_model, tiny_adapter, m
     assert len(set(records.k)) > 1
 
 
+def test_task_with_several_gold_answers_is_refused_before_any_forward(tiny_model, tiny_adapter, mirror, tmp_path, monkeypatch):
+    from lm_eval_evidential.harness.model import EvidentialInputError
+
+    data = mirror / "allenai" / "ai2_arc" / "ARC-Challenge" / "test.jsonl"
+    (tmp_path / "arc_two_golds.yaml").write_text(textwrap.dedent(f"""\
+        task: arc_two_golds
+        dataset_path: json
+        dataset_kwargs: {{data_files: {{test: "{data}"}}}}
+        test_split: test
+        output_type: multiple_choice
+        doc_to_text: "Question: {{{{question}}}}\\nAnswer:"
+        doc_to_choice: "{{{{choices.label}}}}"
+        doc_to_target: "{{{{[choices.label.index(answerKey), 0]}}}}"
+        metric_list: [{{metric: acc, aggregation: mean, higher_is_better: true}}]
+        """))
+    lm = make_lm(tiny_model, tiny_adapter)
+    monkeypatch.setattr(lm, "_last_logits", lambda batch: pytest.fail("forward pass before the refusal"))
+    import lm_eval
+
+    with pytest.raises(EvidentialInputError, match="'arc_two_golds': its questions have several gold answers"):
+        lm_eval.simple_evaluate(model=lm, tasks=["arc_two_golds"], bootstrap_iters=0, task_manager=_load(tmp_path), limit=4)
+
+
 def test_stock_task_with_multi_token_choices_is_refused_before_any_forward(tiny_model, tiny_adapter, mirror, tmp_path, monkeypatch):
     from lm_eval_evidential.harness.model import EvidentialInputError
 
