@@ -92,21 +92,26 @@ def test_stock_mmlu_subtask_gives_records_and_the_harness_acc(tiny_model, tiny_a
     assert records.meta["method"] == "edl" and records.meta["answer_token_ids"].keys() == {" A", " B", " C", " D"}
 
 
-def test_stock_style_task_keeps_each_questions_own_k(tiny_model, tiny_adapter, mirror, tmp_path):
-    data = mirror / "allenai" / "ai2_arc" / "ARC-Challenge" / "test.jsonl"
-    folder = tmp_path / "plain"
-    folder.mkdir()
-    (folder / "arc_letters.yaml").write_text(textwrap.dedent(f"""\
-        task: arc_letters
+def _letters_task(folder: Path, name: str, data: Path, target: str) -> Path:
+    """A stock-style multiple-choice task over ARC rows: choices are the labels, gold is ``target`` (Jinja)."""
+    folder.mkdir(exist_ok=True)
+    (folder / f"{name}.yaml").write_text(textwrap.dedent(f"""\
+        task: {name}
         dataset_path: json
         dataset_kwargs: {{data_files: {{test: "{data}"}}}}
         test_split: test
         output_type: multiple_choice
         doc_to_text: "Question: {{{{question}}}}\\nAnswer:"
         doc_to_choice: "{{{{choices.label}}}}"
-        doc_to_target: "{{{{choices.label.index(answerKey)}}}}"
+        doc_to_target: "{{{{{target}}}}}"
         metric_list: [{{metric: acc, aggregation: mean, higher_is_better: true}}]
         """))
+    return folder
+
+
+def test_stock_style_task_keeps_each_questions_own_k(tiny_model, tiny_adapter, mirror, tmp_path):
+    data = mirror / "allenai" / "ai2_arc" / "ARC-Challenge" / "test.jsonl"
+    folder = _letters_task(tmp_path / "plain", "arc_letters", data, "choices.label.index(answerKey)")
     import lm_eval
 
     results = lm_eval.simple_evaluate(model=make_lm(tiny_model, tiny_adapter), tasks=["arc_letters"], bootstrap_iters=0,
@@ -121,23 +126,13 @@ def test_task_with_several_gold_answers_is_refused_before_any_forward(tiny_model
     from lm_eval_evidential.harness.model import EvidentialInputError
 
     data = mirror / "allenai" / "ai2_arc" / "ARC-Challenge" / "test.jsonl"
-    (tmp_path / "arc_two_golds.yaml").write_text(textwrap.dedent(f"""\
-        task: arc_two_golds
-        dataset_path: json
-        dataset_kwargs: {{data_files: {{test: "{data}"}}}}
-        test_split: test
-        output_type: multiple_choice
-        doc_to_text: "Question: {{{{question}}}}\\nAnswer:"
-        doc_to_choice: "{{{{choices.label}}}}"
-        doc_to_target: "{{{{[choices.label.index(answerKey), 0]}}}}"
-        metric_list: [{{metric: acc, aggregation: mean, higher_is_better: true}}]
-        """))
+    folder = _letters_task(tmp_path, "arc_two_golds", data, "[choices.label.index(answerKey), 0]")
     lm = make_lm(tiny_model, tiny_adapter)
     monkeypatch.setattr(lm, "_last_logits", lambda batch: pytest.fail("forward pass before the refusal"))
     import lm_eval
 
     with pytest.raises(EvidentialInputError, match="'arc_two_golds': its questions have several gold answers"):
-        lm_eval.simple_evaluate(model=lm, tasks=["arc_two_golds"], bootstrap_iters=0, task_manager=_load(tmp_path), limit=4)
+        lm_eval.simple_evaluate(model=lm, tasks=["arc_two_golds"], bootstrap_iters=0, task_manager=_load(folder), limit=4)
 
 
 def test_stock_task_with_multi_token_choices_is_refused_before_any_forward(tiny_model, tiny_adapter, mirror, tmp_path, monkeypatch):
