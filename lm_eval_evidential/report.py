@@ -18,7 +18,7 @@ Sections 2 and 3 use the *first* policy given. A section that cannot be computed
 records (e.g. the K sweep of softmax records, which have no alpha) is reported as skipped with
 the reason; everything else is still written. ``report.md`` shows the few scores that matter
 (:data:`~lm_eval_evidential.metrics.scores.OOD_DEFAULT_SCORES`) in its body and every score in
-an appendix. All files are written atomically.
+an appendix. All files are written atomically, and the folder too (built beside, swapped in).
 """
 
 from __future__ import annotations
@@ -45,10 +45,19 @@ from lm_eval_evidential.metrics.calibration import check_n_bins
 from lm_eval_evidential.metrics.cardinality import check_max_extra, k_histogram
 from lm_eval_evidential.metrics.detection import check_n_boot
 from lm_eval_evidential.metrics.scores import OOD_DEFAULT_SCORES
-from lm_eval_evidential.records import RECORDS_FILE_RE, Records, atomic_write_text, check_same_producer
+from lm_eval_evidential.records import (
+    RECORDS_FILE_RE,
+    OutputPathError,
+    Records,
+    atomic_folder,
+    atomic_write_text,
+    check_same_producer,
+)
 from lm_eval_evidential.records.provenance import is_illustrative
 
-__all__ = ["MISMATCH_STATEMENT", "ILLUSTRATIVE_NOTE", "build_report", "control_rows", "summarize", "render_markdown"]
+__all__ = [
+    "MISMATCH_STATEMENT", "ILLUSTRATIVE_NOTE", "build_report", "control_rows", "is_report_folder", "summarize", "render_markdown",
+]  # fmt: skip
 
 MISMATCH_STATEMENT = (
     "Vacuity u = λK/S depends on the class count K itself (McNamara (2026) arXiv:2605.06382, Proposition 1): "
@@ -225,9 +234,13 @@ def build_report(
     skipped``, all rows JSON-ready. An OOD task equal to the ID task is refused (ValueError).
     Records of different producers raise ``FingerprintMismatchError`` before anything is
     written, unless ``allow_fingerprint_mismatch`` (then the differences are in ``meta_warnings``).
-    """
-    from lm_eval_evidential.records.io import write_json
 
+    The folder is written whole or not at all (:func:`~lm_eval_evidential.records.io.atomic_folder`):
+    built beside ``out_dir`` and swapped in, so a killed or failed run never leaves files of two
+    runs side by side. An existing ``out_dir`` is replaced only if it is a previous report (or
+    empty); a file, another folder, or a folder holding the records read are refused
+    (:class:`~lm_eval_evidential.records.OutputPathError`), like bad options, before any work.
+    """
     policies = _policies(k_policy)
     check_n_boot(n_boot)  # size options refused before any work (a section would otherwise only be skipped)
     check_max_extra(max_extra)
@@ -244,7 +257,35 @@ def build_report(
     all_records = [id_records, *ood_records]
     check_same_producer(all_records, allow=allow_fingerprint_mismatch)
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    for r in all_records:
+        if r.path is not None and out.resolve() in Path(r.path).resolve().parents:
+            raise OutputPathError(
+                f"report folder {out} holds {r.path}, a records file this report reads; name a folder outside the records"
+            )
+    with atomic_folder(out, replaceable=is_report_folder) as staging:
+        return _write_report(
+            id_records, ood_records, staging, policies, scores=scores, n_boot=n_boot, seed=seed, level=level,
+            max_extra=max_extra, n_bins=n_bins, allow_fingerprint_mismatch=allow_fingerprint_mismatch,
+        )  # fmt: skip
+
+
+def is_report_folder(path) -> bool:
+    """Whether ``path`` holds a report written by :func:`build_report` (its report.json)."""
+    import json
+
+    try:
+        report = json.loads((Path(path) / "report.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(report, dict) and "id_task" in report and "mismatch_statement" in report
+
+
+def _write_report(
+    id_records, ood_records, out: Path, policies, *, scores, n_boot, seed, level, max_extra, n_bins, allow_fingerprint_mismatch
+) -> dict:
+    from lm_eval_evidential.records.io import write_json
+
+    all_records = [id_records, *ood_records]
     meta, meta_warnings = _model_meta(all_records)
     report: dict = {
         "id_task": id_records.task,

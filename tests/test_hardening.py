@@ -149,11 +149,17 @@ else:
         Figure.savefig = slow_savefig
         pathlib.Path.write_text = lambda self, text, encoding=None, **kw: slow_bytes(self, text.encode(encoding or "utf-8"))
 
-    id_rec, ood_rec = records("idt", 150, 4, 1.0, 1), records("oodt", 120, 4, 0.0, 2)
-    for i in range(1 if mode == "reference" else 1_000_000):
+    id_rec, ood_rec, ood2 = records("idt", 150, 4, 1.0, 1), records("oodt", 120, 4, 0.0, 2), records("oodu", 90, 4, -0.5, 3)
+    # Two reports with different file sets, alternately into one folder: a folder that mixes
+    # files of two runs cannot equal either uninterrupted reference.
+    configs = [[ood_rec], [ood_rec, ood2]]
+    if mode == "reference":
+        for j, oods in enumerate(configs):
+            build_report(id_rec, oods, out / f"report{j}", n_boot=20, max_extra=1)
+    for i in range(0 if mode == "reference" else 1_000_000):
         t0 = time.perf_counter()
         say(f"R {i}")
-        build_report(id_rec, [ood_rec], out / "report", n_boot=20, max_extra=1)
+        build_report(id_rec, configs[i % 2], out / "report", n_boot=20, max_extra=1)
         say(f"D {i} {time.perf_counter() - t0:.3f}")
 '''
 
@@ -229,7 +235,7 @@ def interrupted(tmp_path_factory):
                    for mode, sig, marker, skip, delay, out in jobs]
         results = [(mode, sig, f.result()) for (mode, sig, *_), f in zip(jobs, futures)]
     assert ref.result().returncode == 0, ref.result().stderr
-    return root / "reference" / "report", results
+    return [root / "reference" / f"report{j}" for j in (0, 1)], results
 
 
 @posix_signals
@@ -288,35 +294,36 @@ def test_killed_records_writer_leaves_a_complete_file_and_the_loader_ignores_tem
         read_records_file(left_temp[0])
 
 
-def _same_report_files(folder: Path, reference: Path) -> None:
-    names = sorted(p.name for p in reference.iterdir())
-    assert {"report.md", "report.json"} <= set(names) and len(names) == 8, names
+def _same_report_files(folder: Path, references: list[Path]) -> None:
+    """``folder`` is exactly one of the uninterrupted reports, byte for byte (never a mix of two)."""
+    names = sorted(p.name for p in folder.iterdir())
+    matches = [ref for ref in references if sorted(p.name for p in ref.iterdir()) == names]
+    assert len(matches) == 1, f"the folder's files {names} are not the file set of one complete report"
     for name in names:
-        got = folder / name
-        assert got.read_bytes() == (reference / name).read_bytes(), f"{name} differs from an uninterrupted run"
+        assert (folder / name).read_bytes() == (matches[0] / name).read_bytes(), f"{name} differs from an uninterrupted run"
     json.loads((folder / "report.json").read_text())
     for svg in folder.glob("*.svg"):
         ET.parse(svg)
 
 
 @posix_signals
-def test_killed_report_writer_leaves_only_complete_files(interrupted):
-    reference, results = interrupted
+def test_killed_report_writer_leaves_one_complete_report(interrupted):
+    references, results = interrupted
+    assert len({len(list(ref.iterdir())) for ref in references}) == 2  # the two reports differ in their files
     left_temp = []
     for mode, sig, r in results:
         if mode != "report":
             continue
         folder = r["out"] / "report"
-        _same_report_files(folder, reference)
-        final = sorted(p.name for p in folder.iterdir() if not p.name.startswith("."))
-        assert final == sorted(p.name for p in reference.iterdir())
-        leftovers = _temp_leftovers(folder)
+        _same_report_files(folder, references)
+        # The report is built in a hidden sibling folder and swapped in whole.
+        leftovers = _temp_leftovers(r["out"])
         if sig == signal.SIGINT:
             assert leftovers == []
         else:
-            assert all(p.name.endswith(".tmp") for p in leftovers), leftovers
+            assert all(p.relative_to(r["out"]).parts[0].startswith(".report.") for p in leftovers), leftovers
             left_temp += leftovers
-    assert left_temp, "no SIGKILL landed inside a report file; the test would not exercise atomicity"
+    assert left_temp, "no SIGKILL landed inside a report write; the test would not exercise atomicity"
 
 
 def test_leftover_temp_files_never_shadow_the_complete_file(tmp_path, capsys):

@@ -195,3 +195,23 @@ def refuse_self_comparison(id_task: str, ood_tasks) -> None:
             f"the ID and the OOD task are both {id_task!r}: comparing a task with itself gives AUROC 0.5 by "
             "construction; pass a different OOD task"
         )
+
+
+def check_outputs(args) -> None:
+    """Refuse, before any work, an output option that would destroy data: ``--json``/``--plot`` onto a
+    folder, a records or results file (:func:`~lm_eval_evidential.records.io.check_output_file`), and
+    ``report --out`` onto a file or a folder that is not a previous report."""
+    from lm_eval_evidential.records.io import check_output_file, check_output_folder
+
+    if getattr(args, "json_path", None):
+        check_output_file(args.json_path, option="--json")
+    if getattr(args, "plot", None):
+        from lm_eval_evidential.plots import figure_base
+
+        base = figure_base(args.plot)
+        for suffix in (".png", ".svg"):
+            check_output_file(base.with_name(base.name + suffix), option="--plot")
+    if getattr(args, "command", None) == "report":
+        from lm_eval_evidential.report import is_report_folder
+
+        check_output_folder(args.out_dir, replaceable=is_report_folder, option="--out")

@@ -4,7 +4,8 @@ Each subcommand lives in ``lm_eval_evidential/cli/<name>.py`` with ``add_parser(
 and ``run(args) -> int``; they import their heavy dependencies only when run.
 
 Exit status: one map for every subcommand (:data:`EXIT_CODES`). ``eval`` is the stock
-``lm_eval`` CLI and keeps that CLI's own status.
+``lm_eval`` CLI and keeps that CLI's own status, except that an expected failure (bad
+model_args, a dataset or path problem) is one ``error:`` line and 1, a K refusal 2.
 
 ====  ======================================================================================
 0     success: the table, files or report were produced
@@ -95,7 +96,10 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:  # --help (0) or a usage error (EXIT_ERROR): a status, never an exception
         return exc.code if isinstance(exc.code, int) else EXIT_ERROR
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    from lm_eval_evidential.cli._options import check_outputs
+
     try:
+        check_outputs(args)  # an output that would destroy data is refused before any work
         return int(args.func(args) or EXIT_OK)
     except refusal_errors() as exc:
         logger.debug("refused", exc_info=True)

@@ -7,6 +7,8 @@ foreign or damaged files on purpose.
 
 from lm_eval_evidential.records.io import (
     RECORDS_FILE_RE,
+    OutputPathError,
+    atomic_folder,
     atomic_write_bytes,
     atomic_write_text,
     read_records_file,
@@ -37,8 +39,9 @@ from lm_eval_evidential.records.schema import (
 )
 
 __all__ = [
-    "FingerprintMismatchError", "META_KEY", "RECORD_FIELDS", "RECORDS_FILE_RE", "SCHEMA_VERSION", "Records",
-    "RecordsError", "Run", "atomic_write_bytes", "atomic_write_text", "check_same_producer", "predictive_probs", "find_record_files",
+    "FingerprintMismatchError", "META_KEY", "RECORD_FIELDS", "RECORDS_FILE_RE", "SCHEMA_VERSION", "OutputPathError",
+    "Records", "RecordsError", "Run", "atomic_folder", "atomic_write_bytes", "atomic_write_text", "check_same_producer",
+    "predictive_probs", "find_record_files",
     "load_records", "load_run", "make_record", "read_records_file", "record_probs", "records_path",
     "write_json", "write_records",
 ]  # fmt: skip

@@ -2,16 +2,23 @@
 
 Every file this package writes goes through :func:`atomic_write_bytes` (temp file in the same
 folder, fsync, rename): a reader never sees a partial file, an interrupted write leaves the
-old file intact.
+old file intact. A folder of files written together (a report) goes through
+:func:`atomic_folder`: built beside its destination and swapped in whole. Outputs never
+replace data: :func:`check_output_file` refuses a folder, a records or other Parquet file and a
+harness results file, and :func:`atomic_write_bytes` itself refuses to replace a folder or a
+Parquet file with anything but records.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import re
+import shutil
 import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from lm_eval_evidential.records.schema import (
@@ -22,11 +29,52 @@ from lm_eval_evidential.records.schema import (
 )
 
 RECORDS_FILE_RE = re.compile(r"^records_(?P<task>.+)_(?P<date_id>\d{4}-\d{2}-\d{2}T[\d\-.]+)\.parquet$")
+#: The harness's own results file (``results_<date_id>.json``), never an output of ours.
+RESULTS_FILE_RE = re.compile(r"^results_.+\.json$")
+_PARQUET_MAGIC = b"PAR1"
 
 
-def atomic_write_bytes(path: Path, write) -> None:
-    """Call ``write(tmp_path)`` then rename onto ``path``: readers never see a partial file."""
+class OutputPathError(ValueError):
+    """An output path that would destroy data (an input, a records file, a folder); nothing was written."""
+
+
+def _is_parquet(path: Path) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(4) == _PARQUET_MAGIC
+    except OSError:
+        return False
+
+
+def check_output_file(path, *, option: str = "output", inputs=()) -> Path:
+    """``path`` if a command may write a file there, else :class:`OutputPathError` naming the fix.
+
+    Refused: an existing folder; one of ``inputs`` (the files the command reads, through links
+    too); a records file (by name or, for any existing file, by content: every Parquet file);
+    a harness ``results_*.json`` file.
+    """
+    p = Path(path)
+    if p.is_dir():
+        raise OutputPathError(f"{option} {p} is a folder; name a file, e.g. {p / 'audit.json'}")
+    for source in inputs:
+        if p.exists() and os.path.samefile(p, source):
+            raise OutputPathError(f"{option} {p} is {source}, an input of this command; writing there would destroy it — name another file")
+    if RECORDS_FILE_RE.match(p.name) or (p.is_file() and _is_parquet(p)):
+        raise OutputPathError(f"{option} {p} is a records (Parquet) file; outputs never replace records — name another file")
+    if RESULTS_FILE_RE.match(p.name) and p.exists():
+        raise OutputPathError(f"{option} {p} is a harness results file; outputs never replace it — name another file")
+    return p
+
+
+def atomic_write_bytes(path: Path, write, *, replaces_records: bool = False) -> None:
+    """Call ``write(tmp_path)`` then rename onto ``path``: readers never see a partial file.
+
+    Refuses (:class:`OutputPathError`) to replace a folder, and a Parquet file unless
+    ``replaces_records`` (only :func:`write_records` says so).
+    """
     path = Path(path)
+    if path.is_dir() or (not replaces_records and path.is_file() and _is_parquet(path)):
+        check_output_file(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
@@ -49,7 +97,7 @@ def write_records(path: str | os.PathLike, records: Records) -> Path:
 
     table = records.to_table()
     path = Path(path)
-    atomic_write_bytes(path, lambda tmp: pq.write_table(table, tmp))
+    atomic_write_bytes(path, lambda tmp: pq.write_table(table, tmp), replaces_records=True)
     return path
 
 
@@ -117,3 +165,55 @@ def _jsonable(value):
 def write_json(path: str | os.PathLike, rows) -> Path:
     """Write ``rows`` as JSON atomically. NaN becomes null (JSON has no NaN); reasons stay."""
     return atomic_write_text(path, json.dumps(_jsonable(rows), indent=2, sort_keys=False) + "\n")
+
+
+def check_output_folder(path, *, replaceable: Callable[[Path], bool], option: str = "output folder") -> Path:
+    """``path`` if a folder output may be written there (new, empty, or ``replaceable``), else :class:`OutputPathError`."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise OutputPathError(f"{option} {path} is a file, not a folder; name a new folder")
+    if path.is_dir() and any(path.iterdir()) and not replaceable(path):
+        raise OutputPathError(
+            f"{option} {path} is a folder with other files in it; name a new or empty folder "
+            "(only a previous output of the same kind is replaced)"
+        )
+    return path
+
+
+def _leftovers(path: Path) -> list[Path]:
+    """Temporary siblings that :func:`atomic_folder` left for ``path`` when it was killed."""
+    return [p for p in path.parent.glob(f".{path.name}.*") if p.is_dir() and p.name.endswith((".tmp", ".old"))]
+
+
+@contextlib.contextmanager
+def atomic_folder(path, *, replaceable: Callable[[Path], bool]) -> Iterator[Path]:
+    """Yield a new empty folder beside ``path``; when the block succeeds, swap it in for ``path``.
+
+    Readers see the old folder or the new one, never a mix of two runs: the new folder is
+    complete before it is renamed into place, and the old one is then deleted. Between the two
+    renames ``path`` is briefly absent (never half-written). If the block raises (or the process
+    is interrupted), the new folder is removed and ``path`` is untouched; folders left by a
+    killed process (``.<name>.*.tmp`` / ``.old``) are removed by the next call. An existing
+    ``path`` is only replaced when ``replaceable(path)`` says it is a previous output (or it is
+    empty); anything else is refused with :class:`OutputPathError` before any work.
+    """
+    path = check_output_folder(path, replaceable=replaceable)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for stale in _leftovers(path):
+        shutil.rmtree(stale, ignore_errors=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    try:
+        yield tmp
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes 0700; reports are meant to be shared
+        if path.is_dir():
+            old = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old", dir=path.parent))
+            os.replace(path, old)  # an empty folder is replaced by a rename
+            os.replace(tmp, path)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
