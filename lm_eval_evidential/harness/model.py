@@ -84,9 +84,40 @@ class _Question:
     where: str
 
 
+def _looks_local(value: str) -> bool:
+    """Whether ``value`` can only mean a local path: not a valid hub id, or a path under an existing folder."""
+    from huggingface_hub.errors import HFValidationError
+    from huggingface_hub.utils import validate_repo_id
+
+    try:
+        validate_repo_id(value)
+    except HFValidationError:
+        return True
+    parent = Path(value).expanduser().parent
+    return parent != Path(".") and parent.is_dir()  # "ckpt/adapter" with ckpt/ here: a local path
+
+
 def check_load_args(pretrained, kwargs: dict) -> None:
-    """Model_args that would fail only after the weights load: checked first, with the fix."""
+    """Model_args that would fail only after the weights load, or obscurely: checked first, with the fix.
+
+    A local ``pretrained``/``peft`` path that does not exist (the hub client would say ``Repo id
+    must be in the form …``), a file as ``pretrained`` without ``gguf_file``, a ``gguf_file`` not
+    inside ``pretrained``, a ``peft`` folder without ``adapter_config.json``, a ``dtype`` torch
+    does not have, a ``max_length`` that is not a positive whole number. (A ``max_length`` above
+    the model's context is refused as soon as its config is read: :func:`check_context`.)
+    """
     gguf_file, peft = kwargs.get("gguf_file"), kwargs.get("peft")
+    for name, value in (("pretrained", pretrained), ("peft", peft)):
+        if isinstance(value, str) and value and not Path(value).expanduser().exists() and _looks_local(value):
+            raise EvidentialInputError(
+                f"{name}={value}: no such file or folder (the path does not exist, and it is not a hub id "
+                "'namespace/name' either); pass an existing local folder or a hub id"
+            )
+    if isinstance(pretrained, str) and Path(pretrained).is_file() and not gguf_file:
+        raise EvidentialInputError(
+            f"pretrained={pretrained} is a file; pass the model's folder (config.json, weights, tokenizer), "
+            "or, for a GGUF file, its folder as pretrained= and the file name as gguf_file="
+        )
     if gguf_file and isinstance(pretrained, str) and Path(pretrained).is_dir():
         if not (Path(pretrained) / str(gguf_file)).is_file():
             raise EvidentialInputError(
@@ -99,9 +130,76 @@ def check_load_args(pretrained, kwargs: dict) -> None:
             hint = (
                 "it holds a full model: pass it as pretrained= instead"
                 if (Path(str(peft)) / "config.json").is_file()
-                else "pass a folder written by PEFT's save_pretrained (adapter_config.json + adapter_model.safetensors)"
+                else "empty, or a training run that did not finish? Pass a folder written by PEFT's save_pretrained "
+                "(adapter_config.json + adapter_model.safetensors) or by `lm-eval-evidential train`"
             )
             raise EvidentialInputError(f"peft={peft} is not a PEFT adapter folder (no adapter_config.json); {hint}")
+    dtype = kwargs.get("dtype")
+    if isinstance(dtype, str) and dtype != "auto" and not isinstance(getattr(torch, dtype, None), torch.dtype):
+        raise EvidentialInputError(f"dtype={dtype} is not a torch dtype; use float32, bfloat16, float16 or auto")
+    max_length = kwargs.get("max_length")
+    if max_length is not None and (isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1):
+        raise EvidentialInputError(f"max_length={max_length!r} must be a positive whole number of tokens, e.g. max_length=2048")
+
+
+def check_context(max_length, config) -> None:
+    """Refuse a ``max_length`` above the context the model's config declares, read the way lm_eval
+    reads it (``resolve_max_length``): transformers would only warn, then run positions past
+    those the model was trained on."""
+    from lm_eval.models.utils import resolve_max_length
+
+    context = resolve_max_length(config, None, default=0)  # 0: the config declares none
+    if max_length is None or not context or max_length <= context:
+        return
+    raise EvidentialInputError(
+        f"max_length={max_length} is above the model's context of {context} tokens (max_position_embeddings, "
+        f"n_positions or n_ctx in its config.json); pass max_length={context} or less: a longer prompt runs past "
+        "the positions the model was trained on"
+    )
+
+
+#: --model_args of the head: (type, what it must be, an example value).
+_HEAD_ARGS = {
+    "method": (str, "a name", "edl"), "prior_weight": (float, "a number", "1"), "num_noises": (int, "an integer", "20"),
+    "sigma_mult": (float, "a number", "0"), "seed": (int, "an integer", "0"),
+}  # fmt: skip
+
+
+def head_config(settings: dict) -> HeadConfig:
+    """The head from ``settings`` (strings or numbers from --model_args or an adapter's metadata),
+    each bad value named with an example; HeadConfig's own range checks as EvidentialInputError."""
+    typed = {}
+    for name, value in settings.items():
+        cast, kind, example = _HEAD_ARGS[name]
+        try:
+            number = float(value) if cast is int and not isinstance(value, bool) else None
+            if number is not None and not number.is_integer():
+                raise ValueError(value)
+            typed[name] = cast(number if number is not None else value)
+        except (TypeError, ValueError, OverflowError):
+            raise EvidentialInputError(f"{name}={value!r} in --model_args is not {kind}; e.g. {name}={example}") from None
+    try:
+        return HeadConfig(**typed)
+    except ValueError as exc:
+        raise EvidentialInputError(f"--model_args: {exc}") from None
+
+
+def _unknown_arg_error(exc: TypeError) -> Exception:
+    """A model_arg that nothing on the way to the model's constructor knows, named with the nearest known one."""
+    import difflib
+    import inspect
+    import re
+
+    found = re.search(r"unexpected keyword argument '([^']+)'", str(exc))
+    if not found:
+        return exc
+    known = (set(inspect.signature(HFLM.__init__).parameters) | set(_HEAD_ARGS)) - {"self", "kwargs"}
+    near = difflib.get_close_matches(found[1], sorted(known), n=1)
+    hint = f"did you mean {near[0]}=? " if near else ""
+    return EvidentialInputError(
+        f"--model_args: unknown argument {found[1]!r} (passed on to the model's from_pretrained, which does not take it); "
+        f"{hint}Check its spelling against the arguments of --model evidential and --model hf"
+    )
 
 
 def reference_head_settings(adapter_dir) -> dict | None:
@@ -205,16 +303,14 @@ class EvidentialLM(HFLM):
         from lm_eval_evidential.harness.plugin import check_harness
 
         check_harness()  # before gigabytes of weights load
+        check_load_args(pretrained, kwargs)
         # None = not given: the adapter's metadata, then HeadConfig's defaults, fill it in.
         given = {"method": method, "prior_weight": prior_weight, "num_noises": num_noises, "sigma_mult": sigma_mult}
         stored = head_defaults(kwargs.get("peft")) or reference_head_settings(kwargs.get("peft")) or {}
         settings = {**stored, **{k: v for k, v in given.items() if v is not None}}
-        casts = {"method": str, "prior_weight": float, "num_noises": int, "sigma_mult": float}
         # Validate the head before loading gigabytes of weights.
-        self.head = HeadConfig(
-            **{k: casts[k](v) for k, v in settings.items()}, **({} if seed is None else {"seed": int(seed)})
-        )
-        check_load_args(pretrained, kwargs)
+        self.head = head_config({**settings, **({} if seed is None else {"seed": seed})})
+        self._max_length_arg = kwargs.get("max_length")
         self._pretrained_name = str(pretrained)
         self._peft_path = kwargs.get("peft")
         self._gguf_file = kwargs.get("gguf_file")
@@ -222,6 +318,8 @@ class EvidentialLM(HFLM):
         self.evidence = EvidenceLedger()
         try:
             super().__init__(pretrained=pretrained, **kwargs)
+        except TypeError as exc:
+            raise _unknown_arg_error(exc) from exc
         except RuntimeError as exc:
             if self._peft_path and ("size mismatch" in str(exc) or "shape" in str(exc)):
                 raise EvidentialInputError(
@@ -260,6 +358,11 @@ class EvidentialLM(HFLM):
                 "(CPU), or launch one process per GPU"
             )
         return self._rank, self._world_size
+
+    def _get_config(self, pretrained, *args, **kwargs) -> None:
+        # The config loads before the tokenizer and the weights: a max_length beyond its context is refused here.
+        super()._get_config(pretrained, *args, **kwargs)
+        check_context(getattr(self, "_max_length_arg", None), self._config)
 
     @cached_property
     def _identity(self) -> dict:

@@ -11,6 +11,7 @@ supplies the same settings.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,10 +40,15 @@ class HeadConfig:
                 f"unknown method={self.method!r}; choose one of {', '.join(METHODS)} "
                 "(e.g. --model_args ...,method=ib_edl)"
             )
-        if not self.prior_weight > 0:
-            raise ValueError(f"prior_weight must be > 0, got {self.prior_weight!r}")
-        if self.method == "ib_edl" and int(self.num_noises) < 1:
-            raise ValueError(f"num_noises must be >= 1 for method=ib_edl, got {self.num_noises!r}")
+        if not (math.isfinite(self.prior_weight) and self.prior_weight > 0):
+            raise ValueError(
+                f"prior_weight={self.prior_weight!r} must be a finite number > 0 "
+                "(the Dirichlet prior λ in alpha = evidence + λ; 1 is standard EDL)"
+            )
+        if int(self.num_noises) < 1:
+            raise ValueError(f"num_noises={self.num_noises!r} must be an integer >= 1 (IB-EDL's noise draws per question; the paper uses 20)")
+        if not (math.isfinite(self.sigma_mult) and self.sigma_mult >= 0):
+            raise ValueError(f"sigma_mult={self.sigma_mult!r} must be a finite number >= 0 (IB-EDL's ς; the paper uses 0)")
 
     @property
     def needs_sigma(self) -> bool:
