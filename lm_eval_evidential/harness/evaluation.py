@@ -159,32 +159,34 @@ def chosen_docs(samples, name: str) -> list[int] | None:
 
 
 def task_rows(name: str, task, questions, prior_weight: float, chosen: list[int] | None = None) -> list[dict]:
-    """One record row per question of ``task`` that this rank evaluated.
+    """One record row per question of ``task`` that this rank evaluated (built together, :func:`make_records`).
 
     Under ``--samples`` (``chosen``) lm_eval numbers the chosen docs 0, 1, … in dataset order; each
     row keeps the doc's own dataset index.
     """
     ids = None if chosen is None else sorted(chosen)
-    from lm_eval_evidential.records import make_record
+    from lm_eval_evidential.records import make_records
 
     by_doc = defaultdict(list)
     for request in task.instances:
         by_doc[request.doc_id].append(request)
-    rows = []
-    for doc_id in sorted(by_doc):
+    doc_ids, labels, golds, logits, alphas = sorted(by_doc), [], [], [], []
+    for doc_id in doc_ids:
         requests = sorted(by_doc[doc_id], key=lambda r: r.idx)
         continuations = [r.args[1] for r in requests]
-        gold = gold_index(task, name, doc_id, requests[0].doc, len(continuations))
+        golds.append(gold_index(task, name, doc_id, requests[0].doc, len(continuations)))
+        labels.append([c.strip() for c in continuations])
         if questions is None:
-            logits, alpha = [float(r.resps[0][0]) for r in requests], None
-        else:
-            question = questions.get((name, doc_id))
-            if question is None or list(question.continuations) != continuations:
-                raise RuntimeError(f"task {name!r} doc {doc_id}: the model filed no evidence for this question")
-            logits, alpha = question.logits, question.alpha
-        rows.append(make_record(task=name, doc_id=doc_id if ids is None else ids[doc_id], labels=[c.strip() for c in continuations], gold=gold,
-                                logits=logits, alpha=alpha, prior_weight=prior_weight))  # fmt: skip
-    return rows
+            logits.append([float(r.resps[0][0]) for r in requests])
+            continue
+        question = questions.get((name, doc_id))
+        if question is None or list(question.continuations) != continuations:
+            raise RuntimeError(f"task {name!r} doc {doc_id}: the model filed no evidence for this question")
+        logits.append(question.logits)
+        alphas.append(question.alpha)
+    evidential = questions is not None and any(a is not None for a in alphas)
+    return make_records(task=name, doc_ids=doc_ids if ids is None else [ids[d] for d in doc_ids], labels=labels, gold=golds,
+                        logits=logits, alpha=alphas if evidential else None, prior_weight=prior_weight)  # fmt: skip
 
 
 def prompting_meta(lm, apply_chat_template, system_instruction, fewshot_as_multiturn) -> dict:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import logging
+import re
 import math
 from pathlib import Path
 
@@ -31,6 +32,8 @@ from lm_eval_evidential.harness import datasets as mcqa_datasets
 logger = logging.getLogger(__name__)
 
 BASE_YAML = Path(__file__).resolve().parent / "tasks" / "_edl_base.yaml"
+# A template that is one doc field, "{{gold}}": its rendering is the field's value written out.
+_ONE_FIELD = re.compile(r"\{\{\s*([A-Za-z_]\w*)\s*\}\}")
 CALIBRATION_BINS = 15
 
 
@@ -195,16 +198,34 @@ class EvidentialMCQATask(ConfigurableTask):
         text = self._template(source).render(**doc)
         return ast.literal_eval(text) if text.isdigit() and self.config.doc_to_choice is not None else text
 
+    @staticmethod
+    def _one_field(source: str, doc):
+        """``doc[name]`` when the template is ``{{name}}``, else None.
+
+        The harness calls doc_to_choice and doc_to_target several times per doc (building
+        requests, scoring each); rendering and parsing back ``{{letters}}`` or ``{{gold}}`` cost
+        more per question than the evidential model's own work. The field is returned where its
+        rendering would parse back to it exactly: a list of strings, a non-negative int.
+        """
+        match = _ONE_FIELD.fullmatch(source)
+        return doc.get(match.group(1)) if match and isinstance(doc, dict) else None
+
     def doc_to_choice(self, doc, doc_to_choice=None):
         source = self._plain_template(doc_to_choice, self.config.doc_to_choice)
         if source is None:
             return super().doc_to_choice(doc, doc_to_choice)
+        value = self._one_field(source, doc)
+        if type(value) is list and all(type(x) is str for x in value):
+            return list(value)
         return ast.literal_eval(self._template(source).render(**doc))
 
     def doc_to_target(self, doc, doc_to_target=None):
         source = self._plain_template(doc_to_target, self.config.doc_to_target)
         if source is None:
             return super().doc_to_target(doc, doc_to_target)
+        value = self._one_field(source, doc)
+        if type(value) is int and value >= 0 and self.config.doc_to_choice is not None:
+            return value
         target = self._template(source).render(**doc)
         if target.isdigit() and self.config.doc_to_choice is not None:
             return ast.literal_eval(target)

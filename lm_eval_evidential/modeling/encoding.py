@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 
 __all__ = ["AnswerTokenError", "answer_token_ids", "prompt_tail", "left_pad", "last_position_logits"]
@@ -76,11 +77,14 @@ def left_pad(rows: Sequence[Sequence[int]], pad_token_id: int | None) -> dict[st
     Positions count real tokens only, so a padded row sees the positions it has alone; the
     pad id is masked out (0 when the tokenizer has none).
     """
-    width = max(len(r) for r in rows)
-    pad = 0 if pad_token_id is None else int(pad_token_id)
-    input_ids = torch.tensor([[pad] * (width - len(r)) + list(r) for r in rows], dtype=torch.long)
-    lengths = torch.tensor([len(r) for r in rows], dtype=torch.long)
-    mask = (torch.arange(width)[None, :] >= width - lengths[:, None]).long()
+    lengths = [len(r) for r in rows]
+    width = max(lengths)
+    # one array for the batch, filled row by row from the id lists (no tensor per row)
+    ids = np.full((len(rows), width), 0 if pad_token_id is None else int(pad_token_id), dtype=np.int64)
+    for i, row in enumerate(rows):
+        ids[i, width - lengths[i] :] = row
+    input_ids = torch.from_numpy(ids)
+    mask = (torch.arange(width)[None, :] >= width - torch.tensor(lengths)[:, None]).long()
     return {"input_ids": input_ids, "attention_mask": mask, "position_ids": (mask.cumsum(-1) - 1).clamp(min=0)}
 
 

@@ -34,6 +34,7 @@ from lm_eval_evidential.records.schema import (
     RecordsError,
     _rows_to_table,  # noqa: F401  (tests build foreign files with it)
     make_record,
+    make_records,
     predictive_probs,
     record_probs,
 )
@@ -42,6 +43,6 @@ __all__ = [
     "FingerprintMismatchError", "META_KEY", "RECORD_FIELDS", "RECORDS_FILE_RE", "SCHEMA_VERSION", "OutputPathError",
     "Records", "RecordsError", "Run", "atomic_folder", "atomic_write_bytes", "atomic_write_text", "check_same_producer",
     "predictive_probs", "find_record_files",
-    "load_records", "load_run", "make_record", "read_records_file", "record_probs", "records_path",
+    "load_records", "load_run", "make_record", "make_records", "read_records_file", "record_probs", "records_path",
     "write_json", "write_records",
 ]  # fmt: skip

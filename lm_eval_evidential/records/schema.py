@@ -86,36 +86,63 @@ def make_record(
     Derived fields follow the module table: E[p] = α/S (or softmax(logits) when alpha is
     None), pred = argmax E[p] with the first index on ties, vacuity = λK/S.
     """
-    z = np.asarray(logits, dtype=np.float64)
-    k = len(labels)
-    if z.shape != (k,):
-        raise ValueError(f"{task} doc {doc_id}: {len(z)} logits for {k} labels {list(labels)}")
-    probs = predictive_probs(z[None, :], None if alpha is None else np.asarray(alpha, dtype=np.float64)[None, :])[0]
-    if alpha is None:
-        evidence = alpha_list = None
-        strength = vacuity = float("nan")
-    else:
-        a = np.asarray(alpha, dtype=np.float64)
-        strength = float(a.sum())
-        vacuity = prior_weight * k / strength
-        evidence = (a - prior_weight).tolist()
-        alpha_list = a.tolist()
-    pred = int(np.argmax(probs))
-    return {
-        "task": task,
-        "doc_id": int(doc_id),
-        "k": k,
-        "labels": [str(x) for x in labels],
-        "gold": int(gold),
-        "logits": z.tolist(),
-        "evidence": evidence,
-        "alpha": alpha_list,
-        "strength": strength,
-        "vacuity": float(vacuity),
-        "max_prob": float(probs[pred]),
-        "pred": pred,
-        "correct": pred == int(gold),
-    }
+    return make_records(task=task, doc_ids=[doc_id], labels=[labels], gold=[gold], logits=[logits],
+                        alpha=None if alpha is None else [alpha], prior_weight=prior_weight)[0]  # fmt: skip
+
+
+def make_records(
+    *,
+    task: str,
+    doc_ids: Sequence[int],
+    labels: Sequence[Sequence[str]],
+    gold: Sequence[int],
+    logits: Sequence[Sequence[float]],
+    alpha: Sequence[Sequence[float]] | None,
+    prior_weight: float = 1.0,
+) -> list[dict[str, Any]]:
+    """:func:`make_record` of many questions at once, in their order (``alpha`` None for softmax).
+
+    The derived fields are computed per group of questions with the same K, on an (n, K) array
+    without padding, so each row's numbers are those of the question alone.
+    """
+    by_k: dict[int, list[int]] = {}
+    for i, row_labels in enumerate(labels):
+        by_k.setdefault(len(row_labels), []).append(i)
+    out: list[dict[str, Any]] = [{} for _ in labels]
+    for k, members in by_k.items():
+        for i in members:
+            if len(logits[i]) != k:
+                raise ValueError(f"{task} doc {doc_ids[i]}: {len(logits[i])} logits for {k} labels {list(labels[i])}")
+        z = np.asarray([logits[i] for i in members], dtype=np.float64).reshape(len(members), k)
+        a = None if alpha is None else np.asarray([alpha[i] for i in members], dtype=np.float64).reshape(len(members), k)
+        probs = predictive_probs(z, a)
+        pred = np.argmax(probs, axis=1)
+        max_prob = probs[np.arange(len(members)), pred].tolist()
+        if a is None:
+            evidence = alpha_rows = [None] * len(members)
+            strength = vacuity = [float("nan")] * len(members)
+        else:
+            strength_array = a.sum(axis=1)
+            strength, vacuity = strength_array.tolist(), (prior_weight * k / strength_array).tolist()
+            evidence, alpha_rows = (a - prior_weight).tolist(), a.tolist()
+        z_rows, pred = z.tolist(), pred.tolist()
+        for j, i in enumerate(members):
+            out[i] = {
+                "task": task,
+                "doc_id": int(doc_ids[i]),
+                "k": k,
+                "labels": [str(x) for x in labels[i]],
+                "gold": int(gold[i]),
+                "logits": z_rows[j],
+                "evidence": evidence[j],
+                "alpha": alpha_rows[j],
+                "strength": strength[j],
+                "vacuity": vacuity[j],
+                "max_prob": max_prob[j],
+                "pred": pred[j],
+                "correct": pred[j] == int(gold[i]),
+            }
+    return out
 
 
 def _padded(list_array, n: int, k: np.ndarray, name: str = "values") -> np.ndarray:
