@@ -80,6 +80,18 @@ class Cmd:
 
 
 @dataclass(frozen=True)
+class Child:
+    """A command run by a child process (as the console script runs it) under a real fault: a
+    file-size limit of ``fsize`` bytes (``RLIMIT_FSIZE``) and/or the folder ``read_only`` made
+    read-only (for root too: the child runs without the capabilities that override permissions)."""
+
+    argv: list
+    fsize: int | None = None
+    read_only: str | None = None
+    prepare: Callable | None = None
+
+
+@dataclass(frozen=True)
 class Warned:
     """Accepted, with a logged warning matching ``match``."""
 
@@ -268,7 +280,7 @@ def only_the_new_report(ctx: Ctx) -> None:
 
 # ----------------------------------------------------------------------------- the catalogue
 
-L, D, C, M, E = "loader", "dataset", "cli", "model", "eval"
+L, D, C, M, E, S = "loader", "dataset", "cli", "model", "eval", "subprocess"
 IE = "EvidentialInputError"
 TINY = "pretrained={model},dtype=float32"
 EDITED = "the file was edited"
@@ -382,6 +394,17 @@ CATALOGUE = [
     (M, "peft-is-a-full-model", TINY + ",peft={model}", Refused(IE, r"peft=.* is not a PEFT adapter folder .*it holds a full model: pass it as pretrained= instead")),
     (M, "gguf-file-not-in-the-folder", "pretrained={model},gguf_file=nope.gguf", Refused(IE, r"gguf_file=nope\.gguf not found: transformers reads it from inside pretrained=")),
     (M, "explicit-method-accepted", TINY + ",method=softmax", Accepted(lambda lm, ctx: lm.head.method == "softmax")),
+    # -- `lm-eval-evidential eval`: the stock CLI, expected failures as one line and the documented status
+    (E, "eval-missing-pretrained", ["--model", "evidential", "--model_args", "pretrained={tmp}/no/such/model", "--tasks", "obqa_edl", "--output_path", "{tmp}/o"], Exit(1, r"(?m)^lm-eval-evidential eval: error: pretrained=.*no such file or folder")),
+    (E, "eval-bad-dtype", ["--model", "evidential", "--model_args", "pretrained={model},dtype=float8x", "--tasks", "obqa_edl", "--output_path", "{tmp}/o"], Exit(1, r"error: dtype=float8x is not a torch dtype")),
+    (E, "eval-unknown-task", ["--model", "evidential", "--model_args", TINY, "--tasks", "obqa_edl_typo", "--output_path", "{tmp}/o"], Exit(1, r"error: .*obqa_edl_typo")),
+    (E, "eval-dataset-missing-field", Cmd(["--model", "evidential", "--model_args", TINY, "--device", "cpu", "--tasks", "arc_c_edl", "--limit", "2", "--output_path", "{tmp}/o"], mirror_rows(GOOD, {"id": "q-nf", "question": "Which?", "answerKey": "A"})), Exit(1, r"error: task 'arc_c_edl', dataset row 1: record does not have the expected schema")),
+    (E, "eval-k-mismatch-pair-refused", ["--model", "evidential", "--model_args", TINY, "--device", "cpu", "--tasks", "obqa_edl_vs_csqa_edl", "--output_path", "{tmp}/o"], Exit(2, r"(?s)refused: .*csqa_edl")),
+    # -- real faults in a child process: a read-only output folder, a file-size limit (nothing half-written, one line)
+    (S, "report-into-a-read-only-folder", Child(["report", "{out}", "--id", "id4", "--ood", "ood4", "--n-boot", "0", "--out", "{tmp}/ro/report"], read_only="{tmp}/ro"), Exit(1, r"(?m)^lm-eval-evidential report: error: cannot write .*ro/report: Permission denied; nothing was replaced — choose an output folder you can write to")),
+    (S, "report-under-a-file-size-limit", Child(["report", "{out}", "--id", "id4", "--ood", "ood4", "--n-boot", "0", "--out", "{tmp}/r"], fsize=16_384), Exit(1, r"(?m)^lm-eval-evidential report: error: cannot write .*: File too large; nothing was replaced — the file exceeds this process's file-size limit")),
+    (S, "eval-into-a-read-only-output-folder", Child(["eval", "--model", "evidential", "--model_args", TINY, "--device", "cpu", "--tasks", "obqa_edl", "--limit", "4", "--output_path", "{tmp}/ro/o"], read_only="{tmp}/ro"), Exit(1, r"(?m)^lm-eval-evidential eval: error: cannot write .*/ro: Permission denied")),
+    (S, "eval-under-a-file-size-limit", Child(["eval", "--model", "evidential", "--model_args", TINY, "--device", "cpu", "--tasks", "obqa_edl", "--limit", "4", "--output_path", "{tmp}/o"], fsize=4096), Exit(1, r"(?m)^lm-eval-evidential eval: error: cannot write .*records_obqa_edl_.*\.parquet: File too large")),
     (C, "k-mismatch-refused", ["ood", "{out}", "--id", "id4", "--ood", "ood5", "--n-boot", "0"], Exit(2, r"refused id4 vs ood5")),
 ]
 
@@ -485,9 +508,11 @@ def eval_ctx(dataset_ctx, tiny_model, monkeypatch):
     import lm_eval.tasks
     from lm_eval.tasks import TaskManager
 
+    from lm_eval_evidential.harness.plugin import tasks_dir
+
     class OurTasksOnly(TaskManager):
         def __init__(self, *args, **kwargs):
-            super().__init__(*args, **{**kwargs, "include_defaults": False})
+            super().__init__(*args, **{**kwargs, "include_path": str(tasks_dir()), "include_defaults": False})
 
     monkeypatch.setattr(lm_eval.tasks, "TaskManager", OurTasksOnly)
     # The stock CLI attaches a handler to the (captured, then closed) stderr once per process.
@@ -509,17 +534,81 @@ def dataset_ctx(ctx, mirror, monkeypatch):
     return ctx
 
 
+CHILD = """
+import sys
+
+if sys.argv[1] == "eval":  # this package's tasks only, as the in-process eval rows (indexing lm_eval's takes long)
+    import lm_eval.tasks
+
+    from lm_eval_evidential.harness.plugin import tasks_dir
+
+    class OurTasksOnly(lm_eval.tasks.TaskManager):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **{**kwargs, "include_path": str(tasks_dir()), "include_defaults": False})
+
+    lm_eval.tasks.TaskManager = OurTasksOnly
+from lm_eval_evidential.cli.main import main
+
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def _fault(fsize: int | None, read_only: bool):
+    """preexec_fn of a child: the file-size limit, and for root no capability that overrides permissions
+    (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER dropped from the bounding set, so the exec'd
+    interpreter never gets them)."""
+
+    def apply() -> None:
+        import ctypes
+        import resource
+
+        if fsize is not None:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+        if read_only and os.geteuid() == 0:
+            libc = ctypes.CDLL(None, use_errno=True)
+            for cap in (1, 2, 3):
+                if libc.prctl(24, cap, 0, 0, 0) != 0:  # PR_CAPBSET_DROP
+                    os._exit(97)
+
+    return apply
+
+
+def _run_child(ctx: Ctx, child: Child) -> tuple[int, str, str]:
+    import subprocess
+    import sys
+
+    ro = Path(ctx.fmt(child.read_only)) if child.read_only else None
+    if ro is not None:
+        ro.mkdir(parents=True, exist_ok=True)
+        ro.chmod(0o555)
+    env = {**os.environ, "MPLBACKEND": "Agg", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", CHILD, *(ctx.fmt(a) for a in child.argv)], capture_output=True, text=True,
+            env=env, timeout=600, preexec_fn=_fault(child.fsize, ro is not None),
+        )  # fmt: skip
+    finally:
+        if ro is not None:
+            ro.chmod(0o755)
+    if proc.returncode == 97:
+        pytest.skip("cannot drop the capabilities that let root write into a read-only folder here")
+    return proc.returncode, proc.stdout, proc.stderr
+
+
 @pytest.mark.parametrize("entry, make, expected", [pytest.param(e, m, x, id=f"{e}:{i}") for e, i, m, x in CATALOGUE])
 def test_hostile_input(entry, make, expected, request, capsys, caplog):
-    ctx = request.getfixturevalue({D: "dataset_ctx", M: "model_ctx", E: "eval_ctx"}.get(entry, "ctx"))
+    ctx = request.getfixturevalue({D: "dataset_ctx", M: "model_ctx", E: "eval_ctx", S: "eval_ctx"}.get(entry, "ctx"))
     caplog.set_level(logging.WARNING)
-    cmd = make if isinstance(make, Cmd) else Cmd(make)
-    if entry in (C, E):
+    cmd = make if isinstance(make, (Cmd, Child)) else Cmd(make)
+    if entry in (C, E, S):
         if cmd.prepare is not None:
             cmd.prepare(ctx)
         capsys.readouterr()
         before = _snapshot(ctx.tmp.parent)
-        status, out, err = _run_cli(ctx, Cmd(["eval", *cmd.argv]) if entry == E else cmd, capsys)
+        if entry == S:
+            status, out, err = _run_child(ctx, cmd)
+        else:
+            status, out, err = _run_cli(ctx, Cmd(["eval", *cmd.argv]) if entry == E else cmd, capsys)
         _check_exit(ctx, expected, status, out, err, before, ctx.tmp.parent)
         if expected.check is not None:
             expected.check(ctx)

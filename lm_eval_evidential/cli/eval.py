@@ -21,13 +21,49 @@ def add_parser(sub) -> None:
 
 
 def run_lm_eval(argv: list[str]) -> int:
+    """Run the stock CLI. An expected failure (bad model_args, a dataset, task or path problem: a
+    ValueError or OSError) is one ``error:`` line and exit status 1, a K or fingerprint refusal one
+    ``refused:`` line and 2 (:mod:`lm_eval_evidential.cli.main`'s map), never a traceback
+    (``LM_EVAL_EVIDENTIAL_TRACEBACK=1`` shows it, as for plain ``lm_eval``)."""
+    import os
     import sys
 
     import lm_eval_evidential._import_hook as hook
+    from lm_eval_evidential.cli.main import EXIT_ERROR, EXIT_OK, EXIT_REFUSED, error_text, refusal_errors
 
     hook.install()
     from lm_eval.__main__ import cli_evaluate
 
     sys.argv = ["lm_eval", *argv]
-    cli_evaluate()
-    return 0
+    try:
+        _check_output_path(argv)
+        cli_evaluate()
+    except (OSError, ValueError) as exc:  # EvidentialInputError, DatasetError, RecordsError, PermissionError, …
+        if os.environ.get("LM_EVAL_EVIDENTIAL_TRACEBACK"):
+            raise
+        refused = isinstance(exc, refusal_errors())
+        print(f"lm-eval-evidential eval: {'refused' if refused else 'error'}: {error_text(exc)}", file=sys.stderr)
+        return EXIT_REFUSED if refused else EXIT_ERROR
+    return EXIT_OK
+
+
+def _check_output_path(argv: list[str]) -> None:
+    """An --output_path nobody can write to is refused before the model loads, not after the evaluation
+    (the folder it would be created in is probed with a temporary file)."""
+    import tempfile
+    from pathlib import Path
+
+    from lm_eval_evidential.records.io import write_error
+
+    given = next((argv[i + 1] for i, a in enumerate(argv[:-1]) if a in ("--output_path", "-o")), None)
+    given = next((a.split("=", 1)[1] for a in argv if a.startswith("--output_path=")), given)
+    if not given:
+        return
+    folder = Path(given).expanduser().absolute()
+    while not folder.is_dir() and folder != folder.parent:
+        folder = folder.parent
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        raise write_error(exc, folder) from exc

@@ -84,10 +84,20 @@ def refusal_errors() -> tuple[type[Exception], ...]:
     return CardinalityMismatchError, FingerprintMismatchError
 
 
+def error_text(exc: Exception) -> str:
+    """The one line of an expected failure: an OSError of a path (e.g. a read-only output folder, the
+    harness's own results writer) with the fix (:func:`~lm_eval_evidential.records.io.write_error`)."""
+    if isinstance(exc, OSError) and exc.filename is not None:
+        from lm_eval_evidential.records.io import write_error
+
+        return str(write_error(exc, exc.filename))
+    return str(exc)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "eval":
-        # Everything after `eval` is the stock lm_eval CLI's, untouched (its exit status too).
+        # Everything after `eval` is the stock lm_eval CLI's, untouched; expected failures exit by this map.
         from lm_eval_evidential.cli.eval import run_lm_eval
 
         return run_lm_eval(argv[1:])
@@ -107,5 +117,5 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_REFUSED
     except (OSError, ValueError) as exc:  # RecordsError is a ValueError, FileNotFoundError an OSError
         logger.info("error", exc_info=True)
-        print(f"lm-eval-evidential {args.command}: error: {exc}", file=sys.stderr)
+        print(f"lm-eval-evidential {args.command}: error: {error_text(exc)}", file=sys.stderr)
         return EXIT_ERROR

@@ -12,6 +12,7 @@ Parquet file with anything but records.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import math
 import os
@@ -66,19 +67,52 @@ def check_output_file(path, *, option: str = "output", inputs=()) -> Path:
     return p
 
 
+class OutputWriteError(OSError):
+    """A file or folder could not be written (no permission, a read-only disk, a file-size limit,
+    a full disk); the message names the path and the fix, and nothing was replaced."""
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+_WRITE_FIXES = {
+    errno.EACCES: "choose an output folder you can write to, or change its permissions",
+    errno.EPERM: "choose an output folder you can write to, or change its permissions",
+    errno.EROFS: "the file system is read-only: choose an output folder on a writable one",
+    errno.EFBIG: "the file exceeds this process's file-size limit (`ulimit -f`): raise the limit or write elsewhere",
+    errno.ENOSPC: "the disk is full: free some space or choose an output folder on another disk",
+    errno.EDQUOT: "the disk quota is used up: free some space or choose an output folder on another disk",
+}
+
+
+def write_error(exc: OSError, path) -> OSError:
+    """``exc``, raised while writing ``path``, as an :class:`OutputWriteError` naming the path and the
+    fix when it is a condition the user can fix (permissions, file-size limit, full disk), else ``exc``.
+    Libraries that drop the errno (pyarrow: ``… [errno 27] File too large``) are read by their message."""
+    code = exc.errno
+    if code is None:
+        found = re.search(r"\[errno (\d+)\]", str(exc), re.IGNORECASE)
+        code = int(found[1]) if found else None
+    if isinstance(exc, OutputWriteError) or code not in _WRITE_FIXES:
+        return exc
+    return OutputWriteError(code, f"cannot write {path}: {os.strerror(code)}; nothing was replaced — {_WRITE_FIXES[code]}", str(path))
+
+
 def atomic_write_bytes(path: Path, write, *, replaces_records: bool = False) -> None:
     """Call ``write(tmp_path)`` then rename onto ``path``: readers never see a partial file.
 
     Refuses (:class:`OutputPathError`) to replace a folder, and a Parquet file unless
-    ``replaces_records`` (only :func:`write_records` says so).
+    ``replaces_records`` (only :func:`write_records` says so). A write that fails for a reason the
+    user can fix (:func:`write_error`) raises :class:`OutputWriteError`; the temp file is removed.
     """
     path = Path(path)
     if path.is_dir() or (not replaces_records and path.is_file() and _is_parquet(path)):
         check_output_file(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
+    tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.close(fd)
         write(tmp)
         with open(tmp, "rb") as fh:
             os.fsync(fh.fileno())
@@ -86,8 +120,11 @@ def atomic_write_bytes(path: Path, write, *, replaces_records: bool = False) -> 
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; results are meant to be shared
         os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+    except BaseException as exc:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise write_error(exc, path) from exc
         raise
 
 
@@ -198,10 +235,13 @@ def atomic_folder(path, *, replaceable: Callable[[Path], bool]) -> Iterator[Path
     empty); anything else is refused with :class:`OutputPathError` before any work.
     """
     path = check_output_folder(path, replaceable=replaceable)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    for stale in _leftovers(path):
-        shutil.rmtree(stale, ignore_errors=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        for stale in _leftovers(path):
+            shutil.rmtree(stale, ignore_errors=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    except OSError as exc:
+        raise write_error(exc, path) from exc
     try:
         yield tmp
         umask = os.umask(0)
@@ -214,6 +254,8 @@ def atomic_folder(path, *, replaceable: Callable[[Path], bool]) -> Iterator[Path
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(exc, OSError):
+            raise write_error(exc, path) from exc
         raise
