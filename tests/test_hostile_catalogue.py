@@ -209,6 +209,13 @@ def raw_bytes(transform: Callable[[bytes], bytes], task: str = "id4"):
     return make
 
 
+def foreign_parquet(ctx: Ctx) -> Path:
+    """A Parquet file of the same columns written by someone else: no records metadata."""
+    path = ctx.rec()
+    pq.write_table(pq.read_table(path).replace_schema_metadata(None), path)
+    return path
+
+
 def bump(i: int, by: float):
     return lambda values: [v + by if j == i else v for j, v in enumerate(values)]
 
@@ -278,6 +285,65 @@ def only_the_new_report(ctx: Ctx) -> None:
     assert not list(ctx.tmp.glob(".old_report*")), "temporary folders left behind"
 
 
+# ----------------------------------------------------------------------------- inputs: a user's tasks (--include_path)
+
+
+def obqa_renamed(name: str):
+    """A task YAML in {tmp}/tasks: the shipped obqa_edl under the task name ``name`` (``../``, absolute, NUL …)."""
+
+    def make(ctx: Ctx) -> None:
+        from lm_eval_evidential.harness.plugin import tasks_dir
+
+        folder = ctx.tmp / "tasks"
+        folder.mkdir(exist_ok=True)
+        (folder / "renamed.yaml").write_text(f"include: {tasks_dir() / 'obqa_edl.yaml'}\ntask: {json.dumps(name)}\n")
+
+    return make
+
+
+def records_of(name: str):
+    """After the run: one records file, inside the output folder, holding the task's real name."""
+
+    def check(ctx: Ctx) -> None:
+        [path] = (ctx.tmp / "o").rglob("records_*.parquet")
+        assert path.resolve().parent.parent == (ctx.tmp / "o").resolve(), path
+        assert read_records_file(path).task == name
+
+    return check
+
+
+def word_choices(ctx: Ctx) -> None:
+    """A stock-style task in {tmp}/tasks whose choices are words (several tokens each), on local JSON files."""
+    rows = [{"q": f"Which fruit is number {i}?", "choices": ["red apple", "green pear", "ripe plum", "sour lime"], "gold": i % 4} for i in range(3)]
+    (ctx.tmp / "words.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    folder = ctx.tmp / "tasks"
+    folder.mkdir(exist_ok=True)
+    (folder / "words.yaml").write_text(
+        "task: words_mc\ndataset_path: json\n"
+        f"dataset_kwargs:\n  data_files:\n    test: {ctx.tmp / 'words.jsonl'}\n"
+        "test_split: test\noutput_type: multiple_choice\ndoc_to_text: \"{{q}}\\nAnswer:\"\n"
+        "doc_to_choice: \"{{choices}}\"\ndoc_to_target: \"{{gold}}\"\nmetric_list:\n  - metric: acc\n"
+    )
+
+
+def stale_records_temp(ctx: Ctx) -> None:
+    """The temp file an eval killed while writing records leaves (older than the harness's grace period)."""
+    from lm_eval_evidential.harness.plugin import STALE_TEMP_SECONDS
+
+    folder = ctx.tmp / "o" / str(ctx.model).replace("/", "__")
+    folder.mkdir(parents=True)
+    stale = folder / f".records_obqa_edl_{DATE}.parquet.k1ll3d.tmp"
+    stale.write_bytes(b"PAR1 half a records file")
+    old = os.path.getmtime(stale) - STALE_TEMP_SECONDS - 60
+    os.utime(stale, (old, old))
+    ctx.extra["stale"] = stale
+
+
+def stale_gone(ctx: Ctx) -> None:
+    assert not ctx.extra["stale"].exists()
+    assert len(list((ctx.tmp / "o").rglob("records_obqa_edl_*.parquet"))) == 1
+
+
 # ----------------------------------------------------------------------------- the catalogue
 
 L, D, C, M, E, S = "loader", "dataset", "cli", "model", "eval", "subprocess"
@@ -313,6 +379,8 @@ CATALOGUE = [
     (L, "column-of-wrong-type", k_as_text, Refused(RecordsError, r"field 'k' has type string, not the records schema's")),
     (L, "truncated-file", raw_bytes(lambda b: b[: len(b) // 2]), Refused(RecordsError, r"truncated or corrupted")),
     (L, "empty-file", raw_bytes(lambda b: b""), Refused(RecordsError, r"truncated or corrupted")),
+    (L, "foreign-parquet-without-metadata", foreign_parquet, Refused(RecordsError, r"not an lm-eval-evidential records file \(no metadata\)")),
+    (L, "metadata-not-json", raw_bytes(lambda b: b.replace(b'"schema_version"', b'"schema_version\\x"', 1)), Refused(RecordsError, r"metadata is not valid JSON|truncated or corrupted")),
     (L, "json-where-parquet-belongs", raw_bytes(lambda b: b'[{"score": "max_prob"}]\n'), Refused(RecordsError, r"truncated or corrupted")),
     # -- datasets (offline mirror in the hub schema)
     (D, "missing-field", mirror_rows(GOOD, {"id": "q-nf", "question": "Which?", "answerKey": "A"}), Refused("DatasetError", r"arc_c_edl.*row 1.*does not have the expected schema.*'choices'")),
@@ -350,6 +418,9 @@ CATALOGUE = [
     (C, "report-removes-the-temp-folder-of-a-killed-report", Cmd(["report", "{out}", "--id", "id4", "--ood", "ood4", "--n-boot", "0", "--out", "{tmp}/old_report"], killed_report_left_its_temp_folder), Exit(0, r"wrote", writes=("{tmp}/old_report/*", "{tmp}/.old_report.*/*"), check=only_the_new_report)),
     (C, "plot-named-after-a-records-file-leaves-it-alone", ["ksweep", "{out}", "--id", "id4", "--ood", "ood4", "--plot", "{folder}/records_ood4_" + DATE + ".parquet"], Exit(0, r"reciprocal_vacuity", writes=("{folder}/records_ood4_*.parquet.png", "{folder}/records_ood4_*.parquet.svg"))),
     (C, "json-into-a-new-subfolder", ["ood", "{out}", "--id", "id4", "--ood", "ood4", "--n-boot", "0", "--json", "{tmp}/a/b/ood.json"], Exit(0, r"auroc", writes=("{tmp}/a/b/ood.json",))),
+    (C, "json-under-a-path-that-is-a-file", Cmd(["ood", "{out}", "--id", "id4", "--ood", "ood4", "--n-boot", "0", "--json", "{tmp}/notes.txt/ood.json"], lambda c: (c.tmp / "notes.txt").write_text("mine")), Exit(1, r"--json .*notes\.txt/ood\.json: .*notes\.txt is a file, not a folder; name a path inside a folder")),
+    (C, "report-out-under-a-file", Cmd(["report", "{out}", "--id", "id4", "--ood", "ood4", "--out", "{tmp}/notes.txt/report"], lambda c: (c.tmp / "notes.txt").write_text("mine")), Exit(1, r"--out .*notes\.txt/report: .*notes\.txt is a file, not a folder")),
+    (C, "report-into-a-new-nested-folder", ["report", "{out}", "--id", "id4", "--ood", "ood4", "--n-boot", "0", "--max-extra", "1", "--out", "{tmp}/a/b/report"], Exit(0, r"wrote", writes=("{tmp}/a/b/report/*",))),
     # -- bounded work: every size-like option has a documented upper bound, refused at once above it
     (C, "ksweep-max-extra-huge", ["ksweep", "{out}", "--id", "id4", "--ood", "ood4", "--max-extra", "100000000"], Exit(1, r"max_extra must be an integer in 0\.\.64 .*got 100000000")),
     (C, "ksweep-max-extra-negative", ["ksweep", "{out}", "--id", "id4", "--ood", "ood4", "--max-extra", "-1"], Exit(1, r"max_extra must be an integer in 0\.\.64")),
@@ -358,6 +429,8 @@ CATALOGUE = [
     (C, "ood-n-boot-one", ["ood", "{out}", "--id", "id4", "--ood", "ood4", "--n-boot", "1"], Exit(1, r"n_boot must be 0")),
     (C, "report-n-boot-huge", ["report", "{out}", "--id", "id4", "--ood", "ood4", "--n-boot", "100001", "--out", "{tmp}/r"], Exit(1, r"n_boot must be 0 .* 2\.\.100000")),
     (C, "calibration-bins-huge", ["calibration", "{out}", "--task", "id4", "--bins", "1000000000"], Exit(1, r"n_bins must be an integer in 1\.\.10000")),
+    (C, "calibration-bins-zero", ["calibration", "{out}", "--task", "id4", "--bins", "0"], Exit(1, r"--bins: must be a positive integer, got '0'")),
+    (C, "ksweep-max-extra-at-the-bound", ["ksweep", "{out}", "--id", "id4", "--ood", "ood4", "--max-extra", "64", "--scores", "reciprocal_vacuity"], Exit(0, r"matched\s+64\s+68\s+68")),
     (C, "ood-level-above-one", ["ood", "{out}", "--id", "id4", "--ood", "ood4", "--level", "1.5"], Exit(1, r"level")),
     (C, "ood-negative-seed", ["ood", "{out}", "--id", "id4", "--ood", "ood4", "--seed", "-3"], Exit(1, r"seed|negative")),
     # -- comparisons that cannot mean anything
@@ -400,6 +473,12 @@ CATALOGUE = [
     (E, "eval-unknown-task", ["--model", "evidential", "--model_args", TINY, "--tasks", "obqa_edl_typo", "--output_path", "{tmp}/o"], Exit(1, r"error: .*obqa_edl_typo")),
     (E, "eval-dataset-missing-field", Cmd(["--model", "evidential", "--model_args", TINY, "--device", "cpu", "--tasks", "arc_c_edl", "--limit", "2", "--output_path", "{tmp}/o"], mirror_rows(GOOD, {"id": "q-nf", "question": "Which?", "answerKey": "A"})), Exit(1, r"error: task 'arc_c_edl', dataset row 1: record does not have the expected schema")),
     (E, "eval-k-mismatch-pair-refused", ["--model", "evidential", "--model_args", TINY, "--device", "cpu", "--tasks", "obqa_edl_vs_csqa_edl", "--output_path", "{tmp}/o"], Exit(2, r"(?s)refused: .*csqa_edl")),
+    # -- task names that are not file names: the records stay inside --output_path and keep the real name
+    (E, "eval-task-name-with-dot-dot", Cmd(["--model", "evidential", "--model_args", TINY, "--device", "cpu", "--limit", "3", "--output_path", "{tmp}/o", "--include_path", "{tmp}/tasks", "--tasks", "../../escape"], obqa_renamed("../../escape")), Exit(0, r"escape", writes=("{tmp}/o/*/*",), check=records_of("../../escape"))),
+    (E, "eval-task-name-absolute", Cmd(["--model", "evidential", "--model_args", TINY, "--device", "cpu", "--limit", "3", "--output_path", "{tmp}/o", "--include_path", "{tmp}/tasks", "--tasks", "/tmp/escape"], obqa_renamed("/tmp/escape")), Exit(0, r"escape", writes=("{tmp}/o/*/*",), check=records_of("/tmp/escape"))),
+    (E, "eval-task-name-with-nul", Cmd(["--model", "evidential", "--model_args", TINY, "--device", "cpu", "--limit", "3", "--output_path", "{tmp}/o", "--include_path", "{tmp}/tasks", "--tasks", "nul\x00name"], obqa_renamed("nul\x00name")), Exit(0, r"name", writes=("{tmp}/o/*/*",), check=records_of("nul\x00name"))),
+    (E, "eval-multi-token-choices", Cmd(["--model", "evidential", "--model_args", TINY, "--device", "cpu", "--limit", "3", "--output_path", "{tmp}/o", "--include_path", "{tmp}/tasks", "--tasks", "words_mc"], word_choices), Exit(1, r"(?m)^lm-eval-evidential eval: error: .*choice ' ?red apple' is \d+ tokens .*every choice must be a single token")),
+    (E, "eval-removes-a-stale-records-temp-file", Cmd(["--model", "evidential", "--model_args", TINY, "--device", "cpu", "--limit", "3", "--output_path", "{tmp}/o", "--tasks", "obqa_edl"], stale_records_temp), Exit(0, r"obqa_edl", writes=("{tmp}/o/*/*",), check=stale_gone)),
     # -- real faults in a child process: a read-only output folder, a file-size limit (nothing half-written, one line)
     (S, "report-into-a-read-only-folder", Child(["report", "{out}", "--id", "id4", "--ood", "ood4", "--n-boot", "0", "--out", "{tmp}/ro/report"], read_only="{tmp}/ro"), Exit(1, r"(?m)^lm-eval-evidential report: error: cannot write .*ro/report: Permission denied; nothing was replaced — choose an output folder you can write to")),
     (S, "report-under-a-file-size-limit", Child(["report", "{out}", "--id", "id4", "--ood", "ood4", "--n-boot", "0", "--out", "{tmp}/r"], fsize=16_384), Exit(1, r"(?m)^lm-eval-evidential report: error: cannot write .*: File too large; nothing was replaced — the file exceeds this process's file-size limit")),
@@ -511,8 +590,9 @@ def eval_ctx(dataset_ctx, tiny_model, monkeypatch):
     from lm_eval_evidential.harness.plugin import tasks_dir
 
     class OurTasksOnly(TaskManager):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **{**kwargs, "include_path": str(tasks_dir()), "include_defaults": False})
+        def __init__(self, *args, include_path=None, **kwargs):
+            given = [include_path] if isinstance(include_path, str) else list(include_path or [])
+            super().__init__(*args, **{**kwargs, "include_path": [str(tasks_dir()), *given], "include_defaults": False})
 
     monkeypatch.setattr(lm_eval.tasks, "TaskManager", OurTasksOnly)
     # The stock CLI attaches a handler to the (captured, then closed) stderr once per process.
@@ -636,6 +716,20 @@ def test_hostile_input(entry, make, expected, request, capsys, caplog):
             assert expected.check(result, ctx) is not False
 
 
-def test_the_catalogue_ids_are_unique():
+#: How the README's Reliability section names each entry point's rows.
+README_LABELS = {
+    L: "records files through the loader", D: "dataset files through lm_eval's task loading",
+    C: "runs of the audit commands", M: "`--model_args` as stock `lm_eval --model evidential` passes them",
+    E: "runs of `lm-eval-evidential eval`", S: "commands in a child process",
+}  # fmt: skip
+
+
+def test_the_catalogue_is_large_its_ids_unique_and_the_readme_counts_true():
     ids = [i for _, i, _, _ in CATALOGUE]
     assert len(ids) == len(set(ids))
+    assert len(ids) >= 60
+    readme = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8").split())
+    assert f"({len(ids)} hostile inputs and faults" in readme, "the README's Reliability section must state the count"
+    for entry, label in README_LABELS.items():
+        count = sum(e == entry for e, *_ in CATALOGUE)
+        assert f"{count} {label}" in readme, f"README: {count} {label}"

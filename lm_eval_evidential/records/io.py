@@ -47,16 +47,24 @@ def _is_parquet(path: Path) -> bool:
         return False
 
 
+def _check_no_file_above(path: Path, option: str) -> None:
+    """A path under an existing file cannot be created (``notes.txt/out.json``): said before any work."""
+    blocking = next((parent for parent in path.parents if parent.exists() and not parent.is_dir()), None)
+    if blocking is not None:
+        raise OutputPathError(f"{option} {path}: {blocking} is a file, not a folder; name a path inside a folder")
+
+
 def check_output_file(path, *, option: str = "output", inputs=()) -> Path:
     """``path`` if a command may write a file there, else :class:`OutputPathError` naming the fix.
 
-    Refused: an existing folder; one of ``inputs`` (the files the command reads, through links
+    Refused: an existing folder; a path under a file; one of ``inputs`` (the files the command reads, through links
     too); a records file (by name or, for any existing file, by content: every Parquet file);
     a harness ``results_*.json`` file.
     """
     p = Path(path)
     if p.is_dir():
         raise OutputPathError(f"{option} {p} is a folder; name a file, e.g. {p / 'audit.json'}")
+    _check_no_file_above(p, option)
     for source in inputs:
         if p.exists() and os.path.samefile(p, source):
             raise OutputPathError(f"{option} {p} is {source}, an input of this command; writing there would destroy it — name another file")
@@ -209,6 +217,7 @@ def check_output_folder(path, *, replaceable: Callable[[Path], bool], option: st
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise OutputPathError(f"{option} {path} is a file, not a folder; name a new folder")
+    _check_no_file_above(path, option)
     if path.is_dir() and any(path.iterdir()) and not replaceable(path):
         raise OutputPathError(
             f"{option} {path} is a folder with other files in it; name a new or empty folder "
