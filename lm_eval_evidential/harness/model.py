@@ -599,11 +599,12 @@ class EvidentialLM(HFLM):
         contexts = list(dict.fromkeys(context for _, _, context in grouped))
         self._context_ids: dict[str, list[int]] = dict(zip(contexts, self._encode_prompts(contexts)))
         plans = []
+        max_length = self.max_length  # resolved from the model config on every access
         for (task, doc_id, context), options in grouped.items():
             where = f"task {task!r} doc {doc_id}"
-            if len(self._context_ids[context]) > self.max_length:
+            if len(self._context_ids[context]) > max_length:
                 raise EvidentialInputError(
-                    f"{where}: prompt is {len(self._context_ids[context])} tokens, longer than max_length={self.max_length}; "
+                    f"{where}: prompt is {len(self._context_ids[context])} tokens, longer than max_length={max_length}; "
                     "raise max_length in --model_args (the evidential model never truncates a question)"
                 )
         for (task, doc_id, context), options in grouped.items():
