@@ -346,7 +346,7 @@ def stale_gone(ctx: Ctx) -> None:
 
 # ----------------------------------------------------------------------------- the catalogue
 
-L, D, C, M, E, S = "loader", "dataset", "cli", "model", "eval", "subprocess"
+L, D, C, M, E, T, S = "loader", "dataset", "cli", "model", "eval", "train", "subprocess"
 IE = "EvidentialInputError"
 TINY = "pretrained={model},dtype=float32"
 EDITED = "the file was edited"
@@ -479,6 +479,10 @@ CATALOGUE = [
     (E, "eval-task-name-with-nul", Cmd(["--model", "evidential", "--model_args", TINY, "--device", "cpu", "--limit", "3", "--output_path", "{tmp}/o", "--include_path", "{tmp}/tasks", "--tasks", "nul\x00name"], obqa_renamed("nul\x00name")), Exit(0, r"name", writes=("{tmp}/o/*/*",), check=records_of("nul\x00name"))),
     (E, "eval-multi-token-choices", Cmd(["--model", "evidential", "--model_args", TINY, "--device", "cpu", "--limit", "3", "--output_path", "{tmp}/o", "--include_path", "{tmp}/tasks", "--tasks", "words_mc"], word_choices), Exit(1, r"(?m)^lm-eval-evidential eval: error: .*choice ' ?red apple' is \d+ tokens .*every choice must be a single token")),
     (E, "eval-removes-a-stale-records-temp-file", Cmd(["--model", "evidential", "--model_args", TINY, "--device", "cpu", "--limit", "3", "--output_path", "{tmp}/o", "--tasks", "obqa_edl"], stale_records_temp), Exit(0, r"obqa_edl", writes=("{tmp}/o/*/*",), check=stale_gone)),
+    # -- `lm-eval-evidential train`: refused before training, one line
+    (T, "train-max-length-beyond-context", ["train", "--pretrained", "{model}", "--task", "obqa_edl", "--output-dir", "{tmp}/t", "--max-steps", "1", "--max-length", "20000"], Exit(1, r"(?m)^lm-eval-evidential train: error: max_length=20000 is above the model's context of 1024 tokens")),
+    (T, "train-output-dir-is-a-file", Cmd(["train", "--pretrained", "{model}", "--task", "obqa_edl", "--output-dir", "{tmp}/notes.txt", "--max-steps", "1", "--overwrite-output-dir"], lambda c: (c.tmp / "notes.txt").write_text("mine")), Exit(1, r"--output-dir .*notes\.txt is a file, not a folder")),
+    (T, "train-output-dir-not-empty", Cmd(["train", "--pretrained", "{model}", "--task", "obqa_edl", "--output-dir", "{tmp}/docs", "--max-steps", "1"], lambda c: (c.tmp / "docs").mkdir() or (c.tmp / "docs" / "thesis.tex").write_text("mine")), Exit(1, r"output folder .*docs is not empty; pass --overwrite-output-dir")),
     # -- real faults in a child process: a read-only output folder, a file-size limit (nothing half-written, one line)
     (S, "report-into-a-read-only-folder", Child(["report", "{out}", "--id", "id4", "--ood", "ood4", "--n-boot", "0", "--out", "{tmp}/ro/report"], read_only="{tmp}/ro"), Exit(1, r"(?m)^lm-eval-evidential report: error: cannot write .*ro/report: Permission denied; nothing was replaced — choose an output folder you can write to")),
     (S, "report-under-a-file-size-limit", Child(["report", "{out}", "--id", "id4", "--ood", "ood4", "--n-boot", "0", "--out", "{tmp}/r"], fsize=16_384), Exit(1, r"(?m)^lm-eval-evidential report: error: cannot write .*: File too large; nothing was replaced — the file exceeds this process's file-size limit")),
@@ -677,10 +681,10 @@ def _run_child(ctx: Ctx, child: Child) -> tuple[int, str, str]:
 
 @pytest.mark.parametrize("entry, make, expected", [pytest.param(e, m, x, id=f"{e}:{i}") for e, i, m, x in CATALOGUE])
 def test_hostile_input(entry, make, expected, request, capsys, caplog):
-    ctx = request.getfixturevalue({D: "dataset_ctx", M: "model_ctx", E: "eval_ctx", S: "eval_ctx"}.get(entry, "ctx"))
+    ctx = request.getfixturevalue({D: "dataset_ctx", M: "model_ctx", E: "eval_ctx", T: "eval_ctx", S: "eval_ctx"}.get(entry, "ctx"))
     caplog.set_level(logging.WARNING)
     cmd = make if isinstance(make, (Cmd, Child)) else Cmd(make)
-    if entry in (C, E, S):
+    if entry in (C, E, T, S):
         if cmd.prepare is not None:
             cmd.prepare(ctx)
         capsys.readouterr()
@@ -720,7 +724,7 @@ def test_hostile_input(entry, make, expected, request, capsys, caplog):
 README_LABELS = {
     L: "records files through the loader", D: "dataset files through lm_eval's task loading",
     C: "runs of the audit commands", M: "`--model_args` as stock `lm_eval --model evidential` passes them",
-    E: "runs of `lm-eval-evidential eval`", S: "commands in a child process",
+    E: "runs of `lm-eval-evidential eval`", T: "runs of `lm-eval-evidential train`", S: "commands in a child process",
 }  # fmt: skip
 
 

@@ -314,6 +314,9 @@ def resolve_target_modules(model, requested: tuple[str, ...] | None, pretrained:
 
 
 def _check_output_dir(config: TrainConfig, output_dir: Path) -> None:
+    from lm_eval_evidential.records.io import check_output_folder
+
+    check_output_folder(output_dir, replaceable=lambda _: True, option="--output-dir")  # a file, or under one: never
     # transformers' example scripts' rule: never train into a folder with something in it unless told to.
     if config.resume_from_checkpoint or config.overwrite_output_dir:
         return
@@ -550,7 +553,13 @@ def train(pretrained, task, config: TrainConfig) -> Path:
     set_seed(config.seed)
     model = _load_base(pretrained, config)
     targets, notes = resolve_target_modules(model, config.target_modules, str(pretrained))
-    max_length = config.max_length or getattr(model.config, "max_position_embeddings", None)
+    # The context as --model evidential reads it (one computation); a --max-length above it is refused.
+    from lm_eval.models.utils import resolve_max_length
+
+    from lm_eval_evidential.harness.model import check_context
+
+    check_context(config.max_length, model.config)
+    max_length = config.max_length or resolve_max_length(model.config, None, default=0) or None
     examples, answer_map = encode_examples(task_obj, docs, tokenizer, max_length)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
 
