@@ -488,6 +488,7 @@ CATALOGUE = [
     (S, "report-under-a-file-size-limit", Child(["report", "{out}", "--id", "id4", "--ood", "ood4", "--n-boot", "0", "--out", "{tmp}/r"], fsize=16_384), Exit(1, r"(?m)^lm-eval-evidential report: error: cannot write .*: File too large; nothing was replaced — the file exceeds this process's file-size limit")),
     (S, "eval-into-a-read-only-output-folder", Child(["eval", "--model", "evidential", "--model_args", TINY, "--device", "cpu", "--tasks", "obqa_edl", "--limit", "4", "--output_path", "{tmp}/ro/o"], read_only="{tmp}/ro"), Exit(1, r"(?m)^lm-eval-evidential eval: error: cannot write .*/ro: Permission denied")),
     (S, "eval-under-a-file-size-limit", Child(["eval", "--model", "evidential", "--model_args", TINY, "--device", "cpu", "--tasks", "obqa_edl", "--limit", "4", "--output_path", "{tmp}/o"], fsize=4096), Exit(1, r"(?m)^lm-eval-evidential eval: error: cannot write .*records_obqa_edl_.*\.parquet: File too large")),
+    (S, "stock-lm-eval-under-a-file-size-limit", Child(["lm_eval", "--model", "evidential", "--model_args", TINY, "--device", "cpu", "--tasks", "obqa_edl", "--limit", "4", "--output_path", "{tmp}/o"], fsize=4096), Exit(1, r"(?m)^error: cannot write .*records_obqa_edl_.*\.parquet: File too large")),
     (C, "k-mismatch-refused", ["ood", "{out}", "--id", "id4", "--ood", "ood5", "--n-boot", "0"], Exit(2, r"refused id4 vs ood5")),
 ]
 
@@ -621,7 +622,7 @@ def dataset_ctx(ctx, mirror, monkeypatch):
 CHILD = """
 import sys
 
-if sys.argv[1] == "eval":  # this package's tasks only, as the in-process eval rows (indexing lm_eval's takes long)
+if sys.argv[1] in ("eval", "lm_eval"):  # this package's tasks only, as the in-process eval rows (indexing lm_eval's takes long)
     import lm_eval.tasks
 
     from lm_eval_evidential.harness.plugin import tasks_dir
@@ -631,6 +632,12 @@ if sys.argv[1] == "eval":  # this package's tasks only, as the in-process eval r
             super().__init__(*args, **{**kwargs, "include_path": str(tasks_dir()), "include_defaults": False})
 
     lm_eval.tasks.TaskManager = OurTasksOnly
+if sys.argv[1] == "lm_eval":  # the stock CLI: an uncaught error goes to sys.excepthook, as in a terminal
+    from lm_eval.__main__ import cli_evaluate
+
+    sys.argv = sys.argv[1:]
+    cli_evaluate()
+    sys.exit(0)
 from lm_eval_evidential.cli.main import main
 
 sys.exit(main(sys.argv[1:]))
