@@ -55,14 +55,24 @@ def score_list(text: str) -> list[str]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
-    return value
+def _int_at_least(minimum: int, what: str):
+    """An argparse ``type``: an integer >= ``minimum``, else a usage error naming the value."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = minimum - 1
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}")
+        return value
+
+    parse.__name__ = what
+    return parse
+
+
+positive_int = _int_at_least(1, "a positive integer")
+non_negative_int = _int_at_least(0, "a non-negative integer")
 
 
 def add_audit_parser(
@@ -210,7 +220,7 @@ def check_outputs(args) -> None:
 
         base = figure_base(args.plot)
         for suffix in (".png", ".svg"):
-            check_output_file(base.with_name(base.name + suffix), option="--plot")
+            check_output_file(base.with_name(base.name + suffix), option=f"--plot {args.plot} would write")
     if getattr(args, "command", None) == "report":
         from lm_eval_evidential.report import is_report_folder
 

@@ -10,7 +10,15 @@ from __future__ import annotations
 
 from lm_eval_evidential.records.io import write_json
 
-from ._options import add_audit_parser, comma_list, format_table, load, print_refusals, refuse_self_comparison
+from ._options import (
+    add_audit_parser,
+    comma_list,
+    format_table,
+    load,
+    non_negative_int,
+    print_refusals,
+    refuse_self_comparison,
+)
 
 TABLE_COLUMNS = (
     "ood_task", "score", "k_id", "k_ood", "n_id", "n_ood", "dropped", "matched",
@@ -51,7 +59,7 @@ def add_parser(sub) -> None:
     p.add_argument("--ood", dest="ood_tasks", required=True, type=comma_list("task"), metavar="T1,T2",
                    help="OOD task(s), comma-separated")
     p.add_argument("--n-boot", dest="n_boot", type=int, default=1000, help="bootstrap replicates for the AUPR-In CI (0: none; at most 100000)")
-    p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    p.add_argument("--seed", type=non_negative_int, default=0, help="bootstrap seed")
     p.add_argument("--level", type=float, default=0.95, help="confidence level of both intervals")
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ._options import add_audit_parser, comma_list, load
+from ._options import add_audit_parser, comma_list, load, non_negative_int
 
 
 def add_parser(sub) -> None:
@@ -34,7 +34,7 @@ def add_parser(sub) -> None:
         help="K policy, or several comma-separated (one OOD table each; later sections use the first); default: assert",
     )  # fmt: skip
     p.add_argument("--n-boot", dest="n_boot", type=int, default=1000, help="bootstrap replicates for the AUPR-In CI (0: none; at most 100000)")
-    p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    p.add_argument("--seed", type=non_negative_int, default=0, help="bootstrap seed")
     p.add_argument("--max-extra", dest="max_extra", type=int, default=4, help="largest K-sweep expansion (default 4, at most 64)")
 
 

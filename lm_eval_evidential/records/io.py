@@ -54,24 +54,22 @@ def _check_no_file_above(path: Path, option: str) -> None:
         raise OutputPathError(f"{option} {path}: {blocking} is a file, not a folder; name a path inside a folder")
 
 
-def check_output_file(path, *, option: str = "output", inputs=()) -> Path:
+def check_output_file(path, *, option: str = "output") -> Path:
     """``path`` if a command may write a file there, else :class:`OutputPathError` naming the fix.
 
-    Refused: an existing folder; a path under a file; one of ``inputs`` (the files the command reads, through links
-    too); a records file (by name or, for any existing file, by content: every Parquet file);
-    a harness ``results_*.json`` file.
+    Refused: an existing folder; a path under a file; a records file (by name or, for any
+    existing file, by content, through links too: every Parquet file); a harness
+    ``results_*.json`` file. These are every input of the audit commands (records, and the
+    results file that names them), so an input is never an output.
     """
     p = Path(path)
     if p.is_dir():
-        raise OutputPathError(f"{option} {p} is a folder; name a file, e.g. {p / 'audit.json'}")
+        raise OutputPathError(f"{option} {p}: it is a folder; name a file")
     _check_no_file_above(p, option)
-    for source in inputs:
-        if p.exists() and os.path.samefile(p, source):
-            raise OutputPathError(f"{option} {p} is {source}, an input of this command; writing there would destroy it — name another file")
     if RECORDS_FILE_RE.match(p.name) or (p.is_file() and _is_parquet(p)):
-        raise OutputPathError(f"{option} {p} is a records (Parquet) file; outputs never replace records — name another file")
+        raise OutputPathError(f"{option} {p}: it is a records (Parquet) file; outputs never replace records — name another file")
     if RESULTS_FILE_RE.match(p.name) and p.exists():
-        raise OutputPathError(f"{option} {p} is a harness results file; outputs never replace it — name another file")
+        raise OutputPathError(f"{option} {p}: it is a harness results file; outputs never replace it — name another file")
     return p
 
 
