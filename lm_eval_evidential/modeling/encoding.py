@@ -54,9 +54,15 @@ def answer_token_ids(
     return ids
 
 
+# Longer last lines (a question rather than a template's cue such as "Answer:") are not shared
+# by a task's prompts: resolving answer ids by such a tail would only add tokenisations.
+MAX_TAIL_CHARS = 100
+
+
 def prompt_tail(prompt: str) -> str | None:
-    """The prompt from the start of its last line with text (trailing blank lines included), or
-    None for a one-line prompt: where an appended answer can change the prompt's tokens.
+    """The prompt from the start of its last line with text (trailing blank lines included): where
+    an appended answer can change the prompt's tokens. None for a one-line prompt or a last line
+    longer than ``MAX_TAIL_CHARS``.
 
     Examples
     --------
@@ -66,9 +72,11 @@ def prompt_tail(prompt: str) -> str | None:
     '<|im_start|>assistant\\n'
     >>> prompt_tail("Question? Answer:") is None
     True
+    >>> prompt_tail("Read this.\\n" + "A question on the last line? " * 4) is None
+    True
     """
     cut = prompt.rstrip().rfind("\n") + 1
-    return prompt[cut:] if cut > 0 else None
+    return prompt[cut:] if 0 < cut and len(prompt) - cut <= MAX_TAIL_CHARS else None
 
 
 def left_pad(rows: Sequence[Sequence[int]], pad_token_id: int | None) -> dict[str, torch.Tensor]:

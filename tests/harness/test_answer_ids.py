@@ -79,3 +79,12 @@ def test_tail_whose_whole_prompt_disagrees_is_checked_in_full_from_then_on(lm, m
     monkeypatch.setitem(lm._tail_answers, ("Answer:", choices), (tail_ids, answer_ids[::-1], False))  # a wrong tail result
     assert lm._answer_ids_at_tail(context, lm.tok_encode(context), choices, "t", "w") == answer_ids
     assert lm._tail_answers[("Answer:", choices)] is _FULL_CHECK
+
+
+def test_encoding_examples_run_as_doctests():
+    import doctest
+
+    import lm_eval_evidential.modeling.encoding as encoding
+
+    failed, attempted = doctest.testmod(encoding)
+    assert attempted >= 5 and failed == 0
