@@ -39,12 +39,15 @@ CHOICES = [(" A", " B", " C", " D"), ("A", "B", "C"), (" A", " A"), (" zebra-cro
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(body=st.lists(st.sampled_from(PIECES), min_size=1, max_size=12), choices=st.sampled_from(CHOICES))
 def test_tail_resolution_accepts_and_refuses_exactly_as_the_full_check(lm, body, choices):
-    context = "".join(body)
-    ids = lm.tok_encode(context)
     # lm keeps its tail cache across examples, so later examples take the cached path
+    assert_same_as_full_check(lm, "".join(body), choices)
+
+
+def assert_same_as_full_check(lm, context, choices):
+    ids = lm.tok_encode(context)
     fast = outcome(lm._answer_ids_at_tail, context, ids, choices, "custom", "task 'custom' doc 0")
     full = outcome(lm._answer_ids, context, ids, choices, "custom", "task 'custom' doc 0")
-    assert fast == full
+    assert fast == full, (context, choices)
 
 
 def test_each_prompt_tail_is_checked_in_full_once(tiny_model, use_mirror, monkeypatch):

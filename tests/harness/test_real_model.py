@@ -113,3 +113,19 @@ def test_bfloat16_gives_the_same_predictions_within_the_stated_bound(smollm2, fl
     assert bf16.logits.dtype == np.float64  # records are never stored in low precision
     np.testing.assert_array_equal(bf16.pred, float32_records.pred)
     assert d_logit < BF16_LOGIT_BOUND and d_vac < BF16_VACUITY_BOUND
+
+
+def test_answer_ids_by_prompt_tail_equal_the_full_check_with_the_real_tokenizer(smollm2):
+    import random
+
+    from .test_answer_ids import CHOICES, PIECES, assert_same_as_full_check
+
+    lm = make_lm(smollm2, dtype="float32")
+    task, docs = task_docs(TASK)
+    contexts = [task.doc_to_text(doc) for doc in docs]
+    chat = [lm.apply_chat_template([{"role": "user", "content": c}]) for c in contexts[:10]]
+    rng = random.Random(0)
+    generated = ["".join(rng.choices(PIECES, k=rng.randint(1, 12))) for _ in range(300)]
+    for context in contexts + chat + generated:  # the real prompts first: they fill the tail cache
+        for choices in [(" A", " B", " C", " D"), ("A", "B", "C", "D"), *rng.sample(CHOICES, 2)]:
+            assert_same_as_full_check(lm, context, choices)
