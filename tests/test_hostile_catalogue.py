@@ -460,7 +460,7 @@ CATALOGUE = [
     (M, "seed-not-a-number", TINY + ",method=ib_edl,seed=abc", Refused(IE, r"seed='abc' in --model_args is not an integer")),
     (M, "max-length-beyond-context", TINY + ",max_length=20000", Refused(IE, r"max_length=20000 is above the model's context of 1024 tokens \(max_position_embeddings")),
     (M, "max-length-zero", TINY + ",max_length=0", Refused(IE, r"max_length=0 must be a positive whole number of tokens")),
-    (M, "unknown-model-arg", TINY + ",temperatur=0.5", Refused(IE, r"unknown argument 'temperatur' .*Check its spelling", before_weights=False)),
+    (M, "unknown-model-arg", TINY + ",temperatur=0.5", Refused(IE, r"unknown argument 'temperatur' .*it\); check its spelling", before_weights=False)),
     (M, "max-length-at-the-context", TINY + ",max_length=1024", Accepted(lambda lm, ctx: lm.max_length == 1024)),
     (M, "unknown-model-arg-near-a-known-one", TINY + ",max_lenght=512", Refused(IE, r"unknown argument 'max_lenght' .*did you mean max_length=\?", before_weights=False)),
     (M, "max-length-not-a-number", TINY + ",max_length=long", Refused(IE, r"max_length='long' must be a positive whole number of tokens")),

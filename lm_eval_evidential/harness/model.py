@@ -195,10 +195,10 @@ def _unknown_arg_error(exc: TypeError) -> Exception:
         return exc
     known = (set(inspect.signature(HFLM.__init__).parameters) | set(_HEAD_ARGS)) - {"self", "kwargs"}
     near = difflib.get_close_matches(found[1], sorted(known), n=1)
-    hint = f"did you mean {near[0]}=? " if near else ""
+    hint = f"did you mean {near[0]}=? Check" if near else "check"
     return EvidentialInputError(
         f"--model_args: unknown argument {found[1]!r} (passed on to the model's from_pretrained, which does not take it); "
-        f"{hint}Check its spelling against the arguments of --model evidential and --model hf"
+        f"{hint} its spelling against the arguments of --model evidential and --model hf"
     )
 
 

@@ -387,7 +387,7 @@ def _validate_derived(path, meta: dict, k: np.ndarray, logits: np.ndarray, alpha
             strength = np.nansum(alpha, axis=1)
         if not np.isfinite(strength).all():
             row = int(np.flatnonzero(~np.isfinite(strength))[0])
-            raise RecordsError(f"{path}: row {row}: alpha sums beyond the float64 range; the file was edited")
+            raise RecordsError(f"{path}: row {row}: alpha sums beyond the float64 range; the file was edited — re-run the evaluation")
         probs = predictive_probs(logits, alpha)
         vacuity = float(meta.get("prior_weight", 1.0)) * k / strength
     pred = np.nanargmax(probs, axis=1)
@@ -407,7 +407,7 @@ def _validate_derived(path, meta: dict, k: np.ndarray, logits: np.ndarray, alpha
             row = int(np.flatnonzero(bad)[0])
             raise RecordsError(
                 f"{path}: row {row}: stored {name} {got[row].item()!r} does not follow from the record's "
-                f"{'logits' if strength is None else 'alpha'} (expected {want[row].item()!r}); the file was edited"
+                f"{'logits' if strength is None else 'alpha'} (expected {want[row].item()!r}); the file was edited — re-run the evaluation"
             )
 
 
@@ -422,13 +422,13 @@ def _validate_evidence(path, meta: dict, k: np.ndarray, evidence: np.ndarray, al
             if (real & ~np.isnan(values)).any():
                 row = int(np.flatnonzero((real & ~np.isnan(values)).any(axis=1))[0])
                 raise RecordsError(f"{path}: row {row}: a method=softmax record has {name} values; softmax records have none "
-                                   "(null) — the file was edited or its metadata names the wrong method")
+                                   "(null) — the file was edited or its metadata names the wrong method; re-run the evaluation")
         for name in ("strength", "vacuity"):
             stored = col(name).astype(np.float64)
             if (~np.isnan(stored)).any():
                 row = int(np.flatnonzero(~np.isnan(stored))[0])
                 raise RecordsError(f"{path}: row {row}: a method=softmax record has {name} {float(stored[row])!r}; it is undefined (NaN) "
-                                   "for softmax — the file was edited or its metadata names the wrong method")
+                                   "for softmax — the file was edited or its metadata names the wrong method; re-run the evaluation")
         return
     want = alpha - float(meta.get("prior_weight", 1.0))
     with np.errstate(invalid="ignore"):
@@ -438,7 +438,7 @@ def _validate_evidence(path, meta: dict, k: np.ndarray, evidence: np.ndarray, al
         j = int(np.flatnonzero(bad[row])[0])
         raise RecordsError(
             f"{path}: row {row}: stored evidence {float(evidence[row, j])!r} (class {j}) does not follow from the "
-            f"record's alpha {float(alpha[row, j])!r} (expected alpha - prior_weight = {float(want[row, j])!r}); the file was edited"
+            f"record's alpha {float(alpha[row, j])!r} (expected alpha - prior_weight = {float(want[row, j])!r}); the file was edited — re-run the evaluation"
         )
 
 
