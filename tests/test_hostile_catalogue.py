@@ -394,8 +394,8 @@ CATALOGUE = [
     (D, "truncated-jsonl", mirror_lines(json.dumps(GOOD) + "\n", json.dumps(arc_row("q-cut", list("ABCD"), "A"))[:40]), Refused("DatasetError", r"test\.jsonl:2 is not valid JSON .*ends inside this line \(truncated\?\)")),
     (D, "not-utf8", mirror_lines(json.dumps(GOOD) + "\n", b'{"id": "\xff\xfe"}\n'), Refused("DatasetError", r"test\.jsonl:2 is not UTF-8")),
     (D, "empty-split-file", mirror_lines(), Refused("DatasetError", r"split 'test' of allenai/ai2_arc .* is empty")),
-    (D, "missing-split-file", mirror_removed(), Refused(FileNotFoundError, r"arc_c_edl.*offline mirror file .*ARC-Challenge/test\.jsonl not found")),
-    (D, "empty-mirror-folder", mirror_emptied, Refused(FileNotFoundError, r"offline mirror file .* not found")),
+    (D, "missing-split-file", mirror_removed(), Refused("DatasetError", r"arc_c_edl.*offline mirror file .*ARC-Challenge/test\.jsonl not found")),
+    (D, "empty-mirror-folder", mirror_emptied, Refused("DatasetError", r"offline mirror file .* not found")),
     # -- audit commands: clear lines for expected conditions, nothing written
     (C, "output-path-missing", ["ood", "{tmp}/nowhere", "--id", "id4", "--ood", "ood4"], Exit(1, r"output path .*nowhere does not exist")),
     (C, "task-never-evaluated", ["ood", "{out}", "--id", "id4", "--ood", "nope"], Exit(1, r"no records for task 'nope'")),

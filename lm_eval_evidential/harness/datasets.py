@@ -38,6 +38,10 @@ class DatasetError(ValueError):
     """A dataset row or split cannot be used; the message names task, doc and value, and the fix."""
 
 
+class MirrorFileNotFound(DatasetError, FileNotFoundError):
+    """A split's file is missing from the offline mirror (a DatasetError, so one line; a FileNotFoundError too)."""
+
+
 Converted = tuple[str, str, list[str], list[str], Any]
 
 
@@ -147,7 +151,7 @@ def mirror_file(root: str | os.PathLike, dataset_path: str, config: str | None, 
 
 def read_jsonl(path: Path, *, task: str) -> list[dict]:
     if not path.is_file():
-        raise FileNotFoundError(
+        raise MirrorFileNotFound(
             f"task {task!r}: offline mirror file {path} not found ({MIRROR_ENV}={os.environ.get(MIRROR_ENV)}); "
             f"write the split there in the hub dataset's schema, one JSON record per line, or unset {MIRROR_ENV} to use the hub"
         )
