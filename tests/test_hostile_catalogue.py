@@ -447,7 +447,7 @@ CATALOGUE = [
     (M, "pretrained-is-a-file", "pretrained={rec}", Refused(IE, r"pretrained=.*records_id4_.*\.parquet is a file; pass the model's folder")),
     (M, "peft-path-missing", TINY + ",peft={tmp}/adapters/missing", Refused(IE, r"peft=.*adapters/missing: no such file or folder")),
     (M, "peft-empty-folder", Cmd(TINY + ",peft={tmp}/empty_adapter", lambda c: (c.tmp / "empty_adapter").mkdir()), Refused(IE, r"peft=.*empty_adapter is not a PEFT adapter folder \(no adapter_config\.json")),
-    (M, "peft-for-another-base", TINY + ",peft={other_adapter}", Refused(IE, r"peft=.* does not fit the base model pretrained=", before_weights=False)),
+    (M, "peft-for-another-base", TINY + ",peft={other_adapter}", Refused(IE, r"peft=.* does not fit the base model pretrained=.*: its \S+ has in_features=32, the model's has 64; pass the base model the adapter was trained on")),
     (M, "dtype-unknown", "pretrained={model},dtype=float8x", Refused(IE, r"dtype=float8x is not a torch dtype; use float32, bfloat16, float16 or auto")),
     (M, "method-typo", TINY + ",method=edll", Refused(IE, r"unknown method='edll'; choose one of edl, ib_edl, softmax")),
     (M, "ib-edl-zero-noises", TINY + ",method=ib_edl,num_noises=0", Refused(IE, r"num_noises=0 must be an integer >= 1")),

@@ -158,6 +158,42 @@ def check_context(max_length, config) -> None:
     )
 
 
+_ADAPTER_FIT_HINT = "pass the base model the adapter was trained on (see base_model_name_or_path in its adapter_config.json)"
+
+
+def check_adapter_fits(peft, config, pretrained) -> None:
+    """Refuse, before the weights load, a LoRA adapter whose matrices do not fit the base model.
+
+    The base is built on the meta device from ``config`` (no memory, no weights) and each saved
+    ``lora_A`` is compared with its layer's input features (never the output side: an adapter that
+    added tokens resizes the output layer before it loads). Only a definite mismatch is refused;
+    anything this check cannot read is left to PEFT's own load.
+    """
+    files = sorted(Path(str(peft)).glob("adapter_model*.safetensors")) if peft and Path(str(peft)).is_dir() else []
+    if not files:
+        return
+    try:
+        from safetensors import safe_open
+        from transformers import AutoModelForCausalLM
+
+        with torch.device("meta"):
+            modules = dict(AutoModelForCausalLM.from_config(config).named_modules())
+        shapes = {}
+        for file in files:
+            with safe_open(str(file), "pt") as fh:
+                shapes.update({key: fh.get_slice(key).get_shape() for key in fh.keys()})
+    except Exception:  # noqa: BLE001 - a check that cannot run must never block a load PEFT may accept
+        return
+    for key, shape in shapes.items():
+        name = key.split(".lora_A.")[0].removeprefix("base_model.model.") if ".lora_A." in key else None
+        want = getattr(modules.get(name), "in_features", None)
+        if isinstance(want, int) and len(shape) == 2 and shape[1] != want:
+            raise EvidentialInputError(
+                f"the adapter peft={peft} does not fit the base model pretrained={pretrained}: its {name} has "
+                f"in_features={shape[1]}, the model's has {want}; {_ADAPTER_FIT_HINT}"
+            )
+
+
 #: --model_args of the head: (type, what it must be, an example value).
 _HEAD_ARGS = {
     "method": (str, "a name", "edl"), "prior_weight": (float, "a number", "1"), "num_noises": (int, "an integer", "20"),
@@ -324,8 +360,7 @@ class EvidentialLM(HFLM):
             if self._peft_path and ("size mismatch" in str(exc) or "shape" in str(exc)):
                 raise EvidentialInputError(
                     f"the adapter peft={self._peft_path} does not fit the base model pretrained={pretrained}: "
-                    f"{str(exc).splitlines()[0]} … — pass the base model the adapter was trained on "
-                    "(see base_model_name_or_path in its adapter_config.json)"
+                    f"{str(exc).splitlines()[0]} … — {_ADAPTER_FIT_HINT}"
                 ) from exc
             raise
         self.model.eval()
@@ -360,9 +395,11 @@ class EvidentialLM(HFLM):
         return self._rank, self._world_size
 
     def _get_config(self, pretrained, *args, **kwargs) -> None:
-        # The config loads before the tokenizer and the weights: a max_length beyond its context is refused here.
+        # The config loads before the tokenizer and the weights: a max_length beyond its context, and an
+        # adapter of another base model, are refused here.
         super()._get_config(pretrained, *args, **kwargs)
         check_context(getattr(self, "_max_length_arg", None), self._config)
+        check_adapter_fits(getattr(self, "_peft_path", None), self._config, pretrained)
 
     @cached_property
     def _identity(self) -> dict:
