@@ -1,6 +1,6 @@
 """The hostile-input catalogue: bad inputs and faults in ONE table, each through a real entry point.
 
-Every row is ``(id, entry point, input, expected outcome)``. Entry points:
+Every row is ``(entry point, id, input, expected outcome)``. Entry points:
 
 - ``loader``: :func:`lm_eval_evidential.records.read_records_file` on a crafted records file;
 - ``cli``: ``lm_eval_evidential.cli.main.main(argv)`` in-process (the ``lm-eval-evidential``
@@ -9,13 +9,18 @@ Every row is ``(id, entry point, input, expected outcome)``. Entry points:
   evidential --model_args …`` calls; a refusal must come before any weights load unless the row
   says otherwise (a spy on the model loader checks it);
 - ``dataset``: loading a task from a crafted offline mirror, as ``lm_eval --tasks`` does;
-- ``eval``: ``lm-eval-evidential eval …`` in-process (the stock CLI behind our error handling);
-- ``subprocess``: the console script in a child process (real resource limits).
+- ``eval``: ``lm-eval-evidential eval …`` in-process (the stock CLI behind our error handling),
+  over this package's tasks and a user's ``--include_path``;
+- ``train``: ``lm-eval-evidential train …`` in-process;
+- ``subprocess``: a command (``lm-eval-evidential …`` or the stock ``lm_eval`` CLI) in a child
+  process under a real fault: ``RLIMIT_FSIZE``, or a read-only folder (root's permission-override
+  capabilities dropped).
 
 Outcomes: ``Refused`` (that exception class, message matching), ``Exit`` (that status, one
 ``error:`` line matching, never a traceback), ``Warned`` (a logged warning matching), ``Accepted``.
-Every ``cli`` and ``eval`` row also checks the file system: the inputs are byte-identical
-afterwards and nothing was written except the paths the row allows (a refusal writes nothing).
+Every ``cli``, ``eval``, ``train`` and ``subprocess`` row also checks the file system: the inputs
+are byte-identical afterwards and nothing was written except the paths the row allows (a refusal
+writes nothing). The README's Reliability section states the counts; the last test checks them.
 """
 
 from __future__ import annotations
@@ -417,6 +422,8 @@ CATALOGUE = [
     (C, "report-replaces-a-previous-report-whole", Cmd(["report", "{out}", "--id", "id4", "--ood", "ood4", "--n-boot", "0", "--max-extra", "1", "--out", "{tmp}/old_report"], previous_report), Exit(0, r"wrote", writes=("{tmp}/old_report/*",), check=only_the_new_report)),
     (C, "report-removes-the-temp-folder-of-a-killed-report", Cmd(["report", "{out}", "--id", "id4", "--ood", "ood4", "--n-boot", "0", "--max-extra", "1", "--out", "{tmp}/old_report"], killed_report_left_its_temp_folder), Exit(0, r"wrote", writes=("{tmp}/old_report/*", "{tmp}/.old_report.*/*"), check=only_the_new_report)),
     (C, "plot-named-after-a-records-file-leaves-it-alone", ["ksweep", "{out}", "--id", "id4", "--ood", "ood4", "--plot", "{folder}/records_ood4_" + DATE + ".parquet"], Exit(0, r"reciprocal_vacuity", writes=("{folder}/records_ood4_*.parquet.png", "{folder}/records_ood4_*.parquet.svg"))),
+    (C, "demo-out-is-someone-elses-folder", Cmd(["demo", "--fast", "--out", "{tmp}/docs"], lambda c: (c.tmp / "docs").mkdir() or (c.tmp / "docs" / "thesis.tex").write_text("mine")), Exit(1, r"--out .*docs is a folder with other files in it; name a new or empty folder")),
+    (C, "demo-out-is-a-file", Cmd(["demo", "--fast", "--out", "{tmp}/notes.txt"], lambda c: (c.tmp / "notes.txt").write_text("mine")), Exit(1, r"--out .*notes\.txt is a file, not a folder")),
     (C, "json-into-a-new-subfolder", ["ood", "{out}", "--id", "id4", "--ood", "ood4", "--n-boot", "0", "--json", "{tmp}/a/b/ood.json"], Exit(0, r"auroc", writes=("{tmp}/a/b/ood.json",))),
     (C, "json-under-a-path-that-is-a-file", Cmd(["ood", "{out}", "--id", "id4", "--ood", "ood4", "--n-boot", "0", "--json", "{tmp}/notes.txt/ood.json"], lambda c: (c.tmp / "notes.txt").write_text("mine")), Exit(1, r"--json .*notes\.txt/ood\.json: .*notes\.txt is a file, not a folder; name a path inside a folder")),
     (C, "report-out-under-a-file", Cmd(["report", "{out}", "--id", "id4", "--ood", "ood4", "--out", "{tmp}/notes.txt/report"], lambda c: (c.tmp / "notes.txt").write_text("mine")), Exit(1, r"--out .*notes\.txt/report: .*notes\.txt is a file, not a folder")),
@@ -730,7 +737,7 @@ def test_hostile_input(entry, make, expected, request, capsys, caplog):
 #: How the README's Reliability section names each entry point's rows.
 README_LABELS = {
     L: "records files through the loader", D: "dataset files through lm_eval's task loading",
-    C: "runs of the audit commands", M: "`--model_args` as stock `lm_eval --model evidential` passes them",
+    C: "runs of the audit and demo commands", M: "`--model_args` as stock `lm_eval --model evidential` passes them",
     E: "runs of `lm-eval-evidential eval`", T: "runs of `lm-eval-evidential train`", S: "commands in a child process",
 }  # fmt: skip
 

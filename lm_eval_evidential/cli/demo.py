@@ -33,7 +33,7 @@ def add_parser(sub) -> None:
             "sweep) and writes a report folder. The tiny model's numbers are illustrative only."
         ),
     )
-    p.add_argument("--out", default="demo_out", help="working folder, created or reused")
+    p.add_argument("--out", default="demo_out", help="working folder: new, empty, or a previous demo's (reused)")
     p.add_argument("--max-steps", type=int, default=120, help="fine-tuning steps per method")
     p.add_argument("--limit", type=int, default=None, help="evaluate only the first N docs per task (default: all)")
     p.add_argument("--fast", action="store_true", help="a quick smoke setting: 20 steps, EDL only, 24 docs per task")
@@ -54,7 +54,11 @@ def run(args) -> int:
     from lm_eval_evidential.cli.main import main as cli
     from lm_eval_evidential.testing.tiny import build_tiny_model, sample_data_dir
 
-    out = Path(args.out).resolve()
+    from lm_eval_evidential.records.io import check_output_folder
+
+    # Reused only if it is a previous demo's folder (its tiny model was built first) or empty: never someone's files.
+    out = check_output_folder(Path(args.out).resolve(), option="--out",
+                              replaceable=lambda folder: (folder / "tiny-llama" / "config.json").is_file())  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
     data = sample_data_dir()
     env = {**os.environ, "EVIDENTIAL_DATA_DIR": str(data), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
