@@ -505,15 +505,18 @@ def main(argv=None) -> int:
         print(f"{'':<14}  a/b = {a / b:.2f} wall, {ca / cb:.2f} CPU (throughput of (b) over the bare forward); "
               f"c/b = {c / b:.2f} wall, {cc / cb:.2f} CPU; own host work {own:.3f} ms/q wall ({own / b:.0%} of (b)), "
               f"{own_cpu:.3f} ms/q CPU, of which {tok:.3f} tokenising each prompt once (which (a) does before its clock)")  # fmt: skip
-        verdicts.append((shape, load, a / b, ca / cb, own, own_cpu))
+        verdicts.append((shape, load, a / b, ca / cb, own, own_cpu, own_cpu - tok))
     loads_seen = [x for r in raw for x in (r["load"], r["load_end"])]
     print(f"# 1-min load average during the runs: {min(loads_seen):.1f} to {max(loads_seen):.1f} on {os.cpu_count()} CPUs")
     ok = lambda c: "met" if c else "NOT met"  # noqa: E731
-    for shape, load, ratio, cpu_ratio, own, own_cpu in verdicts:
+    for shape, load, ratio, cpu_ratio, own, own_cpu, beyond_tokenising in verdicts:
         if shape == "cheap":
             print(f"# cheap, load {load}: a/b >= {GOAL_BARE_RATIO}: {ok(ratio >= GOAL_BARE_RATIO)} wall ({ratio:.2f}), "
                   f"{ok(cpu_ratio >= GOAL_BARE_RATIO)} CPU ({cpu_ratio:.2f}); own host work <= {GOAL_OWN_MS} ms/q: "
-                  f"{ok(own <= GOAL_OWN_MS)} wall ({own:.3f}), {ok(own_cpu <= GOAL_OWN_MS)} CPU ({own_cpu:.3f})")  # fmt: skip
+                  f"{ok(own <= GOAL_OWN_MS)} wall ({own:.3f}), {ok(own_cpu <= GOAL_OWN_MS)} CPU ({own_cpu:.3f}); "
+                  f"beyond the one tokenisation of each prompt, which every lm_eval model pays "
+                  f"({LABELS['hf']} tokenises it twice per choice, alone and with the choice): "
+                  f"{ok(beyond_tokenising <= GOAL_OWN_MS)} CPU ({beyond_tokenising:.3f})")  # fmt: skip
     if args.json:
         tmpf = args.json.with_suffix(".tmp")
         tmpf.write_text(json.dumps(raw, indent=1))
