@@ -142,13 +142,18 @@ def check_load_args(pretrained, kwargs: dict) -> None:
         raise EvidentialInputError(f"max_length={max_length!r} must be a positive whole number of tokens, e.g. max_length=2048")
 
 
+def model_context(config) -> int:
+    """The context the model's config declares, read the way lm_eval reads it (0: none declared)."""
+    from lm_eval.models.utils import resolve_max_length
+
+    return resolve_max_length(config, None, default=0)
+
+
 def check_context(max_length, config) -> None:
     """Refuse a ``max_length`` above the context the model's config declares, read the way lm_eval
     reads it (``resolve_max_length``): transformers would only warn, then run positions past
     those the model was trained on."""
-    from lm_eval.models.utils import resolve_max_length
-
-    context = resolve_max_length(config, None, default=0)  # 0: the config declares none
+    context = model_context(config)
     if max_length is None or not context or max_length <= context:
         return
     raise EvidentialInputError(
@@ -619,6 +624,15 @@ class EvidentialLM(HFLM):
                         results[c] = (log_probs[i][j], j == preds[i])
         return results
 
+    def _too_long_fix(self, max_length: int) -> str:
+        """What to do about a prompt longer than ``max_length``: raise it while the model's context allows."""
+        context = model_context(self._config)
+        if not context or max_length < context:
+            room = f" (the model's context is {context} tokens)" if context else ""
+            return f"raise max_length in --model_args{room}"
+        return (f"it is longer than the model's context of {context} tokens too: shorten the prompt "
+                "(fewer --num_fewshot examples, a shorter --system_instruction or task template)")  # fmt: skip
+
     def _plan(self, requests) -> list[_Question]:
         """Group requests into questions and check each one; nothing is forwarded yet.
 
@@ -642,7 +656,7 @@ class EvidentialLM(HFLM):
             if len(self._context_ids[context]) > max_length:
                 raise EvidentialInputError(
                     f"{where}: prompt is {len(self._context_ids[context])} tokens, longer than max_length={max_length}; "
-                    "raise max_length in --model_args (the evidential model never truncates a question)"
+                    f"{self._too_long_fix(max_length)} (the evidential model never truncates a question)"
                 )
         for (task, doc_id, context), options in grouped.items():
             copies = list(options.values())
