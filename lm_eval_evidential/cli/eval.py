@@ -48,22 +48,10 @@ def run_lm_eval(argv: list[str]) -> int:
 
 
 def _check_output_path(argv: list[str]) -> None:
-    """An --output_path nobody can write to is refused before the model loads, not after the evaluation
-    (the folder it would be created in is probed with a temporary file)."""
-    import tempfile
-    from pathlib import Path
-
-    from lm_eval_evidential.records.io import write_error
+    """An --output_path nobody can write to is refused before the model loads, not after the evaluation."""
+    from lm_eval_evidential.records.io import check_writable_folder
 
     given = next((argv[i + 1] for i, a in enumerate(argv[:-1]) if a in ("--output_path", "-o")), None)
     given = next((a.split("=", 1)[1] for a in argv if a.startswith("--output_path=")), given)
-    if not given:
-        return
-    folder = Path(given).expanduser().absolute()
-    while not folder.is_dir() and folder != folder.parent:
-        folder = folder.parent
-    try:
-        with tempfile.TemporaryFile(dir=folder):
-            pass
-    except OSError as exc:
-        raise write_error(exc, folder) from exc
+    if given:
+        check_writable_folder(given)

@@ -9,7 +9,8 @@ lm-eval 0.4.13 has no plugin discovery, so :mod:`lm_eval_evidential._import_hook
   before the user's ``include_path`` (a user's task of the same name wins). Arguments,
   positional or not, and ``tm.include_path`` are exactly as stock; ``include_defaults=False``
   is untouched.
-- ``lm_eval.evaluator``: after ``evaluate()`` returns, :func:`lm_eval_evidential.harness.evaluation.complete`
+- ``lm_eval.evaluator``: ``simple_evaluate`` with ``--model evidential`` first checks that the
+  output folder can be written (before any weights load); after ``evaluate()`` returns, :func:`lm_eval_evidential.harness.evaluation.complete`
   builds the evaluation's records (the path is described in :mod:`lm_eval_evidential.harness.evidence`).
 - ``lm_eval.loggers.evaluation_tracker``: ``save_results_aggregated`` writes those records
   into the results folder first, then lets the harness write ``results_<date_id>.json``,
@@ -131,7 +132,29 @@ def on_evaluator_imported(module) -> None:
         return evaluate
 
     _patch(module, "evaluate", make_wrapper)
+    simple_signature = inspect.signature(module.simple_evaluate)
+
+    def make_simple_wrapper(original):
+        def simple_evaluate(*args, **kwargs):
+            settings = simple_signature.bind(*args, **kwargs).arguments
+            tracker = settings.get("evaluation_tracker")
+            if _is_evidential(settings.get("model")) and getattr(tracker, "output_path", None):
+                from lm_eval_evidential.records.io import check_writable_folder
+
+                check_writable_folder(tracker.output_path)  # before the weights load, not after the evaluation
+            return original(*args, **kwargs)
+
+        return simple_evaluate
+
+    _patch(module, "simple_evaluate", make_simple_wrapper)
     _applied.add("lm_eval.evaluator")
+
+
+def _is_evidential(model) -> bool:
+    """``simple_evaluate``'s ``model`` is this package's (by name, or an instance of it)."""
+    if isinstance(model, str):
+        return model == MODEL_NAME
+    return type(model).__module__.startswith("lm_eval_evidential.")
 
 
 def on_evaluation_tracker_imported(module) -> None:

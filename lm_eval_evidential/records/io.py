@@ -91,6 +91,25 @@ _WRITE_FIXES = {
 }
 
 
+def check_writable_folder(path) -> Path:
+    """Refuse, before any work, an output path whose folder cannot be written (probed with a temporary file).
+
+    ``path`` may not exist yet: the nearest existing folder above it is probed, where it would be created.
+    Raises :class:`OutputWriteError` (via :func:`write_error`) naming the folder and the fix.
+    """
+    folder = Path(path).expanduser().absolute()
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise OutputPathError(f"cannot write under {folder}: it is a file, not a folder; choose another output path")
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        raise write_error(exc, folder) from exc
+    return folder
+
+
 def write_error(exc: OSError, path) -> OSError:
     """``exc``, raised while writing ``path``, as an :class:`OutputWriteError` naming the path and the
     fix when it is a condition the user can fix (permissions, file-size limit, full disk), else ``exc``.

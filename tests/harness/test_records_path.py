@@ -116,3 +116,32 @@ def test_harness_table_equals_the_audit_commands_on_the_same_records(tiny_model,
         assert pair[f"aupr_in_{row['score']},none"] == pytest.approx(row["aupr_in"], abs=1e-12, rel=0)
     assert pair["n_id,none"] == rows[0]["n_id"] and pair["n_ood,none"] == rows[0]["n_ood"]
     capsys.readouterr()
+
+
+@pytest.mark.parametrize("problem", ["unwritable", "under a file"])
+def test_stock_simple_evaluate_refuses_an_output_path_it_cannot_write_before_loading(
+    tiny_model, tmp_path, monkeypatch, problem
+):
+    import errno
+    import tempfile
+
+    import lm_eval
+    from lm_eval.loggers import EvaluationTracker
+
+    from lm_eval_evidential.harness.model import EvidentialLM
+    from lm_eval_evidential.records.io import OutputPathError, OutputWriteError
+
+    out = tmp_path / "out"
+    if problem == "unwritable":  # root ignores permission bits: the probe's own call is made to fail
+        def denied(*args, **kwargs):
+            raise PermissionError(errno.EACCES, "Permission denied", str(kwargs.get("dir")))
+
+        monkeypatch.setattr(tempfile, "TemporaryFile", denied)
+    else:
+        out.write_text("a file")
+        out = out / "run"
+    monkeypatch.setattr(EvidentialLM, "__init__", lambda *a, **k: pytest.fail("the model loaded before the refusal"))
+    expected = OutputWriteError if problem == "unwritable" else OutputPathError
+    with pytest.raises(expected, match=str(tmp_path)):
+        lm_eval.simple_evaluate(model="evidential", model_args=f"pretrained={tiny_model}", tasks=["obqa_edl"],
+                                task_manager=our_tasks(), evaluation_tracker=EvaluationTracker(output_path=str(out)))  # fmt: skip
