@@ -64,7 +64,8 @@ def complete(lm, task_dict, results, *, apply_chat_template=False, system_instru
     ledger = getattr(lm, "evidence", None)
     questions = ledger.take() if isinstance(ledger, EvidenceLedger) else None
     tasks = {name: task for name, task in evaluated_tasks(task_dict).items() if _wants_records(task, questions)}
-    rows = {name: task_rows(name, task, questions, _prior_weight(lm, questions), chosen_docs(samples, name))
+    chosen = {name: chosen_docs(samples, name) for name in tasks}  # once per task: it may warn
+    rows = {name: task_rows(name, task, questions, _prior_weight(lm, questions), chosen[name])
             for name, task in tasks.items()}  # fmt: skip
     if tasks and getattr(lm, "world_size", 1) > 1:  # every rank evaluates the same tasks
         gathered = lm.gather_object(rows, dst=0)
@@ -81,7 +82,7 @@ def complete(lm, task_dict, results, *, apply_chat_template=False, system_instru
                 "num_fewshot": task.get_config("num_fewshot") or 0}  # fmt: skip
         records[name] = _records_from_rows(rows[name], name, meta)
         add_metrics(results, name, task, records[name])
-        add_sample_evidence(results, name, records[name], chosen_docs(samples, name))
+        add_sample_evidence(results, name, records[name], chosen[name])
     out = EvidentialResults(results)
     out.records = {name: rec for name, rec in records.items() if getattr(tasks[name], "WRITES_RECORDS", True)}
     return out
