@@ -17,6 +17,8 @@ import numpy as np
 import pytest
 import torch
 
+from .oracles import own_logits
+
 pytestmark = pytest.mark.usefixtures("use_mirror")
 
 # id -> (family, tied embeddings, output rows beyond the tokenizer)
@@ -121,23 +123,6 @@ def _evaluate(task, **model_args):
     return lm, results.records["obqa_edl"]
 
 
-def _own_logits(model, tokenizer, records, task, tail: int = 0):
-    """(answer logits, last ``tail`` vocabulary logits) per record, one unpadded prompt at a time."""
-    docs = list(task.eval_docs)
-    answers, tails, keys = [], [], []
-    for r in records:
-        doc = docs[r["doc_id"]]
-        prompt = task.doc_to_text(doc)
-        ids = tokenizer(prompt)["input_ids"]
-        answer_ids = [tokenizer(prompt + " " + x)["input_ids"][-1] for x in doc["letters"]]
-        with torch.no_grad():
-            full = model(torch.tensor([ids])).logits[0, -1].double()
-        answers.append(full[answer_ids].numpy())
-        tails.append(full[full.shape[0] - tail :].numpy() if tail else None)
-        keys.append(f"{prompt}\x00{tuple(answer_ids)}")  # the question key of the IB-EDL noise (harness/model.py)
-    return np.array(answers), tails, keys
-
-
 @pytest.mark.parametrize("column", COLUMNS)
 @pytest.mark.parametrize("row", list(ROWS))
 def test_cell(row, column, built, tiny_family, obqa):
@@ -155,7 +140,7 @@ def test_cell(row, column, built, tiny_family, obqa):
         lm, rec = _evaluate(obqa, pretrained=built(row, "merged"))
         reference = AutoModelForCausalLM.from_pretrained(built(row, "merged"), dtype=torch.float32).eval()
         # merging is exact: the merged model scores what the adapter scored
-        adapter_logits = _own_logits(_peft_model(base, built(row, "trained")), tokenizer, rec, obqa)[0]
+        adapter_logits = own_logits(_peft_model(base, built(row, "trained")), tokenizer, rec, obqa)[0]
         np.testing.assert_allclose(rec.logits, adapter_logits, atol=1e-4)
     else:
         gguf = built(row, "gguf")
@@ -170,7 +155,7 @@ def test_cell(row, column, built, tiny_family, obqa):
 
     assert len(rec) == LIMIT and lm.head.method == ("ib_edl" if column == "ib_edl" else "edl")
     k = rec.logits.shape[1]
-    z, tails, keys = _own_logits(reference, tokenizer, rec, obqa, tail=k)
+    z, tails, keys = own_logits(reference, tokenizer, rec, obqa, tail=k)
     np.testing.assert_allclose(rec.logits, z, atol=1e-5)
     if column != "ib_edl":
         np.testing.assert_allclose(rec.alpha, np.logaddexp(0.0, z) + 1.0, atol=1e-5)

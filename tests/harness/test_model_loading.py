@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 import torch
 
+from ..oracles import own_logits as oracle_logits
+
 pytestmark = pytest.mark.usefixtures("use_mirror")
 
 
@@ -30,18 +32,8 @@ def records_of(lm, task="obqa_edl", limit=4):
 
 
 def own_logits(model, tokenizer, records, task="obqa_edl"):
-    """Each record's answer logits from ``model`` itself: one unpadded prompt at a time."""
-    loaded = our_tasks().load([task])["tasks"][task]
-    docs = list(loaded.eval_docs)
-    out = []
-    for r in records:
-        doc = docs[r["doc_id"]]
-        prompt = loaded.doc_to_text(doc)
-        ids = tokenizer(prompt)["input_ids"]
-        answers = [tokenizer(prompt + " " + x)["input_ids"][-1] for x in doc["letters"]]
-        with torch.no_grad():
-            out.append(model(torch.tensor([ids])).logits[0, -1, answers].double().numpy())
-    return np.array(out)
+    """Each record's answer logits from ``model`` itself (:func:`tests.oracles.own_logits`)."""
+    return oracle_logits(model, tokenizer, records, our_tasks().load([task])["tasks"][task])[0]
 
 
 def make_lm(pretrained, **kwargs):
