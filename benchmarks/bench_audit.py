@@ -90,8 +90,10 @@ def main(argv=None):
     )
     assert abs(reports["reciprocal_vacuity"]["auroc"] - ref_auc) <= 1e-12
 
-    sweep = timer(f"K sweep (x = 0..{args.max_extra}, 3 scores, 2 conditions)",
-                  lambda: ksweep(alpha_id, alpha_ood, max_extra=args.max_extra))
+    sweep = timer(
+        f"K sweep (x = 0..{args.max_extra}, 3 scores, 2 conditions)",
+        lambda: ksweep(alpha_id, alpha_ood, max_extra=args.max_extra),
+    )
     sensitivity = classify_k_sensitivity(sweep)
 
     # Mismatch demo: 10% of OOD examples get a fifth option (an extra zero-evidence-ish logit).
@@ -117,12 +119,15 @@ def main(argv=None):
         restricted = detection_report(y_r, np.concatenate((rv_id[kept.keep_id], rv_mixed[kept.keep_ood])))["auroc"]
         return message, report.matched, as_is, restricted, kept.n_dropped_ood
 
-    message, matched, auc_as_is, auc_restricted, dropped = timer("K check + mismatch demo (assert/report/restrict)",
-                                                                 mismatch_demo)
+    message, matched, auc_as_is, auc_restricted, dropped = timer(
+        "K check + mismatch demo (assert/report/restrict)", mismatch_demo
+    )
     total = time.perf_counter() - t_all
 
-    print(f"# bench_audit: n_id = n_ood = {n:,}  |  python {platform.python_version()}, numpy {np.__version__}, "
-          f"{os.cpu_count()} CPU(s)")
+    print(
+        f"# bench_audit: n_id = n_ood = {n:,}  |  python {platform.python_version()}, numpy {np.__version__}, "
+        f"{os.cpu_count()} CPU(s)"
+    )
     print(f"\nreference: sklearn roc_auc_score on the same {2 * n:,} examples (one score): {t_sklearn:.3f} s\n")
     print(f"{'step':<66}{'wall s':>9}{'x sklearn':>11}")
     for label, t in timer.rows:
@@ -140,13 +145,17 @@ def main(argv=None):
     print(f"{'condition':<10}{'K_ID':>5}{'K_OOD':>6}{'AUROC':>8}{'dAUROC':>9}{'AUPR':>8}{'dAUPR':>9}")
     for r in sweep:
         if r["score"] == "reciprocal_vacuity":
-            print(f"{r['condition']:<10}{r['k_id']:>5}{r['k_ood']:>6}{r['auroc']:>8.3f}{r['delta_auroc']:>+9.3f}"
-                  f"{r['aupr_in']:>8.3f}{r['delta_aupr']:>+9.3f}")
+            print(
+                f"{r['condition']:<10}{r['k_id']:>5}{r['k_ood']:>6}{r['auroc']:>8.3f}{r['delta_auroc']:>+9.3f}"
+                f"{r['aupr_in']:>8.3f}{r['delta_aupr']:>+9.3f}"
+            )
     print("K sensitivity:", sensitivity)
 
     print(f"\nmismatch demo: OOD with 10% K=5 -> assert raised CardinalityMismatchError:\n  {message[:160]}...")
-    print(f"  report (matched={matched}): reciprocal_vacuity AUROC {auc_as_is:.4f}  |  restrict "
-          f"(dropped {dropped:,} OOD): {auc_restricted:.4f}")
+    print(
+        f"  report (matched={matched}): reciprocal_vacuity AUROC {auc_as_is:.4f}  |  restrict "
+        f"(dropped {dropped:,} OOD): {auc_restricted:.4f}"
+    )
     print(f"\ntotal {total:.1f} s (target < 60 s on 2 cores): {'OK' if total < 60 else 'OVER TARGET'}")
 
 

@@ -49,7 +49,7 @@ WAYS = {
     "1p x 1t": (1, 1),
     "2p x 1t": (2, 1),
 }
-DRIVER = r'''
+DRIVER = r"""
 import json, os, sys, time
 import lm_eval_evidential  # noqa: F401  (import hook)
 import lm_eval.evaluator
@@ -83,7 +83,7 @@ if results is not None:
 rank = int(os.environ.get("RANK", 0))
 with open(os.path.join(out, f"timing_rank{rank}.json"), "w") as fh:
     json.dump(timing, fh)
-'''
+"""
 
 
 def run(way: str, driver: Path, model: Path, adapter: Path, mirror: Path, work: Path, limit: int | None) -> dict:
@@ -92,11 +92,24 @@ def run(way: str, driver: Path, model: Path, adapter: Path, mirror: Path, work: 
     launcher = [sys.executable]
     if processes > 1:
         launcher += ["-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", str(processes)]
-    cmd = [*launcher, str(driver), f"pretrained={model},peft={adapter},dtype=float32,device=cpu", str(out), ",".join(TASKS),
-           str(limit or "all")]  # fmt: skip
-    env = {**os.environ, "EVIDENTIAL_DATA_DIR": str(mirror), "OMP_NUM_THREADS": str(threads),
-           "MKL_NUM_THREADS": str(threads), "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1",
-           "HF_DATASETS_OFFLINE": "1", "ACCELERATE_USE_CPU": "1"}  # fmt: skip
+    cmd = [
+        *launcher,
+        str(driver),
+        f"pretrained={model},peft={adapter},dtype=float32,device=cpu",
+        str(out),
+        ",".join(TASKS),
+        str(limit or "all"),
+    ]
+    env = {
+        **os.environ,
+        "EVIDENTIAL_DATA_DIR": str(mirror),
+        "OMP_NUM_THREADS": str(threads),
+        "MKL_NUM_THREADS": str(threads),
+        "TOKENIZERS_PARALLELISM": "false",
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "ACCELERATE_USE_CPU": "1",
+    }
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     start = time.perf_counter()
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=work, check=False)
@@ -105,8 +118,13 @@ def run(way: str, driver: Path, model: Path, adapter: Path, mirror: Path, work: 
         sys.stderr.write(proc.stderr[-6000:])
         raise SystemExit(f"{way} failed (exit {proc.returncode})")
     ranks = [json.loads(p.read_text()) for p in sorted(out.glob("timing_rank*.json"))]
-    return {"wall": wall, "eval": max(r["eval"] for r in ranks), "score": max(r["score"] for r in ranks),
-            "ranks": len(ranks), "out": out}  # fmt: skip
+    return {
+        "wall": wall,
+        "eval": max(r["eval"] for r in ranks),
+        "score": max(r["score"] for r in ranks),
+        "ranks": len(ranks),
+        "out": out,
+    }
 
 
 def compare_records(a: Path, b: Path) -> dict:
@@ -117,7 +135,9 @@ def compare_records(a: Path, b: Path) -> dict:
     worst = {"docs_once": True, "pred_equal": True, "max_abs_diff": 0.0}
     for task in TASKS:
         ra, rb = load_records(a, task), load_records(b, task)
-        once = len(set(rb.doc_id.tolist())) == len(rb.doc_id) and sorted(ra.doc_id.tolist()) == sorted(rb.doc_id.tolist())
+        once = len(set(rb.doc_id.tolist())) == len(rb.doc_id) and sorted(ra.doc_id.tolist()) == sorted(
+            rb.doc_id.tolist()
+        )
         worst["docs_once"] &= bool(once)
         ia, ib = np.argsort(ra.doc_id), np.argsort(rb.doc_id)
         worst["pred_equal"] &= bool(np.array_equal(ra.pred[ia], rb.pred[ib]))
@@ -129,7 +149,9 @@ def compare_records(a: Path, b: Path) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--hidden", type=int, default=384)
     ap.add_argument("--layers", type=int, default=6)
     ap.add_argument("--limit", type=int, default=None, help="questions per task (default: all bundled ones)")
@@ -143,8 +165,9 @@ def main(argv=None) -> int:
         work = Path(tmp)
         driver = work / "driver.py"
         driver.write_text(DRIVER)
-        model = build_tiny_model(work / "model", hidden_size=args.hidden, num_layers=args.layers,
-                                 num_heads=max(1, args.hidden // 64), seed=0)  # fmt: skip
+        model = build_tiny_model(
+            work / "model", hidden_size=args.hidden, num_layers=args.layers, num_heads=max(1, args.hidden // 64), seed=0
+        )
         adapter = build_lora_adapter(model, work / "adapter", seed=1)
         runs: dict[str, list[dict]] = {way: [] for way in WAYS}
         for _ in range(args.repeats):
@@ -154,17 +177,21 @@ def main(argv=None) -> int:
         same = compare_records(runs["1p x 2t"][-1]["out"], runs["2p x 1t"][-1]["out"])
 
     n_ranks = {way: rs[-1]["ranks"] for way, rs in runs.items()}
-    print(f"model: Llama hidden {args.hidden}, {args.layers} layers, float32, LoRA q/v/lm_head; "
-          f"tasks {','.join(TASKS)}; {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; "
-          f"median of {args.repeats}")  # fmt: skip
+    print(
+        f"model: Llama hidden {args.hidden}, {args.layers} layers, float32, LoRA q/v/lm_head; "
+        f"tasks {','.join(TASKS)}; {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; "
+        f"median of {args.repeats}"
+    )
     print(f"{'way':<9} {'ranks':>5}" + "".join(f" {c + ' s':>8}" for c in COLUMNS))
     for way in WAYS:
         print(f"{way:<9} {n_ranks[way]:>5}" + "".join(f" {med[way][c]:>8.1f}" for c in COLUMNS))
     for base in ("1p x 2t", "1p x 1t"):
         ratios = ", ".join(f"{c} {med[base][c] / med['2p x 1t'][c]:.2f}x" for c in COLUMNS)
         print(f"speed-up of 2p x 1t over {base}: {ratios}")
-    print(f"records 2p x 1t vs 1p x 2t: every doc once {same['docs_once']}, predictions equal {same['pred_equal']}, "
-          f"max |diff| {same['max_abs_diff']:.2e}")  # fmt: skip
+    print(
+        f"records 2p x 1t vs 1p x 2t: every doc once {same['docs_once']}, predictions equal {same['pred_equal']}, "
+        f"max |diff| {same['max_abs_diff']:.2e}"
+    )
     if args.json:
         args.json.write_text(json.dumps({"median": med, "ranks": n_ranks, "records": same}, indent=1))
     return 0 if same["docs_once"] and same["pred_equal"] and n_ranks["2p x 1t"] == 2 else 1

@@ -42,7 +42,9 @@ def _make_env(root: Path, with_package: bool) -> str:
     python = root / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
     site = subprocess.run(
         [python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.strip()
     if with_package:
         shutil.copytree(PACKAGE, Path(site) / PACKAGE.name, ignore=shutil.ignore_patterns("__pycache__"))
@@ -58,7 +60,9 @@ def _start(python: str, env: dict) -> float:
 
 
 def _hook_import_us(python: str, env: dict) -> int:
-    out = subprocess.run([python, "-X", "importtime", "-c", "pass"], env=env, capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [python, "-X", "importtime", "-c", "pass"], env=env, capture_output=True, text=True, check=True
+    )
     return sum(
         int(line.split("|")[0].split(":")[1])  # self time, microseconds
         for line in out.stderr.splitlines()
@@ -83,7 +87,10 @@ def main(argv=None) -> int:
         }
         check = subprocess.run(
             [pythons["with"], "-c", "import sys; print('lm_eval_evidential._import_hook' in sys.modules)"],
-            env=env, capture_output=True, text=True, check=True,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
         ).stdout.strip()
         if check != "True":
             print("error: the hook did not load in the 'with' environment", file=sys.stderr)
@@ -98,8 +105,10 @@ def main(argv=None) -> int:
             imports.append(_hook_import_us(pythons["with"], env))
     medians = {name: statistics.median(t) * 1e3 for name, t in times.items()}
     base = medians["without"]
-    print(f"# {sys.implementation.name} {sysconfig.get_python_version()}, {os.cpu_count()} CPUs, "
-          f"1-min load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"# {sys.implementation.name} {sysconfig.get_python_version()}, {os.cpu_count()} CPUs, "
+        f"1-min load average {os.getloadavg()[0]:.1f}"
+    )
     print(f"python -c pass in a fresh venv, median of {args.runs} runs (ms)")
     for name, value in medians.items():
         print(f"  {name:15s} {value:8.2f}   difference {value - base:+6.2f}   ratio {value / base:.3f}")

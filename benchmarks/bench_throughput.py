@@ -85,18 +85,31 @@ def write_mirror(root: Path, n_questions: int, seed: int) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
     with open(obqa, "w", encoding="utf-8") as fh:
         for i in range(n_questions // 2):
-            fh.write(json.dumps({
-                "id": f"bench-obqa-{i}", "question_stem": sentence(6, 40) + "?",
-                "choices": {"text": [sentence(1, 8) for _ in range(4)], "label": list("ABCD")},
-                "answerKey": rng.choice("ABCD"),
-            }) + "\n")  # fmt: skip
+            fh.write(
+                json.dumps(
+                    {
+                        "id": f"bench-obqa-{i}",
+                        "question_stem": sentence(6, 40) + "?",
+                        "choices": {"text": [sentence(1, 8) for _ in range(4)], "label": list("ABCD")},
+                        "answerKey": rng.choice("ABCD"),
+                    }
+                )
+                + "\n"
+            )
     with open(csqa, "w", encoding="utf-8") as fh:
         for i in range(n_questions - n_questions // 2):
-            fh.write(json.dumps({
-                "id": f"bench-csqa-{i}", "question": sentence(6, 40) + "?", "question_concept": rng.choice(words),
-                "choices": {"label": list("ABCDE"), "text": [sentence(1, 8) for _ in range(5)]},
-                "answerKey": rng.choice("ABCDE"),
-            }) + "\n")  # fmt: skip
+            fh.write(
+                json.dumps(
+                    {
+                        "id": f"bench-csqa-{i}",
+                        "question": sentence(6, 40) + "?",
+                        "question_concept": rng.choice(words),
+                        "choices": {"label": list("ABCDE"), "text": [sentence(1, 8) for _ in range(5)]},
+                        "answerKey": rng.choice("ABCDE"),
+                    }
+                )
+                + "\n"
+            )
 
 
 def pad_tokenizer(model_dir: Path, vocab: int) -> None:
@@ -125,8 +138,14 @@ def build_shape(work: Path, name: str) -> tuple[Path, Path | None]:
     from lm_eval_evidential.testing.tiny import build_lora_adapter, build_tiny_model
 
     shape = SHAPES[name]
-    model = build_tiny_model(work / f"model_{name}", hidden_size=shape["hidden"], num_layers=shape["layers"],
-                             num_heads=max(1, shape["hidden"] // 64), model_vocab_size=shape["vocab"], seed=0)  # fmt: skip
+    model = build_tiny_model(
+        work / f"model_{name}",
+        hidden_size=shape["hidden"],
+        num_layers=shape["layers"],
+        num_heads=max(1, shape["hidden"] // 64),
+        model_vocab_size=shape["vocab"],
+        seed=0,
+    )
     pad_tokenizer(model, shape["vocab"])
     return model, build_lora_adapter(model, work / f"adapter_{name}", seed=1)
 
@@ -203,7 +222,11 @@ class Clock:
 def _prompts(task_manager, limit: int):
     """(prompt, letters) of the first ``limit`` docs of each task, rendered by the tasks themselves."""
     tasks = task_manager.load(TASKS)["tasks"]
-    return [(tasks[name].doc_to_text(doc), list(doc["letters"])) for name in TASKS for doc in list(tasks[name].eval_docs)[:limit]]
+    return [
+        (tasks[name].doc_to_text(doc), list(doc["letters"]))
+        for name in TASKS
+        for doc in list(tasks[name].eval_docs)[:limit]
+    ]
 
 
 def run_bare(model, tok, task_manager, batch_size: int, device, limit: int) -> dict:
@@ -223,13 +246,17 @@ def run_bare(model, tok, task_manager, batch_size: int, device, limit: int) -> d
         for r, i in enumerate(rows):
             ids[r, width - len(encoded[i]) :] = torch.tensor(encoded[i])
             mask[r, width - len(encoded[i]) :] = 1
-        answer = torch.tensor([[letter_ids[x] for x in items[i][1]] + [letter_ids["A"]] * (5 - len(items[i][1])) for i in rows])
+        answer = torch.tensor(
+            [[letter_ids[x] for x in items[i][1]] + [letter_ids["A"]] * (5 - len(items[i][1])) for i in rows]
+        )
         batches.append(tuple(t.to(device) for t in (ids, mask, (mask.cumsum(-1) - 1).clamp(min=0), answer)))
     start, cpu = time.perf_counter(), time.process_time()
     kept = []
     with torch.inference_mode():
         for ids, mask, pos, answer in batches:
-            logits = model(input_ids=ids, attention_mask=mask, position_ids=pos, logits_to_keep=1, use_cache=False).logits
+            logits = model(
+                input_ids=ids, attention_mask=mask, position_ids=pos, logits_to_keep=1, use_cache=False
+            ).logits
             kept.append(logits[:, -1, :].gather(1, answer).float().cpu())
     # wall and CPU over the same span: the forward loop only (prompts rendered and tokenised before it)
     return {"t_run": time.perf_counter() - start, "c_run": time.process_time() - cpu, "n": len(items), "own": 0.0}
@@ -241,8 +268,9 @@ def run_harness(lm, task_manager, clock: Clock, records_dir: Path, limit: int) -
     from lm_eval_evidential.records import records_path, write_records
 
     start = time.perf_counter()
-    results = lm_eval.simple_evaluate(model=lm, tasks=TASKS, task_manager=task_manager, bootstrap_iters=0,
-                                      log_samples=False, limit=limit)  # fmt: skip
+    results = lm_eval.simple_evaluate(
+        model=lm, tasks=TASKS, task_manager=task_manager, bootstrap_iters=0, log_samples=False, limit=limit
+    )
     collected = results.records  # built once after evaluate() (harness.evaluation.complete)
     write = clock.wrap("write_records", lambda path, recs: write_records(path, recs))
     for task, records in collected.items():
@@ -294,8 +322,12 @@ def worker(args) -> dict:
     else:
         from lm_eval.api.registry import get_model
 
-        model_args = {"pretrained": str(args.model_dir), "device": args.device, "dtype": args.dtype,
-                      "batch_size": args.batch_size}  # fmt: skip
+        model_args = {
+            "pretrained": str(args.model_dir),
+            "device": args.device,
+            "dtype": args.dtype,
+            "batch_size": args.batch_size,
+        }
         if args.adapter_dir:
             model_args["peft"] = str(args.adapter_dir)
         lm = get_model(way).create_from_arg_obj(model_args)
@@ -348,10 +380,16 @@ def worker(args) -> dict:
             )
 
         out.setdefault("c_run", time.process_time() - c0)
-        out.update(size=size, t_forward=t_forward, c_forward=c_forward,
-                   forwards=fwd["calls"] - calls_before, own=own("", t_forward), c_own=own("cpu_", c_forward),
-                   c_tok=spent.get("cpu_encode_prompts", 0.0),
-                   spent=spent)  # fmt: skip
+        out.update(
+            size=size,
+            t_forward=t_forward,
+            c_forward=c_forward,
+            forwards=fwd["calls"] - calls_before,
+            own=own("", t_forward),
+            c_own=own("cpu_", c_forward),
+            c_tok=spent.get("cpu_encode_prompts", 0.0),
+            spent=spent,
+        )
         return out
 
     measure(sizes[0])  # warm-up: first-call costs (lazy imports, kernel choice) are no way's marginal cost
@@ -387,12 +425,31 @@ class BackgroundLoad:
             proc.wait()
 
 
-def spawn(way: str, model_dir: Path, adapter_dir: Path | None, mirror: Path, sizes: tuple[int, int], args,
-          out_file: Path) -> dict:  # fmt: skip
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--_worker", way, "--model-dir", str(model_dir),
-           "--batch-size", str(args.batch_size), "--threads", str(args.threads), "--device", args.device,
-           "--dtype", args.dtype, "--sizes", ",".join(map(str, sizes)), "--repeats", str(args.repeats),
-           "--_out", str(out_file)]  # fmt: skip
+def spawn(
+    way: str, model_dir: Path, adapter_dir: Path | None, mirror: Path, sizes: tuple[int, int], args, out_file: Path
+) -> dict:
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--_worker",
+        way,
+        "--model-dir",
+        str(model_dir),
+        "--batch-size",
+        str(args.batch_size),
+        "--threads",
+        str(args.threads),
+        "--device",
+        args.device,
+        "--dtype",
+        args.dtype,
+        "--sizes",
+        ",".join(map(str, sizes)),
+        "--repeats",
+        str(args.repeats),
+        "--_out",
+        str(out_file),
+    ]
     if adapter_dir is not None:
         cmd += ["--adapter-dir", str(adapter_dir)]
     env = {**os.environ, "EVIDENTIAL_DATA_DIR": str(mirror), "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
@@ -414,34 +471,54 @@ def summarise(result: dict) -> dict:
     runs = result["runs"]
     pairs = list(zip(runs[0::2], runs[1::2]))
     med = lambda key: 1000 * statistics.median(marginal(s, b, key) for s, b in pairs)  # noqa: E731
-    return {"ms": med("t_run"), "cpu_ms": med("c_run"), "fwd_ms": med("t_forward"), "own_ms": med("own"),
-            "own_cpu_ms": med("c_own"), "tok_cpu_ms": med("c_tok"),
-            "added_mb": statistics.median((b["rss_peak"] - b["rss_base"]) / 2**20 for _, b in pairs),
-            "forwards": pairs[0][1]["forwards"], "sizes": (pairs[0][0]["n"], pairs[0][1]["n"])}  # fmt: skip
+    return {
+        "ms": med("t_run"),
+        "cpu_ms": med("c_run"),
+        "fwd_ms": med("t_forward"),
+        "own_ms": med("own"),
+        "own_cpu_ms": med("c_own"),
+        "tok_cpu_ms": med("c_tok"),
+        "added_mb": statistics.median((b["rss_peak"] - b["rss_base"]) / 2**20 for _, b in pairs),
+        "forwards": pairs[0][1]["forwards"],
+        "sizes": (pairs[0][0]["n"], pairs[0][1]["n"]),
+    }
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--shapes", default="cheap,smollm2", help=f"comma-separated, of {', '.join(SHAPES)}")
-    ap.add_argument("--sizes", default=None,
-                    help="two question counts, e.g. 240,960 (default per shape: cheap 240,960; smollm2 16,64)")
+    ap.add_argument(
+        "--sizes",
+        default=None,
+        help="two question counts, e.g. 240,960 (default per shape: cheap 240,960; smollm2 16,64)",
+    )
     ap.add_argument("--loads", default="0,2", help="busy processes started next to each measurement, e.g. 0,2")
     ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--repeats", type=int, default=3, help="timed runs of each size per way (after one warm-up run)")
     ap.add_argument("--device", default="cpu", help="torch device for every way, e.g. cpu, cuda, cuda:1")
     ap.add_argument("--dtype", default="float32", help="model dtype for every way: float32, bfloat16, float16")
-    ap.add_argument("--threads", type=int, default=1,
-                    help="torch threads per worker (default 1: on a shared machine OpenMP barriers across "
-                         "2 threads stall whenever either is descheduled; 0 = torch's own choice)")
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch threads per worker (default 1: on a shared machine OpenMP barriers across "
+        "2 threads stall whenever either is descheduled; 0 = torch's own choice)",
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", type=Path, default=None, help="also write every run's raw figures here")
     ap.add_argument("--_worker", choices=WAYS, help=argparse.SUPPRESS)
     ap.add_argument("--_out", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--model-dir", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--adapter-dir", type=Path, help=argparse.SUPPRESS)
-    ap.add_argument("--hf-divisor", type=int, default=None,
-                    help="(c) runs on --sizes divided by this (default: cheap 4, smollm2 1), as its cost per "
-                         "question is far larger in the cheap shape")
+    ap.add_argument(
+        "--hf-divisor",
+        type=int,
+        default=None,
+        help="(c) runs on --sizes divided by this (default: cheap 4, smollm2 1), as its cost per "
+        "question is far larger in the cheap shape",
+    )
     args = ap.parse_args(argv)
 
     if args._worker:
@@ -476,20 +553,35 @@ def main(argv=None) -> int:
                 for way in WAYS:
                     t = time.perf_counter()
                     with BackgroundLoad(load):
-                        res = spawn(way, model_dir, adapter_dir, work / f"mirror_{shape}", hf_sizes if way == "hf" else sizes,
-                                    args, work / f"out_{shape}_{load}_{way}.json")  # fmt: skip
+                        res = spawn(
+                            way,
+                            model_dir,
+                            adapter_dir,
+                            work / f"mirror_{shape}",
+                            hf_sizes if way == "hf" else sizes,
+                            args,
+                            work / f"out_{shape}_{load}_{way}.json",
+                        )
                     raw.append({"shape": shape, "load": load, **res})
                     row[way] = summarise(res)
-                    print(f"# {shape} load {load} {way}: {row[way]['ms']:.3f} ms/q marginal "
-                          f"({time.perf_counter() - t:.0f} s with start-up)", file=sys.stderr, flush=True)  # fmt: skip
+                    print(
+                        f"# {shape} load {load} {way}: {row[way]['ms']:.3f} ms/q marginal "
+                        f"({time.perf_counter() - t:.0f} s with start-up)",
+                        file=sys.stderr,
+                        flush=True,
+                    )
                 table[(shape, load)] = row
 
     first = raw[0]
-    print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, device {args.device}, dtype "
-          f"{args.dtype}, torch threads {first['threads']}, batch size {args.batch_size}, {args.repeats} repeat(s) "
-          f"after a warm-up; peak RSS via {first['runs'][0]['peak_method']}")  # fmt: skip
-    head = (f"{'shape':<9}{'load':>5}  {'way':<24}{'ms/q':>8}{'q/s':>9}{'cpu ms/q':>10}{'fwd ms/q':>10}"
-            f"{'own ms/q':>10}{'own cpu':>9}{'added MB':>10}{'forwards':>9}  sizes")  # fmt: skip
+    print(
+        f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, device {args.device}, dtype "
+        f"{args.dtype}, torch threads {first['threads']}, batch size {args.batch_size}, {args.repeats} repeat(s) "
+        f"after a warm-up; peak RSS via {first['runs'][0]['peak_method']}"
+    )
+    head = (
+        f"{'shape':<9}{'load':>5}  {'way':<24}{'ms/q':>8}{'q/s':>9}{'cpu ms/q':>10}{'fwd ms/q':>10}"
+        f"{'own ms/q':>10}{'own cpu':>9}{'added MB':>10}{'forwards':>9}  sizes"
+    )
     print(head)
     print("-" * len(head))
     verdicts = []
@@ -497,26 +589,34 @@ def main(argv=None) -> int:
         for way in WAYS:
             r = row[way]
             own = f"{r['own_ms']:>10.3f}{r['own_cpu_ms']:>9.3f}" if way == "evidential" else f"{'':>19}"
-            print(f"{shape:<9}{load:>5}  {LABELS[way]:<24}{r['ms']:>8.3f}{1000 / r['ms']:>9.1f}{r['cpu_ms']:>10.3f}"
-                  f"{r['fwd_ms']:>10.3f}{own}{r['added_mb']:>10.1f}{r['forwards']:>9d}  {r['sizes'][0]}/{r['sizes'][1]} q")  # fmt: skip
+            print(
+                f"{shape:<9}{load:>5}  {LABELS[way]:<24}{r['ms']:>8.3f}{1000 / r['ms']:>9.1f}{r['cpu_ms']:>10.3f}"
+                f"{r['fwd_ms']:>10.3f}{own}{r['added_mb']:>10.1f}{r['forwards']:>9d}  {r['sizes'][0]}/{r['sizes'][1]} q"
+            )
         a, b, c = (row[w]["ms"] for w in WAYS)
         ca, cb, cc = (row[w]["cpu_ms"] for w in WAYS)
         own, own_cpu, tok = (row["evidential"][key] for key in ("own_ms", "own_cpu_ms", "tok_cpu_ms"))
-        print(f"{'':<14}  a/b = {a / b:.2f} wall, {ca / cb:.2f} CPU (throughput of (b) over the bare forward); "
-              f"c/b = {c / b:.2f} wall, {cc / cb:.2f} CPU; own host work {own:.3f} ms/q wall ({own / b:.0%} of (b)), "
-              f"{own_cpu:.3f} ms/q CPU, of which {tok:.3f} tokenising each prompt once (which (a) does before its clock)")  # fmt: skip
+        print(
+            f"{'':<14}  a/b = {a / b:.2f} wall, {ca / cb:.2f} CPU (throughput of (b) over the bare forward); "
+            f"c/b = {c / b:.2f} wall, {cc / cb:.2f} CPU; own host work {own:.3f} ms/q wall ({own / b:.0%} of (b)), "
+            f"{own_cpu:.3f} ms/q CPU, of which {tok:.3f} tokenising each prompt once (which (a) does before its clock)"
+        )
         verdicts.append((shape, load, a / b, ca / cb, own, own_cpu, own_cpu - tok))
     loads_seen = [x for r in raw for x in (r["load"], r["load_end"])]
-    print(f"# 1-min load average during the runs: {min(loads_seen):.1f} to {max(loads_seen):.1f} on {os.cpu_count()} CPUs")
+    print(
+        f"# 1-min load average during the runs: {min(loads_seen):.1f} to {max(loads_seen):.1f} on {os.cpu_count()} CPUs"
+    )
     ok = lambda c: "met" if c else "NOT met"  # noqa: E731
     for shape, load, ratio, cpu_ratio, own, own_cpu, beyond_tokenising in verdicts:
         if shape == "cheap":
-            print(f"# cheap, load {load}: a/b >= {GOAL_BARE_RATIO}: {ok(ratio >= GOAL_BARE_RATIO)} wall ({ratio:.2f}), "
-                  f"{ok(cpu_ratio >= GOAL_BARE_RATIO)} CPU ({cpu_ratio:.2f}); own host work <= {GOAL_OWN_MS} ms/q: "
-                  f"{ok(own <= GOAL_OWN_MS)} wall ({own:.3f}), {ok(own_cpu <= GOAL_OWN_MS)} CPU ({own_cpu:.3f}); "
-                  f"beyond the one tokenisation of each prompt, which every lm_eval model pays "
-                  f"({LABELS['hf']} tokenises it twice per choice, alone and with the choice): "
-                  f"{ok(beyond_tokenising <= GOAL_OWN_MS)} CPU ({beyond_tokenising:.3f})")  # fmt: skip
+            print(
+                f"# cheap, load {load}: a/b >= {GOAL_BARE_RATIO}: {ok(ratio >= GOAL_BARE_RATIO)} wall ({ratio:.2f}), "
+                f"{ok(cpu_ratio >= GOAL_BARE_RATIO)} CPU ({cpu_ratio:.2f}); own host work <= {GOAL_OWN_MS} ms/q: "
+                f"{ok(own <= GOAL_OWN_MS)} wall ({own:.3f}), {ok(own_cpu <= GOAL_OWN_MS)} CPU ({own_cpu:.3f}); "
+                f"beyond the one tokenisation of each prompt, which every lm_eval model pays "
+                f"({LABELS['hf']} tokenises it twice per choice, alone and with the choice): "
+                f"{ok(beyond_tokenising <= GOAL_OWN_MS)} CPU ({beyond_tokenising:.3f})"
+            )
     if args.json:
         tmpf = args.json.with_suffix(".tmp")
         tmpf.write_text(json.dumps(raw, indent=1))

@@ -69,7 +69,9 @@ def save_figure(fig, path_without_suffix, formats: Sequence[str] = ("png", "svg"
         meta = {"Date": None} if fmt == "svg" else {}
         # A fixed salt for the SVG element ids, which matplotlib otherwise salts with uuid4.
         with matplotlib.rc_context({"svg.hashsalt": "lm-eval-evidential"}):
-            atomic_write_bytes(path, lambda tmp, fmt=fmt, meta=meta: fig.savefig(tmp, format=fmt, dpi=150, metadata=meta))
+            atomic_write_bytes(
+                path, lambda tmp, fmt=fmt, meta=meta: fig.savefig(tmp, format=fmt, dpi=150, metadata=meta)
+            )
         out.append(path)
     return out
 
@@ -93,7 +95,10 @@ def plot_ksweep(rows: Sequence[dict], path_without_suffix, title: str | None = N
     base = rows[0].get("k_id") if rows[0].get("extra") == 0 else None
     grows = f"{base} + x" if isinstance(base, int) else "K + x"
     xkey, xlabel = "extra", "zero-evidence options appended, x"
-    how = f"solid, OOD-only: $K_{{OOD}}$ = {grows} while $K_{{ID}}$ stays;  dashed, matched: $K_{{ID}}$ = $K_{{OOD}}$ = {grows}"
+    how = (
+        f"solid, OOD-only: $K_{{OOD}}$ = {grows} while $K_{{ID}}$ stays;  "
+        f"dashed, matched: $K_{{ID}}$ = $K_{{OOD}}$ = {grows}"
+    )
     names = list(dict.fromkeys(r["score"] for r in rows))
     fig = Figure(figsize=(10, 4.2 + 0.25 * len(names)), layout="constrained")
     axes = fig.subplots(1, 2)
@@ -101,10 +106,18 @@ def plot_ksweep(rows: Sequence[dict], path_without_suffix, title: str | None = N
     for ax, metric, label in zip(axes, ("auroc", "aupr_in"), ("AUROC", "AUPR-In")):
         for i, name in enumerate(names):
             for condition, (ls, marker, cond_label) in styles.items():
-                sel = sorted((r for r in rows if r["score"] == name and r["condition"] == condition), key=lambda r: r["extra"])
+                sel = sorted(
+                    (r for r in rows if r["score"] == name and r["condition"] == condition), key=lambda r: r["extra"]
+                )
                 if sel:
-                    ax.plot([r[xkey] for r in sel], [r[metric] for r in sel], linestyle=ls, marker=marker,
-                            color=score_color(name, i), label=f"{name} ({cond_label})")  # fmt: skip
+                    ax.plot(
+                        [r[xkey] for r in sel],
+                        [r[metric] for r in sel],
+                        linestyle=ls,
+                        marker=marker,
+                        color=score_color(name, i),
+                        label=f"{name} ({cond_label})",
+                    )
         ax.set_xlabel(xlabel)
         ax.set_ylabel(label)
         ax.set_title(f"({'ab'[metric == 'aupr_in']}) {label} as K grows")
@@ -154,15 +167,34 @@ def plot_reliability_diagram(diagram: dict, ax=None, title: str | None = None):
     filled = counts > 0
     left, widths = edges[:-1][filled], np.diff(edges)[filled]
     centres = left + widths / 2
-    ax.bar(left, acc[filled], width=widths, align="edge", color="#1f77b4", edgecolor="black", linewidth=0.5,
-           label="accuracy")  # fmt: skip
-    ax.bar(left, conf[filled] - acc[filled], bottom=acc[filled], width=widths, align="edge", fill=False,
-           edgecolor="#d62728", hatch="//", linewidth=0.8, label="gap to mean confidence")  # fmt: skip
+    ax.bar(
+        left,
+        acc[filled],
+        width=widths,
+        align="edge",
+        color="#1f77b4",
+        edgecolor="black",
+        linewidth=0.5,
+        label="accuracy",
+    )
+    ax.bar(
+        left,
+        conf[filled] - acc[filled],
+        bottom=acc[filled],
+        width=widths,
+        align="edge",
+        fill=False,
+        edgecolor="#d62728",
+        hatch="//",
+        linewidth=0.8,
+        label="gap to mean confidence",
+    )
     ax.plot(centres, conf[filled], "o", color="#d62728", markersize=4, label="mean confidence")
     tops = np.maximum(acc[filled], conf[filled])
     for x, top, n in zip(centres, tops, counts[filled]):
-        ax.annotate(f"{int(n)}", (x, top), xytext=(0, 5), textcoords="offset points", ha="center", va="bottom",
-                    fontsize="small")  # fmt: skip
+        ax.annotate(
+            f"{int(n)}", (x, top), xytext=(0, 5), textcoords="offset points", ha="center", va="bottom", fontsize="small"
+        )
     ax.plot([0.0, 1.0], [0.0, 1.0], "--", color="gray", linewidth=1, label="perfect calibration")
     x_lo, x_hi = 0.0, 1.0
     if filled.any():
@@ -181,8 +213,17 @@ def plot_reliability_diagram(diagram: dict, ax=None, title: str | None = None):
     return fig
 
 
-def plot_risk_coverage(score, correct, *, ax=None, label: str | None = None, title: str | None = None,
-                       show_reference: bool = True, color: str | None = None, linestyle: str = "-"):
+def plot_risk_coverage(
+    score,
+    correct,
+    *,
+    ax=None,
+    label: str | None = None,
+    title: str | None = None,
+    show_reference: bool = True,
+    color: str | None = None,
+    linestyle: str = "-",
+):
     """Plot the risk-coverage curve of ``score`` (legend shows its AURC); returns the Figure.
 
     With ``show_reference`` the oracle curve (wrong answers rejected first) and the random
@@ -266,8 +307,15 @@ def save_risk_coverage_figure(records, path_without_suffix, scores: Sequence[str
     ax = fig.add_subplot()
     styles = ("-", "--", "-.", ":")
     for i, group in enumerate(curves.values()):
-        plot_risk_coverage(values[group[0]], records.correct, ax=ax, label=" = ".join(group), show_reference=(i == 0),
-                           color=score_color(group[0], i), linestyle=styles[i % len(styles)])  # fmt: skip
+        plot_risk_coverage(
+            values[group[0]],
+            records.correct,
+            ax=ax,
+            label=" = ".join(group),
+            show_reference=(i == 0),
+            color=score_color(group[0], i),
+            linestyle=styles[i % len(styles)],
+        )
     ax.set_title(f"{records.task}: risk vs coverage (n={len(records)}, acc {np.mean(records.correct):.4f})")
     ax.set_xlabel("coverage (share of questions answered, most confident first)")
     # Outside the axes: an inside legend hides the low-coverage end.

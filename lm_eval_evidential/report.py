@@ -56,8 +56,14 @@ from lm_eval_evidential.records import (
 from lm_eval_evidential.records.provenance import is_illustrative
 
 __all__ = [
-    "MISMATCH_STATEMENT", "ILLUSTRATIVE_NOTE", "build_report", "control_rows", "is_report_folder", "summarize", "render_markdown",
-]  # fmt: skip
+    "MISMATCH_STATEMENT",
+    "ILLUSTRATIVE_NOTE",
+    "build_report",
+    "control_rows",
+    "is_report_folder",
+    "summarize",
+    "render_markdown",
+]
 
 MISMATCH_STATEMENT = (
     "Vacuity u = λK/S depends on the class count K itself (McNamara (2026) arXiv:2605.06382, Proposition 1): "
@@ -119,8 +125,14 @@ def _date_id_of(records: Records) -> str | None:
 
 def _refusal(policy: str, id_task: str, task: str, exc: CardinalityMismatchError) -> dict:
     controls = [c["task"] for c in _shipped_controls().get(task, [])]
-    return {"policy": policy, "id_task": id_task, "ood_task": task, "error": str(exc), "reason": exc.summary,
-            "suggestion": exc.remedy(controls)}  # fmt: skip
+    return {
+        "policy": policy,
+        "id_task": id_task,
+        "ood_task": task,
+        "error": str(exc),
+        "reason": exc.summary,
+        "suggestion": exc.remedy(controls),
+    }
 
 
 @functools.cache
@@ -169,7 +181,9 @@ def control_rows(
         rows.append(_control_row(id_records, src, source, "restrict", RESTRICT_CONTROL, src, scores, level, allow))
         for name in controls:
             rows.append(
-                _control_row(id_records, by_task.get(name), source, name, described.get(name, ""), src, scores, level, allow)
+                _control_row(
+                    id_records, by_task.get(name), source, name, described.get(name, ""), src, scores, level, allow
+                )
             )
     return rows
 
@@ -178,10 +192,18 @@ def _control_row(id_records, records, source, control, description, source_recor
     summary = (records.meta.get("control") or {}) if records is not None else {}
     n_source = summary.get("n_questions", len(source_records) if source_records is not None else None)
     row = {
-        "source": source, "control": control, "description": description or summary.get("rule", ""),
-        "evaluated": records is not None, "n_source": n_source, "n_kept": None, "n_excluded": None,
-        "excluded": summary.get("excluded", {}), "matched": None, "error": None, "auroc": {},
-    }  # fmt: skip
+        "source": source,
+        "control": control,
+        "description": description or summary.get("rule", ""),
+        "evaluated": records is not None,
+        "n_source": n_source,
+        "n_kept": None,
+        "n_excluded": None,
+        "excluded": summary.get("excluded", {}),
+        "matched": None,
+        "error": None,
+        "auroc": {},
+    }
     if records is None:
         return row
     try:
@@ -260,13 +282,23 @@ def build_report(
     for r in all_records:
         if r.path is not None and out.resolve() in Path(r.path).resolve().parents:
             raise OutputPathError(
-                f"report folder {out} holds {r.path}, a records file this report reads; name a folder outside the records"
+                f"report folder {out} holds {r.path}, a records file this report reads; name a folder outside the "
+                "records"
             )
     with atomic_folder(out, replaceable=is_report_folder) as staging:
         return _write_report(
-            id_records, ood_records, staging, policies, scores=scores, n_boot=n_boot, seed=seed, level=level,
-            max_extra=max_extra, n_bins=n_bins, allow_fingerprint_mismatch=allow_fingerprint_mismatch,
-        )  # fmt: skip
+            id_records,
+            ood_records,
+            staging,
+            policies,
+            scores=scores,
+            n_boot=n_boot,
+            seed=seed,
+            level=level,
+            max_extra=max_extra,
+            n_bins=n_bins,
+            allow_fingerprint_mismatch=allow_fingerprint_mismatch,
+        )
 
 
 def is_report_folder(path) -> bool:
@@ -281,7 +313,18 @@ def is_report_folder(path) -> bool:
 
 
 def _write_report(
-    id_records, ood_records, out: Path, policies, *, scores, n_boot, seed, level, max_extra, n_bins, allow_fingerprint_mismatch
+    id_records,
+    ood_records,
+    out: Path,
+    policies,
+    *,
+    scores,
+    n_boot,
+    seed,
+    level,
+    max_extra,
+    n_bins,
+    allow_fingerprint_mismatch,
 ) -> dict:
     from lm_eval_evidential.records.io import write_json
 
@@ -316,8 +359,9 @@ def _write_report(
         report["controls"] = control_rows(id_records, ood_records, scores=scores, level=level, **allow)
     except ValueError as exc:
         _skip(report, "controls", exc)
-    accepted = _ksweep_section(report, id_records, ood_records, out, policies[0], scores=scores, max_extra=max_extra,
-                               **allow)  # fmt: skip
+    accepted = _ksweep_section(
+        report, id_records, ood_records, out, policies[0], scores=scores, max_extra=max_extra, **allow
+    )
     _quality_sections(report, id_records, ood_records, accepted, out, scores=scores, n_bins=n_bins, **allow)
     report["summary"] = summarize(report)
 
@@ -341,8 +385,17 @@ def _skip(report: dict, section: str, reason) -> None:
     report["skipped"].append({"section": section, "reason": str(reason)})
 
 
-def _ksweep_section(report: dict, id_records, ood_records, out: Path, policy: str, *, scores, max_extra,
-                    allow_fingerprint_mismatch: bool) -> list[Records]:  # fmt: skip
+def _ksweep_section(
+    report: dict,
+    id_records,
+    ood_records,
+    out: Path,
+    policy: str,
+    *,
+    scores,
+    max_extra,
+    allow_fingerprint_mismatch: bool,
+) -> list[Records]:
     """The K sweep (table, DeLong test, figure) of each pair ``policy`` accepts; returns those OOD records
     as ``policy`` evaluates them (restricted or whole)."""
     accepted: list[Records] = []
@@ -359,7 +412,9 @@ def _ksweep_section(report: dict, id_records, ood_records, out: Path, policy: st
             entry["rows"] = ksweep_rows(id_records, r, max_extra=max_extra, scores=scores, k_policy=policy, **allow)
             entry["delong_test"] = ksweep_delong(id_records, r, k_policy=policy, **allow) if max_extra >= 1 else None
             name = f"ksweep_{_slug(id_records.task)}_vs_{_slug(r.task)}"
-            paths = plots.plot_ksweep(entry["rows"], out / name, title=f"{id_records.task} → {r.task} (k_policy={policy})")
+            paths = plots.plot_ksweep(
+                entry["rows"], out / name, title=f"{id_records.task} → {r.task} (k_policy={policy})"
+            )
             report["figures"][name] = [p.name for p in paths]
             entry["figure"] = paths[0].name
         except ValueError as exc:
@@ -369,8 +424,9 @@ def _ksweep_section(report: dict, id_records, ood_records, out: Path, policy: st
     return accepted
 
 
-def _quality_sections(report: dict, id_records, ood_records, accepted, out: Path, *, scores, n_bins,
-                      allow_fingerprint_mismatch: bool) -> None:  # fmt: skip
+def _quality_sections(
+    report: dict, id_records, ood_records, accepted, out: Path, *, scores, n_bins, allow_fingerprint_mismatch: bool
+) -> None:
     """Per-task calibration, selective prediction and score orders (K plays no cross-set role there),
     then ATC from the ID task to the OOD tasks the first policy accepts."""
     from lm_eval_evidential.audits import quality
@@ -432,20 +488,36 @@ def summarize(report: dict) -> dict:
                 continue
             if r["matched"] and r["ood_task"] not in valid:
                 valid[r["ood_task"]] = {
-                    "ood_task": r["ood_task"], "policy": policy, "k": r["k_id"], "n_id": r["n_id"],
-                    "n_ood": r["n_ood"], "n_dropped_ood": r["n_dropped"]["ood"], "score": score,
+                    "ood_task": r["ood_task"],
+                    "policy": policy,
+                    "k": r["k_id"],
+                    "n_id": r["n_id"],
+                    "n_ood": r["n_ood"],
+                    "n_dropped_ood": r["n_dropped"]["ood"],
+                    "score": score,
                     **{key: r[key] for key in ("auroc", "auroc_ci", "aupr_in", "aupr_in_ci")},
-                }  # fmt: skip
+                }
             elif not r["matched"]:
-                mismatched.setdefault(r["ood_task"], {"ood_task": r["ood_task"], "policy": policy, "score": score,
-                                                      "auroc": r["auroc"], "k_id": r["k_id"], "k_ood": r["k_ood"]})  # fmt: skip
+                mismatched.setdefault(
+                    r["ood_task"],
+                    {
+                        "ood_task": r["ood_task"],
+                        "policy": policy,
+                        "score": score,
+                        "auroc": r["auroc"],
+                        "k_id": r["k_id"],
+                        "k_ood": r["k_ood"],
+                    },
+                )
     refused: dict[str, dict] = {}
     for policy, sec in report["ood"].items():
         for ref in sec["refused"]:
             if ref["ood_task"] in valid:
                 continue
-            entry = refused.setdefault(ref["ood_task"], {"ood_task": ref["ood_task"], "policies": [],
-                                                         "reason": ref["reason"], "suggestion": ref["suggestion"]})  # fmt: skip
+            entry = refused.setdefault(
+                ref["ood_task"],
+                {"ood_task": ref["ood_task"], "policies": [], "reason": ref["reason"], "suggestion": ref["suggestion"]},
+            )
             entry["policies"].append(policy)
     return {
         "illustrative": report["illustrative"],
@@ -533,7 +605,11 @@ def _figure(report: dict, name: str, caption: str) -> list[str]:
 
 
 def _reasons(rows: Sequence[dict]) -> list[str]:
-    out = [f"- {r.get('task') or r.get('target_task') or ''} {r.get('score', '')}: {r['reason']}" for r in rows if r.get("reason")]
+    out = [
+        f"- {r.get('task') or r.get('target_task') or ''} {r.get('score', '')}: {r['reason']}"
+        for r in rows
+        if r.get("reason")
+    ]
     return ["Undefined values (n/a):", *out, ""] if out else []
 
 
@@ -549,8 +625,20 @@ def render_markdown(report: dict) -> str:
     The summary first, then one section per audit with the few scores that matter, then an
     appendix with every score.
     """
-    parts = [_md_header, _md_summary, _md_k_counts, _md_ood, _md_controls, _md_ksweep, _md_calibration, _md_selective, _md_atc,
-             _md_orders, _md_not_computed, _md_appendix]  # fmt: skip
+    parts = [
+        _md_header,
+        _md_summary,
+        _md_k_counts,
+        _md_ood,
+        _md_controls,
+        _md_ksweep,
+        _md_calibration,
+        _md_selective,
+        _md_atc,
+        _md_orders,
+        _md_not_computed,
+        _md_appendix,
+    ]
     return "\n".join(line for part in parts for line in part(report)).rstrip() + "\n"
 
 
@@ -563,7 +651,11 @@ def _md_header(report: dict) -> list[str]:
     lines += [
         f"- **Model**: {model}" + (f" + adapter {meta['peft']}" if meta.get("peft") else ""),
         f"- **Method**: {meta.get('method')}, prior weight λ = {meta.get('prior_weight')}"
-        + (f", sigma_mult = {meta.get('sigma_mult')}, num_noises = {meta.get('num_noises')}" if meta.get("method") == "ib_edl" else ""),
+        + (
+            f", sigma_mult = {meta.get('sigma_mult')}, num_noises = {meta.get('num_noises')}"
+            if meta.get("method") == "ib_edl"
+            else ""
+        ),
         "- **Runs**: " + ", ".join(f"{t} {d or '(no date_id)'}" for t, d in report["runs"].items()),
         f"- **K policy**: {', '.join(policies)}"
         + (f" (K sweep, ATC and later sections use {policies[0]})" if len(policies) > 1 else ""),
@@ -579,31 +671,54 @@ def _md_summary(report: dict) -> list[str]:
     s, idt = report["summary"], report["id_task"]
     lines = ["## Summary", ""]
     if s.get("valid"):
-        lines += [f"**Valid comparisons** (ID and OOD have the same number of options K; score: {s['headline_score']}):", ""]
+        lines += [
+            f"**Valid comparisons** (ID and OOD have the same number of options K; score: {s['headline_score']}):",
+            "",
+        ]
         lines += _table(
             ["ID → OOD", "K", "k_policy", "n ID / OOD", "AUROC [95% CI]", "AUPR-In [95% CI]"],
-            [[f"{idt} → {v['ood_task']}", _k(v["k"]), v["policy"],
-              f"{v['n_id']} / {v['n_ood']}" + (f" ({v['n_dropped_ood']} dropped)" if v["n_dropped_ood"] else ""),
-              f"{_num(v['auroc'])} {_ci(v['auroc_ci'])}", f"{_num(v['aupr_in'])} {_ci(v['aupr_in_ci'])}"]
-             for v in s["valid"]],
-        )  # fmt: skip
+            [
+                [
+                    f"{idt} → {v['ood_task']}",
+                    _k(v["k"]),
+                    v["policy"],
+                    f"{v['n_id']} / {v['n_ood']}" + (f" ({v['n_dropped_ood']} dropped)" if v["n_dropped_ood"] else ""),
+                    f"{_num(v['auroc'])} {_ci(v['auroc_ci'])}",
+                    f"{_num(v['aupr_in'])} {_ci(v['aupr_in_ci'])}",
+                ]
+                for v in s["valid"]
+            ],
+        )
     else:
         lines += ["**No valid comparison**: no OOD task has the ID task's K under the policies given.", ""]
     for m in s.get("mismatched", []):
-        lines += [f"- **Not valid**: {idt} → {m['ood_task']} was compared across K {_k(m['k_id'])} vs {_k(m['k_ood'])} "
-                  f"(k_policy={m['policy']}; {m['score']} AUROC {_num(m['auroc'])}): that number partly measures K."]  # fmt: skip
+        lines += [
+            f"- **Not valid**: {idt} → {m['ood_task']} was compared across K {_k(m['k_id'])} vs {_k(m['k_ood'])} "
+            f"(k_policy={m['policy']}; {m['score']} AUROC {_num(m['auroc'])}): that number partly measures K."
+        ]
     for ref in s.get("refused", []):
-        lines += [f"- **Refused**: {idt} → {ref['ood_task']} (k_policy {', '.join(ref['policies'])}): {ref['reason']}. "
-                  f"{ref['suggestion']}"]  # fmt: skip
+        lines += [
+            f"- **Refused**: {idt} → {ref['ood_task']} (k_policy {', '.join(ref['policies'])}): {ref['reason']}. "
+            f"{ref['suggestion']}"
+        ]
     for a in s.get("artefact", []):
         m = a["matched_delta_auroc"]
-        matched = "" if m is None else ("; appended to both sides it leaves it unchanged" if m == 0 else
-                                        f"; appended to both sides it moves by {_num(m, signed=True)}")  # fmt: skip
+        matched = (
+            ""
+            if m is None
+            else (
+                "; appended to both sides it leaves it unchanged"
+                if m == 0
+                else f"; appended to both sides it moves by {_num(m, signed=True)}"
+            )
+        )
         big = a["largest"]
-        lines += [f"- **K artefact** ({idt} → {a['ood_task']}): one zero-evidence option appended to the OOD side only "
-                  f"moves {a['score']} AUROC {_num(a['auroc_base'])} → {_num(a['auroc_one_extra'])} "
-                  f"({_num(a['delta_auroc'], signed=True)}, DeLong p = {_p(a['p_value'])}){matched}; the largest "
-                  f"OOD-only move is {big['score']} {_num(big['delta_auroc'], signed=True)} at x = {big['extra']}."]  # fmt: skip
+        lines += [
+            f"- **K artefact** ({idt} → {a['ood_task']}): one zero-evidence option appended to the OOD side only "
+            f"moves {a['score']} AUROC {_num(a['auroc_base'])} → {_num(a['auroc_one_extra'])} "
+            f"({_num(a['delta_auroc'], signed=True)}, DeLong p = {_p(a['p_value'])}){matched}; the largest "
+            f"OOD-only move is {big['score']} {_num(big['delta_auroc'], signed=True)} at x = {big['extra']}."
+        ]
     lines += ["", "Details below; tables with every score are in the appendix.", ""]
     return lines
 
@@ -615,26 +730,62 @@ def _md_k_counts(report: dict) -> list[str]:
     lines += _table(
         ["task", "role", "n", "K histogram {K: n}", "same K as ID"],
         [
-            [t, "ID" if t == idt else "OOD", sum(h.values()), _k(h), "—" if t == idt else _num(set(h) == set(id_hist) and len(h) == 1)]
+            [
+                t,
+                "ID" if t == idt else "OOD",
+                sum(h.values()),
+                _k(h),
+                "—" if t == idt else _num(set(h) == set(id_hist) and len(h) == 1),
+            ]
             for t, h in report["k_histograms"].items()
         ],
     )
     return lines + ["**What a K mismatch means.** " + report["mismatch_statement"], ""]
 
 
-_OOD_HEADERS = ["OOD task", "score", "K_ID", "K_OOD", "n_ID", "n_OOD", "dropped ID/OOD", "K matched",
-                "AUROC", "95% CI (DeLong)", "AUPR-In", "95% CI (bootstrap)", "AUPR-Out", "FPR95", "AUPR base"]  # fmt: skip
+_OOD_HEADERS = [
+    "OOD task",
+    "score",
+    "K_ID",
+    "K_OOD",
+    "n_ID",
+    "n_OOD",
+    "dropped ID/OOD",
+    "K matched",
+    "AUROC",
+    "95% CI (DeLong)",
+    "AUPR-In",
+    "95% CI (bootstrap)",
+    "AUPR-Out",
+    "FPR95",
+    "AUPR base",
+]
 
 
 def _ood_table(rows: Sequence[dict]) -> list[str]:
     return _table(
         _OOD_HEADERS,
-        [[r["ood_task"], r["score"], _k(r["k_id"]), _k(r["k_ood"]), r["n_id"], r["n_ood"],
-          f"{r['n_dropped']['id']}/{r['n_dropped']['ood']}", "yes" if r["matched"] else "**NO**",
-          _num(r["auroc"]), _ci(r["auroc_ci"]), _num(r["aupr_in"]), _ci(r["aupr_in_ci"]),
-          _num(r["aupr_out"]), _num(r["fpr95"]), _num(r["aupr_baseline"])]
-         for r in rows],
-    )  # fmt: skip
+        [
+            [
+                r["ood_task"],
+                r["score"],
+                _k(r["k_id"]),
+                _k(r["k_ood"]),
+                r["n_id"],
+                r["n_ood"],
+                f"{r['n_dropped']['id']}/{r['n_dropped']['ood']}",
+                "yes" if r["matched"] else "**NO**",
+                _num(r["auroc"]),
+                _ci(r["auroc_ci"]),
+                _num(r["aupr_in"]),
+                _ci(r["aupr_in_ci"]),
+                _num(r["aupr_out"]),
+                _num(r["fpr95"]),
+                _num(r["aupr_baseline"]),
+            ]
+            for r in rows
+        ],
+    )
 
 
 def _md_ood(report: dict) -> list[str]:
@@ -645,12 +796,17 @@ def _md_ood(report: dict) -> list[str]:
         if rows:
             lines += _ood_table(_headline_rows(rows))
             if not all(r["matched"] for r in rows):
-                lines += ["> Rows with K matched = **NO** compare different class counts: their AUROC/AUPR partly "
-                          "measure K, not uncertainty. Do not report them as OOD-detection results.", ""]  # fmt: skip
+                lines += [
+                    "> Rows with K matched = **NO** compare different class counts: their AUROC/AUPR partly "
+                    "measure K, not uncertainty. Do not report them as OOD-detection results.",
+                    "",
+                ]
         else:
             lines += ["No OOD task was compared under this policy.", ""]
-        lines += [f"- **Refused: {ref['id_task']} vs {ref['ood_task']}** (not compared): {ref['reason']}. "
-                  f"{ref['suggestion']}" for ref in sec["refused"]]  # fmt: skip
+        lines += [
+            f"- **Refused: {ref['id_task']} vs {ref['ood_task']}** (not compared): {ref['reason']}. {ref['suggestion']}"
+            for ref in sec["refused"]
+        ]
         lines += [""] if sec["refused"] else []
     return lines
 
@@ -660,12 +816,16 @@ def _md_controls(report: dict) -> list[str]:
     if not rows:
         return []
     names = list(dict.fromkeys(score for r in rows for score in r["auroc"])) or list(OOD_DEFAULT_SCORES[:1])
-    lines = ["## K-matched controls side by side", "",
-         f"Each row brings an OOD dataset to {report['id_task']}'s K in its own way. *Kept / n* and *excluded* say "
-         "what the control costs; AUROC (ID = positive, DeLong 95% CI) what it then measures. `restrict` drops every "
-         "question whose K differs; a `*_k4_edl` control removes wrong options only (chosen by a seeded hash of the "
-         "question id, gold always kept) and excludes only questions with fewer options; csqa4_edl drops option E "
-         "and with it every question answered E, a selection by the gold label.", ""]  # fmt: skip
+    lines = [
+        "## K-matched controls side by side",
+        "",
+        f"Each row brings an OOD dataset to {report['id_task']}'s K in its own way. *Kept / n* and *excluded* say "
+        "what the control costs; AUROC (ID = positive, DeLong 95% CI) what it then measures. `restrict` drops every "
+        "question whose K differs; a `*_k4_edl` control removes wrong options only (chosen by a seeded hash of the "
+        "question id, gold always kept) and excludes only questions with fewer options; csqa4_edl drops option E "
+        "and with it every question answered E, a selection by the gold label.",
+        "",
+    ]
     body = []
     for r in rows:
         kept = "—" if r["n_kept"] is None else f"{r['n_kept']} / {_num(r['n_source'])}"
@@ -676,18 +836,26 @@ def _md_controls(report: dict) -> list[str]:
         elif r["error"]:
             cells = [f"refused: {r['error']}"] + [""] * max(len(names) - 1, 0)
         else:
-            cells = [f"{_num(r['auroc'][n]['auroc'])} {_ci(r['auroc'][n]['auroc_ci'])}" if n in r["auroc"] else "n/a"
-                     for n in names]  # fmt: skip
+            cells = [
+                f"{_num(r['auroc'][n]['auroc'])} {_ci(r['auroc'][n]['auroc_ci'])}" if n in r["auroc"] else "n/a"
+                for n in names
+            ]
         body.append([r["source"], r["control"], r["description"], kept, excluded, *cells])
-    lines += _table(["OOD data", "control", "what it does", "kept / n", "excluded", *(f"AUROC {n} [95% CI]" for n in names)], body)
+    lines += _table(
+        ["OOD data", "control", "what it does", "kept / n", "excluded", *(f"AUROC {n} [95% CI]" for n in names)], body
+    )
     return lines
 
 
 def _md_ksweep(report: dict) -> list[str]:
     idt, primary = report["id_task"], report["policies"][0]
-    lines = ["## K sweep (McNamara (2026), Table 1 / Figure 1)", "",
-             f"Zero-evidence options (α = λ) appended to the OOD side only (OOD-only) or to both sides (matched), model "
-             f"outputs fixed; Δ against x = 0. k_policy = {primary}. Full tables in the appendix.", ""]  # fmt: skip
+    lines = [
+        "## K sweep (McNamara (2026), Table 1 / Figure 1)",
+        "",
+        f"Zero-evidence options (α = λ) appended to the OOD side only (OOD-only) or to both sides (matched), model "
+        f"outputs fixed; Δ against x = 0. k_policy = {primary}. Full tables in the appendix.",
+        "",
+    ]
     for task, entry in report["ksweep"].items():
         lines += [f"### {idt} → {task}", ""]
         if "refused" in entry:
@@ -699,21 +867,36 @@ def _md_ksweep(report: dict) -> list[str]:
         lines += [f"- {line}" for line in sensitivity_lines(entry["rows"])] + [""]
         t = entry.get("delong_test")
         if t:
-            lines += [f"DeLong test ({t['score']}, OOD-only x = {t['extra']} vs x = 0, same examples): AUROC "
-                      f"{_num(t['auroc_base'])} → {_num(t['auroc_expanded'])}, Δ = {_num(t['diff'], signed=True)}, "
-                      f"z = {_num(t['z'], 2)}, p = {_p(t['p_value'])}.", ""]  # fmt: skip
-        lines += _figure(report, f"ksweep_{_slug(idt)}_vs_{_slug(task)}", f"AUROC and AUPR-In of {idt} → {task} as K grows")
+            lines += [
+                f"DeLong test ({t['score']}, OOD-only x = {t['extra']} vs x = 0, same examples): AUROC "
+                f"{_num(t['auroc_base'])} → {_num(t['auroc_expanded'])}, Δ = {_num(t['diff'], signed=True)}, "
+                f"z = {_num(t['z'], 2)}, p = {_p(t['p_value'])}.",
+                "",
+            ]
+        lines += _figure(
+            report, f"ksweep_{_slug(idt)}_vs_{_slug(task)}", f"AUROC and AUPR-In of {idt} → {task} as K grows"
+        )
     return lines
 
 
 def _ksweep_table(rows: Sequence[dict]) -> list[str]:
     return _table(
         ["condition", "x", "K_ID", "K_OOD", "score", "AUROC", "ΔAUROC", "AUPR-In", "ΔAUPR"],
-        [["OOD-only" if r["condition"] == "ood_only" else "matched", r["extra"], _k(r["k_id"]), _k(r["k_ood"]),
-          r["score"], _num(r["auroc"]), _num(r["delta_auroc"], signed=True), _num(r["aupr_in"]),
-          _num(r["delta_aupr"], signed=True)]
-         for r in rows],
-    )  # fmt: skip
+        [
+            [
+                "OOD-only" if r["condition"] == "ood_only" else "matched",
+                r["extra"],
+                _k(r["k_id"]),
+                _k(r["k_ood"]),
+                r["score"],
+                _num(r["auroc"]),
+                _num(r["delta_auroc"], signed=True),
+                _num(r["aupr_in"]),
+                _num(r["delta_aupr"], signed=True),
+            ]
+            for r in rows
+        ],
+    )
 
 
 def _md_calibration(report: dict) -> list[str]:
@@ -721,9 +904,11 @@ def _md_calibration(report: dict) -> list[str]:
     if report["calibration"]:
         lines += _table(
             ["task", "accuracy", "ECE (15 bins)", "adaptive ECE", "NLL", "Brier"],
-            [[r["task"], _num(r["acc"]), _num(r["ece"]), _num(r["adaptive_ece"]), _num(r["nll"]), _num(r["brier"])]
-             for r in report["calibration"]],
-        )  # fmt: skip
+            [
+                [r["task"], _num(r["acc"]), _num(r["ece"]), _num(r["adaptive_ece"]), _num(r["nll"]), _num(r["brier"])]
+                for r in report["calibration"]
+            ],
+        )
         lines += _reasons(report["calibration"])
     return lines + _figure(report, "reliability", "Reliability diagrams (confidence = max E[p]; n = examples per bin)")
 
@@ -731,14 +916,21 @@ def _md_calibration(report: dict) -> list[str]:
 def _selective_table(rows: Sequence[dict]) -> list[str]:
     return _table(
         ["task", "score", "PRR@0.5", "PRR@0.75", "AURC", "Spearman"],
-        [[r["task"], r["score"], _num(r["prr_0.5"]), _num(r["prr_0.75"]), _num(r["aurc"]), _num(r["spearman"])]
-         for r in rows],
-    )  # fmt: skip
+        [
+            [r["task"], r["score"], _num(r["prr_0.5"]), _num(r["prr_0.75"]), _num(r["aurc"]), _num(r["spearman"])]
+            for r in rows
+        ],
+    )
 
 
 def _md_selective(report: dict) -> list[str]:
     idt = report["id_task"]
-    lines = ["## Selective prediction", "", "PRR: 1 = oracle, 0 = random (higher is better); AURC: lower is better.", ""]
+    lines = [
+        "## Selective prediction",
+        "",
+        "PRR: 1 = oracle, 0 = random (higher is better); AURC: lower is better.",
+        "",
+    ]
     if report["selective"]:
         lines += _selective_table(_headline_rows(report["selective"])) + _reasons(report["selective"])
     return lines + _figure(report, f"risk_coverage_{_slug(idt)}", f"Risk-coverage curves on {idt}")
@@ -747,15 +939,21 @@ def _md_selective(report: dict) -> list[str]:
 def _atc_table(rows: Sequence[dict]) -> list[str]:
     return _table(
         ["target", "score", "method", "estimate", "true accuracy", "|error|"],
-        [[r["target_task"], r["score"], r["method"], _num(r["estimate"]), _num(r["true_acc"]), _num(r["abs_error"])]
-         for r in rows],
-    )  # fmt: skip
+        [
+            [r["target_task"], r["score"], r["method"], _num(r["estimate"]), _num(r["true_acc"]), _num(r["abs_error"])]
+            for r in rows
+        ],
+    )
 
 
 def _md_atc(report: dict) -> list[str]:
-    lines = ["## Accuracy estimation without labels (ATC / DoC)", "",
-             f"Threshold learned on {report['id_task']}; targets are the OOD tasks accepted under "
-             f"k_policy={report['policies'][0]}.", ""]  # fmt: skip
+    lines = [
+        "## Accuracy estimation without labels (ATC / DoC)",
+        "",
+        f"Threshold learned on {report['id_task']}; targets are the OOD tasks accepted under "
+        f"k_policy={report['policies'][0]}.",
+        "",
+    ]
     if report["atc"]:
         lines += _atc_table(_headline_rows(report["atc"])) + _reasons(report["atc"])
     return lines
@@ -767,7 +965,7 @@ def _equivalence_groups(rows: Sequence[dict]) -> dict[str, list[list[str]]]:
     for task in dict.fromkeys(r["task"] for r in rows):
         parent: dict[str, str] = {}
 
-        def find(x: str) -> str:
+        def find(x: str, parent: dict[str, str] = parent) -> str:
             while parent.setdefault(x, x) != x:
                 x = parent[x]
             return x
@@ -784,8 +982,13 @@ def _equivalence_groups(rows: Sequence[dict]) -> dict[str, list[list[str]]]:
 
 
 def _md_orders(report: dict) -> list[str]:
-    lines = ["## Score-order equivalence", "",
-             "Order-equivalent scores give identical AUROC, AUPR, PRR, AURC and ATC (Maaz et al. 2023), so each group below is one choice, not several. Every pair is in the appendix.", ""]  # fmt: skip
+    lines = [
+        "## Score-order equivalence",
+        "",
+        "Order-equivalent scores give identical AUROC, AUPR, PRR, AURC and ATC (Maaz et al. 2023), so each group "
+        "below is one choice, not several. Every pair is in the appendix.",
+        "",
+    ]
     for task, groups in _equivalence_groups(report["orders"]).items():
         text = "; ".join(" = ".join(g) for g in groups) if groups else "no two scores order the examples alike"
         lines += [f"- {task}: {text}"]
@@ -801,23 +1004,38 @@ def _md_not_computed(report: dict) -> list[str]:
 def _md_appendix(report: dict) -> list[str]:
     lines = ["## Appendix: every score", ""]
     for policy, sec in report["ood"].items():
-        lines += _details(f"OOD detection, k_policy = {policy} ({len(sec['rows'])} rows)", _ood_table(sec["rows"]) if sec["rows"] else [])
+        lines += _details(
+            f"OOD detection, k_policy = {policy} ({len(sec['rows'])} rows)",
+            _ood_table(sec["rows"]) if sec["rows"] else [],
+        )
         lines += _details(
             f"Refusals under k_policy = {policy}, full text",
             [line for ref in sec["refused"] for line in ("```", ref["error"], "```", "")],
         )
     for task, entry in report["ksweep"].items():
         if entry.get("rows"):
-            lines += _details(f"K sweep {report['id_task']} → {task} ({len(entry['rows'])} rows)", _ksweep_table(entry["rows"]))
+            lines += _details(
+                f"K sweep {report['id_task']} → {task} ({len(entry['rows'])} rows)", _ksweep_table(entry["rows"])
+            )
     if report["selective"]:
-        lines += _details(f"Selective prediction ({len(report['selective'])} rows)", _selective_table(report["selective"]))
+        lines += _details(
+            f"Selective prediction ({len(report['selective'])} rows)", _selective_table(report["selective"])
+        )
     if report["atc"]:
         lines += _details(f"ATC / DoC ({len(report['atc'])} rows)", _atc_table(report["atc"]))
     if report["orders"]:
         body = _table(
             ["task", "score A", "score B", "discordant pairs", "order-equivalent"],
-            [[r["task"], r["score_a"], r["score_b"], _num(r["discordant_fraction"], 4), _num(bool(r["order_equivalent"]))]
-             for r in report["orders"]],
-        )  # fmt: skip
+            [
+                [
+                    r["task"],
+                    r["score_a"],
+                    r["score_b"],
+                    _num(r["discordant_fraction"], 4),
+                    _num(bool(r["order_equivalent"])),
+                ]
+                for r in report["orders"]
+            ],
+        )
         lines += _details(f"Score-order equivalence, every pair ({len(report['orders'])} rows)", body)
     return lines

@@ -55,9 +55,16 @@ def tiny_family(tiny_model, tmp_path_factory):
 
             vocab = len(AutoTokenizer.from_pretrained(tiny_model)) + padding
             built[key] = build_tiny_model(
-                root / f"{family}-{'tied' if tied else 'untied'}-{padding}", family=family, tie_word_embeddings=tied,
-                model_vocab_size=vocab, hidden_size=32, num_layers=2, num_heads=4, num_kv_heads=2, tokenizer_from=tiny_model,
-            )  # fmt: skip
+                root / f"{family}-{'tied' if tied else 'untied'}-{padding}",
+                family=family,
+                tie_word_embeddings=tied,
+                model_vocab_size=vocab,
+                hidden_size=32,
+                num_layers=2,
+                num_heads=4,
+                num_kv_heads=2,
+                tokenizer_from=tiny_model,
+            )
         return built[key]
 
     return build

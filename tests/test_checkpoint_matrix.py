@@ -34,7 +34,9 @@ ROWS = {
 }
 COLUMNS = ("trained", "merged", "modules_to_save", "gguf", "ib_edl")
 LIMIT = 3
-STEPS = dict(max_steps=1, learning_rate=1e-2, warmup_steps=0, logging_steps=1, save_steps=1000, max_train_docs=4, num_noises=4)
+STEPS = dict(
+    max_steps=1, learning_rate=1e-2, warmup_steps=0, logging_steps=1, save_steps=1000, max_train_docs=4, num_noises=4
+)
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +105,9 @@ def _modules_to_save_adapter(base, out):
 
     model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
     attention = tuple(t for t in resolve_target_modules(model, None)[0] if t != "lm_head")
-    model = get_peft_model(model, LoraConfig(r=4, target_modules=list(attention), modules_to_save=["lm_head"], task_type="CAUSAL_LM"))
+    model = get_peft_model(
+        model, LoraConfig(r=4, target_modules=list(attention), modules_to_save=["lm_head"], task_type="CAUSAL_LM")
+    )
     generator = torch.Generator().manual_seed(0)
     with torch.no_grad():
         for name, param in model.named_parameters():

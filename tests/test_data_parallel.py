@@ -33,10 +33,15 @@ TIMEOUT = 900
 def _env(mirror, **extra) -> dict:
     root = str(Path(__file__).resolve().parents[1])
     return {
-        **os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1",
-        "HF_DATASETS_OFFLINE": "1", "EVIDENTIAL_DATA_DIR": str(mirror),
-        "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])), **extra,
-    }  # fmt: skip
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "EVIDENTIAL_DATA_DIR": str(mirror),
+        "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])),
+        **extra,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -90,8 +95,15 @@ def test_readme_command_starts_two_cpu_processes(tiny_model, tiny_adapter, mirro
     command = _readme_command("data-parallel-command")
     command, n = re.subn(r"^MODEL=\S+ ADAPTER=\S+", f"MODEL={tiny_model} ADAPTER={tiny_adapter}", command, flags=re.M)
     assert n == 1, "the README command's first line sets MODEL and ADAPTER"
-    proc = subprocess.run(["bash", "-c", command], env=_env(mirror), cwd=tmp_path, capture_output=True, text=True,
-                          timeout=TIMEOUT, check=False)  # fmt: skip
+    proc = subprocess.run(
+        ["bash", "-c", command],
+        env=_env(mirror),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     # what the README says proves two ranks ran
     for rank in (0, 1):
@@ -103,7 +115,7 @@ def test_readme_command_starts_two_cpu_processes(tiny_model, tiny_adapter, mirro
 # Each process: fake two GPUs (the harness's HF model then takes its GPU branch, with node-local
 # ranks), record which docs this rank was given, run what the CLI runs (simple_evaluate, then the
 # tracker saves results and records) without indexing every stock lm-eval task.
-DRIVER = r'''
+DRIVER = r"""
 import json, os, sys
 import torch
 
@@ -130,11 +142,12 @@ EvidentialLM.loglikelihood = loglikelihood
 model_args, out = sys.argv[1], sys.argv[2]
 tracker = EvaluationTracker(output_path=out)
 results = simple_evaluate(model="evidential", model_args=model_args, tasks=sys.argv[3].split(","), batch_size=8,
-                          evaluation_tracker=tracker, task_manager=TaskManager(include_path=str(tasks_dir()), include_defaults=False),
+                          evaluation_tracker=tracker,
+                          task_manager=TaskManager(include_path=str(tasks_dir()), include_defaults=False),
                           bootstrap_iters=0)
 if results is not None:
     tracker.save_results_aggregated(results=results, samples=None)
-'''
+"""
 
 
 @pytest.mark.slow
@@ -149,12 +162,28 @@ def test_two_nodes_of_two_processes_use_global_ranks(tiny_model, tiny_adapter, m
     for node in (0, 1):
         model, adapter = scratch[node]
         cmd = [
-            sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node_rank", str(node),
-            "--nproc_per_node", "2", "--master_addr", "127.0.0.1", "--master_port", port, str(driver),
-            f"pretrained={model},peft={adapter},device=cpu", str(out_dir), ",".join(TASKS),
-        ]  # fmt: skip
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nnodes",
+            "2",
+            "--node_rank",
+            str(node),
+            "--nproc_per_node",
+            "2",
+            "--master_addr",
+            "127.0.0.1",
+            "--master_port",
+            port,
+            str(driver),
+            f"pretrained={model},peft={adapter},device=cpu",
+            str(out_dir),
+            ",".join(TASKS),
+        ]
         env = _env(mirror, ACCELERATE_USE_CPU="1", DP_TRACE_DIR=str(trace_dir))
-        procs.append(subprocess.Popen(cmd, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        procs.append(
+            subprocess.Popen(cmd, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        )
     outputs = [p.communicate(timeout=TIMEOUT) for p in procs]
     for p, (_, err) in zip(procs, outputs):
         assert p.returncode == 0, err[-4000:]

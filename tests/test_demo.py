@@ -15,8 +15,12 @@ def test_demo_runs_end_to_end(tmp_path):
     env.pop("EVIDENTIAL_DATA_DIR", None)  # the demo must point the tasks at its bundled samples itself
     proc = subprocess.run(
         [sys.executable, "-m", "lm_eval_evidential", "demo", "--fast", "--out", str(tmp_path / "demo")],
-        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=900,
+    )
     out = proc.stdout
     assert proc.returncode == 0, out[-3000:] + proc.stderr[-3000:]
     assert "refused obqa_edl vs csqa_edl" in proc.stderr and "{5: " in proc.stderr
@@ -24,7 +28,14 @@ def test_demo_runs_end_to_end(tmp_path):
     assert "csqa4_edl" in out and "matched" in out
     assert "ILLUSTRATIVE ONLY" in out and "meta-llama/Meta-Llama-3-8B" in out
     demo = tmp_path / "demo"
-    for name in ("ksweep.png", "ksweep.svg", "ksweep.json", "ood_matched.json", "report/report.md", "report/report.json"):
+    for name in (
+        "ksweep.png",
+        "ksweep.svg",
+        "ksweep.json",
+        "ood_matched.json",
+        "report/report.md",
+        "report/report.json",
+    ):
         assert (demo / name).is_file(), name
     assert list((demo / "eval-edl").rglob("records_obqa_edl_*.parquet"))
     assert (demo / "adapter-edl" / "evidential_config.json").is_file()
@@ -48,8 +59,12 @@ def test_demo_runs_end_to_end(tmp_path):
     # the README's main job may be run again in the same folder
     again = subprocess.run(
         [sys.executable, "-m", "lm_eval_evidential", "demo", "--fast", "--out", str(demo)],
-        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=900,
+    )
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
 
 

@@ -51,7 +51,9 @@ from lm_eval_evidential.records import (
 
 # FUZZ_EXAMPLES=5000 for a long hunt; the default keeps the file at a few seconds.
 FUZZ = settings(
-    max_examples=int(os.environ.get("FUZZ_EXAMPLES", "120")), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=int(os.environ.get("FUZZ_EXAMPLES", "120")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
 )
 
 WEIRD = [math.nan, math.inf, -math.inf, 0.0, -0.0, -1.0, 1e308, -1e308, 5e-324, 1e-300, 1e300, 1e16]
@@ -80,10 +82,20 @@ def _undefined_warned(caught) -> bool:
 
 F64_LIST = pa.list_(pa.float64())
 SCHEMA = {
-    "task": pa.string(), "doc_id": pa.int64(), "k": pa.int32(), "labels": pa.list_(pa.string()),
-    "gold": pa.int32(), "logits": F64_LIST, "evidence": F64_LIST, "alpha": F64_LIST, "strength": pa.float64(),
-    "vacuity": pa.float64(), "max_prob": pa.float64(), "pred": pa.int32(), "correct": pa.bool_(),
-}  # fmt: skip
+    "task": pa.string(),
+    "doc_id": pa.int64(),
+    "k": pa.int32(),
+    "labels": pa.list_(pa.string()),
+    "gold": pa.int32(),
+    "logits": F64_LIST,
+    "evidence": F64_LIST,
+    "alpha": F64_LIST,
+    "strength": pa.float64(),
+    "vacuity": pa.float64(),
+    "max_prob": pa.float64(),
+    "pred": pa.int32(),
+    "correct": pa.bool_(),
+}
 
 # (column, replacement type, converter of the python values): the "wrong types" of the fuzz.
 RETYPES = {
@@ -92,9 +104,17 @@ RETYPES = {
     "doc_id_as_string": ("doc_id", pa.string(), lambda v: [f"doc{x}" for x in v]),
     "gold_as_float": ("gold", pa.float64(), lambda v: [None if x is None else x + 0.25 for x in v]),
     "gold_as_string": ("gold", pa.string(), lambda v: [f"{x}" for x in v]),
-    "logits_as_strings": ("logits", pa.list_(pa.string()), lambda v: [None if x is None else [repr(y) for y in x] for x in v]),
+    "logits_as_strings": (
+        "logits",
+        pa.list_(pa.string()),
+        lambda v: [None if x is None else [repr(y) for y in x] for x in v],
+    ),
     "alpha_as_float": ("alpha", pa.float64(), lambda v: [None if x is None else (x[0] if x else None) for x in v]),
-    "labels_as_ints": ("labels", pa.list_(pa.int64()), lambda v: [None if x is None else list(range(len(x))) for x in v]),
+    "labels_as_ints": (
+        "labels",
+        pa.list_(pa.int64()),
+        lambda v: [None if x is None else list(range(len(x))) for x in v],
+    ),
     "strength_as_string": ("strength", pa.string(), lambda v: [repr(x) for x in v]),
     "correct_as_int": ("correct", pa.int64(), lambda v: [int(x) for x in v]),
     "correct_as_string": ("correct", pa.string(), lambda v: ["yes" if x else "no" for x in v]),
@@ -145,8 +165,11 @@ def record_tables(draw, faults=ANY_FAULTS, retypes=True):
     n = draw(st.integers(0, 6))
     faults = draw(faults)
     method = draw(st.sampled_from(["edl", "edl", "ib_edl", "softmax"]))
-    lam = draw(st.sampled_from([0.0, -1.0, math.nan, math.inf, 1e-300, "abc", None])) if "weird_lambda" in faults \
+    lam = (
+        draw(st.sampled_from([0.0, -1.0, math.nan, math.inf, 1e-300, "abc", None]))
+        if "weird_lambda" in faults
         else draw(st.sampled_from([1.0, 1.0, 0.5, 2.0]))
+    )
     lam_num = lam if isinstance(lam, float) and math.isfinite(lam) and lam > 0 else 1.0
     values = weird_floats if "weird_logits" in faults else st.floats(-40, 40)
     victim = draw(st.integers(0, max(n - 1, 0)))  # the row that gets the per-row damage
@@ -169,11 +192,19 @@ def record_tables(draw, faults=ANY_FAULTS, retypes=True):
         labels = list("ABCDEF"[:k])
         if "bad_length" in faults and i == victim:
             labels = labels[:-1] if draw(st.booleans()) else [*labels, "G"]
-        rows.append({
-            "task": "t", "doc_id": i, "k": k, "labels": labels, "gold": gold, "logits": z.tolist(),
-            "evidence": None if a is None else (a - lam_num).tolist(), "alpha": None if a is None else a.tolist(),
-            **d,
-        })  # fmt: skip
+        rows.append(
+            {
+                "task": "t",
+                "doc_id": i,
+                "k": k,
+                "labels": labels,
+                "gold": gold,
+                "logits": z.tolist(),
+                "evidence": None if a is None else (a - lam_num).tolist(),
+                "alpha": None if a is None else a.tolist(),
+                **d,
+            }
+        )
     if n >= 2 and "dup_doc" in faults:
         rows[-1]["doc_id"] = rows[0]["doc_id"]
     meta = {"schema_version": SCHEMA_VERSION, "task": "t", "method": method}
@@ -182,7 +213,9 @@ def record_tables(draw, faults=ANY_FAULTS, retypes=True):
     if not retypes:
         return rows, meta, "ok", draw(st.sampled_from([[], [], ["k_as_float"], ["gold_as_float"]])), "task"
     meta_kind = draw(st.sampled_from(["ok"] * 15 + ["missing", "bad_json", "json_list", "version_2", "no_task"]))
-    damage = draw(st.lists(st.sampled_from(["drop", *sorted(RETYPES)]), max_size=2)) if draw(st.integers(0, 3)) == 0 else []
+    damage = (
+        draw(st.lists(st.sampled_from(["drop", *sorted(RETYPES)]), max_size=2)) if draw(st.integers(0, 3)) == 0 else []
+    )
     drop = draw(st.sampled_from(RECORD_FIELDS))
     return rows, meta, meta_kind, damage, drop
 
@@ -260,8 +293,13 @@ def _check_loaded(rec, table) -> None:
     with strict_numpy():
         probs = rec.probs
         for name in names:
-            v = compute_score(name, probs=None if rec.has_alpha else probs, k=k,
-                              alpha=rec.alpha if rec.has_alpha else None, prior_weight=rec.prior_weight)
+            v = compute_score(
+                name,
+                probs=None if rec.has_alpha else probs,
+                k=k,
+                alpha=rec.alpha if rec.has_alpha else None,
+                prior_weight=rec.prior_weight,
+            )
             assert v.shape == (n,) and np.isfinite(v).all(), (name, v)
     assert np.isfinite(probs[real]).all() and (probs[real] >= 0).all() and (probs[real] <= 1 + 1e-12).all()
     assert np.allclose(np.nansum(probs, axis=1), 1.0, atol=1e-9)
@@ -289,7 +327,11 @@ def test_loader_errors_are_records_errors_naming_the_file(spec):
 
 
 @FUZZ
-@given(record_tables(faults=st.sampled_from([set(), {"bad_derived"}, {"dup_doc"}, {"bad_derived", "dup_doc"}]), retypes=False))
+@given(
+    record_tables(
+        faults=st.sampled_from([set(), {"bad_derived"}, {"dup_doc"}, {"bad_derived", "dup_doc"}]), retypes=False
+    )
+)
 def test_loaded_records_are_self_consistent(spec):
     """Stored derived fields agree with the logits/alpha they derive from; doc_ids are unique; k is read exactly.
 
@@ -311,7 +353,9 @@ def test_loaded_records_are_self_consistent(spec):
     if rec.has_alpha:
         s = np.nansum(rec.alpha, axis=1)
         np.testing.assert_allclose(rec.strength, s, rtol=1e-9, err_msg="stored strength != sum(alpha)")
-        np.testing.assert_allclose(rec.vacuity, rec.prior_weight * k / s, rtol=1e-9, err_msg="stored vacuity != lambda K / S")
+        np.testing.assert_allclose(
+            rec.vacuity, rec.prior_weight * k / s, rtol=1e-9, err_msg="stored vacuity != lambda K / S"
+        )
         p = rec.alpha / s[:, None]
     else:
         z = rec.logits - np.nanmax(rec.logits, axis=1, keepdims=True)
@@ -319,11 +363,14 @@ def test_loaded_records_are_self_consistent(spec):
     p = np.where(real, p, -np.inf)
     np.testing.assert_allclose(rec.max_prob, p.max(axis=1), rtol=1e-9, err_msg="stored max_prob != max E[p]")
     assert ((rec.pred >= 0) & (rec.pred < k)).all(), f"pred {rec.pred.tolist()} outside 0..K-1"
-    np.testing.assert_allclose(p[np.arange(len(rec)), rec.pred], p.max(axis=1), rtol=1e-12, err_msg="pred != argmax E[p]")
+    np.testing.assert_allclose(
+        p[np.arange(len(rec)), rec.pred], p.max(axis=1), rtol=1e-12, err_msg="pred != argmax E[p]"
+    )
     assert (rec.correct == (rec.pred == rec.gold)).all(), "stored correct != (pred == gold)"
 
 
 # ----------------------------------------------------------------------------- metrics
+
 
 @st.composite
 def labelled_scores(draw):
@@ -339,9 +386,16 @@ def labelled_scores(draw):
         if kind == "bad_label" and n:
             y[draw(st.integers(0, n - 1))] = draw(st.sampled_from([2, -1, 0.5]))
     y = np.array(y, dtype=bool) if kind == "bool" else np.array(y)
-    values = draw(st.sampled_from([
-        st.floats(0, 1), st.sampled_from([0.0, 0.5, 1.0]), st.floats(-1e300, 1e300), st.sampled_from([5e-324, 1e-300, 0.0, 1.0])
-    ]))  # plain, heavily tied, huge-range, and subnormal scores
+    values = draw(
+        st.sampled_from(
+            [
+                st.floats(0, 1),
+                st.sampled_from([0.0, 0.5, 1.0]),
+                st.floats(-1e300, 1e300),
+                st.sampled_from([5e-324, 1e-300, 0.0, 1.0]),
+            ]
+        )
+    )  # plain, heavily tied, huge-range, and subnormal scores
     m = n if draw(st.integers(0, 9)) else draw(st.integers(0, 25))
     s = np.array(draw(st.lists(values, min_size=m, max_size=m)), dtype=np.float64)
     if m and draw(st.integers(0, 3)) == 0:  # one hostile value
@@ -423,7 +477,9 @@ def padded_batches(draw):
         if mode == "ordinary":
             vals = draw(st.lists(st.floats(1e-3, 1e3), min_size=k, max_size=k))
         elif mode == "tiny_huge":
-            vals = draw(st.lists(st.sampled_from([5e-324, 1e-300, 1e-12, 1.0, 1e12, 1e300, 1e307]), min_size=k, max_size=k))
+            vals = draw(
+                st.lists(st.sampled_from([5e-324, 1e-300, 1e-12, 1.0, 1e12, 1e300, 1e307]), min_size=k, max_size=k)
+            )
         else:
             vals = draw(st.lists(weird_floats, min_size=k, max_size=k))
         alpha[i, :k] = vals
@@ -464,7 +520,15 @@ def _score_bounds(name, k):
 # its digits there (mutual information 0.42 for K = 1), an alpha sum above the float64 range,
 # zero examples (IndexError in the row max), and a tolerated -1e-308 probability (entropy inf).
 @example(("neg_expected_entropy", None, np.array([1, 2]), np.array([[1e307, np.nan], [1e307, 5e-324]]), 1.0))
-@example(("neg_mutual_information", None, np.array([1, 4]), np.array([[5e-324] * 4, [5e-324] * 4]) * [[1, np.nan, np.nan, np.nan], [1, 1, 1, 1]], 1.0))
+@example(
+    (
+        "neg_mutual_information",
+        None,
+        np.array([1, 4]),
+        np.array([[5e-324] * 4, [5e-324] * 4]) * [[1, np.nan, np.nan, np.nan], [1, 1, 1, 1]],
+        1.0,
+    )
+)
 @example(("strength", None, np.array([2]), np.array([[1e308, 1e308]]), 1.0))
 @example(("max_prob", None, np.zeros(0, dtype=np.int64), np.zeros((0, 0)), 1.0))
 @example(("js_to_uniform", np.array([[-1e-308, 1.0]]), np.array([2]), None, 1.0))

@@ -147,9 +147,12 @@ else:
             slow_bytes(fname, buf.getvalue())
 
         Figure.savefig = slow_savefig
-        pathlib.Path.write_text = lambda self, text, encoding=None, **kw: slow_bytes(self, text.encode(encoding or "utf-8"))
+        pathlib.Path.write_text = lambda self, text, encoding=None, **kw: slow_bytes(
+            self, text.encode(encoding or "utf-8")
+        )
 
-    id_rec, ood_rec, ood2 = records("idt", 150, 4, 1.0, 1), records("oodt", 120, 4, 0.0, 2), records("oodu", 90, 4, -0.5, 3)
+    id_rec, ood_rec = records("idt", 150, 4, 1.0, 1), records("oodt", 120, 4, 0.0, 2)
+    ood2 = records("oodu", 90, 4, -0.5, 3)
     # Two reports with different file sets, alternately into one folder: a folder that mixes
     # files of two runs cannot equal either uninterrupted reference.
     configs = [[ood_rec], [ood_rec, ood2]]
@@ -169,7 +172,11 @@ N_BIG = 20_000
 def _child(script: Path, mode: str, out: Path) -> subprocess.Popen:
     env = {**os.environ, "MPLBACKEND": "Agg", "PYTHONUNBUFFERED": "1"}
     return subprocess.Popen(
-        [sys.executable, str(script), mode, str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+        [sys.executable, str(script), mode, str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
     )
 
 
@@ -229,10 +236,18 @@ def interrupted(tmp_path_factory):
             delay = functools.partial(lambda f, d: f, rng.uniform(0.0, 0.1 if marker == "W" else 0.01))
         jobs.append((mode, sig, marker, skip, delay, root / f"run{i}"))
     with ThreadPoolExecutor(len(jobs) + 1) as pool:
-        ref = pool.submit(subprocess.run, [sys.executable, str(script), "reference", str(root / "reference")],
-                          capture_output=True, text=True, env={**os.environ, "MPLBACKEND": "Agg"}, timeout=900)
-        futures = [pool.submit(_run_and_kill, script, mode, out, sig, marker, skip, delay)
-                   for mode, sig, marker, skip, delay, out in jobs]
+        ref = pool.submit(
+            subprocess.run,
+            [sys.executable, str(script), "reference", str(root / "reference")],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "MPLBACKEND": "Agg"},
+            timeout=900,
+        )
+        futures = [
+            pool.submit(_run_and_kill, script, mode, out, sig, marker, skip, delay)
+            for mode, sig, marker, skip, delay, out in jobs
+        ]
         results = [(mode, sig, f.result()) for (mode, sig, *_), f in zip(jobs, futures)]
     assert ref.result().returncode == 0, ref.result().stderr
     return [root / "reference" / f"report{j}" for j in (0, 1)], results
@@ -246,9 +261,13 @@ def test_a_writer_started_with_sigint_ignored_still_takes_ctrl_c(tmp_path):
     script.write_text(CHILD)
     env = {**os.environ, "MPLBACKEND": "Agg", "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(
-        [sys.executable, str(script), "records", str(tmp_path / "out")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, env=env, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
-    )  # fmt: skip
+        [sys.executable, str(script), "records", str(tmp_path / "out")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
     try:
         assert proc.stdout.readline().startswith("T ")  # imports done, the first write begins
         proc.send_signal(signal.SIGINT)
@@ -300,7 +319,9 @@ def _same_report_files(folder: Path, references: list[Path]) -> None:
     matches = [ref for ref in references if sorted(p.name for p in ref.iterdir()) == names]
     assert len(matches) == 1, f"the folder's files {names} are not the file set of one complete report"
     for name in names:
-        assert (folder / name).read_bytes() == (matches[0] / name).read_bytes(), f"{name} differs from an uninterrupted run"
+        assert (folder / name).read_bytes() == (matches[0] / name).read_bytes(), (
+            f"{name} differs from an uninterrupted run"
+        )
     json.loads((folder / "report.json").read_text())
     for svg in folder.glob("*.svg"):
         ET.parse(svg)
@@ -351,9 +372,10 @@ def test_keyboard_interrupt_in_the_records_hook_leaves_no_records_file(tmp_path,
 
     run_records = {"first": _records("first", 40, seed=1), "second": _records("second", 40, seed=2)}
     tracker = types.SimpleNamespace(
-        output_path=str(tmp_path), date_id=DATE,
+        output_path=str(tmp_path),
+        date_id=DATE,
         general_config_tracker=types.SimpleNamespace(model_name_sanitized="model"),
-    )  # fmt: skip
+    )
     real_write = pq.write_table
     calls = []
 
@@ -383,8 +405,21 @@ def test_atomically_written_files_get_the_usual_permissions(tmp_path, capsys):
     os.umask(umask)
     expected = oct(0o666 & ~umask)
     written = [write_records(records_path(tmp_path / "model", "t", DATE), _records("t", 20, seed=3))]
-    assert main(["calibration", str(tmp_path), "--task", "t", "--json", str(tmp_path / "c.json"),
-                 "--plot", str(tmp_path / "rel")]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "calibration",
+                str(tmp_path),
+                "--task",
+                "t",
+                "--json",
+                str(tmp_path / "c.json"),
+                "--plot",
+                str(tmp_path / "rel"),
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     written += [tmp_path / "c.json", tmp_path / "rel.png", tmp_path / "rel.svg"]
     assert {p.name: oct(p.stat().st_mode & 0o777) for p in written} == {p.name: expected for p in written}
@@ -399,7 +434,9 @@ def sides(tmp_path_factory) -> Path:
     folder = root / "model"
     for rec in (
         Records.from_rows([], task="empty", meta={"method": "edl", "prior_weight": 1.0, "pretrained": "synthetic"}),
-        Records.from_rows([], task="sm_empty", meta={"method": "softmax", "prior_weight": 1.0, "pretrained": "synthetic"}),
+        Records.from_rows(
+            [], task="sm_empty", meta={"method": "softmax", "prior_weight": 1.0, "pretrained": "synthetic"}
+        ),
         _records("id4", 60, seed=1, shift=1.0),
         _records("ood4", 50, seed=2),
         _records("ood5", 40, k=5, seed=3),
@@ -450,7 +487,9 @@ def _cli(argv, capsys):
         (["calibration", "{o}", "--task", "nope"], 1, "no records for task 'nope'"),
     ],
 )
-def test_empty_and_degenerate_sides_give_an_exit_status_and_a_clear_message(sides, tmp_path, capsys, argv, status, message):
+def test_empty_and_degenerate_sides_give_an_exit_status_and_a_clear_message(
+    sides, tmp_path, capsys, argv, status, message
+):
     argv = [a.format(o=sides, t=tmp_path) for a in argv]
     got, out, err = _cli(argv, capsys)
     assert got == status, out + err
@@ -480,8 +519,11 @@ def _nan_rows_have_reasons(rows, numeric):
 
 def test_calibration_of_empty_single_and_one_class_tasks(sides, tmp_path, capsys):
     # sm_empty is a softmax task (another producer), so the mixed table needs the flag
-    rows = _json_rows(["calibration", sides, "--task", "empty,single,right,wrong,flat,k1,sm_empty",
-                       "--allow-fingerprint-mismatch"], capsys, tmp_path / "c.json")  # fmt: skip
+    rows = _json_rows(
+        ["calibration", sides, "--task", "empty,single,right,wrong,flat,k1,sm_empty", "--allow-fingerprint-mismatch"],
+        capsys,
+        tmp_path / "c.json",
+    )
     by = {r["task"]: r for r in rows}
     nan = _nan_rows_have_reasons(rows, ("ece", "adaptive_ece", "nll", "brier", "acc"))
     assert {r["task"] for r in nan} == {"empty", "sm_empty"}
@@ -502,7 +544,9 @@ def test_selective_of_empty_single_and_one_class_tasks(sides, tmp_path, capsys):
     assert all(r["aurc"] == 1.0 for r in rows if r["task"] == "wrong")
 
 
-@pytest.mark.parametrize("id_task, targets", [("empty", "id4,single"), ("id4", "empty,single,flat"), ("wrong", "right"), ("right", "wrong")])
+@pytest.mark.parametrize(
+    "id_task, targets", [("empty", "id4,single"), ("id4", "empty,single,flat"), ("wrong", "right"), ("right", "wrong")]
+)
 def test_atc_with_empty_and_one_class_sides(sides, tmp_path, capsys, id_task, targets):
     rows = _json_rows(["atc", sides, "--id", id_task, "--target", targets], capsys, tmp_path / "a.json")
     _nan_rows_have_reasons(rows, ("estimate", "abs_error"))
@@ -518,7 +562,9 @@ def test_atc_with_empty_and_one_class_sides(sides, tmp_path, capsys, id_task, ta
 
 
 def test_orders_of_empty_and_single_tasks(sides, tmp_path, capsys):
-    rows = _json_rows(["orders", sides, "--task", "empty,single", "--scores", "max_prob,neg_entropy"], capsys, tmp_path / "o.json")
+    rows = _json_rows(
+        ["orders", sides, "--task", "empty,single", "--scores", "max_prob,neg_entropy"], capsys, tmp_path / "o.json"
+    )
     assert [r["task"] for r in rows] == ["empty", "single"]
     for r in rows:
         assert r["discordant_fraction"] is None and "needs at least one pair" in r["reason"]
@@ -526,11 +572,15 @@ def test_orders_of_empty_and_single_tasks(sides, tmp_path, capsys):
 
 def test_ood_with_a_single_example_side_reports_the_undefined_interval(sides, tmp_path, capsys):
     with pytest.warns(UndefinedMetricWarning, match="fewer than 2 examples per class"):
-        rows = _json_rows(["ood", sides, "--id", "id4", "--ood", "single", "--n-boot", "50"], capsys, tmp_path / "d.json")
+        rows = _json_rows(
+            ["ood", sides, "--id", "id4", "--ood", "single", "--n-boot", "50"], capsys, tmp_path / "d.json"
+        )
     for r in rows:
         assert (r["n_id"], r["n_ood"]) == (60, 1)
         assert 0.0 <= r["auroc"] <= 1.0 and r["auroc_ci"] == [None, None]
-        assert all(v is not None and 0.0 <= v <= 1.0 for v in (r["aupr_in"], r["aupr_out"], r["fpr95"], *r["aupr_in_ci"]))
+        assert all(
+            v is not None and 0.0 <= v <= 1.0 for v in (r["aupr_in"], r["aupr_out"], r["fpr95"], *r["aupr_in_ci"])
+        )
 
 
 def test_ood_of_tied_scores_is_chance(sides, tmp_path, capsys):
@@ -542,7 +592,9 @@ def test_ood_of_tied_scores_is_chance(sides, tmp_path, capsys):
 def test_report_of_single_example_sides_is_written_with_undefined_values_marked(sides, tmp_path, capsys):
     out = tmp_path / "rep"
     with pytest.warns(UndefinedMetricWarning):
-        status, _, err = _cli(["report", sides, "--id", "single", "--ood", "single_b", "--out", out, "--n-boot", "0"], capsys)
+        status, _, err = _cli(
+            ["report", sides, "--id", "single", "--ood", "single_b", "--out", out, "--n-boot", "0"], capsys
+        )
     assert status == 0, err
     report = json.loads((out / "report.json").read_text())
     assert report["ood"]["assert"]["rows"] and report["ksweep"]["single_b"]["delong_test"]["p_value"] is None
@@ -556,11 +608,45 @@ def test_same_records_give_byte_identical_reports_and_json(sides, tmp_path, caps
     """Two runs of ``report`` (figures included: SVG element ids are salted) and of ``ood --json``
     on the same records and seed produce the same bytes."""
     for name in ("a", "b"):
-        status, _, err = _cli(["report", sides, "--id", "id4", "--ood", "ood4,ood5", "--k-policy", "assert,restrict",
-                               "--out", tmp_path / name, "--n-boot", "30", "--seed", "3", "--max-extra", "2"], capsys)
+        status, _, err = _cli(
+            [
+                "report",
+                sides,
+                "--id",
+                "id4",
+                "--ood",
+                "ood4,ood5",
+                "--k-policy",
+                "assert,restrict",
+                "--out",
+                tmp_path / name,
+                "--n-boot",
+                "30",
+                "--seed",
+                "3",
+                "--max-extra",
+                "2",
+            ],
+            capsys,
+        )
         assert status == 2, err  # written; ood5 (K = 5) refused under both policies, as cli.main's map says
-        status, _, err = _cli(["ood", sides, "--id", "id4", "--ood", "ood4", "--n-boot", "30", "--seed", "3",
-                               "--json", tmp_path / f"{name}.json"], capsys)
+        status, _, err = _cli(
+            [
+                "ood",
+                sides,
+                "--id",
+                "id4",
+                "--ood",
+                "ood4",
+                "--n-boot",
+                "30",
+                "--seed",
+                "3",
+                "--json",
+                tmp_path / f"{name}.json",
+            ],
+            capsys,
+        )
         assert status == 0, err
     files = sorted(p.name for p in (tmp_path / "a").iterdir())
     assert any(f.endswith(".svg") for f in files) and files == sorted(p.name for p in (tmp_path / "b").iterdir())

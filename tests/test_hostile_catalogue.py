@@ -78,7 +78,10 @@ class Exit:
 
 @dataclass(frozen=True)
 class Cmd:
-    """A command line (``{out}``, ``{tmp}``, ``{rec}``, ``{folder}``, ``{model}`` … filled in) and what to prepare first."""
+    """A command line (``{out}``, ``{tmp}``, ``{rec}``, ``{folder}``, ``{model}`` … filled in).
+
+    And what to prepare first.
+    """
 
     argv: list
     prepare: Callable | None = None
@@ -130,7 +133,9 @@ class Ctx:
 
     def fmt(self, text: str) -> str:
         text = text.replace("{other_adapter}", str(self.extra.get("other_adapter")))
-        return text.format(out=self.out, tmp=self.tmp, rec=self.rec(), folder=self.folder, model=self.model, adapter=self.adapter)
+        return text.format(
+            out=self.out, tmp=self.tmp, rec=self.rec(), folder=self.folder, model=self.model, adapter=self.adapter
+        )
 
 
 # ----------------------------------------------------------------------------- the synthetic run
@@ -142,7 +147,9 @@ def _records(task, n, k, shift, seed, *, softmax=False, producer="synthetic-llm"
     for i in range(n):
         z = rng.normal(shift, 1.5, size=k)
         alpha = None if softmax else np.logaddexp(0.0, z) + 1.0
-        rows.append(make_record(task=task, doc_id=i, labels=list(LETTERS[:k]), gold=int(rng.integers(k)), logits=z, alpha=alpha))
+        rows.append(
+            make_record(task=task, doc_id=i, labels=list(LETTERS[:k]), gold=int(rng.integers(k)), logits=z, alpha=alpha)
+        )
     meta = {"method": "softmax" if softmax else "edl", "prior_weight": 1.0, "pretrained": producer}
     return Records.from_rows(rows, task=task, meta=meta)
 
@@ -174,7 +181,15 @@ def ctx(run_template, tmp_path) -> Ctx:
 # ----------------------------------------------------------------------------- inputs: records files
 
 
-def edited(task: str = "id4", *, column: str | None = None, row: int = 0, value=None, meta: dict | None = None, drop: str | None = None):
+def edited(
+    task: str = "id4",
+    *,
+    column: str | None = None,
+    row: int = 0,
+    value=None,
+    meta: dict | None = None,
+    drop: str | None = None,
+):
     """A records file of ``task`` with one cell, the metadata or a column changed (written with pyarrow)."""
 
     def make(ctx: Ctx) -> Path:
@@ -184,7 +199,9 @@ def edited(task: str = "id4", *, column: str | None = None, row: int = 0, value=
             values = table.column(column).to_pylist()
             values[row] = value(values[row]) if callable(value) else value
             index = table.schema.get_field_index(column)
-            table = table.set_column(index, table.schema.field(index), pa.array(values, type=table.schema.field(index).type))
+            table = table.set_column(
+                index, table.schema.field(index), pa.array(values, type=table.schema.field(index).type)
+            )
         if drop is not None:
             table = table.drop_columns([drop])
         if meta is not None:
@@ -230,7 +247,13 @@ def bump(i: int, by: float):
 
 def arc_row(qid, labels, key, texts=None, **extra):
     texts = texts or [f"option {x}" for x in labels]
-    return {"id": qid, "question": "Which one is it?", "choices": {"text": texts, "label": labels}, "answerKey": key, **extra}
+    return {
+        "id": qid,
+        "question": "Which one is it?",
+        "choices": {"text": texts, "label": labels},
+        "answerKey": key,
+        **extra,
+    }
 
 
 ARC = "allenai/ai2_arc/ARC-Challenge/test.jsonl"
@@ -268,8 +291,27 @@ def previous_report(ctx: Ctx) -> None:
     """A report of id4 vs ood4 AND ood5 in {tmp}/old_report: its ood5 files must not survive a rewrite."""
     from lm_eval_evidential.cli.main import main
 
-    assert main(["report", str(ctx.out), "--id", "id4", "--ood", "ood4,ood5", "--k-policy", "report", "--n-boot", "0",
-                 "--max-extra", "1", "--out", str(ctx.tmp / "old_report")]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "report",
+                str(ctx.out),
+                "--id",
+                "id4",
+                "--ood",
+                "ood4,ood5",
+                "--k-policy",
+                "report",
+                "--n-boot",
+                "0",
+                "--max-extra",
+                "1",
+                "--out",
+                str(ctx.tmp / "old_report"),
+            ]
+        )
+        == 0
+    )
     assert list((ctx.tmp / "old_report").glob("*ood5*"))
 
 
@@ -319,15 +361,22 @@ def records_of(name: str):
 
 def word_choices(ctx: Ctx) -> None:
     """A stock-style task in {tmp}/tasks whose choices are words (several tokens each), on local JSON files."""
-    rows = [{"q": f"Which fruit is number {i}?", "choices": ["red apple", "green pear", "ripe plum", "sour lime"], "gold": i % 4} for i in range(3)]
+    rows = [
+        {
+            "q": f"Which fruit is number {i}?",
+            "choices": ["red apple", "green pear", "ripe plum", "sour lime"],
+            "gold": i % 4,
+        }
+        for i in range(3)
+    ]
     (ctx.tmp / "words.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     folder = ctx.tmp / "tasks"
     folder.mkdir(exist_ok=True)
     (folder / "words.yaml").write_text(
         "task: words_mc\ndataset_path: json\n"
         f"dataset_kwargs:\n  data_files:\n    test: {ctx.tmp / 'words.jsonl'}\n"
-        "test_split: test\noutput_type: multiple_choice\ndoc_to_text: \"{{q}}\\nAnswer:\"\n"
-        "doc_to_choice: \"{{choices}}\"\ndoc_to_target: \"{{gold}}\"\nmetric_list:\n  - metric: acc\n"
+        'test_split: test\noutput_type: multiple_choice\ndoc_to_text: "{{q}}\\nAnswer:"\n'
+        'doc_to_choice: "{{choices}}"\ndoc_to_target: "{{gold}}"\nmetric_list:\n  - metric: acc\n'
     )
 
 
@@ -358,145 +407,1052 @@ EDITED = "the file was edited"
 
 CATALOGUE = [
     # -- records files: every stored column must follow from the model outputs it was derived from
-    (L, "evidence-nan-beside-valid-alpha", edited(column="evidence", value=lambda v: [float("nan"), *v[1:]]), Refused(RecordsError, r"row 0: stored evidence nan \(class 0\) does not follow from the record's alpha")),
-    (L, "evidence-negative", edited(column="evidence", row=3, value=lambda v: [-1.0, *v[1:]]), Refused(RecordsError, r"row 3: stored evidence -1\.0")),
-    (L, "evidence-off-by-a-little", edited(column="evidence", row=5, value=bump(2, 1e-6)), Refused(RecordsError, r"row 5: stored evidence .*\(class 2\)")),
-    (L, "evidence-null-for-evidential-record", edited(column="evidence", row=1, value=None), Refused(RecordsError, r"row 1: stored evidence nan")),
-    (L, "softmax-record-with-evidence", edited("sm4", column="evidence", row=2, value=[1.0, 1.0, 1.0, 1.0]), Refused(RecordsError, r"row 2: a method=softmax record has evidence values")),
-    (L, "softmax-record-with-vacuity", edited("sm4", column="vacuity", row=0, value=0.5), Refused(RecordsError, r"method=softmax record has vacuity 0\.5")),
-    (L, "metadata-says-softmax-for-evidential-file", edited(meta={"method": "softmax"}), Refused(RecordsError, r"softmax record has (evidence|alpha) values")),
-    (L, "vacuity-edited", edited(column="vacuity", row=4, value=lambda v: v * 0.9), Refused(RecordsError, r"row 4: stored vacuity .* does not follow")),
-    (L, "strength-edited", edited(column="strength", row=0, value=lambda v: v + 1), Refused(RecordsError, r"row 0: stored strength")),
-    (L, "max-prob-edited", edited(column="max_prob", row=6, value=0.999), Refused(RecordsError, r"row 6: stored max_prob")),
-    (L, "pred-edited", edited(column="pred", row=0, value=lambda v: (v + 1) % 4), Refused(RecordsError, r"row 0: stored pred")),
-    (L, "correct-flipped", edited(column="correct", row=7, value=lambda v: not v), Refused(RecordsError, r"row 7: stored correct")),
-    (L, "alpha-below-prior", edited(column="alpha", row=2, value=lambda v: [0.5, *v[1:]]), Refused(RecordsError, r"row 2: alpha 0\.5 is below the prior weight")),
-    (L, "alpha-infinite", edited(column="alpha", row=2, value=lambda v: [float("inf"), *v[1:]]), Refused(RecordsError, r"row 2: alpha inf is not finite")),
-    (L, "logit-nan", edited(column="logits", row=9, value=lambda v: [float("nan"), *v[1:]]), Refused(RecordsError, r"row 9: non-finite logit nan")),
-    (L, "gold-out-of-range", edited(column="gold", row=1, value=4), Refused(RecordsError, r"row 1: gold index 4 outside 0\.\.3")),
+    (
+        L,
+        "evidence-nan-beside-valid-alpha",
+        edited(column="evidence", value=lambda v: [float("nan"), *v[1:]]),
+        Refused(RecordsError, r"row 0: stored evidence nan \(class 0\) does not follow from the record's alpha"),
+    ),
+    (
+        L,
+        "evidence-negative",
+        edited(column="evidence", row=3, value=lambda v: [-1.0, *v[1:]]),
+        Refused(RecordsError, r"row 3: stored evidence -1\.0"),
+    ),
+    (
+        L,
+        "evidence-off-by-a-little",
+        edited(column="evidence", row=5, value=bump(2, 1e-6)),
+        Refused(RecordsError, r"row 5: stored evidence .*\(class 2\)"),
+    ),
+    (
+        L,
+        "evidence-null-for-evidential-record",
+        edited(column="evidence", row=1, value=None),
+        Refused(RecordsError, r"row 1: stored evidence nan"),
+    ),
+    (
+        L,
+        "softmax-record-with-evidence",
+        edited("sm4", column="evidence", row=2, value=[1.0, 1.0, 1.0, 1.0]),
+        Refused(RecordsError, r"row 2: a method=softmax record has evidence values"),
+    ),
+    (
+        L,
+        "softmax-record-with-vacuity",
+        edited("sm4", column="vacuity", row=0, value=0.5),
+        Refused(RecordsError, r"method=softmax record has vacuity 0\.5"),
+    ),
+    (
+        L,
+        "metadata-says-softmax-for-evidential-file",
+        edited(meta={"method": "softmax"}),
+        Refused(RecordsError, r"softmax record has (evidence|alpha) values"),
+    ),
+    (
+        L,
+        "vacuity-edited",
+        edited(column="vacuity", row=4, value=lambda v: v * 0.9),
+        Refused(RecordsError, r"row 4: stored vacuity .* does not follow"),
+    ),
+    (
+        L,
+        "strength-edited",
+        edited(column="strength", row=0, value=lambda v: v + 1),
+        Refused(RecordsError, r"row 0: stored strength"),
+    ),
+    (
+        L,
+        "max-prob-edited",
+        edited(column="max_prob", row=6, value=0.999),
+        Refused(RecordsError, r"row 6: stored max_prob"),
+    ),
+    (
+        L,
+        "pred-edited",
+        edited(column="pred", row=0, value=lambda v: (v + 1) % 4),
+        Refused(RecordsError, r"row 0: stored pred"),
+    ),
+    (
+        L,
+        "correct-flipped",
+        edited(column="correct", row=7, value=lambda v: not v),
+        Refused(RecordsError, r"row 7: stored correct"),
+    ),
+    (
+        L,
+        "alpha-below-prior",
+        edited(column="alpha", row=2, value=lambda v: [0.5, *v[1:]]),
+        Refused(RecordsError, r"row 2: alpha 0\.5 is below the prior weight"),
+    ),
+    (
+        L,
+        "alpha-infinite",
+        edited(column="alpha", row=2, value=lambda v: [float("inf"), *v[1:]]),
+        Refused(RecordsError, r"row 2: alpha inf is not finite"),
+    ),
+    (
+        L,
+        "logit-nan",
+        edited(column="logits", row=9, value=lambda v: [float("nan"), *v[1:]]),
+        Refused(RecordsError, r"row 9: non-finite logit nan"),
+    ),
+    (
+        L,
+        "gold-out-of-range",
+        edited(column="gold", row=1, value=4),
+        Refused(RecordsError, r"row 1: gold index 4 outside 0\.\.3"),
+    ),
     (L, "k-zero", edited(column="k", row=0, value=0), Refused(RecordsError, r"row 0 has k=0 but 4 labels")),
-    (L, "labels-shorter-than-k", edited(column="labels", row=3, value=["A", "B", "C"]), Refused(RecordsError, r"row 3 has k=4 but 3 labels")),
-    (L, "duplicate-doc-id", edited(column="doc_id", row=1, value=0), Refused(RecordsError, r"doc_id 0 appears more than once")),
-    (L, "rows-of-another-task", edited(column="task", row=8, value="ood4"), Refused(RecordsError, r"rows of task 'ood4' in the records of 'id4'")),
-    (L, "negative-prior-weight-in-metadata", edited(meta={"prior_weight": -1}), Refused(RecordsError, r"prior_weight -1 in the metadata must be a positive number")),
-    (L, "schema-version-2", edited(meta={"schema_version": 2}), Refused(RecordsError, r"schema version 2, this package reads version 1")),
+    (
+        L,
+        "labels-shorter-than-k",
+        edited(column="labels", row=3, value=["A", "B", "C"]),
+        Refused(RecordsError, r"row 3 has k=4 but 3 labels"),
+    ),
+    (
+        L,
+        "duplicate-doc-id",
+        edited(column="doc_id", row=1, value=0),
+        Refused(RecordsError, r"doc_id 0 appears more than once"),
+    ),
+    (
+        L,
+        "rows-of-another-task",
+        edited(column="task", row=8, value="ood4"),
+        Refused(RecordsError, r"rows of task 'ood4' in the records of 'id4'"),
+    ),
+    (
+        L,
+        "negative-prior-weight-in-metadata",
+        edited(meta={"prior_weight": -1}),
+        Refused(RecordsError, r"prior_weight -1 in the metadata must be a positive number"),
+    ),
+    (
+        L,
+        "schema-version-2",
+        edited(meta={"schema_version": 2}),
+        Refused(RecordsError, r"schema version 2, this package reads version 1"),
+    ),
     (L, "column-missing", edited(drop="vacuity"), Refused(RecordsError, r"lacks the fields \['vacuity'\]")),
-    (L, "column-of-wrong-type", k_as_text, Refused(RecordsError, r"field 'k' has type string, not the records schema's")),
+    (
+        L,
+        "column-of-wrong-type",
+        k_as_text,
+        Refused(RecordsError, r"field 'k' has type string, not the records schema's"),
+    ),
     (L, "truncated-file", raw_bytes(lambda b: b[: len(b) // 2]), Refused(RecordsError, r"truncated or corrupted")),
     (L, "empty-file", raw_bytes(lambda b: b""), Refused(RecordsError, r"truncated or corrupted")),
-    (L, "foreign-parquet-without-metadata", foreign_parquet, Refused(RecordsError, r"not an lm-eval-evidential records file \(no metadata\)")),
-    (L, "metadata-not-json", raw_bytes(lambda b: b.replace(b'"schema_version"', b'"schema_version\\x"', 1)), Refused(RecordsError, r"metadata is not valid JSON|truncated or corrupted")),
-    (L, "json-where-parquet-belongs", raw_bytes(lambda b: b'[{"score": "max_prob"}]\n'), Refused(RecordsError, r"truncated or corrupted")),
+    (
+        L,
+        "foreign-parquet-without-metadata",
+        foreign_parquet,
+        Refused(RecordsError, r"not an lm-eval-evidential records file \(no metadata\)"),
+    ),
+    (
+        L,
+        "metadata-not-json",
+        raw_bytes(lambda b: b.replace(b'"schema_version"', b'"schema_version\\x"', 1)),
+        Refused(RecordsError, r"metadata is not valid JSON|truncated or corrupted"),
+    ),
+    (
+        L,
+        "json-where-parquet-belongs",
+        raw_bytes(lambda b: b'[{"score": "max_prob"}]\n'),
+        Refused(RecordsError, r"truncated or corrupted"),
+    ),
     # -- datasets (offline mirror in the hub schema)
-    (D, "missing-field", mirror_rows(GOOD, {"id": "q-nf", "question": "Which?", "answerKey": "A"}), Refused("DatasetError", r"arc_c_edl.*row 1.*does not have the expected schema.*'choices'")),
-    (D, "row-is-a-list", mirror_lines(json.dumps(GOOD) + "\n", "[1, 2, 3]\n"), Refused("DatasetError", r"row 1.*got a JSON list")),
-    (D, "bad-answer-key", mirror_rows(GOOD, arc_row("q-key", ["A", "B", "C", "D"], "F")), Refused("DatasetError", r"doc 'q-key'.*answer key 'F' is not among the labels")),
-    (D, "lower-case-answer-key", mirror_rows(GOOD, arc_row("q-low", ["A", "B", "C", "D"], "b")), Refused("DatasetError", r"doc 'q-low'.*answer key 'b'")),
-    (D, "zero-choices", mirror_rows(GOOD, arc_row("q-none", [], "A")), Refused("DatasetError", r"doc 'q-none'.*no answer options")),
-    (D, "duplicate-labels", mirror_rows(GOOD, arc_row("q-dup", ["A", "B", "B", "D"], "A")), Refused("DatasetError", r"duplicate answer labels")),
-    (D, "six-options-five-tokens", mirror_rows(GOOD, arc_row("q-six", list("ABCDEF"), "A")), Refused("DatasetError", r"declares only 5 answer tokens")),
-    (D, "duplicate-choice-texts", mirror_rows(GOOD, arc_row("q-twin", list("ABCD"), "A", ["x", "x", "y", "z"])), Warned(r"arc_c_edl: 1 question\(s\) repeat an answer option's text, e.g. task 'arc_c_edl', doc 'q-twin' \(row 1\) has 'x' twice")),
-    (D, "truncated-jsonl", mirror_lines(json.dumps(GOOD) + "\n", json.dumps(arc_row("q-cut", list("ABCD"), "A"))[:40]), Refused("DatasetError", r"test\.jsonl:2 is not valid JSON .*ends inside this line \(truncated\?\)")),
-    (D, "not-utf8", mirror_lines(json.dumps(GOOD) + "\n", b'{"id": "\xff\xfe"}\n'), Refused("DatasetError", r"test\.jsonl:2 is not UTF-8")),
+    (
+        D,
+        "missing-field",
+        mirror_rows(GOOD, {"id": "q-nf", "question": "Which?", "answerKey": "A"}),
+        Refused("DatasetError", r"arc_c_edl.*row 1.*does not have the expected schema.*'choices'"),
+    ),
+    (
+        D,
+        "row-is-a-list",
+        mirror_lines(json.dumps(GOOD) + "\n", "[1, 2, 3]\n"),
+        Refused("DatasetError", r"row 1.*got a JSON list"),
+    ),
+    (
+        D,
+        "bad-answer-key",
+        mirror_rows(GOOD, arc_row("q-key", ["A", "B", "C", "D"], "F")),
+        Refused("DatasetError", r"doc 'q-key'.*answer key 'F' is not among the labels"),
+    ),
+    (
+        D,
+        "lower-case-answer-key",
+        mirror_rows(GOOD, arc_row("q-low", ["A", "B", "C", "D"], "b")),
+        Refused("DatasetError", r"doc 'q-low'.*answer key 'b'"),
+    ),
+    (
+        D,
+        "zero-choices",
+        mirror_rows(GOOD, arc_row("q-none", [], "A")),
+        Refused("DatasetError", r"doc 'q-none'.*no answer options"),
+    ),
+    (
+        D,
+        "duplicate-labels",
+        mirror_rows(GOOD, arc_row("q-dup", ["A", "B", "B", "D"], "A")),
+        Refused("DatasetError", r"duplicate answer labels"),
+    ),
+    (
+        D,
+        "six-options-five-tokens",
+        mirror_rows(GOOD, arc_row("q-six", list("ABCDEF"), "A")),
+        Refused("DatasetError", r"declares only 5 answer tokens"),
+    ),
+    (
+        D,
+        "duplicate-choice-texts",
+        mirror_rows(GOOD, arc_row("q-twin", list("ABCD"), "A", ["x", "x", "y", "z"])),
+        Warned(
+            r"arc_c_edl: 1 question\(s\) repeat an answer option's text, e.g. task 'arc_c_edl', doc 'q-twin' \(row "
+            r"1\) has 'x' twice"
+        ),
+    ),
+    (
+        D,
+        "truncated-jsonl",
+        mirror_lines(json.dumps(GOOD) + "\n", json.dumps(arc_row("q-cut", list("ABCD"), "A"))[:40]),
+        Refused("DatasetError", r"test\.jsonl:2 is not valid JSON .*ends inside this line \(truncated\?\)"),
+    ),
+    (
+        D,
+        "not-utf8",
+        mirror_lines(json.dumps(GOOD) + "\n", b'{"id": "\xff\xfe"}\n'),
+        Refused("DatasetError", r"test\.jsonl:2 is not UTF-8"),
+    ),
     (D, "empty-split-file", mirror_lines(), Refused("DatasetError", r"split 'test' of allenai/ai2_arc .* is empty")),
-    (D, "missing-split-file", mirror_removed(), Refused("DatasetError", r"arc_c_edl.*offline mirror file .*ARC-Challenge/test\.jsonl not found")),
+    (
+        D,
+        "missing-split-file",
+        mirror_removed(),
+        Refused("DatasetError", r"arc_c_edl.*offline mirror file .*ARC-Challenge/test\.jsonl not found"),
+    ),
     (D, "empty-mirror-folder", mirror_emptied, Refused("DatasetError", r"offline mirror file .* not found")),
     # -- audit commands: clear lines for expected conditions, nothing written
-    (C, "output-path-missing", ["ood", "{tmp}/nowhere", "--id", "id4", "--ood", "ood4"], Exit(1, r"output path .*nowhere does not exist")),
-    (C, "task-never-evaluated", ["ood", "{out}", "--id", "id4", "--ood", "nope"], Exit(1, r"no records for task 'nope'")),
-    (C, "run-not-there", ["ood", "{out}", "--id", "id4", "--ood", "ood4", "--run", "1999-01-01T00-00-00.0"], Exit(1, r"no run '1999-01-01T00-00-00\.0'")),
-    (C, "unknown-score", ["ood", "{out}", "--id", "id4", "--ood", "ood4", "--scores", "vacuityy"], Exit(1, r"vacuityy")),
+    (
+        C,
+        "output-path-missing",
+        ["ood", "{tmp}/nowhere", "--id", "id4", "--ood", "ood4"],
+        Exit(1, r"output path .*nowhere does not exist"),
+    ),
+    (
+        C,
+        "task-never-evaluated",
+        ["ood", "{out}", "--id", "id4", "--ood", "nope"],
+        Exit(1, r"no records for task 'nope'"),
+    ),
+    (
+        C,
+        "run-not-there",
+        ["ood", "{out}", "--id", "id4", "--ood", "ood4", "--run", "1999-01-01T00-00-00.0"],
+        Exit(1, r"no run '1999-01-01T00-00-00\.0'"),
+    ),
+    (
+        C,
+        "unknown-score",
+        ["ood", "{out}", "--id", "id4", "--ood", "ood4", "--scores", "vacuityy"],
+        Exit(1, r"vacuityy"),
+    ),
     # -- inputs are never outputs; nothing written outside the named output
-    (C, "json-onto-the-records-file-read", ["ood", "{out}", "--id", "id4", "--ood", "ood4", "--json", "{rec}"], Exit(1, r"--json .*records_id4_.*\.parquet: it is a records \(Parquet\) file; outputs never replace records")),
-    (C, "json-onto-another-records-file", ["calibration", "{out}", "--task", "id4", "--json", "{folder}/records_ood5_" + DATE + ".parquet"], Exit(1, r"it is a records \(Parquet\) file")),
-    (C, "json-onto-a-renamed-parquet-file", Cmd(["ood", "{out}", "--id", "id4", "--ood", "ood4", "--json", "{tmp}/copy.json"], lambda c: shutil.copy(c.rec("ood4"), c.tmp / "copy.json")), Exit(1, r"copy\.json: it is a records \(Parquet\) file")),
-    (C, "json-onto-a-new-records-name", ["orders", "{out}", "--task", "id4", "--json", "{tmp}/records_x_2026-01-01T00-00-00.1.parquet"], Exit(1, r"it is a records \(Parquet\) file")),
-    (C, "json-onto-a-results-file", Cmd(["atc", "{out}", "--id", "id4", "--target", "ood4", "--json", "{folder}/results_" + DATE + ".json"], lambda c: (c.folder / f"results_{DATE}.json").write_text("{}")), Exit(1, r"it is a harness results file")),
-    (C, "json-onto-a-folder", ["ood", "{out}", "--id", "id4", "--ood", "ood4", "--json", "{tmp}"], Exit(1, r"--json .*scratch: it is a folder; name a file")),
-    (C, "json-onto-the-output-path", ["selective", "{out}", "--task", "id4", "--json", "{out}"], Exit(1, r"--json .*out: it is a folder")),
-    (C, "plot-onto-a-folder", Cmd(["ksweep", "{out}", "--id", "id4", "--ood", "ood4", "--plot", "{tmp}/fig"], lambda c: (c.tmp / "fig.png").mkdir()), Exit(1, r"--plot .*fig would write .*fig\.png: it is a folder; name a file")),
-    (C, "report-out-is-a-file", Cmd(["report", "{out}", "--id", "id4", "--ood", "ood4", "--out", "{tmp}/notes.txt"], lambda c: (c.tmp / "notes.txt").write_text("mine")), Exit(1, r"notes\.txt is a file, not a folder")),
-    (C, "report-out-is-the-records-folder", ["report", "{out}", "--id", "id4", "--ood", "ood4", "--out", "{folder}"], Exit(1, r"synthetic-llm (is a folder with other files in it|holds .*records_id4_.*, a records file this report reads)")),
-    (C, "report-out-is-the-output-path", ["report", "{out}", "--id", "id4", "--ood", "ood4", "--out", "{out}"], Exit(1, r"out (is a folder with other files in it|holds .*, a records file this report reads)")),
-    (C, "report-out-is-someone-elses-folder", Cmd(["report", "{out}", "--id", "id4", "--ood", "ood4", "--out", "{tmp}/docs"], lambda c: (c.tmp / "docs").mkdir() or (c.tmp / "docs" / "thesis.tex").write_text("mine")), Exit(1, r"docs is a folder with other files in it")),
-    (C, "report-replaces-a-previous-report-whole", Cmd(["report", "{out}", "--id", "id4", "--ood", "ood4", "--n-boot", "0", "--max-extra", "1", "--out", "{tmp}/old_report"], previous_report), Exit(0, r"wrote", writes=("{tmp}/old_report/*",), check=only_the_new_report)),
-    (C, "report-removes-the-temp-folder-of-a-killed-report", Cmd(["report", "{out}", "--id", "id4", "--ood", "ood4", "--n-boot", "0", "--max-extra", "1", "--out", "{tmp}/old_report"], killed_report_left_its_temp_folder), Exit(0, r"wrote", writes=("{tmp}/old_report/*", "{tmp}/.old_report.*/*"), check=only_the_new_report)),
-    (C, "plot-named-after-a-records-file-leaves-it-alone", ["ksweep", "{out}", "--id", "id4", "--ood", "ood4", "--plot", "{folder}/records_ood4_" + DATE + ".parquet"], Exit(0, r"reciprocal_vacuity", writes=("{folder}/records_ood4_*.parquet.png", "{folder}/records_ood4_*.parquet.svg"))),
-    (C, "demo-out-is-someone-elses-folder", Cmd(["demo", "--fast", "--out", "{tmp}/docs"], lambda c: (c.tmp / "docs").mkdir() or (c.tmp / "docs" / "thesis.tex").write_text("mine")), Exit(1, r"--out .*docs is a folder with other files in it; name a new or empty folder")),
-    (C, "demo-out-is-a-file", Cmd(["demo", "--fast", "--out", "{tmp}/notes.txt"], lambda c: (c.tmp / "notes.txt").write_text("mine")), Exit(1, r"--out .*notes\.txt is a file, not a folder")),
-    (C, "json-into-a-new-subfolder", ["ood", "{out}", "--id", "id4", "--ood", "ood4", "--n-boot", "0", "--json", "{tmp}/a/b/ood.json"], Exit(0, r"auroc", writes=("{tmp}/a/b/ood.json",))),
-    (C, "json-under-a-path-that-is-a-file", Cmd(["ood", "{out}", "--id", "id4", "--ood", "ood4", "--n-boot", "0", "--json", "{tmp}/notes.txt/ood.json"], lambda c: (c.tmp / "notes.txt").write_text("mine")), Exit(1, r"--json .*notes\.txt/ood\.json: .*notes\.txt is a file, not a folder; name a path inside a folder")),
-    (C, "report-out-under-a-file", Cmd(["report", "{out}", "--id", "id4", "--ood", "ood4", "--out", "{tmp}/notes.txt/report"], lambda c: (c.tmp / "notes.txt").write_text("mine")), Exit(1, r"--out .*notes\.txt/report: .*notes\.txt is a file, not a folder")),
-    (C, "report-into-a-new-nested-folder", ["report", "{out}", "--id", "id4", "--ood", "ood4", "--n-boot", "0", "--max-extra", "1", "--out", "{tmp}/a/b/report"], Exit(0, r"wrote", writes=("{tmp}/a/b/report/*",))),
+    (
+        C,
+        "json-onto-the-records-file-read",
+        ["ood", "{out}", "--id", "id4", "--ood", "ood4", "--json", "{rec}"],
+        Exit(1, r"--json .*records_id4_.*\.parquet: it is a records \(Parquet\) file; outputs never replace records"),
+    ),
+    (
+        C,
+        "json-onto-another-records-file",
+        ["calibration", "{out}", "--task", "id4", "--json", "{folder}/records_ood5_" + DATE + ".parquet"],
+        Exit(1, r"it is a records \(Parquet\) file"),
+    ),
+    (
+        C,
+        "json-onto-a-renamed-parquet-file",
+        Cmd(
+            ["ood", "{out}", "--id", "id4", "--ood", "ood4", "--json", "{tmp}/copy.json"],
+            lambda c: shutil.copy(c.rec("ood4"), c.tmp / "copy.json"),
+        ),
+        Exit(1, r"copy\.json: it is a records \(Parquet\) file"),
+    ),
+    (
+        C,
+        "json-onto-a-new-records-name",
+        ["orders", "{out}", "--task", "id4", "--json", "{tmp}/records_x_2026-01-01T00-00-00.1.parquet"],
+        Exit(1, r"it is a records \(Parquet\) file"),
+    ),
+    (
+        C,
+        "json-onto-a-results-file",
+        Cmd(
+            ["atc", "{out}", "--id", "id4", "--target", "ood4", "--json", "{folder}/results_" + DATE + ".json"],
+            lambda c: (c.folder / f"results_{DATE}.json").write_text("{}"),
+        ),
+        Exit(1, r"it is a harness results file"),
+    ),
+    (
+        C,
+        "json-onto-a-folder",
+        ["ood", "{out}", "--id", "id4", "--ood", "ood4", "--json", "{tmp}"],
+        Exit(1, r"--json .*scratch: it is a folder; name a file"),
+    ),
+    (
+        C,
+        "json-onto-the-output-path",
+        ["selective", "{out}", "--task", "id4", "--json", "{out}"],
+        Exit(1, r"--json .*out: it is a folder"),
+    ),
+    (
+        C,
+        "plot-onto-a-folder",
+        Cmd(
+            ["ksweep", "{out}", "--id", "id4", "--ood", "ood4", "--plot", "{tmp}/fig"],
+            lambda c: (c.tmp / "fig.png").mkdir(),
+        ),
+        Exit(1, r"--plot .*fig would write .*fig\.png: it is a folder; name a file"),
+    ),
+    (
+        C,
+        "report-out-is-a-file",
+        Cmd(
+            ["report", "{out}", "--id", "id4", "--ood", "ood4", "--out", "{tmp}/notes.txt"],
+            lambda c: (c.tmp / "notes.txt").write_text("mine"),
+        ),
+        Exit(1, r"notes\.txt is a file, not a folder"),
+    ),
+    (
+        C,
+        "report-out-is-the-records-folder",
+        ["report", "{out}", "--id", "id4", "--ood", "ood4", "--out", "{folder}"],
+        Exit(
+            1,
+            r"synthetic-llm (is a folder with other files in it|holds .*records_id4_.*, a records file this report "
+            r"reads)",
+        ),
+    ),
+    (
+        C,
+        "report-out-is-the-output-path",
+        ["report", "{out}", "--id", "id4", "--ood", "ood4", "--out", "{out}"],
+        Exit(1, r"out (is a folder with other files in it|holds .*, a records file this report reads)"),
+    ),
+    (
+        C,
+        "report-out-is-someone-elses-folder",
+        Cmd(
+            ["report", "{out}", "--id", "id4", "--ood", "ood4", "--out", "{tmp}/docs"],
+            lambda c: (c.tmp / "docs").mkdir() or (c.tmp / "docs" / "thesis.tex").write_text("mine"),
+        ),
+        Exit(1, r"docs is a folder with other files in it"),
+    ),
+    (
+        C,
+        "report-replaces-a-previous-report-whole",
+        Cmd(
+            [
+                "report",
+                "{out}",
+                "--id",
+                "id4",
+                "--ood",
+                "ood4",
+                "--n-boot",
+                "0",
+                "--max-extra",
+                "1",
+                "--out",
+                "{tmp}/old_report",
+            ],
+            previous_report,
+        ),
+        Exit(0, r"wrote", writes=("{tmp}/old_report/*",), check=only_the_new_report),
+    ),
+    (
+        C,
+        "report-removes-the-temp-folder-of-a-killed-report",
+        Cmd(
+            [
+                "report",
+                "{out}",
+                "--id",
+                "id4",
+                "--ood",
+                "ood4",
+                "--n-boot",
+                "0",
+                "--max-extra",
+                "1",
+                "--out",
+                "{tmp}/old_report",
+            ],
+            killed_report_left_its_temp_folder,
+        ),
+        Exit(0, r"wrote", writes=("{tmp}/old_report/*", "{tmp}/.old_report.*/*"), check=only_the_new_report),
+    ),
+    (
+        C,
+        "plot-named-after-a-records-file-leaves-it-alone",
+        ["ksweep", "{out}", "--id", "id4", "--ood", "ood4", "--plot", "{folder}/records_ood4_" + DATE + ".parquet"],
+        Exit(
+            0,
+            r"reciprocal_vacuity",
+            writes=("{folder}/records_ood4_*.parquet.png", "{folder}/records_ood4_*.parquet.svg"),
+        ),
+    ),
+    (
+        C,
+        "demo-out-is-someone-elses-folder",
+        Cmd(
+            ["demo", "--fast", "--out", "{tmp}/docs"],
+            lambda c: (c.tmp / "docs").mkdir() or (c.tmp / "docs" / "thesis.tex").write_text("mine"),
+        ),
+        Exit(1, r"--out .*docs is a folder with other files in it; name a new or empty folder"),
+    ),
+    (
+        C,
+        "demo-out-is-a-file",
+        Cmd(["demo", "--fast", "--out", "{tmp}/notes.txt"], lambda c: (c.tmp / "notes.txt").write_text("mine")),
+        Exit(1, r"--out .*notes\.txt is a file, not a folder"),
+    ),
+    (
+        C,
+        "json-into-a-new-subfolder",
+        ["ood", "{out}", "--id", "id4", "--ood", "ood4", "--n-boot", "0", "--json", "{tmp}/a/b/ood.json"],
+        Exit(0, r"auroc", writes=("{tmp}/a/b/ood.json",)),
+    ),
+    (
+        C,
+        "json-under-a-path-that-is-a-file",
+        Cmd(
+            ["ood", "{out}", "--id", "id4", "--ood", "ood4", "--n-boot", "0", "--json", "{tmp}/notes.txt/ood.json"],
+            lambda c: (c.tmp / "notes.txt").write_text("mine"),
+        ),
+        Exit(1, r"--json .*notes\.txt/ood\.json: .*notes\.txt is a file, not a folder; name a path inside a folder"),
+    ),
+    (
+        C,
+        "report-out-under-a-file",
+        Cmd(
+            ["report", "{out}", "--id", "id4", "--ood", "ood4", "--out", "{tmp}/notes.txt/report"],
+            lambda c: (c.tmp / "notes.txt").write_text("mine"),
+        ),
+        Exit(1, r"--out .*notes\.txt/report: .*notes\.txt is a file, not a folder"),
+    ),
+    (
+        C,
+        "report-into-a-new-nested-folder",
+        [
+            "report",
+            "{out}",
+            "--id",
+            "id4",
+            "--ood",
+            "ood4",
+            "--n-boot",
+            "0",
+            "--max-extra",
+            "1",
+            "--out",
+            "{tmp}/a/b/report",
+        ],
+        Exit(0, r"wrote", writes=("{tmp}/a/b/report/*",)),
+    ),
     # -- bounded work: every size-like option has a documented upper bound, refused at once above it
-    (C, "ksweep-max-extra-huge", ["ksweep", "{out}", "--id", "id4", "--ood", "ood4", "--max-extra", "100000000"], Exit(1, r"max_extra must be an integer in 0\.\.64 .*got 100000000")),
-    (C, "ksweep-max-extra-negative", ["ksweep", "{out}", "--id", "id4", "--ood", "ood4", "--max-extra", "-1"], Exit(1, r"max_extra must be an integer in 0\.\.64")),
-    (C, "report-max-extra-huge", ["report", "{out}", "--id", "id4", "--ood", "ood4", "--max-extra", "65", "--out", "{tmp}/r"], Exit(1, r"max_extra must be an integer in 0\.\.64")),
-    (C, "ood-n-boot-huge", ["ood", "{out}", "--id", "id4", "--ood", "ood4", "--n-boot", "1000000000"], Exit(1, r"n_boot must be 0 \(no interval\) or an integer in 2\.\.100000, got 1000000000")),
-    (C, "ood-n-boot-one", ["ood", "{out}", "--id", "id4", "--ood", "ood4", "--n-boot", "1"], Exit(1, r"n_boot must be 0")),
-    (C, "report-n-boot-huge", ["report", "{out}", "--id", "id4", "--ood", "ood4", "--n-boot", "100001", "--out", "{tmp}/r"], Exit(1, r"n_boot must be 0 .* 2\.\.100000")),
-    (C, "calibration-bins-huge", ["calibration", "{out}", "--task", "id4", "--bins", "1000000000"], Exit(1, r"n_bins must be an integer in 1\.\.10000")),
-    (C, "calibration-bins-zero", ["calibration", "{out}", "--task", "id4", "--bins", "0"], Exit(1, r"--bins: must be a positive integer, got '0'")),
-    (C, "ksweep-max-extra-at-the-bound", ["ksweep", "{out}", "--id", "id4", "--ood", "ood4", "--max-extra", "64", "--scores", "reciprocal_vacuity"], Exit(0, r"matched\s+64\s+68\s+68")),
+    (
+        C,
+        "ksweep-max-extra-huge",
+        ["ksweep", "{out}", "--id", "id4", "--ood", "ood4", "--max-extra", "100000000"],
+        Exit(1, r"max_extra must be an integer in 0\.\.64 .*got 100000000"),
+    ),
+    (
+        C,
+        "ksweep-max-extra-negative",
+        ["ksweep", "{out}", "--id", "id4", "--ood", "ood4", "--max-extra", "-1"],
+        Exit(1, r"max_extra must be an integer in 0\.\.64"),
+    ),
+    (
+        C,
+        "report-max-extra-huge",
+        ["report", "{out}", "--id", "id4", "--ood", "ood4", "--max-extra", "65", "--out", "{tmp}/r"],
+        Exit(1, r"max_extra must be an integer in 0\.\.64"),
+    ),
+    (
+        C,
+        "ood-n-boot-huge",
+        ["ood", "{out}", "--id", "id4", "--ood", "ood4", "--n-boot", "1000000000"],
+        Exit(1, r"n_boot must be 0 \(no interval\) or an integer in 2\.\.100000, got 1000000000"),
+    ),
+    (
+        C,
+        "ood-n-boot-one",
+        ["ood", "{out}", "--id", "id4", "--ood", "ood4", "--n-boot", "1"],
+        Exit(1, r"n_boot must be 0"),
+    ),
+    (
+        C,
+        "report-n-boot-huge",
+        ["report", "{out}", "--id", "id4", "--ood", "ood4", "--n-boot", "100001", "--out", "{tmp}/r"],
+        Exit(1, r"n_boot must be 0 .* 2\.\.100000"),
+    ),
+    (
+        C,
+        "calibration-bins-huge",
+        ["calibration", "{out}", "--task", "id4", "--bins", "1000000000"],
+        Exit(1, r"n_bins must be an integer in 1\.\.10000"),
+    ),
+    (
+        C,
+        "calibration-bins-zero",
+        ["calibration", "{out}", "--task", "id4", "--bins", "0"],
+        Exit(1, r"--bins: must be a positive integer, got '0'"),
+    ),
+    (
+        C,
+        "ksweep-max-extra-at-the-bound",
+        ["ksweep", "{out}", "--id", "id4", "--ood", "ood4", "--max-extra", "64", "--scores", "reciprocal_vacuity"],
+        Exit(0, r"matched\s+64\s+68\s+68"),
+    ),
     (C, "ood-level-above-one", ["ood", "{out}", "--id", "id4", "--ood", "ood4", "--level", "1.5"], Exit(1, r"level")),
-    (C, "ood-negative-seed", ["ood", "{out}", "--id", "id4", "--ood", "ood4", "--seed", "-3"], Exit(1, r"argument --seed: must be a non-negative integer, got '-3'")),
+    (
+        C,
+        "ood-negative-seed",
+        ["ood", "{out}", "--id", "id4", "--ood", "ood4", "--seed", "-3"],
+        Exit(1, r"argument --seed: must be a non-negative integer, got '-3'"),
+    ),
     # -- comparisons that cannot mean anything
-    (C, "ood-task-against-itself", ["ood", "{out}", "--id", "id4", "--ood", "id4"], Exit(1, r"the ID and the OOD task are both 'id4': comparing a task with itself")),
-    (C, "ksweep-task-against-itself", ["ksweep", "{out}", "--id", "ood4", "--ood", "ood4"], Exit(1, r"the ID and the OOD task are both 'ood4'")),
-    (C, "report-task-against-itself", ["report", "{out}", "--id", "id4", "--ood", "ood4,id4", "--n-boot", "0", "--out", "{tmp}/r"], Exit(1, r"'id4' is both the ID task and an OOD task")),
+    (
+        C,
+        "ood-task-against-itself",
+        ["ood", "{out}", "--id", "id4", "--ood", "id4"],
+        Exit(1, r"the ID and the OOD task are both 'id4': comparing a task with itself"),
+    ),
+    (
+        C,
+        "ksweep-task-against-itself",
+        ["ksweep", "{out}", "--id", "ood4", "--ood", "ood4"],
+        Exit(1, r"the ID and the OOD task are both 'ood4'"),
+    ),
+    (
+        C,
+        "report-task-against-itself",
+        ["report", "{out}", "--id", "id4", "--ood", "ood4,id4", "--n-boot", "0", "--out", "{tmp}/r"],
+        Exit(1, r"'id4' is both the ID task and an OOD task"),
+    ),
     (C, "ood-empty-task-list", ["ood", "{out}", "--id", "id4", "--ood", ",,"], Exit(1, r"no task names in ',,'")),
-    (C, "softmax-records-beside-evidential-refused", ["ksweep", "{out}", "--id", "sm4", "--ood", "ood4"], Exit(2, r"refused: .*different models or settings")),
-    (C, "another-producer-refused", ["ood", "{out}", "--id", "id4", "--ood", "alien4", "--n-boot", "0"], Exit(2, r"(?s)refused: .*another-llm")),
+    (
+        C,
+        "softmax-records-beside-evidential-refused",
+        ["ksweep", "{out}", "--id", "sm4", "--ood", "ood4"],
+        Exit(2, r"refused: .*different models or settings"),
+    ),
+    (
+        C,
+        "another-producer-refused",
+        ["ood", "{out}", "--id", "id4", "--ood", "alien4", "--n-boot", "0"],
+        Exit(2, r"(?s)refused: .*another-llm"),
+    ),
     # -- model_args through stock lm_eval (EvidentialLM.create_from_arg_string): refused before any weights load
-    (M, "pretrained-path-missing", "pretrained={tmp}/no/such/model", Refused(IE, r"pretrained=.*/no/such/model: no such file or folder \(the path does not exist")),
-    (M, "pretrained-relative-path-missing", "pretrained=./no_such_model_dir", Refused(IE, r"pretrained=\./no_such_model_dir: no such file or folder")),
-    (M, "pretrained-under-an-existing-folder", "pretrained={tmp}/model-v2", Refused(IE, r"model-v2: no such file or folder")),
-    (M, "pretrained-is-a-file", "pretrained={rec}", Refused(IE, r"pretrained=.*records_id4_.*\.parquet is a file; pass the model's folder")),
-    (M, "peft-path-missing", TINY + ",peft={tmp}/adapters/missing", Refused(IE, r"peft=.*adapters/missing: no such file or folder")),
-    (M, "peft-empty-folder", Cmd(TINY + ",peft={tmp}/empty_adapter", lambda c: (c.tmp / "empty_adapter").mkdir()), Refused(IE, r"peft=.*empty_adapter is not a PEFT adapter folder \(no adapter_config\.json")),
-    (M, "peft-for-another-base", TINY + ",peft={other_adapter}", Refused(IE, r"peft=.* does not fit the base model pretrained=.*: its \S+ has in_features=32, the model's has 64; pass the base model the adapter was trained on")),
-    (M, "dtype-unknown", "pretrained={model},dtype=float8x", Refused(IE, r"dtype=float8x is not a torch dtype; use float32, bfloat16, float16 or auto")),
-    (M, "method-typo", TINY + ",method=edll", Refused(IE, r"unknown method='edll'; choose one of edl, ib_edl, softmax")),
-    (M, "ib-edl-zero-noises", TINY + ",method=ib_edl,num_noises=0", Refused(IE, r"num_noises=0 must be an integer >= 1")),
+    (
+        M,
+        "pretrained-path-missing",
+        "pretrained={tmp}/no/such/model",
+        Refused(IE, r"pretrained=.*/no/such/model: no such file or folder \(the path does not exist"),
+    ),
+    (
+        M,
+        "pretrained-relative-path-missing",
+        "pretrained=./no_such_model_dir",
+        Refused(IE, r"pretrained=\./no_such_model_dir: no such file or folder"),
+    ),
+    (
+        M,
+        "pretrained-under-an-existing-folder",
+        "pretrained={tmp}/model-v2",
+        Refused(IE, r"model-v2: no such file or folder"),
+    ),
+    (
+        M,
+        "pretrained-is-a-file",
+        "pretrained={rec}",
+        Refused(IE, r"pretrained=.*records_id4_.*\.parquet is a file; pass the model's folder"),
+    ),
+    (
+        M,
+        "peft-path-missing",
+        TINY + ",peft={tmp}/adapters/missing",
+        Refused(IE, r"peft=.*adapters/missing: no such file or folder"),
+    ),
+    (
+        M,
+        "peft-empty-folder",
+        Cmd(TINY + ",peft={tmp}/empty_adapter", lambda c: (c.tmp / "empty_adapter").mkdir()),
+        Refused(IE, r"peft=.*empty_adapter is not a PEFT adapter folder \(no adapter_config\.json"),
+    ),
+    (
+        M,
+        "peft-for-another-base",
+        TINY + ",peft={other_adapter}",
+        Refused(
+            IE,
+            r"peft=.* does not fit the base model pretrained=.*: its \S+ has in_features=32, the model's has 64; "
+            r"pass the base model the adapter was trained on",
+        ),
+    ),
+    (
+        M,
+        "dtype-unknown",
+        "pretrained={model},dtype=float8x",
+        Refused(IE, r"dtype=float8x is not a torch dtype; use float32, bfloat16, float16 or auto"),
+    ),
+    (
+        M,
+        "method-typo",
+        TINY + ",method=edll",
+        Refused(IE, r"unknown method='edll'; choose one of edl, ib_edl, softmax"),
+    ),
+    (
+        M,
+        "ib-edl-zero-noises",
+        TINY + ",method=ib_edl,num_noises=0",
+        Refused(IE, r"num_noises=0 must be an integer >= 1"),
+    ),
     (M, "zero-noises-without-ib-edl", TINY + ",num_noises=0", Refused(IE, r"num_noises=0 must be an integer >= 1")),
-    (M, "fractional-noises", TINY + ",num_noises=2.5", Refused(IE, r"num_noises=2\.5 in --model_args is not an integer; e\.g\. num_noises=20")),
-    (M, "negative-prior-weight", TINY + ",prior_weight=-1", Refused(IE, r"prior_weight=-1\.0 must be a finite number > 0 \(the Dirichlet prior")),
-    (M, "prior-weight-not-a-number", TINY + ",prior_weight=abc", Refused(IE, r"prior_weight='abc' in --model_args is not a number")),
+    (
+        M,
+        "fractional-noises",
+        TINY + ",num_noises=2.5",
+        Refused(IE, r"num_noises=2\.5 in --model_args is not an integer; e\.g\. num_noises=20"),
+    ),
+    (
+        M,
+        "negative-prior-weight",
+        TINY + ",prior_weight=-1",
+        Refused(IE, r"prior_weight=-1\.0 must be a finite number > 0 \(the Dirichlet prior"),
+    ),
+    (
+        M,
+        "prior-weight-not-a-number",
+        TINY + ",prior_weight=abc",
+        Refused(IE, r"prior_weight='abc' in --model_args is not a number"),
+    ),
     (M, "infinite-prior-weight", TINY + ",prior_weight=inf", Refused(IE, r"prior_weight=inf must be a finite number")),
-    (M, "negative-sigma-mult", TINY + ",method=ib_edl,sigma_mult=-1", Refused(IE, r"sigma_mult=-1\.0 must be a finite number >= 0")),
-    (M, "seed-not-a-number", TINY + ",method=ib_edl,seed=abc", Refused(IE, r"seed='abc' in --model_args is not an integer")),
-    (M, "max-length-beyond-context", TINY + ",max_length=20000", Refused(IE, r"max_length=20000 is above the model's context of 1024 tokens \(max_position_embeddings")),
-    (M, "max-length-zero", TINY + ",max_length=0", Refused(IE, r"max_length=0 must be a positive whole number of tokens")),
-    (M, "unknown-model-arg", TINY + ",temperatur=0.5", Refused(IE, r"unknown argument 'temperatur' .*it\); check its spelling", before_weights=False)),
+    (
+        M,
+        "negative-sigma-mult",
+        TINY + ",method=ib_edl,sigma_mult=-1",
+        Refused(IE, r"sigma_mult=-1\.0 must be a finite number >= 0"),
+    ),
+    (
+        M,
+        "seed-not-a-number",
+        TINY + ",method=ib_edl,seed=abc",
+        Refused(IE, r"seed='abc' in --model_args is not an integer"),
+    ),
+    (
+        M,
+        "max-length-beyond-context",
+        TINY + ",max_length=20000",
+        Refused(IE, r"max_length=20000 is above the model's context of 1024 tokens \(max_position_embeddings"),
+    ),
+    (
+        M,
+        "max-length-zero",
+        TINY + ",max_length=0",
+        Refused(IE, r"max_length=0 must be a positive whole number of tokens"),
+    ),
+    (
+        M,
+        "unknown-model-arg",
+        TINY + ",temperatur=0.5",
+        Refused(IE, r"unknown argument 'temperatur' .*it\); check its spelling", before_weights=False),
+    ),
     (M, "max-length-at-the-context", TINY + ",max_length=1024", Accepted(lambda lm, ctx: lm.max_length == 1024)),
-    (M, "unknown-model-arg-near-a-known-one", TINY + ",max_lenght=512", Refused(IE, r"unknown argument 'max_lenght' .*did you mean max_length=\?", before_weights=False)),
-    (M, "max-length-not-a-number", TINY + ",max_length=long", Refused(IE, r"max_length='long' must be a positive whole number of tokens")),
-    (M, "peft-is-a-full-model", TINY + ",peft={model}", Refused(IE, r"peft=.* is not a PEFT adapter folder .*it holds a full model: pass it as pretrained= instead")),
-    (M, "gguf-file-not-in-the-folder", "pretrained={model},gguf_file=nope.gguf", Refused(IE, r"gguf_file=nope\.gguf not found: transformers reads it from inside pretrained=")),
+    (
+        M,
+        "unknown-model-arg-near-a-known-one",
+        TINY + ",max_lenght=512",
+        Refused(IE, r"unknown argument 'max_lenght' .*did you mean max_length=\?", before_weights=False),
+    ),
+    (
+        M,
+        "max-length-not-a-number",
+        TINY + ",max_length=long",
+        Refused(IE, r"max_length='long' must be a positive whole number of tokens"),
+    ),
+    (
+        M,
+        "peft-is-a-full-model",
+        TINY + ",peft={model}",
+        Refused(IE, r"peft=.* is not a PEFT adapter folder .*it holds a full model: pass it as pretrained= instead"),
+    ),
+    (
+        M,
+        "gguf-file-not-in-the-folder",
+        "pretrained={model},gguf_file=nope.gguf",
+        Refused(IE, r"gguf_file=nope\.gguf not found: transformers reads it from inside pretrained="),
+    ),
     (M, "explicit-method-accepted", TINY + ",method=softmax", Accepted(lambda lm, ctx: lm.head.method == "softmax")),
     # -- `lm-eval-evidential eval`: the stock CLI, expected failures as one line and the documented status
-    (E, "eval-missing-pretrained", ["--model", "evidential", "--model_args", "pretrained={tmp}/no/such/model", "--tasks", "obqa_edl", "--output_path", "{tmp}/o"], Exit(1, r"(?m)^lm-eval-evidential eval: error: pretrained=.*no such file or folder")),
-    (E, "eval-bad-dtype", ["--model", "evidential", "--model_args", "pretrained={model},dtype=float8x", "--tasks", "obqa_edl", "--output_path", "{tmp}/o"], Exit(1, r"error: dtype=float8x is not a torch dtype")),
-    (E, "eval-unknown-task", ["--model", "evidential", "--model_args", TINY, "--tasks", "obqa_edl_typo", "--output_path", "{tmp}/o"], Exit(1, r"error: .*obqa_edl_typo")),
-    (E, "eval-dataset-missing-field", Cmd(["--model", "evidential", "--model_args", TINY, "--device", "cpu", "--tasks", "arc_c_edl", "--limit", "2", "--output_path", "{tmp}/o"], mirror_rows(GOOD, {"id": "q-nf", "question": "Which?", "answerKey": "A"})), Exit(1, r"error: task 'arc_c_edl', dataset row 1: record does not have the expected schema")),
-    (E, "eval-k-mismatch-pair-refused", ["--model", "evidential", "--model_args", TINY, "--device", "cpu", "--tasks", "obqa_edl_vs_csqa_edl", "--output_path", "{tmp}/o"], Exit(2, r"(?s)refused: .*csqa_edl")),
+    (
+        E,
+        "eval-missing-pretrained",
+        [
+            "--model",
+            "evidential",
+            "--model_args",
+            "pretrained={tmp}/no/such/model",
+            "--tasks",
+            "obqa_edl",
+            "--output_path",
+            "{tmp}/o",
+        ],
+        Exit(1, r"(?m)^lm-eval-evidential eval: error: pretrained=.*no such file or folder"),
+    ),
+    (
+        E,
+        "eval-bad-dtype",
+        [
+            "--model",
+            "evidential",
+            "--model_args",
+            "pretrained={model},dtype=float8x",
+            "--tasks",
+            "obqa_edl",
+            "--output_path",
+            "{tmp}/o",
+        ],
+        Exit(1, r"error: dtype=float8x is not a torch dtype"),
+    ),
+    (
+        E,
+        "eval-unknown-task",
+        ["--model", "evidential", "--model_args", TINY, "--tasks", "obqa_edl_typo", "--output_path", "{tmp}/o"],
+        Exit(1, r"error: .*obqa_edl_typo"),
+    ),
+    (
+        E,
+        "eval-dataset-missing-field",
+        Cmd(
+            [
+                "--model",
+                "evidential",
+                "--model_args",
+                TINY,
+                "--device",
+                "cpu",
+                "--tasks",
+                "arc_c_edl",
+                "--limit",
+                "2",
+                "--output_path",
+                "{tmp}/o",
+            ],
+            mirror_rows(GOOD, {"id": "q-nf", "question": "Which?", "answerKey": "A"}),
+        ),
+        Exit(1, r"error: task 'arc_c_edl', dataset row 1: record does not have the expected schema"),
+    ),
+    (
+        E,
+        "eval-k-mismatch-pair-refused",
+        [
+            "--model",
+            "evidential",
+            "--model_args",
+            TINY,
+            "--device",
+            "cpu",
+            "--tasks",
+            "obqa_edl_vs_csqa_edl",
+            "--output_path",
+            "{tmp}/o",
+        ],
+        Exit(2, r"(?s)refused: .*csqa_edl"),
+    ),
     # -- task names that are not file names: the records stay inside --output_path and keep the real name
-    (E, "eval-task-name-with-dot-dot", Cmd(["--model", "evidential", "--model_args", TINY, "--device", "cpu", "--limit", "3", "--output_path", "{tmp}/o", "--include_path", "{tmp}/tasks", "--tasks", "../../escape"], obqa_renamed("../../escape")), Exit(0, r"escape", writes=("{tmp}/o/*/*",), check=records_of("../../escape"))),
-    (E, "eval-task-name-absolute", Cmd(["--model", "evidential", "--model_args", TINY, "--device", "cpu", "--limit", "3", "--output_path", "{tmp}/o", "--include_path", "{tmp}/tasks", "--tasks", "/tmp/escape"], obqa_renamed("/tmp/escape")), Exit(0, r"escape", writes=("{tmp}/o/*/*",), check=records_of("/tmp/escape"))),
-    (E, "eval-task-name-with-nul", Cmd(["--model", "evidential", "--model_args", TINY, "--device", "cpu", "--limit", "3", "--output_path", "{tmp}/o", "--include_path", "{tmp}/tasks", "--tasks", "nul\x00name"], obqa_renamed("nul\x00name")), Exit(0, r"name", writes=("{tmp}/o/*/*",), check=records_of("nul\x00name"))),
-    (E, "eval-multi-token-choices", Cmd(["--model", "evidential", "--model_args", TINY, "--device", "cpu", "--limit", "3", "--output_path", "{tmp}/o", "--include_path", "{tmp}/tasks", "--tasks", "words_mc"], word_choices), Exit(1, r"(?m)^lm-eval-evidential eval: error: .*choice ' ?red apple' is \d+ tokens .*every choice must be a single token")),
-    (E, "eval-removes-a-stale-records-temp-file", Cmd(["--model", "evidential", "--model_args", TINY, "--device", "cpu", "--limit", "3", "--output_path", "{tmp}/o", "--tasks", "obqa_edl"], stale_records_temp), Exit(0, r"obqa_edl", writes=("{tmp}/o/*/*",), check=stale_gone)),
+    (
+        E,
+        "eval-task-name-with-dot-dot",
+        Cmd(
+            [
+                "--model",
+                "evidential",
+                "--model_args",
+                TINY,
+                "--device",
+                "cpu",
+                "--limit",
+                "3",
+                "--output_path",
+                "{tmp}/o",
+                "--include_path",
+                "{tmp}/tasks",
+                "--tasks",
+                "../../escape",
+            ],
+            obqa_renamed("../../escape"),
+        ),
+        Exit(0, r"escape", writes=("{tmp}/o/*/*",), check=records_of("../../escape")),
+    ),
+    (
+        E,
+        "eval-task-name-absolute",
+        Cmd(
+            [
+                "--model",
+                "evidential",
+                "--model_args",
+                TINY,
+                "--device",
+                "cpu",
+                "--limit",
+                "3",
+                "--output_path",
+                "{tmp}/o",
+                "--include_path",
+                "{tmp}/tasks",
+                "--tasks",
+                "/tmp/escape",
+            ],
+            obqa_renamed("/tmp/escape"),
+        ),
+        Exit(0, r"escape", writes=("{tmp}/o/*/*",), check=records_of("/tmp/escape")),
+    ),
+    (
+        E,
+        "eval-task-name-with-nul",
+        Cmd(
+            [
+                "--model",
+                "evidential",
+                "--model_args",
+                TINY,
+                "--device",
+                "cpu",
+                "--limit",
+                "3",
+                "--output_path",
+                "{tmp}/o",
+                "--include_path",
+                "{tmp}/tasks",
+                "--tasks",
+                "nul\x00name",
+            ],
+            obqa_renamed("nul\x00name"),
+        ),
+        Exit(0, r"name", writes=("{tmp}/o/*/*",), check=records_of("nul\x00name")),
+    ),
+    (
+        E,
+        "eval-multi-token-choices",
+        Cmd(
+            [
+                "--model",
+                "evidential",
+                "--model_args",
+                TINY,
+                "--device",
+                "cpu",
+                "--limit",
+                "3",
+                "--output_path",
+                "{tmp}/o",
+                "--include_path",
+                "{tmp}/tasks",
+                "--tasks",
+                "words_mc",
+            ],
+            word_choices,
+        ),
+        Exit(
+            1,
+            r"(?m)^lm-eval-evidential eval: error: .*choice ' ?red apple' is \d+ tokens .*every choice must be a "
+            r"single token",
+        ),
+    ),
+    (
+        E,
+        "eval-removes-a-stale-records-temp-file",
+        Cmd(
+            [
+                "--model",
+                "evidential",
+                "--model_args",
+                TINY,
+                "--device",
+                "cpu",
+                "--limit",
+                "3",
+                "--output_path",
+                "{tmp}/o",
+                "--tasks",
+                "obqa_edl",
+            ],
+            stale_records_temp,
+        ),
+        Exit(0, r"obqa_edl", writes=("{tmp}/o/*/*",), check=stale_gone),
+    ),
     # -- `lm-eval-evidential train`: refused before training, one line
-    (T, "train-max-length-beyond-context", ["train", "--pretrained", "{model}", "--task", "obqa_edl", "--output-dir", "{tmp}/t", "--max-steps", "1", "--max-length", "20000"], Exit(1, r"(?m)^lm-eval-evidential train: error: max_length=20000 is above the model's context of 1024 tokens")),
-    (T, "train-output-dir-is-a-file", Cmd(["train", "--pretrained", "{model}", "--task", "obqa_edl", "--output-dir", "{tmp}/notes.txt", "--max-steps", "1", "--overwrite-output-dir"], lambda c: (c.tmp / "notes.txt").write_text("mine")), Exit(1, r"--output-dir .*notes\.txt is a file, not a folder")),
-    (T, "train-output-dir-not-empty", Cmd(["train", "--pretrained", "{model}", "--task", "obqa_edl", "--output-dir", "{tmp}/docs", "--max-steps", "1"], lambda c: (c.tmp / "docs").mkdir() or (c.tmp / "docs" / "thesis.tex").write_text("mine")), Exit(1, r"output folder .*docs is not empty; pass --overwrite-output-dir")),
+    (
+        T,
+        "train-max-length-beyond-context",
+        [
+            "train",
+            "--pretrained",
+            "{model}",
+            "--task",
+            "obqa_edl",
+            "--output-dir",
+            "{tmp}/t",
+            "--max-steps",
+            "1",
+            "--max-length",
+            "20000",
+        ],
+        Exit(1, r"(?m)^lm-eval-evidential train: error: max_length=20000 is above the model's context of 1024 tokens"),
+    ),
+    (
+        T,
+        "train-output-dir-is-a-file",
+        Cmd(
+            [
+                "train",
+                "--pretrained",
+                "{model}",
+                "--task",
+                "obqa_edl",
+                "--output-dir",
+                "{tmp}/notes.txt",
+                "--max-steps",
+                "1",
+                "--overwrite-output-dir",
+            ],
+            lambda c: (c.tmp / "notes.txt").write_text("mine"),
+        ),
+        Exit(1, r"--output-dir .*notes\.txt is a file, not a folder"),
+    ),
+    (
+        T,
+        "train-output-dir-not-empty",
+        Cmd(
+            [
+                "train",
+                "--pretrained",
+                "{model}",
+                "--task",
+                "obqa_edl",
+                "--output-dir",
+                "{tmp}/docs",
+                "--max-steps",
+                "1",
+            ],
+            lambda c: (c.tmp / "docs").mkdir() or (c.tmp / "docs" / "thesis.tex").write_text("mine"),
+        ),
+        Exit(1, r"output folder .*docs is not empty; pass --overwrite-output-dir"),
+    ),
     # -- real faults in a child process: a read-only output folder, a file-size limit (nothing half-written, one line)
-    (S, "report-into-a-read-only-folder", Child(["report", "{out}", "--id", "id4", "--ood", "ood4", "--n-boot", "0", "--out", "{tmp}/ro/report"], read_only="{tmp}/ro"), Exit(1, r"(?m)^lm-eval-evidential report: error: cannot write .*ro/report: Permission denied; nothing was replaced — choose an output folder you can write to")),
-    (S, "report-under-a-file-size-limit", Child(["report", "{out}", "--id", "id4", "--ood", "ood4", "--n-boot", "0", "--out", "{tmp}/r"], fsize=16_384), Exit(1, r"(?m)^lm-eval-evidential report: error: cannot write .*: File too large; nothing was replaced — the file exceeds this process's file-size limit")),
-    (S, "eval-into-a-read-only-output-folder", Child(["eval", "--model", "evidential", "--model_args", TINY, "--device", "cpu", "--tasks", "obqa_edl", "--limit", "4", "--output_path", "{tmp}/ro/o"], read_only="{tmp}/ro"), Exit(1, r"(?m)^lm-eval-evidential eval: error: cannot write .*/ro: Permission denied")),
-    (S, "eval-under-a-file-size-limit", Child(["eval", "--model", "evidential", "--model_args", TINY, "--device", "cpu", "--tasks", "obqa_edl", "--limit", "4", "--output_path", "{tmp}/o"], fsize=4096), Exit(1, r"(?m)^lm-eval-evidential eval: error: cannot write .*records_obqa_edl_.*\.parquet: File too large")),
-    (S, "stock-lm-eval-under-a-file-size-limit", Child(["lm_eval", "--model", "evidential", "--model_args", TINY, "--device", "cpu", "--tasks", "obqa_edl", "--limit", "4", "--output_path", "{tmp}/o"], fsize=4096), Exit(1, r"(?m)^error: cannot write .*records_obqa_edl_.*\.parquet: File too large")),
-    (C, "k-mismatch-refused", ["ood", "{out}", "--id", "id4", "--ood", "ood5", "--n-boot", "0"], Exit(2, r"refused id4 vs ood5")),
+    (
+        S,
+        "report-into-a-read-only-folder",
+        Child(
+            ["report", "{out}", "--id", "id4", "--ood", "ood4", "--n-boot", "0", "--out", "{tmp}/ro/report"],
+            read_only="{tmp}/ro",
+        ),
+        Exit(
+            1,
+            r"(?m)^lm-eval-evidential report: error: cannot write .*ro/report: Permission denied; nothing was "
+            r"replaced — choose an output folder you can write to",
+        ),
+    ),
+    (
+        S,
+        "report-under-a-file-size-limit",
+        Child(["report", "{out}", "--id", "id4", "--ood", "ood4", "--n-boot", "0", "--out", "{tmp}/r"], fsize=16_384),
+        Exit(
+            1,
+            r"(?m)^lm-eval-evidential report: error: cannot write .*: File too large; nothing was replaced — the "
+            r"file exceeds this process's file-size limit",
+        ),
+    ),
+    (
+        S,
+        "eval-into-a-read-only-output-folder",
+        Child(
+            [
+                "eval",
+                "--model",
+                "evidential",
+                "--model_args",
+                TINY,
+                "--device",
+                "cpu",
+                "--tasks",
+                "obqa_edl",
+                "--limit",
+                "4",
+                "--output_path",
+                "{tmp}/ro/o",
+            ],
+            read_only="{tmp}/ro",
+        ),
+        Exit(1, r"(?m)^lm-eval-evidential eval: error: cannot write .*/ro: Permission denied"),
+    ),
+    (
+        S,
+        "eval-under-a-file-size-limit",
+        Child(
+            [
+                "eval",
+                "--model",
+                "evidential",
+                "--model_args",
+                TINY,
+                "--device",
+                "cpu",
+                "--tasks",
+                "obqa_edl",
+                "--limit",
+                "4",
+                "--output_path",
+                "{tmp}/o",
+            ],
+            fsize=4096,
+        ),
+        Exit(1, r"(?m)^lm-eval-evidential eval: error: cannot write .*records_obqa_edl_.*\.parquet: File too large"),
+    ),
+    (
+        S,
+        "stock-lm-eval-under-a-file-size-limit",
+        Child(
+            [
+                "lm_eval",
+                "--model",
+                "evidential",
+                "--model_args",
+                TINY,
+                "--device",
+                "cpu",
+                "--tasks",
+                "obqa_edl",
+                "--limit",
+                "4",
+                "--output_path",
+                "{tmp}/o",
+            ],
+            fsize=4096,
+        ),
+        Exit(1, r"(?m)^error: cannot write .*records_obqa_edl_.*\.parquet: File too large"),
+    ),
+    (
+        C,
+        "k-mismatch-refused",
+        ["ood", "{out}", "--id", "id4", "--ood", "ood5", "--n-boot", "0"],
+        Exit(2, r"refused id4 vs ood5"),
+    ),
 ]
 
 
@@ -504,7 +1460,11 @@ CATALOGUE = [
 
 
 def _snapshot(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 def _exception_class(spec):
@@ -629,7 +1589,8 @@ def dataset_ctx(ctx, mirror, monkeypatch):
 CHILD = """
 import sys
 
-if sys.argv[1] in ("eval", "lm_eval"):  # this package's tasks only, as the in-process eval rows (indexing lm_eval's takes long)
+# this package's tasks only, as the in-process eval rows (indexing lm_eval's takes long)
+if sys.argv[1] in ("eval", "lm_eval"):
     import lm_eval.tasks
 
     from lm_eval_evidential.harness.plugin import tasks_dir
@@ -679,12 +1640,22 @@ def _run_child(ctx: Ctx, child: Child) -> tuple[int, str, str]:
     if ro is not None:
         ro.mkdir(parents=True, exist_ok=True)
         ro.chmod(0o555)
-    env = {**os.environ, "MPLBACKEND": "Agg", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
+    env = {
+        **os.environ,
+        "MPLBACKEND": "Agg",
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "PYTHONPATH": os.pathsep.join(sys.path),
+    }
     try:
         proc = subprocess.run(
-            [sys.executable, "-c", CHILD, *(ctx.fmt(a) for a in child.argv)], capture_output=True, text=True,
-            env=env, timeout=600, preexec_fn=_fault(child.fsize, ro is not None),
-        )  # fmt: skip
+            [sys.executable, "-c", CHILD, *(ctx.fmt(a) for a in child.argv)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=600,
+            preexec_fn=_fault(child.fsize, ro is not None),
+        )
     finally:
         if ro is not None:
             ro.chmod(0o755)
@@ -695,7 +1666,9 @@ def _run_child(ctx: Ctx, child: Child) -> tuple[int, str, str]:
 
 @pytest.mark.parametrize("entry, make, expected", [pytest.param(e, m, x, id=f"{e}:{i}") for e, i, m, x in CATALOGUE])
 def test_hostile_input(entry, make, expected, request, capsys, caplog):
-    ctx = request.getfixturevalue({D: "dataset_ctx", M: "model_ctx", E: "eval_ctx", T: "eval_ctx", S: "eval_ctx"}.get(entry, "ctx"))
+    ctx = request.getfixturevalue(
+        {D: "dataset_ctx", M: "model_ctx", E: "eval_ctx", T: "eval_ctx", S: "eval_ctx"}.get(entry, "ctx")
+    )
     caplog.set_level(logging.WARNING)
     cmd = make if isinstance(make, (Cmd, Child)) else Cmd(make)
     if entry in (C, E, T, S):
@@ -736,10 +1709,14 @@ def test_hostile_input(entry, make, expected, request, capsys, caplog):
 
 #: How the README's Reliability section names each entry point's rows.
 README_LABELS = {
-    L: "records files through the loader", D: "dataset files through lm_eval's task loading",
-    C: "runs of the audit and demo commands", M: "`--model_args` as stock `lm_eval --model evidential` passes them",
-    E: "runs of `lm-eval-evidential eval`", T: "runs of `lm-eval-evidential train`", S: "commands in a child process",
-}  # fmt: skip
+    L: "records files through the loader",
+    D: "dataset files through lm_eval's task loading",
+    C: "runs of the audit and demo commands",
+    M: "`--model_args` as stock `lm_eval --model evidential` passes them",
+    E: "runs of `lm-eval-evidential eval`",
+    T: "runs of `lm-eval-evidential train`",
+    S: "commands in a child process",
+}
 
 
 def test_the_catalogue_is_large_its_ids_unique_and_the_readme_counts_true():

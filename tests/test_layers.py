@@ -24,9 +24,17 @@ import lm_eval_evidential
 PACKAGE = Path(lm_eval_evidential.__file__).resolve().parent
 NAME = PACKAGE.name
 RANK = {
-    "metrics": 0, "records": 1, "audits": 2, "modeling": 2, "plots": 3, "harness": 3,
-    "report": 4, "training": 4, "testing": 4, "cli": 5,
-}  # fmt: skip
+    "metrics": 0,
+    "records": 1,
+    "audits": 2,
+    "modeling": 2,
+    "plots": 3,
+    "harness": 3,
+    "report": 4,
+    "training": 4,
+    "testing": 4,
+    "cli": 5,
+}
 #: Top-level modules outside the folders, and the layer each belongs to.
 MODULE_LAYER = {"_import_hook": "harness", "__main__": "cli"}
 NUMERIC = {"numpy", "scipy"}
@@ -88,11 +96,15 @@ def violations(package: Path = PACKAGE) -> list[str]:
                     found.append(f"{where}:{line}: imports {module}, which is in no declared layer")
                 elif layer == "__init__" or (target != layer and RANK[target] >= RANK[layer]):
                     rank = RANK.get(layer, -1)
-                    found.append(f"{where}:{line}: {layer} (rank {rank}) imports {module} ({target}, rank {RANK[target]})")
+                    found.append(
+                        f"{where}:{line}: {layer} (rank {rank}) imports {module} ({target}, rank {RANK[target]})"
+                    )
             elif layer in ALLOWED_THIRD_PARTY and parts[0] not in sys.stdlib_module_names:
                 if parts[0] not in ALLOWED_THIRD_PARTY[layer]:
-                    found.append(f"{where}:{line}: {layer} imports {module}; it may use only "
-                                 f"{sorted(ALLOWED_THIRD_PARTY[layer])} and the standard library")  # fmt: skip
+                    found.append(
+                        f"{where}:{line}: {layer} imports {module}; it may use only "
+                        f"{sorted(ALLOWED_THIRD_PARTY[layer])} and the standard library"
+                    )
     return found
 
 
@@ -109,14 +121,22 @@ def test_every_folder_is_a_declared_layer():
 @pytest.mark.parametrize(
     "layer, source, expected",
     [
-        ("metrics", "from lm_eval_evidential.records import Records", "metrics (rank 0) imports lm_eval_evidential.records"),
+        (
+            "metrics",
+            "from lm_eval_evidential.records import Records",
+            "metrics (rank 0) imports lm_eval_evidential.records",
+        ),
         ("metrics", "def f():\n    import torch", "metrics imports torch"),
         ("records", "from ..audits import ood", "records (rank 1) imports lm_eval_evidential.audits"),
         ("audits", "from lm_eval_evidential import modeling", "audits (rank 2) imports lm_eval_evidential.modeling"),
         ("audits", "import matplotlib", "audits imports matplotlib"),
         ("plots", "from lm_eval_evidential.harness.model import EvidentialLM", "plots (rank 3) imports"),
         ("report", "from lm_eval_evidential.training import trainer", "report (rank 4) imports"),
-        ("training", "from lm_eval_evidential.cli.main import main", "training (rank 4) imports lm_eval_evidential.cli"),
+        (
+            "training",
+            "from lm_eval_evidential.cli.main import main",
+            "training (rank 4) imports lm_eval_evidential.cli",
+        ),
         ("surprise", "x = 1", "surprise/planted.py: in no declared layer"),
     ],
 )

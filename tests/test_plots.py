@@ -19,8 +19,16 @@ def _records(n=60, k=4, seed=0, task="t") -> Records:
     rows = []
     for i in range(n):
         z = rng.normal(0.0, 1.5, size=k)
-        rows.append(make_record(task=task, doc_id=i, labels=list("ABCD"[:k]), gold=int(rng.integers(k)), logits=z,
-                                alpha=np.logaddexp(0.0, z) + 1.0))  # fmt: skip
+        rows.append(
+            make_record(
+                task=task,
+                doc_id=i,
+                labels=list("ABCD"[:k]),
+                gold=int(rng.integers(k)),
+                logits=z,
+                alpha=np.logaddexp(0.0, z) + 1.0,
+            )
+        )
     return Records.from_rows(rows, task=task, meta={"method": "edl", "prior_weight": 1.0})
 
 
@@ -83,5 +91,7 @@ def test_ksweep_axis_says_what_grows(tmp_path, monkeypatch):
     fig = drawn[0]
     assert all(ax.get_xlabel() == "zero-evidence options appended, x" for ax in fig.axes)
     title = fig.get_suptitle()
-    assert "OOD-only: $K_{OOD}$ = 4 + x while $K_{ID}$ stays" in title and "matched: $K_{ID}$ = $K_{OOD}$ = 4 + x" in title
+    assert (
+        "OOD-only: $K_{OOD}$ = 4 + x while $K_{ID}$ stays" in title and "matched: $K_{ID}$ = $K_{OOD}$ = 4 + x" in title
+    )
     assert sorted({line.get_xdata()[-1] for line in fig.axes[0].lines}) == [2]

@@ -70,8 +70,14 @@ def test_the_readme_is_parsed_as_ci_reads_it():
 
 @pytest.mark.slow
 def test_every_readme_command_runs_as_written_in_order(tiny_model, mirror, tmp_path):
-    env = {**os.environ, "EVIDENTIAL_DATA_DIR": str(mirror), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-           "TOKENIZERS_PARALLELISM": "false", "MPLBACKEND": "Agg"}  # fmt: skip
+    env = {
+        **os.environ,
+        "EVIDENTIAL_DATA_DIR": str(mirror),
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+        "MPLBACKEND": "Agg",
+    }
     work = tmp_path / "reader"
     work.mkdir()
     outputs = []
@@ -83,13 +89,23 @@ def test_every_readme_command_runs_as_written_in_order(tiny_model, mirror, tmp_p
         else:
             cmd = [sys.executable, "-c", code]
         proc = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=1500)
-        assert proc.returncode == 0, f"README block failed:\n{code}\n--- stdout\n{proc.stdout[-3000:]}\n--- stderr\n{proc.stderr[-3000:]}"
+        assert proc.returncode == 0, (
+            f"README block failed:\n{code}\n--- stdout\n{proc.stdout[-3000:]}\n--- stderr\n{proc.stderr[-3000:]}"
+        )
         assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
         outputs.append(proc.stdout + proc.stderr)
     printed = "\n".join(outputs)
     # What the README says the commands produce.
-    for name in ("ckpt/evidential_config.json", "ood.json", "ksweep.png", "ksweep.json", "reliability.png",
-                 "risk_coverage.png", "report/report.md", "report/report.json"):  # fmt: skip
+    for name in (
+        "ckpt/evidential_config.json",
+        "ood.json",
+        "ksweep.png",
+        "ksweep.json",
+        "reliability.png",
+        "risk_coverage.png",
+        "report/report.md",
+        "report/report.json",
+    ):
         assert (work / name).is_file(), name
     assert list((work / "out").rglob("records_obqa_edl_*.parquet"))
     assert "refused obqa_edl vs csqa_edl" in printed and "exit status 2" in printed

@@ -25,7 +25,9 @@ def _records(task, ks, shift, seed, control=None) -> Records:
     for i, k in enumerate(ks):
         z = rng.normal(shift, 1.5, size=int(k))
         alpha = np.logaddexp(0.0, z) + 1.0
-        rows.append(make_record(task=task, doc_id=i, labels=list(LETTERS[:k]), gold=int(rng.integers(k)), logits=z, alpha=alpha))
+        rows.append(
+            make_record(task=task, doc_id=i, labels=list(LETTERS[:k]), gold=int(rng.integers(k)), logits=z, alpha=alpha)
+        )
     meta = {"method": "edl", "prior_weight": 1.0, "pretrained": "synthetic-llm"}
     if control:
         meta["control"] = control
@@ -33,9 +35,19 @@ def _records(task, ks, shift, seed, control=None) -> Records:
 
 
 def _summary(of, n_questions, excluded):
-    return {"of": of, "k_from": "obqa_edl", "method": "distractor_removal", "target_k": 4, "seed": 0,
-            "n_questions": n_questions, "n_kept": n_questions - sum(excluded.values()), "n_excluded": sum(excluded.values()),
-            "n_reduced": 0, "excluded": excluded, "rule": "…"}  # fmt: skip
+    return {
+        "of": of,
+        "k_from": "obqa_edl",
+        "method": "distractor_removal",
+        "target_k": 4,
+        "seed": 0,
+        "n_questions": n_questions,
+        "n_kept": n_questions - sum(excluded.values()),
+        "n_excluded": sum(excluded.values()),
+        "n_reduced": 0,
+        "excluded": excluded,
+        "rule": "…",
+    }
 
 
 @pytest.fixture(scope="module")
@@ -48,30 +60,47 @@ def records():
         "csqa4_edl": _records("csqa4_edl", [4] * 80, 0.0, 3),
         "csqa_k4_edl": _records("csqa_k4_edl", [4] * 100, 0.0, 4, _summary("csqa_edl", 100, {})),
         "arc_c_edl": _records("arc_c_edl", arc_k, 0.0, 5),
-        "arc_c_k4_edl": _records("arc_c_k4_edl", [4] * (90 - n3), 0.2, 6,
-                                 _summary("arc_c_edl", 90, {"K=3 < 4: fewer options than the target K (never padded)": n3})),
-    }  # fmt: skip
+        "arc_c_k4_edl": _records(
+            "arc_c_k4_edl",
+            [4] * (90 - n3),
+            0.2,
+            6,
+            _summary("arc_c_edl", 90, {"K=3 < 4: fewer options than the target K (never padded)": n3}),
+        ),
+    }
 
 
 def _auroc(id_rec, ood_rec, keep=None):
     keep = np.ones(len(ood_rec), bool) if keep is None else keep
-    s = [compute_score("reciprocal_vacuity", probs=r.probs, k=r.k, alpha=r.alpha, prior_weight=1.0) for r in (id_rec, ood_rec)]
+    s = [
+        compute_score("reciprocal_vacuity", probs=r.probs, k=r.k, alpha=r.alpha, prior_weight=1.0)
+        for r in (id_rec, ood_rec)
+    ]
     y = np.r_[np.ones(len(id_rec)), np.zeros(int(keep.sum()))]
     return roc_auc_score(y, np.r_[s[0], s[1][keep]])
 
 
 def test_each_control_is_shown_with_what_it_keeps_and_its_auroc(records):
     ood = [records[t] for t in ("csqa_edl", "csqa4_edl", "csqa_k4_edl", "arc_c_edl", "arc_c_k4_edl")]
-    rows = {(r["source"], r["control"]): r for r in control_rows(records["obqa_edl"], ood, scores=["reciprocal_vacuity"])}
+    rows = {
+        (r["source"], r["control"]): r for r in control_rows(records["obqa_edl"], ood, scores=["reciprocal_vacuity"])
+    }
     assert list(dict.fromkeys(s for s, _ in rows)) == ["csqa_edl", "arc_c_edl"]
     arc = records["arc_c_edl"]
     n4 = int((arc.k == 4).sum())
 
     restrict = rows["arc_c_edl", "restrict"]
     assert (restrict["n_kept"], restrict["n_source"], restrict["n_excluded"]) == (n4, 90, 90 - n4)
-    assert restrict["auroc"]["reciprocal_vacuity"]["auroc"] == pytest.approx(_auroc(records["obqa_edl"], arc, arc.k == 4), abs=1e-12)
+    assert restrict["auroc"]["reciprocal_vacuity"]["auroc"] == pytest.approx(
+        _auroc(records["obqa_edl"], arc, arc.k == 4), abs=1e-12
+    )
     k4 = rows["arc_c_edl", "arc_c_k4_edl"]
-    assert (k4["n_kept"], k4["n_source"], k4["n_excluded"], k4["matched"]) == (len(records["arc_c_k4_edl"]), 90, int((arc.k == 3).sum()), True)
+    assert (k4["n_kept"], k4["n_source"], k4["n_excluded"], k4["matched"]) == (
+        len(records["arc_c_k4_edl"]),
+        90,
+        int((arc.k == 3).sum()),
+        True,
+    )
     assert k4["n_kept"] > restrict["n_kept"]  # removal keeps the 5-option questions that restrict drops
     assert list(k4["excluded"].values()) == [int((arc.k == 3).sum())]
     auc, (lo, hi) = k4["auroc"]["reciprocal_vacuity"]["auroc"], k4["auroc"]["reciprocal_vacuity"]["auroc_ci"]
@@ -93,8 +122,15 @@ def test_controls_missing_from_the_records_are_named_not_compared(records):
 
 def test_the_report_has_the_side_by_side_section(records, tmp_path):
     ood = [records[t] for t in ("csqa_edl", "csqa4_edl", "csqa_k4_edl", "arc_c_edl")]
-    report = build_report(records["obqa_edl"], ood, tmp_path, k_policy=["assert", "restrict"], n_boot=0, max_extra=1,
-                          scores=["reciprocal_vacuity", "max_prob"])
+    report = build_report(
+        records["obqa_edl"],
+        ood,
+        tmp_path,
+        k_policy=["assert", "restrict"],
+        n_boot=0,
+        max_extra=1,
+        scores=["reciprocal_vacuity", "max_prob"],
+    )
     md = (tmp_path / "report.md").read_text(encoding="utf-8")
     assert "## K-matched controls side by side" in md
     section = md.split("## K-matched controls side by side")[1].split("\n## ")[0]

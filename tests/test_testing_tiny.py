@@ -61,8 +61,12 @@ def test_special_tokens(tok):
 
 @pytest.mark.parametrize(
     "rel",
-    ["allenai/openbookqa/main/test.jsonl", "allenai/ai2_arc/ARC-Challenge/test.jsonl",
-     "tau/commonsense_qa/default/validation.jsonl", "cais/mmlu/abstract_algebra/test.jsonl"],
+    [
+        "allenai/openbookqa/main/test.jsonl",
+        "allenai/ai2_arc/ARC-Challenge/test.jsonl",
+        "tau/commonsense_qa/default/validation.jsonl",
+        "cais/mmlu/abstract_algebra/test.jsonl",
+    ],
 )
 def test_answer_appends_exactly_one_token(tok, rel):
     ids = [i[0] for i in _answer_ids(tok)]
@@ -91,7 +95,10 @@ def test_model_config(tiny_model, tok):
     assert cfg.vocab_size == len(tok)
     assert cfg.tie_word_embeddings is False
     assert (cfg.bos_token_id, cfg.eos_token_id, cfg.pad_token_id) == (
-        tok.bos_token_id, tok.eos_token_id, tok.pad_token_id)
+        tok.bos_token_id,
+        tok.eos_token_id,
+        tok.pad_token_id,
+    )
     assert (Path(tiny_model) / "model.safetensors").is_file()
     assert not list(Path(tiny_model).glob("*.bin"))
 
@@ -162,8 +169,9 @@ def test_answer_tokens_survive_any_corpus(tmp_path):
 
     from lm_eval_evidential.testing.tiny import build_tiny_model
 
-    out = build_tiny_model(tmp_path / "m", corpus="a tiny corpus without letters", hidden_size=16,
-                           num_layers=1, num_heads=2)
+    out = build_tiny_model(
+        tmp_path / "m", corpus="a tiny corpus without letters", hidden_size=16, num_layers=1, num_heads=2
+    )
     ids = _answer_ids(AutoTokenizer.from_pretrained(out))
     assert all(len(i) == 1 for i in ids) and len({i[0] for i in ids}) == 5
 
@@ -177,8 +185,11 @@ MMLU = ["abstract_algebra", "college_mathematics", "high_school_mathematics"]
 
 
 def _is_str_list(x, n=None):
-    return isinstance(x, list) and all(isinstance(s, str) and s.strip() == s and s for s in x) and (
-        n is None or len(x) == n)
+    return (
+        isinstance(x, list)
+        and all(isinstance(s, str) and s.strip() == s and s for s in x)
+        and (n is None or len(x) == n)
+    )
 
 
 def test_sample_dir_is_package_data():
@@ -194,9 +205,16 @@ def test_sample_readme_table_lists_every_file_with_its_record_count():
     listed, with its exact number of lines, and no listed file is missing."""
     import re
 
-    listed = {m[1]: int(m[2]) for m in re.finditer(r"^\| `([^`]+\.jsonl)` \| *(\d+) *\|$", (sample_data_dir() / "README.md").read_text(), re.M)}
-    present = {str(p.relative_to(sample_data_dir())): sum(1 for line in p.read_text().splitlines() if line.strip())
-               for p in sample_data_dir().rglob("*.jsonl")}  # fmt: skip
+    listed = {
+        m[1]: int(m[2])
+        for m in re.finditer(
+            r"^\| `([^`]+\.jsonl)` \| *(\d+) *\|$", (sample_data_dir() / "README.md").read_text(), re.M
+        )
+    }
+    present = {
+        str(p.relative_to(sample_data_dir())): sum(1 for line in p.read_text().splitlines() if line.strip())
+        for p in sample_data_dir().rglob("*.jsonl")
+    }
     assert listed and listed == present
 
 
@@ -216,8 +234,10 @@ def test_openbookqa_schema(split):
 
 def test_openbookqa_splits_do_not_overlap():
     def keys(split):
-        return {(r["question_stem"], r["choices"]["text"][LETTERS.index(r["answerKey"])])
-                for r in _read(f"allenai/openbookqa/main/{split}.jsonl")}
+        return {
+            (r["question_stem"], r["choices"]["text"][LETTERS.index(r["answerKey"])])
+            for r in _read(f"allenai/openbookqa/main/{split}.jsonl")
+        }
 
     assert not keys("train") & keys("test") and not keys("train") & keys("validation")
     assert not keys("validation") & keys("test")
@@ -292,8 +312,11 @@ def test_mmlu_arithmetic_answers_are_right():
         if m := re.fullmatch(r"What is (\d+)% of (\d+)\?", r["question"]):
             assert Fraction(right) == Fraction(int(m[1]) * int(m[2]), 100)
             checked += 1
-        elif m := re.fullmatch(r"What is the distance between the points \((-?\d+), (-?\d+)\) and "
-                               r"\((-?\d+), (-?\d+)\)\?", r["question"]):
+        elif m := re.fullmatch(
+            r"What is the distance between the points \((-?\d+), (-?\d+)\) and "
+            r"\((-?\d+), (-?\d+)\)\?",
+            r["question"],
+        ):
             x1, y1, x2, y2 = map(int, m.groups())
             assert int(right) ** 2 == (x2 - x1) ** 2 + (y2 - y1) ** 2
             checked += 1

@@ -23,8 +23,10 @@ from pathlib import Path
 # lm-eval's tests of what this package hooks: the task manager's construction and include paths,
 # the model registry, the evaluator's result assembly (offline; about 1.5 min per run on 2 busy cores).
 DEFAULT_TESTS = (
-    "tests/test_task_manager.py::TestTaskManagerIntegration", "tests/test_registry.py", "tests/test_evaluator_utils.py",
-)  # fmt: skip
+    "tests/test_task_manager.py::TestTaskManagerIntegration",
+    "tests/test_registry.py",
+    "tests/test_evaluator_utils.py",
+)
 OUTCOME = re.compile(r"^(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS) (\S+)")
 
 
@@ -38,9 +40,22 @@ def fetch_tests(cache: Path) -> Path:
         return root
     cache.mkdir(parents=True, exist_ok=True)
     subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", f"lm_eval=={release}", "-d", str(cache)],
-        check=True, capture_output=True, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--no-binary",
+            ":all:",
+            f"lm_eval=={release}",
+            "-d",
+            str(cache),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     [sdist] = cache.glob(f"lm_eval-{release}.tar.gz")
     with tarfile.open(sdist) as archive:
         members = [m for m in archive.getmembers() if m.name.startswith(f"lm_eval-{release}/tests/")]
@@ -55,8 +70,11 @@ def outcomes(root: Path, tests, *, hook: bool) -> dict[str, str]:
         env["LM_EVAL_EVIDENTIAL_DISABLE_HOOK"] = "1"
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", *tests],
-        cwd=root, env=env, capture_output=True, text=True,
-    )  # fmt: skip
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     found = {}
     for line in proc.stdout.splitlines():
         m = OUTCOME.match(line)
@@ -90,7 +108,10 @@ def main(argv=None) -> int:
     differences = compare(root, args.tests)
     for line in differences:
         print(line)
-    print(f"lm-eval's {', '.join(args.tests)}: {'identical' if not differences else f'{len(differences)} differ'} with and without the hook")
+    print(
+        f"lm-eval's {', '.join(args.tests)}: {'identical' if not differences else f'{len(differences)} differ'} "
+        "with and without the hook"
+    )
     return 1 if differences else 0
 
 

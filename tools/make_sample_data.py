@@ -25,9 +25,10 @@ import os
 import random
 import sys
 import tempfile
+from collections.abc import Callable
 from fractions import Fraction
 from pathlib import Path
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 SEED = 20240607
 DEFAULT_OUT = Path(__file__).resolve().parent.parent / "lm_eval_evidential" / "testing" / "data" / "sample"
@@ -44,8 +45,26 @@ class Item(NamedTuple):
 Generator = Callable[[random.Random], Item]
 
 NAMES = [
-    "Maria", "Jamal", "Priya", "Tom", "Aiko", "Lucas", "Fatima", "Ben", "Chloe", "Diego",
-    "Hana", "Omar", "Grace", "Ivan", "Zoe", "Kofi", "Lena", "Sam", "Nadia", "Ravi",
+    "Maria",
+    "Jamal",
+    "Priya",
+    "Tom",
+    "Aiko",
+    "Lucas",
+    "Fatima",
+    "Ben",
+    "Chloe",
+    "Diego",
+    "Hana",
+    "Omar",
+    "Grace",
+    "Ivan",
+    "Zoe",
+    "Kofi",
+    "Lena",
+    "Sam",
+    "Nadia",
+    "Ravi",
 ]
 
 
@@ -58,22 +77,71 @@ def _others(pool, correct):
 # --------------------------------------------------------------------------------------
 
 _TOOLS = [
-    ("a balance", ["the mass of a rock", "the mass of an apple", "the mass of a bag of flour",
-                   "the mass of a toy truck", "the mass of a bar of soap"]),
-    ("a meter stick", ["the length of a classroom table", "the length of a garden hose",
-                       "the height of a bookshelf", "the width of a doorway"]),
-    ("a thermometer", ["the temperature of a pot of soup", "the temperature of a swimming pool",
-                       "the temperature of a fish tank", "how warm a cup of tea is"]),
-    ("a graduated cylinder", ["the volume of a sample of vinegar", "the volume of some pond water",
-                              "the volume of some cooking oil", "how much lemon juice is in a glass"]),
-    ("a barometer", ["the air pressure before a storm", "changes in air pressure over a week",
-                     "the air pressure at the top of a hill"]),
-    ("an anemometer", ["the wind speed on a hilltop", "how fast the wind blows at the beach",
-                       "the wind speed during a storm"]),
-    ("a rain gauge", ["how much rain fell in a week", "the amount of rain from a thunderstorm",
-                      "the rainfall in a garden over a month"]),
-    ("a stopwatch", ["the time a marble takes to roll down a ramp", "how long a candle takes to burn out",
-                     "the time it takes an ice cube to melt"]),
+    (
+        "a balance",
+        [
+            "the mass of a rock",
+            "the mass of an apple",
+            "the mass of a bag of flour",
+            "the mass of a toy truck",
+            "the mass of a bar of soap",
+        ],
+    ),
+    (
+        "a meter stick",
+        [
+            "the length of a classroom table",
+            "the length of a garden hose",
+            "the height of a bookshelf",
+            "the width of a doorway",
+        ],
+    ),
+    (
+        "a thermometer",
+        [
+            "the temperature of a pot of soup",
+            "the temperature of a swimming pool",
+            "the temperature of a fish tank",
+            "how warm a cup of tea is",
+        ],
+    ),
+    (
+        "a graduated cylinder",
+        [
+            "the volume of a sample of vinegar",
+            "the volume of some pond water",
+            "the volume of some cooking oil",
+            "how much lemon juice is in a glass",
+        ],
+    ),
+    (
+        "a barometer",
+        [
+            "the air pressure before a storm",
+            "changes in air pressure over a week",
+            "the air pressure at the top of a hill",
+        ],
+    ),
+    (
+        "an anemometer",
+        ["the wind speed on a hilltop", "how fast the wind blows at the beach", "the wind speed during a storm"],
+    ),
+    (
+        "a rain gauge",
+        [
+            "how much rain fell in a week",
+            "the amount of rain from a thunderstorm",
+            "the rainfall in a garden over a month",
+        ],
+    ),
+    (
+        "a stopwatch",
+        [
+            "the time a marble takes to roll down a ramp",
+            "how long a candle takes to burn out",
+            "the time it takes an ice cube to melt",
+        ],
+    ),
 ]
 _TOOL_POOL = [t for t, _ in _TOOLS] + ["a magnifying glass", "a compass", "a microscope"]
 
@@ -81,51 +149,86 @@ _TOOL_POOL = [t for t, _ in _TOOLS] + ["a magnifying glass", "a compass", "a mic
 def obqa_measure(rng):
     tool, nps = rng.choice(_TOOLS)
     np_ = rng.choice(nps)
-    stem = rng.choice([
-        "To find {np}, a student should use",
-        "Which tool would best measure {np}?",
-        "A class wants to record {np}. Which instrument should they use?",
-        "{name} needs to know {np}, so {name} reaches for",
-    ]).format(np=np_, name=rng.choice(NAMES))
+    stem = rng.choice(
+        [
+            "To find {np}, a student should use",
+            "Which tool would best measure {np}?",
+            "A class wants to record {np}. Which instrument should they use?",
+            "{name} needs to know {np}, so {name} reaches for",
+        ]
+    ).format(np=np_, name=rng.choice(NAMES))
     return Item(stem, tool, _others(_TOOL_POOL, tool))
 
 
-_CONDUCTORS = ["a copper wire", "an iron nail", "a steel spoon", "a sheet of aluminum foil",
-               "a brass key", "a silver ring", "a metal paper clip", "a tin can lid"]
-_INSULATORS = ["a rubber band", "a wooden ruler", "a plastic straw", "a glass marble", "a cotton sock",
-               "a paper towel", "a foam cup", "a wax candle", "a ceramic tile", "a leather glove"]
+_CONDUCTORS = [
+    "a copper wire",
+    "an iron nail",
+    "a steel spoon",
+    "a sheet of aluminum foil",
+    "a brass key",
+    "a silver ring",
+    "a metal paper clip",
+    "a tin can lid",
+]
+_INSULATORS = [
+    "a rubber band",
+    "a wooden ruler",
+    "a plastic straw",
+    "a glass marble",
+    "a cotton sock",
+    "a paper towel",
+    "a foam cup",
+    "a wax candle",
+    "a ceramic tile",
+    "a leather glove",
+]
 
 
 def obqa_conductor(rng):
     name = rng.choice(NAMES)
     if rng.random() < 0.7:
-        stem = rng.choice([
-            "{name} builds a circuit with a gap in it. The bulb will light if the gap is closed with",
-            "Electricity would flow most easily through",
-            "Which of these could {name} use to complete an electric circuit?",
-            "{name} is testing objects with a battery and a bulb. The bulb glows when touching",
-        ]).format(name=name)
+        stem = rng.choice(
+            [
+                "{name} builds a circuit with a gap in it. The bulb will light if the gap is closed with",
+                "Electricity would flow most easily through",
+                "Which of these could {name} use to complete an electric circuit?",
+                "{name} is testing objects with a battery and a bulb. The bulb glows when touching",
+            ]
+        ).format(name=name)
         return Item(stem, rng.choice(_CONDUCTORS), tuple(_INSULATORS))
-    stem = rng.choice([
-        "Which of these would best keep electricity from flowing?",
-        "{name} wants to cover a wire so it is safe to touch. The covering should be made of the same material as",
-        "An electrical insulator, such as",
-    ]).format(name=name)
+    stem = rng.choice(
+        [
+            "Which of these would best keep electricity from flowing?",
+            "{name} wants to cover a wire so it is safe to touch. The covering should be made of the same material as",
+            "An electrical insulator, such as",
+        ]
+    ).format(name=name)
     return Item(stem, rng.choice(_INSULATORS), tuple(_CONDUCTORS))
 
 
 _MAGNETIC = ["an iron nail", "a steel paper clip", "a steel bolt", "an iron horseshoe", "a steel safety pin"]
-_NONMAGNETIC = ["a plastic button", "a wooden block", "a glass bead", "a rubber eraser", "an aluminum can",
-                "a copper penny", "a cotton ball", "a paper cup", "a gold ring"]
+_NONMAGNETIC = [
+    "a plastic button",
+    "a wooden block",
+    "a glass bead",
+    "a rubber eraser",
+    "an aluminum can",
+    "a copper penny",
+    "a cotton ball",
+    "a paper cup",
+    "a gold ring",
+]
 
 
 def obqa_magnet(rng):
-    stem = rng.choice([
-        "A magnet will stick to",
-        "A magnet held near a pile of objects would pick up",
-        "{name} drags a strong magnet across a table. It most likely attracts",
-        "Which object would a bar magnet attract?",
-    ]).format(name=rng.choice(NAMES))
+    stem = rng.choice(
+        [
+            "A magnet will stick to",
+            "A magnet held near a pile of objects would pick up",
+            "{name} drags a strong magnet across a table. It most likely attracts",
+            "Which object would a bar magnet attract?",
+        ]
+    ).format(name=rng.choice(NAMES))
     return Item(stem, rng.choice(_MAGNETIC), tuple(_NONMAGNETIC))
 
 
@@ -146,33 +249,51 @@ def _article(word):
 def obqa_animal_class(rng):
     cls = rng.choice(list(_ANIMAL_CLASS))
     animal = rng.choice(_ANIMAL_CLASS[cls])
-    stem = rng.choice([
-        "{A} is a kind of",
-        "Which group of animals does {a} belong to?",
-        "Scientists would classify {a} as",
-    ]).format(A=_article(animal).capitalize(), a=_article(animal))
+    stem = rng.choice(
+        [
+            "{A} is a kind of",
+            "Which group of animals does {a} belong to?",
+            "Scientists would classify {a} as",
+        ]
+    ).format(A=_article(animal).capitalize(), a=_article(animal))
     return Item(stem, cls, _others(list(_ANIMAL_CLASS), cls))
 
 
-_LIFE_CYCLE = [("tadpole", "a frog"), ("caterpillar", "a butterfly"), ("grub", "a beetle"),
-               ("puppy", "a dog"), ("kitten", "a cat"), ("foal", "a horse"), ("calf", "a cow"),
-               ("chick", "a chicken"), ("fawn", "a deer"), ("joey", "a kangaroo"), ("duckling", "a duck"),
-               ("cygnet", "a swan"), ("piglet", "a pig"), ("lamb", "a sheep"), ("maggot", "a fly"),
-               ("acorn", "an oak tree")]
+_LIFE_CYCLE = [
+    ("tadpole", "a frog"),
+    ("caterpillar", "a butterfly"),
+    ("grub", "a beetle"),
+    ("puppy", "a dog"),
+    ("kitten", "a cat"),
+    ("foal", "a horse"),
+    ("calf", "a cow"),
+    ("chick", "a chicken"),
+    ("fawn", "a deer"),
+    ("joey", "a kangaroo"),
+    ("duckling", "a duck"),
+    ("cygnet", "a swan"),
+    ("piglet", "a pig"),
+    ("lamb", "a sheep"),
+    ("maggot", "a fly"),
+    ("acorn", "an oak tree"),
+]
 
 
 def obqa_life_cycle(rng):
     young, adult = rng.choice(_LIFE_CYCLE)
-    stem = rng.choice([
-        "{A} will grow up to become",
-        "As it grows, {a} changes into",
-        "Over time, {a} develops into",
-    ]).format(A=_article(young).capitalize(), a=_article(young))
+    stem = rng.choice(
+        [
+            "{A} will grow up to become",
+            "As it grows, {a} changes into",
+            "Over time, {a} develops into",
+        ]
+    ).format(A=_article(young).capitalize(), a=_article(young))
     return Item(stem, adult, tuple(a for _, a in _LIFE_CYCLE if a != adult))
 
 
 _STATE_CHANGES = [
-    ("an ice cube on a warm sidewalk", "melt", "melt"), ("a puddle on a sunny afternoon", "evaporate", "evaporate"),
+    ("an ice cube on a warm sidewalk", "melt", "melt"),
+    ("a puddle on a sunny afternoon", "evaporate", "evaporate"),
     ("a tray of water placed in a freezer", "freeze", "freeze"),
     ("steam touching a cold mirror", "condense", "condense"),
     ("a chocolate bar left in a hot car", "melt", "melt"),
@@ -184,68 +305,99 @@ _STATE_CHANGES = [
     ("a bowl of salt water left on a windowsill for weeks", "evaporate and leave salt behind", "evaporate"),
 ]
 # (distractor, the change it names): a distractor naming the right change would be a second right answer.
-_STATE_POOL = [("melt", "melt"), ("evaporate", "evaporate"), ("freeze", "freeze"), ("condense", "condense"),
-               ("become heavier", ""), ("grow larger", ""), ("turn into sand", ""), ("become magnetic", "")]
+_STATE_POOL = [
+    ("melt", "melt"),
+    ("evaporate", "evaporate"),
+    ("freeze", "freeze"),
+    ("condense", "condense"),
+    ("become heavier", ""),
+    ("grow larger", ""),
+    ("turn into sand", ""),
+    ("become magnetic", ""),
+]
 
 
 def obqa_state_change(rng):
     thing, change, kind = rng.choice(_STATE_CHANGES)
-    stem = rng.choice(["Over time, {t} will most likely", "What will most likely happen to {t}? It will",
-                       "{T} is expected to"]).format(t=thing, T=thing[0].upper() + thing[1:])
+    stem = rng.choice(
+        ["Over time, {t} will most likely", "What will most likely happen to {t}? It will", "{T} is expected to"]
+    ).format(t=thing, T=thing[0].upper() + thing[1:])
     return Item(stem, change, tuple(x for x, k in _STATE_POOL if k != kind))
 
 
-_ORGANS = [("heart", "pump blood through the body"), ("lungs", "take in oxygen from the air"),
-           ("stomach", "break down food"), ("skeleton", "support the body and give it shape"),
-           ("skin", "protect the inside of the body"), ("brain", "control the body's actions"),
-           ("kidneys", "filter wastes out of the blood"), ("muscles", "move the bones"),
-           ("eyes", "sense light"), ("ears", "detect sound"), ("small intestine", "absorb nutrients from food")]
+_ORGANS = [
+    ("heart", "pump blood through the body"),
+    ("lungs", "take in oxygen from the air"),
+    ("stomach", "break down food"),
+    ("skeleton", "support the body and give it shape"),
+    ("skin", "protect the inside of the body"),
+    ("brain", "control the body's actions"),
+    ("kidneys", "filter wastes out of the blood"),
+    ("muscles", "move the bones"),
+    ("eyes", "sense light"),
+    ("ears", "detect sound"),
+    ("small intestine", "absorb nutrients from food"),
+]
 
 
 def obqa_organ(rng):
     organ, job = rng.choice(_ORGANS)
     plural = organ.endswith("s")
-    stem = rng.choice([
-        "The {o} {help} the body",
-        "What is the main job of the {o}? To",
-        "Without the {o}, a person could not",
-    ]).format(o=organ, help="help" if plural else "helps")
+    stem = rng.choice(
+        [
+            "The {o} {help} the body",
+            "What is the main job of the {o}? To",
+            "Without the {o}, a person could not",
+        ]
+    ).format(o=organ, help="help" if plural else "helps")
     return Item(stem, job, tuple(j for _, j in _ORGANS if j != job))
 
 
-_PLANT_PARTS = [("roots", "take in water from the soil"), ("leaves", "make food using sunlight"),
-                ("stem", "carry water up to the leaves"), ("flowers", "make seeds"),
-                ("seeds", "grow into new plants"), ("fruit", "protect the seeds inside it")]
+_PLANT_PARTS = [
+    ("roots", "take in water from the soil"),
+    ("leaves", "make food using sunlight"),
+    ("stem", "carry water up to the leaves"),
+    ("flowers", "make seeds"),
+    ("seeds", "grow into new plants"),
+    ("fruit", "protect the seeds inside it"),
+]
 
 
 def obqa_plant(rng):
     part, job = rng.choice(_PLANT_PARTS)
-    plant = rng.choice(["a sunflower", "an apple tree", "a bean plant", "a rose bush", "a tomato plant",
-                        "a pumpkin vine"])
+    plant = rng.choice(
+        ["a sunflower", "an apple tree", "a bean plant", "a rose bush", "a tomato plant", "a pumpkin vine"]
+    )
     stem = rng.choice(["One job of the {p} of {pl} is to", "In {pl}, the main job of the {p} is to"]).format(
-        p=part, pl=plant)
+        p=part, pl=plant
+    )
     return Item(stem, job, tuple(j for _, j in _PLANT_PARTS if j != job))
 
 
 # (device, source, output, distractors): distractors are chosen per device so that none is
 # also a large share of its output (a flashlight also makes electricity on the way to light).
-_ENERGY = [("a toaster", "electrical", "heat", ["sound", "motion", "magnetic", "chemical"]),
-           ("a flashlight", "chemical", "light", ["sound", "motion", "magnetic"]),
-           ("a solar panel", "light", "electrical", ["sound", "motion", "magnetic", "chemical"]),
-           ("a windmill generator", "wind", "electrical", ["sound", "light", "magnetic", "chemical"]),
-           ("an electric fan", "electrical", "motion", ["light", "magnetic", "chemical"]),
-           ("a loudspeaker", "electrical", "sound", ["light", "heat", "chemical"]),
-           ("a gas stove", "chemical", "heat", ["sound", "motion", "electrical", "magnetic"]),
-           ("a doorbell", "electrical", "sound", ["light", "heat", "chemical"]),
-           ("a wind-up toy car", "stored", "motion", ["light", "heat", "chemical", "electrical"])]
+_ENERGY = [
+    ("a toaster", "electrical", "heat", ["sound", "motion", "magnetic", "chemical"]),
+    ("a flashlight", "chemical", "light", ["sound", "motion", "magnetic"]),
+    ("a solar panel", "light", "electrical", ["sound", "motion", "magnetic", "chemical"]),
+    ("a windmill generator", "wind", "electrical", ["sound", "light", "magnetic", "chemical"]),
+    ("an electric fan", "electrical", "motion", ["light", "magnetic", "chemical"]),
+    ("a loudspeaker", "electrical", "sound", ["light", "heat", "chemical"]),
+    ("a gas stove", "chemical", "heat", ["sound", "motion", "electrical", "magnetic"]),
+    ("a doorbell", "electrical", "sound", ["light", "heat", "chemical"]),
+    ("a wind-up toy car", "stored", "motion", ["light", "heat", "chemical", "electrical"]),
+]
 
 
 def obqa_energy(rng):
     device, src, out, wrong = rng.choice(_ENERGY)
-    stem = rng.choice(["{D} mainly changes {s} energy into",
-                       "When {d} is working, most of its {s} energy becomes",
-                       "The useful energy given off by {d} is mostly"]).format(
-        D=device[0].upper() + device[1:], d=device, s=src)
+    stem = rng.choice(
+        [
+            "{D} mainly changes {s} energy into",
+            "When {d} is working, most of its {s} energy becomes",
+            "The useful energy given off by {d} is mostly",
+        ]
+    ).format(D=device[0].upper() + device[1:], d=device, s=src)
     return Item(stem, out + " energy", tuple(f + " energy" for f in wrong))
 
 
@@ -254,20 +406,39 @@ _NONRENEWABLE = ["coal", "oil", "natural gas", "gasoline", "propane"]
 
 
 def obqa_renewable(rng):
-    town = rng.choice(["a small island", "a farm town", "a mountain village", "a desert city", "a seaside town",
-                       "a school district"])
+    town = rng.choice(
+        ["a small island", "a farm town", "a mountain village", "a desert city", "a seaside town", "a school district"]
+    )
     if rng.random() < 0.6:
-        stem = rng.choice(["The power company of {t} wants an energy source that will not run out. It should use",
-                           "Which resource used by {t} can be replaced by nature?"]).format(t=town)
+        stem = rng.choice(
+            [
+                "The power company of {t} wants an energy source that will not run out. It should use",
+                "Which resource used by {t} can be replaced by nature?",
+            ]
+        ).format(t=town)
         return Item(stem, rng.choice(_RENEWABLE), tuple(_NONRENEWABLE))
-    stem = "Which fuel burned in {t} will eventually run out?".format(t=town)
+    stem = f"Which fuel burned in {town} will eventually run out?"
     return Item(stem, rng.choice(_NONRENEWABLE), tuple(_RENEWABLE))
 
 
-_MEAT_EATERS = [("owls", "mice"), ("frogs", "insects"), ("foxes", "rabbits"), ("whales", "krill"),
-                ("spiders", "flies"), ("robins", "worms"), ("sharks", "fish"), ("lions", "zebras")]
-_PLANT_EATERS = [("rabbits", "clover"), ("deer", "leaves and twigs"), ("bees", "nectar"),
-                 ("koalas", "eucalyptus leaves"), ("cows", "grass"), ("pandas", "bamboo")]
+_MEAT_EATERS = [
+    ("owls", "mice"),
+    ("frogs", "insects"),
+    ("foxes", "rabbits"),
+    ("whales", "krill"),
+    ("spiders", "flies"),
+    ("robins", "worms"),
+    ("sharks", "fish"),
+    ("lions", "zebras"),
+]
+_PLANT_EATERS = [
+    ("rabbits", "clover"),
+    ("deer", "leaves and twigs"),
+    ("bees", "nectar"),
+    ("koalas", "eucalyptus leaves"),
+    ("cows", "grass"),
+    ("pandas", "bamboo"),
+]
 _NONFOOD = ["rocks", "sand", "sunlight alone", "soil", "pebbles", "rainwater alone"]
 
 
@@ -279,19 +450,32 @@ def obqa_food(rng):
     else:
         eater, food = rng.choice(_PLANT_EATERS)
         pool = [f for _, f in _MEAT_EATERS] + _NONFOOD
-    stem = rng.choice(["{E} get the energy they need by eating", "In a food chain, {e} get energy from",
-                       "Most of the food of {e} comes from"]).format(E=eater.capitalize(), e=eater)
+    stem = rng.choice(
+        [
+            "{E} get the energy they need by eating",
+            "In a food chain, {e} get energy from",
+            "Most of the food of {e} comes from",
+        ]
+    ).format(E=eater.capitalize(), e=eater)
     return Item(stem, food, tuple(rng.sample(pool, 5)))
 
 
-_ADAPT = [("bat", "large ears", "find insects in the dark"), ("snake", "forked tongue", "smell its surroundings"),
-          ("cat", "whiskers", "feel its way in tight spaces"), ("owl", "large eyes", "see at night"),
-          ("camel", "hump", "store fat for long trips"), ("duck", "webbed feet", "swim through water"),
-          ("polar bear", "thick fur", "stay warm in the cold"), ("giraffe", "long neck", "reach high leaves"),
-          ("porcupine", "sharp quills", "defend itself from predators"), ("eagle", "sharp talons", "grab its prey"),
-          ("beaver", "strong front teeth", "cut through wood"),
-          ("chameleon", "color-changing skin", "hide from predators"),
-          ("woodpecker", "hard beak", "drill holes in trees"), ("fish", "gills", "breathe under water")]
+_ADAPT = [
+    ("bat", "large ears", "find insects in the dark"),
+    ("snake", "forked tongue", "smell its surroundings"),
+    ("cat", "whiskers", "feel its way in tight spaces"),
+    ("owl", "large eyes", "see at night"),
+    ("camel", "hump", "store fat for long trips"),
+    ("duck", "webbed feet", "swim through water"),
+    ("polar bear", "thick fur", "stay warm in the cold"),
+    ("giraffe", "long neck", "reach high leaves"),
+    ("porcupine", "sharp quills", "defend itself from predators"),
+    ("eagle", "sharp talons", "grab its prey"),
+    ("beaver", "strong front teeth", "cut through wood"),
+    ("chameleon", "color-changing skin", "hide from predators"),
+    ("woodpecker", "hard beak", "drill holes in trees"),
+    ("fish", "gills", "breathe under water"),
+]
 _MASS_OR_PLURAL = ("ears", "whiskers", "eyes", "feet", "fur", "quills", "talons", "teeth", "skin", "gills")
 
 
@@ -299,28 +483,46 @@ def obqa_adaptation(rng):
     animal, feature, use = rng.choice(_ADAPT)
     plural = feature.endswith(("ears", "whiskers", "eyes", "feet", "quills", "talons", "teeth", "gills"))
     bare = feature.endswith(_MASS_OR_PLURAL)
-    stem = rng.choice(["The {f} of {a} most likely {help} it", "{A} uses its {f} to",
-                       "Why does {a} have {af}? To"]).format(
-        f=feature, a=_article(animal), A=_article(animal).capitalize(), help="help" if plural else "helps",
-        af=feature if bare else _article(feature))
+    stem = rng.choice(
+        ["The {f} of {a} most likely {help} it", "{A} uses its {f} to", "Why does {a} have {af}? To"]
+    ).format(
+        f=feature,
+        a=_article(animal),
+        A=_article(animal).capitalize(),
+        help="help" if plural else "helps",
+        af=feature if bare else _article(feature),
+    )
     return Item(stem, use, tuple(u for _, _, u in _ADAPT if u != use))
 
 
 _SPACE = [
     (["Day and night happen because", "We have daytime and nighttime because"], "the Earth spins on its axis"),
-    (["The seasons change during the year because", "Summer and winter happen because"],
-     "the Earth's axis is tilted"),
-    (["A year on Earth lasts about 365 days because", "A calendar year has about 365 days because"],
-     "the Earth takes that long to circle the Sun"),
-    (["The Moon seems to change shape over a month because", "We see phases of the Moon because"],
-     "we see different amounts of its lit side"),
-    (["Ocean tides rise and fall mostly because", "High tide and low tide happen mainly because"],
-     "the Moon's gravity pulls on the oceans"),
-    (["The Sun looks bigger than other stars because", "The Sun appears brighter than other stars because"],
-     "it is much closer to the Earth"),
+    (["The seasons change during the year because", "Summer and winter happen because"], "the Earth's axis is tilted"),
+    (
+        ["A year on Earth lasts about 365 days because", "A calendar year has about 365 days because"],
+        "the Earth takes that long to circle the Sun",
+    ),
+    (
+        ["The Moon seems to change shape over a month because", "We see phases of the Moon because"],
+        "we see different amounts of its lit side",
+    ),
+    (
+        ["Ocean tides rise and fall mostly because", "High tide and low tide happen mainly because"],
+        "the Moon's gravity pulls on the oceans",
+    ),
+    (
+        ["The Sun looks bigger than other stars because", "The Sun appears brighter than other stars because"],
+        "it is much closer to the Earth",
+    ),
 ]
-_SPACE_WRONG = ["the Sun moves around the Earth", "clouds block the Sun", "the Earth gets closer to the Moon",
-                "the Moon makes its own light", "the Sun turns off at night", "the wind pushes the oceans"]
+_SPACE_WRONG = [
+    "the Sun moves around the Earth",
+    "clouds block the Sun",
+    "the Earth gets closer to the Moon",
+    "the Moon makes its own light",
+    "the Sun turns off at night",
+    "the wind pushes the oceans",
+]
 
 
 def obqa_space(rng):
@@ -331,8 +533,13 @@ def obqa_space(rng):
     return Item(stem, right, tuple(rng.sample(pool, 5)))
 
 
-_SURFACES_SMOOTH = ["a polished wood floor", "an ice rink", "a smooth tile hallway", "a sheet of glass",
-                    "a waxed table"]
+_SURFACES_SMOOTH = [
+    "a polished wood floor",
+    "an ice rink",
+    "a smooth tile hallway",
+    "a sheet of glass",
+    "a waxed table",
+]
 _SURFACES_ROUGH = ["a thick carpet", "a gravel path", "a patch of grass", "a sandy beach", "a rubber mat"]
 
 
@@ -352,17 +559,38 @@ _CONDUCT_HEAT = ["a thin metal tray", "an aluminum pan", "a copper pot", "a stee
 
 
 def obqa_heat(rng):
-    what = rng.choice(["a cup of cocoa warm", "a bowl of soup hot", "ice cream cold", "a snowball frozen",
-                       "a baked potato warm", "a jug of lemonade cool"])
-    stem = rng.choice(["Which would keep {w} the longest?", "To keep {w} during a long trip, it is best to use"]
-                      ).format(w=what)
+    what = rng.choice(
+        [
+            "a cup of cocoa warm",
+            "a bowl of soup hot",
+            "ice cream cold",
+            "a snowball frozen",
+            "a baked potato warm",
+            "a jug of lemonade cool",
+        ]
+    )
+    stem = rng.choice(
+        ["Which would keep {w} the longest?", "To keep {w} during a long trip, it is best to use"]
+    ).format(w=what)
     return Item(stem, rng.choice(_INSULATE), tuple(_CONDUCT_HEAT))
 
 
 OBQA_GENERATORS: list[Generator] = [
-    obqa_measure, obqa_conductor, obqa_magnet, obqa_animal_class, obqa_life_cycle, obqa_state_change,
-    obqa_organ, obqa_plant, obqa_energy, obqa_renewable, obqa_food, obqa_adaptation, obqa_space,
-    obqa_friction, obqa_heat,
+    obqa_measure,
+    obqa_conductor,
+    obqa_magnet,
+    obqa_animal_class,
+    obqa_life_cycle,
+    obqa_state_change,
+    obqa_organ,
+    obqa_plant,
+    obqa_energy,
+    obqa_renewable,
+    obqa_food,
+    obqa_adaptation,
+    obqa_space,
+    obqa_friction,
+    obqa_heat,
 ]
 
 
@@ -370,55 +598,85 @@ OBQA_GENERATORS: list[Generator] = [
 # ARC-like: grade-school earth science, chemistry, physics, genetics, method.
 # --------------------------------------------------------------------------------------
 
-_ROCKS = {"igneous": ["granite", "basalt", "obsidian", "pumice", "gabbro"],
-          "sedimentary": ["sandstone", "limestone", "shale", "conglomerate", "chalk"],
-          "metamorphic": ["marble", "slate", "quartzite", "gneiss", "schist"]}
-_ROCK_ORIGIN = {"igneous": "cooling and hardening of melted rock",
-                "sedimentary": "pressing and cementing of layers of sediment",
-                "metamorphic": "heat and pressure changing an existing rock"}
-_ROCK_WRONG = ["weathering of soil into clay", "freezing of sea water", "growth of coral reefs on land",
-               "evaporation of a lake"]
+_ROCKS = {
+    "igneous": ["granite", "basalt", "obsidian", "pumice", "gabbro"],
+    "sedimentary": ["sandstone", "limestone", "shale", "conglomerate", "chalk"],
+    "metamorphic": ["marble", "slate", "quartzite", "gneiss", "schist"],
+}
+_ROCK_ORIGIN = {
+    "igneous": "cooling and hardening of melted rock",
+    "sedimentary": "pressing and cementing of layers of sediment",
+    "metamorphic": "heat and pressure changing an existing rock",
+}
+_ROCK_WRONG = [
+    "weathering of soil into clay",
+    "freezing of sea water",
+    "growth of coral reefs on land",
+    "evaporation of a lake",
+]
 
 
 def arc_rock(rng):
     kind = rng.choice(list(_ROCKS))
     rock = rng.choice(_ROCKS[kind])
     if rng.random() < 0.5:
-        stem = rng.choice(["{R} is an example of which type of rock?",
-                           "A student finds a piece of {r}. Which rock group does it belong to?"]).format(
-            R=rock.capitalize(), r=rock)
+        stem = rng.choice(
+            [
+                "{R} is an example of which type of rock?",
+                "A student finds a piece of {r}. Which rock group does it belong to?",
+            ]
+        ).format(R=rock.capitalize(), r=rock)
         return Item(stem, kind, tuple(k for k in _ROCKS if k != kind) + ("mineral", "fossil"))
     stem = rng.choice(["Which process forms a rock such as {r}?", "{R} forms mainly through the"]).format(
-        R=rock.capitalize(), r=rock)
+        R=rock.capitalize(), r=rock
+    )
     right = _ROCK_ORIGIN[kind]
     return Item(stem, right, tuple(v for k, v in _ROCK_ORIGIN.items() if k != kind) + tuple(_ROCK_WRONG))
 
 
-_SYMBOLS = [("sodium", "Na", ["So", "Sd", "S", "N"]), ("gold", "Au", ["Go", "Gd", "Ag", "G"]),
-            ("iron", "Fe", ["Ir", "In", "I", "F"]), ("potassium", "K", ["P", "Po", "Pt", "Ps"]),
-            ("silver", "Ag", ["Si", "Sv", "Au", "S"]), ("lead", "Pb", ["Le", "Ld", "L", "Pd"]),
-            ("copper", "Cu", ["Co", "Cp", "C", "Cr"]), ("oxygen", "O", ["Ox", "Og", "Os", "Oy"]),
-            ("helium", "He", ["H", "Hl", "Hm", "Hi"]), ("chlorine", "Cl", ["C", "Ch", "Cn", "Co"]),
-            ("magnesium", "Mg", ["Ma", "Mn", "M", "Mo"]), ("tin", "Sn", ["Ti", "Tn", "T", "Si"]),
-            ("mercury", "Hg", ["Me", "Mr", "Mc", "Hy"]), ("zinc", "Zn", ["Zi", "Z", "Zc", "Sn"]),
-            ("calcium", "Ca", ["C", "Cl", "Cm", "Cc"]), ("nitrogen", "N", ["Ni", "Nt", "Ng", "No"])]
+_SYMBOLS = [
+    ("sodium", "Na", ["So", "Sd", "S", "N"]),
+    ("gold", "Au", ["Go", "Gd", "Ag", "G"]),
+    ("iron", "Fe", ["Ir", "In", "I", "F"]),
+    ("potassium", "K", ["P", "Po", "Pt", "Ps"]),
+    ("silver", "Ag", ["Si", "Sv", "Au", "S"]),
+    ("lead", "Pb", ["Le", "Ld", "L", "Pd"]),
+    ("copper", "Cu", ["Co", "Cp", "C", "Cr"]),
+    ("oxygen", "O", ["Ox", "Og", "Os", "Oy"]),
+    ("helium", "He", ["H", "Hl", "Hm", "Hi"]),
+    ("chlorine", "Cl", ["C", "Ch", "Cn", "Co"]),
+    ("magnesium", "Mg", ["Ma", "Mn", "M", "Mo"]),
+    ("tin", "Sn", ["Ti", "Tn", "T", "Si"]),
+    ("mercury", "Hg", ["Me", "Mr", "Mc", "Hy"]),
+    ("zinc", "Zn", ["Zi", "Z", "Zc", "Sn"]),
+    ("calcium", "Ca", ["C", "Cl", "Cm", "Cc"]),
+    ("nitrogen", "N", ["Ni", "Nt", "Ng", "No"]),
+]
 
 
 def arc_symbol(rng):
     el, sym, wrong = rng.choice(_SYMBOLS)
     if rng.random() < 0.6:
-        stem = rng.choice(["What is the chemical symbol for {e}?",
-                           "On the periodic table, {e} is represented by which symbol?"]).format(e=el)
+        stem = rng.choice(
+            ["What is the chemical symbol for {e}?", "On the periodic table, {e} is represented by which symbol?"]
+        ).format(e=el)
         return Item(stem, sym, tuple(wrong))
-    stem = rng.choice(["Which element has the chemical symbol {s}?",
-                       "A label on a sample reads {s}. Which element is in the sample?"]).format(s=sym)
+    stem = rng.choice(
+        ["Which element has the chemical symbol {s}?", "A label on a sample reads {s}. Which element is in the sample?"]
+    ).format(s=sym)
     return Item(stem, el, tuple(e for e, _, _ in _SYMBOLS if e != el))
 
 
-_PLANETS = [("is closest to the Sun", "Mercury"), ("is the largest", "Jupiter"),
-            ("is best known for its bright rings", "Saturn"), ("is often called the Red Planet", "Mars"),
-            ("has the hottest surface", "Venus"), ("is farthest from the Sun", "Neptune"),
-            ("spins on its side", "Uranus"), ("has liquid water on most of its surface", "Earth")]
+_PLANETS = [
+    ("is closest to the Sun", "Mercury"),
+    ("is the largest", "Jupiter"),
+    ("is best known for its bright rings", "Saturn"),
+    ("is often called the Red Planet", "Mars"),
+    ("has the hottest surface", "Venus"),
+    ("is farthest from the Sun", "Neptune"),
+    ("spins on its side", "Uranus"),
+    ("has liquid water on most of its surface", "Earth"),
+]
 _PLANET_NAMES = ["Mercury", "Venus", "Earth", "Mars", "Jupiter", "Saturn", "Uranus", "Neptune"]
 
 
@@ -428,71 +686,103 @@ def arc_planet(rng):
     return Item(stem, planet, _others(_PLANET_NAMES, planet))
 
 
-_SYSTEMS = [("heart", "circulatory"), ("lungs", "respiratory"), ("stomach", "digestive"),
-            ("brain", "nervous"), ("spinal cord", "nervous"), ("bones", "skeletal"), ("biceps", "muscular"),
-            ("arteries", "circulatory"), ("small intestine", "digestive"), ("trachea", "respiratory")]
+_SYSTEMS = [
+    ("heart", "circulatory"),
+    ("lungs", "respiratory"),
+    ("stomach", "digestive"),
+    ("brain", "nervous"),
+    ("spinal cord", "nervous"),
+    ("bones", "skeletal"),
+    ("biceps", "muscular"),
+    ("arteries", "circulatory"),
+    ("small intestine", "digestive"),
+    ("trachea", "respiratory"),
+]
 _SYSTEM_NAMES = ["circulatory", "respiratory", "digestive", "nervous", "skeletal", "muscular", "excretory"]
 
 
 def arc_body_system(rng):
     organ, system = rng.choice(_SYSTEMS)
-    stem = rng.choice(["The {o} {be} part of which body system?",
-                       "A doctor is examining a patient's {o}. Which body system is the doctor studying?"]).format(
-        o=organ, be="are" if organ.endswith("s") else "is")
+    stem = rng.choice(
+        [
+            "The {o} {be} part of which body system?",
+            "A doctor is examining a patient's {o}. Which body system is the doctor studying?",
+        ]
+    ).format(o=organ, be="are" if organ.endswith("s") else "is")
     return Item(stem, f"the {system} system", tuple(f"the {s} system" for s in _SYSTEM_NAMES if s != system))
 
 
-_UNITS = [("the distance between two cities", "kilometers"), ("the mass of a paper clip", "grams"),
-          ("the length of an ant", "millimeters"), ("the volume of water in a bathtub", "liters"),
-          ("the mass of a car", "kilograms"), ("the volume of medicine in a dropper", "milliliters"),
-          ("the length of a soccer field", "meters"), ("the width of a notebook", "centimeters")]
+_UNITS = [
+    ("the distance between two cities", "kilometers"),
+    ("the mass of a paper clip", "grams"),
+    ("the length of an ant", "millimeters"),
+    ("the volume of water in a bathtub", "liters"),
+    ("the mass of a car", "kilograms"),
+    ("the volume of medicine in a dropper", "milliliters"),
+    ("the length of a soccer field", "meters"),
+    ("the width of a notebook", "centimeters"),
+]
 _UNIT_NAMES = ["kilometers", "meters", "centimeters", "millimeters", "kilograms", "grams", "liters", "milliliters"]
 
 
 def arc_unit(rng):
     what, unit = rng.choice(_UNITS)
-    stem = rng.choice(["Which unit is best for measuring {w}?", "{n} is recording {w}. Which unit should be used?"]
-                      ).format(w=what, n=rng.choice(NAMES))
+    stem = rng.choice(
+        ["Which unit is best for measuring {w}?", "{n} is recording {w}. Which unit should be used?"]
+    ).format(w=what, n=rng.choice(NAMES))
     return Item(stem, unit, _others(_UNIT_NAMES, unit))
 
 
-_MACHINES = [("a ramp used to load boxes into a truck", "inclined plane"), ("a seesaw", "lever"),
-             ("the rope and wheel at the top of a flagpole", "pulley"), ("a doorknob", "wheel and axle"),
-             ("the blade of an axe", "wedge"), ("the threaded lid of a jar", "screw"),
-             ("a crowbar lifting a rock", "lever"), ("a steering wheel", "wheel and axle"),
-             ("a knife cutting bread", "wedge"), ("a wheelchair ramp", "inclined plane")]
+_MACHINES = [
+    ("a ramp used to load boxes into a truck", "inclined plane"),
+    ("a seesaw", "lever"),
+    ("the rope and wheel at the top of a flagpole", "pulley"),
+    ("a doorknob", "wheel and axle"),
+    ("the blade of an axe", "wedge"),
+    ("the threaded lid of a jar", "screw"),
+    ("a crowbar lifting a rock", "lever"),
+    ("a steering wheel", "wheel and axle"),
+    ("a knife cutting bread", "wedge"),
+    ("a wheelchair ramp", "inclined plane"),
+]
 _MACHINE_NAMES = ["lever", "pulley", "wheel and axle", "inclined plane", "wedge", "screw"]
 
 
 def arc_machine(rng):
     example, machine = rng.choice(_MACHINES)
-    stem = rng.choice(["{E} is an example of which simple machine?",
-                       "Which simple machine is {e}?"]).format(E=example[0].upper() + example[1:], e=example)
+    stem = rng.choice(["{E} is an example of which simple machine?", "Which simple machine is {e}?"]).format(
+        E=example[0].upper() + example[1:], e=example
+    )
     return Item(stem, _article(machine), tuple(_article(m) for m in _MACHINE_NAMES if m != machine))
 
 
-_PERIODS = [("the Earth to rotate once on its axis", "about 24 hours"),
-            ("the Earth to orbit the Sun once", "about 365 days"),
-            ("the Moon to orbit the Earth once", "about 27 days"),
-            ("the Moon to go from one full moon to the next", "about 29 days")]
+_PERIODS = [
+    ("the Earth to rotate once on its axis", "about 24 hours"),
+    ("the Earth to orbit the Sun once", "about 365 days"),
+    ("the Moon to orbit the Earth once", "about 27 days"),
+    ("the Moon to go from one full moon to the next", "about 29 days"),
+]
 _PERIOD_WRONG = ["about 1 hour", "about 7 days", "about 12 years", "about 100 days"]
 
 
 def arc_period(rng):
     what, right = rng.choice(_PERIODS)
-    stem = rng.choice(["About how long does it take for {w}?", "Which is closest to the time needed for {w}?"]
-                      ).format(w=what)
+    stem = rng.choice(["About how long does it take for {w}?", "Which is closest to the time needed for {w}?"]).format(
+        w=what
+    )
     pool = [p for _, p in _PERIODS if p != right and p not in ("about 27 days", "about 29 days")]
     if right in ("about 27 days", "about 29 days"):
         pool = ["about 24 hours", "about 365 days"]
     return Item(stem, right, tuple(pool) + tuple(_PERIOD_WRONG))
 
 
-_CHAINS = [("pond", ["algae", "tadpoles", "sunfish", "herons"]),
-           ("forest", ["oak trees", "caterpillars", "songbirds", "hawks"]),
-           ("grassland", ["grass", "grasshoppers", "mice", "snakes"]),
-           ("ocean", ["phytoplankton", "krill", "herring", "seals"]),
-           ("desert", ["cactus plants", "beetles", "lizards", "roadrunners"])]
+_CHAINS = [
+    ("pond", ["algae", "tadpoles", "sunfish", "herons"]),
+    ("forest", ["oak trees", "caterpillars", "songbirds", "hawks"]),
+    ("grassland", ["grass", "grasshoppers", "mice", "snakes"]),
+    ("ocean", ["phytoplankton", "krill", "herring", "seals"]),
+    ("desert", ["cactus plants", "beetles", "lizards", "roadrunners"]),
+]
 
 
 def arc_food_chain(rng):
@@ -506,53 +796,81 @@ def arc_food_chain(rng):
     if kind == 1:
         stem = f"In the {place} food chain {arrow}, which organism is the top consumer?"
         return Item(stem, chain[3], tuple(chain[:3]) + extra)
-    stem = (f"In the {place} food chain {arrow}, the number of {chain[1]} suddenly drops. "
-            f"Which population will most likely decrease next?")
+    stem = (
+        f"In the {place} food chain {arrow}, the number of {chain[1]} suddenly drops. "
+        f"Which population will most likely decrease next?"
+    )
     return Item(stem, chain[2], (chain[0], chain[3], "bacteria", "earthworms") + extra)
 
 
-_AGENTS = [("a deep V-shaped canyon in a dry region", "running water"),
-           ("a wide U-shaped valley between mountains", "a glacier"),
-           ("large boulders scattered on a flat plain far from their source", "a glacier"),
-           ("ripple-shaped sand dunes in a desert", "wind"), ("a natural stone arch on a rocky coast", "ocean waves"),
-           ("a fan of mud and sand at the mouth of a river", "running water"),
-           ("long scratches polished into bedrock", "a glacier"), ("a sea cave in a cliff", "ocean waves")]
+_AGENTS = [
+    ("a deep V-shaped canyon in a dry region", "running water"),
+    ("a wide U-shaped valley between mountains", "a glacier"),
+    ("large boulders scattered on a flat plain far from their source", "a glacier"),
+    ("ripple-shaped sand dunes in a desert", "wind"),
+    ("a natural stone arch on a rocky coast", "ocean waves"),
+    ("a fan of mud and sand at the mouth of a river", "running water"),
+    ("long scratches polished into bedrock", "a glacier"),
+    ("a sea cave in a cliff", "ocean waves"),
+]
 _AGENT_NAMES = ["running water", "a glacier", "wind", "ocean waves", "an earthquake", "a volcano"]
 
 
 def arc_erosion(rng):
     land, agent = rng.choice(_AGENTS)
-    stem = rng.choice(["Which most likely formed {l}?", "A geologist studies {l}. What most likely shaped it?"]
-                      ).format(l=land)
+    stem = rng.choice(["Which most likely formed {l}?", "A geologist studies {l}. What most likely shaped it?"]).format(
+        l=land
+    )
     return Item(stem, agent, _others(_AGENT_NAMES, agent))
 
 
-_CLASSIFY = [("salt water", "a mixture"), ("table salt", "a compound"), ("copper", "an element"),
-             ("air", "a mixture"), ("pure water", "a compound"), ("oxygen gas", "an element"),
-             ("carbon dioxide", "a compound"), ("trail mix", "a mixture"), ("gold", "an element"),
-             ("sugar", "a compound"), ("sand mixed with iron filings", "a mixture"), ("helium", "an element")]
+_CLASSIFY = [
+    ("salt water", "a mixture"),
+    ("table salt", "a compound"),
+    ("copper", "an element"),
+    ("air", "a mixture"),
+    ("pure water", "a compound"),
+    ("oxygen gas", "an element"),
+    ("carbon dioxide", "a compound"),
+    ("trail mix", "a mixture"),
+    ("gold", "an element"),
+    ("sugar", "a compound"),
+    ("sand mixed with iron filings", "a mixture"),
+    ("helium", "an element"),
+]
 
 
 def arc_classify(rng):
     sub, kind = rng.choice(_CLASSIFY)
-    stem = rng.choice(["{S} is best classified as", "How should a chemist classify {s}?",
-                       "A sample of {s} would be described as"]).format(S=sub[0].upper() + sub[1:], s=sub)
-    return Item(stem, kind, tuple(k for k in ("an element", "a compound", "a mixture") if k != kind)
-                + ("a form of energy",))
+    stem = rng.choice(
+        ["{S} is best classified as", "How should a chemist classify {s}?", "A sample of {s} would be described as"]
+    ).format(S=sub[0].upper() + sub[1:], s=sub)
+    return Item(
+        stem, kind, tuple(k for k in ("an element", "a compound", "a mixture") if k != kind) + ("a form of energy",)
+    )
 
 
-_PARTICLES = [("packed closely together and vibrating in place", "solid"),
-              ("close together but able to slide past one another", "liquid"),
-              ("far apart and moving quickly in all directions", "gas")]
+_PARTICLES = [
+    ("packed closely together and vibrating in place", "solid"),
+    ("close together but able to slide past one another", "liquid"),
+    ("far apart and moving quickly in all directions", "gas"),
+]
 
 
 def arc_particles(rng):
     desc, state = rng.choice(_PARTICLES)
-    sub, ref = rng.choice([("a substance", "the substance"), ("an unknown sample", "the sample"),
-                           ("a material sealed in a jar", "the material"), ("a sample of matter", "the sample")])
+    sub, ref = rng.choice(
+        [
+            ("a substance", "the substance"),
+            ("an unknown sample", "the sample"),
+            ("a material sealed in a jar", "the material"),
+            ("a sample of matter", "the sample"),
+        ]
+    )
     stem = f"The particles in {sub} are {desc}. In which state is {ref}?"
-    return Item(stem, _article(state), tuple(_article(s) for s in ("solid", "liquid", "gas") if s != state)
-                + ("a plasma",))
+    return Item(
+        stem, _article(state), tuple(_article(s) for s in ("solid", "liquid", "gas") if s != state) + ("a plasma",)
+    )
 
 
 _VEHICLES = ["car", "train", "bus", "motorcycle", "boat", "truck"]
@@ -590,9 +908,14 @@ def arc_force(rng):
     return Item(stem, f"{a} m/s2", tuple(f"{w} m/s2" for w in wrong))
 
 
-_TRAITS = [("pea plants", "tall stems", "short stems", "T"), ("pea plants", "purple flowers", "white flowers", "P"),
-           ("pea plants", "round seeds", "wrinkled seeds", "R"), ("guinea pigs", "black fur", "white fur", "B"),
-           ("corn plants", "yellow kernels", "white kernels", "Y"), ("rabbits", "brown fur", "white fur", "F")]
+_TRAITS = [
+    ("pea plants", "tall stems", "short stems", "T"),
+    ("pea plants", "purple flowers", "white flowers", "P"),
+    ("pea plants", "round seeds", "wrinkled seeds", "R"),
+    ("guinea pigs", "black fur", "white fur", "B"),
+    ("corn plants", "yellow kernels", "white kernels", "Y"),
+    ("rabbits", "brown fur", "white fur", "F"),
+]
 _CROSSES = [("Aa", "Aa", 3, 1), ("Aa", "aa", 2, 2), ("AA", "aa", 4, 0), ("AA", "Aa", 4, 0), ("aa", "aa", 0, 4)]
 
 
@@ -604,28 +927,58 @@ def arc_punnett(rng):
     ask_dom = rng.random() < 0.5
     trait = dom if ask_dom else rec
     pct = 25 * (n_dom if ask_dom else n_rec)
-    stem = (f"In {org}, the allele for {dom} ({letter}) is dominant over the allele for {rec} "
-            f"({letter.lower()}). "
-            f"If a {g1} parent is crossed with a {g2} parent, what percent of the offspring are expected "
-            f"to have {trait}?")
+    stem = (
+        f"In {org}, the allele for {dom} ({letter}) is dominant over the allele for {rec} "
+        f"({letter.lower()}). "
+        f"If a {g1} parent is crossed with a {g2} parent, what percent of the offspring are expected "
+        f"to have {trait}?"
+    )
     return Item(stem, f"{pct}%", tuple(f"{p}%" for p in (0, 25, 50, 75, 100) if p != pct))
 
 
 _EXPERIMENTS = [
-    ("whether the amount of fertilizer given to bean plants changes how tall they grow",
-     "the amount of fertilizer", "the height of the plants", "the type of soil in each pot"),
-    ("whether the temperature of water changes how fast sugar dissolves in it",
-     "the temperature of the water", "the time for the sugar to dissolve", "the amount of water in each cup"),
-    ("whether the height of a ramp changes how far a toy car rolls",
-     "the height of the ramp", "the distance the car rolls", "the car used in each trial"),
-    ("whether the color of a shirt changes how warm it gets in sunlight",
-     "the color of the shirt", "the temperature of the shirt", "the time each shirt sits in the sun"),
-    ("whether the amount of light changes how fast algae grow in jars of pond water",
-     "the amount of light", "the growth of the algae", "the volume of pond water in each jar"),
-    ("whether the size of a paper parachute changes how long it takes to fall",
-     "the size of the parachute", "the time it takes to fall", "the height it is dropped from"),
-    ("whether salt in water changes the temperature at which it freezes",
-     "the amount of salt", "the freezing temperature", "the size of each container"),
+    (
+        "whether the amount of fertilizer given to bean plants changes how tall they grow",
+        "the amount of fertilizer",
+        "the height of the plants",
+        "the type of soil in each pot",
+    ),
+    (
+        "whether the temperature of water changes how fast sugar dissolves in it",
+        "the temperature of the water",
+        "the time for the sugar to dissolve",
+        "the amount of water in each cup",
+    ),
+    (
+        "whether the height of a ramp changes how far a toy car rolls",
+        "the height of the ramp",
+        "the distance the car rolls",
+        "the car used in each trial",
+    ),
+    (
+        "whether the color of a shirt changes how warm it gets in sunlight",
+        "the color of the shirt",
+        "the temperature of the shirt",
+        "the time each shirt sits in the sun",
+    ),
+    (
+        "whether the amount of light changes how fast algae grow in jars of pond water",
+        "the amount of light",
+        "the growth of the algae",
+        "the volume of pond water in each jar",
+    ),
+    (
+        "whether the size of a paper parachute changes how long it takes to fall",
+        "the size of the parachute",
+        "the time it takes to fall",
+        "the height it is dropped from",
+    ),
+    (
+        "whether salt in water changes the temperature at which it freezes",
+        "the amount of salt",
+        "the freezing temperature",
+        "the size of each container",
+    ),
 ]
 
 
@@ -647,11 +1000,26 @@ def arc_variables(rng):
 
 
 ARC_EASY_GENERATORS: list[Generator] = [
-    arc_symbol, arc_planet, arc_rock, arc_body_system, arc_unit, arc_machine, arc_period, arc_food_chain,
+    arc_symbol,
+    arc_planet,
+    arc_rock,
+    arc_body_system,
+    arc_unit,
+    arc_machine,
+    arc_period,
+    arc_food_chain,
 ]
 ARC_CHALLENGE_GENERATORS: list[Generator] = [
-    arc_speed, arc_density, arc_force, arc_punnett, arc_variables, arc_classify, arc_particles, arc_erosion,
-    arc_food_chain, arc_rock,
+    arc_speed,
+    arc_density,
+    arc_force,
+    arc_punnett,
+    arc_variables,
+    arc_classify,
+    arc_particles,
+    arc_erosion,
+    arc_food_chain,
+    arc_rock,
 ]
 
 
@@ -689,36 +1057,78 @@ def csqa_place(rng):
     obj, place, wrong = rng.choice(_PLACES)
     name = rng.choice(NAMES)
     a_obj = _article(obj)
-    stem = rng.choice([
-        "Where would you most likely find {a}?",
-        "{n} saw {a}. Where was {n} most likely?",
-        "{A} is usually kept in what place?",
-        "If {n} is looking for {a}, where should {n} go?",
-    ]).format(a=a_obj, A=a_obj[0].upper() + a_obj[1:], n=name)
+    stem = rng.choice(
+        [
+            "Where would you most likely find {a}?",
+            "{n} saw {a}. Where was {n} most likely?",
+            "{A} is usually kept in what place?",
+            "If {n} is looking for {a}, where should {n} go?",
+        ]
+    ).format(a=a_obj, A=a_obj[0].upper() + a_obj[1:], n=name)
     return Item(stem, place, tuple(wrong), obj)
 
 
 _FEELINGS = [
-    ("tired", ["working all day", "a long hike", "staying up late"], "take a nap",
-     ["run a race", "paint the house", "go shopping", "lift weights", "clean the attic"]),
-    ("hungry", ["skipping lunch", "a long swim", "working outside"], "eat a meal",
-     ["take a bath", "read a book", "go to sleep", "write a letter", "wash the car"]),
-    ("thirsty", ["playing soccer in the heat", "a long run", "eating salty chips"], "drink water",
-     ["eat crackers", "sit in the sun", "sing a song", "count money", "buy a hat"]),
-    ("cold", ["walking in the snow", "swimming in a lake", "waiting for the bus in winter"], "put on a coat",
-     ["open a window", "eat ice cream", "take off shoes", "turn on a fan", "go swimming"]),
-    ("bored", ["a rainy afternoon indoors", "a long wait at the station", "finishing all the chores"],
-     "find something fun to do", ["fall down", "get angry", "feel hungry", "lose weight", "get wet"]),
-    ("lost", ["taking a wrong turn", "wandering in a new city", "leaving the trail"], "ask for directions",
-     ["buy a ticket", "take a shower", "bake a cake", "plant a tree", "wash dishes"]),
-    ("sick", ["catching a cold", "eating spoiled food", "getting the flu"], "stay in bed",
-     ["go to a party", "run a marathon", "climb a tree", "mow the lawn", "go dancing"]),
-    ("sweaty", ["mowing the lawn", "a hard workout", "moving furniture"], "take a shower",
-     ["put on a sweater", "eat dinner", "read the news", "plant seeds", "write a poem"]),
-    ("curious", ["hearing a strange noise", "finding an old map", "seeing a locked box"], "investigate",
-     ["fall asleep", "cry", "eat lunch", "go home", "forget"]),
-    ("lonely", ["moving to a new town", "a week alone at home", "the holidays away from family"],
-     "call a friend", ["fix a car", "do homework", "buy shoes", "wash the dog", "build a fence"]),
+    (
+        "tired",
+        ["working all day", "a long hike", "staying up late"],
+        "take a nap",
+        ["run a race", "paint the house", "go shopping", "lift weights", "clean the attic"],
+    ),
+    (
+        "hungry",
+        ["skipping lunch", "a long swim", "working outside"],
+        "eat a meal",
+        ["take a bath", "read a book", "go to sleep", "write a letter", "wash the car"],
+    ),
+    (
+        "thirsty",
+        ["playing soccer in the heat", "a long run", "eating salty chips"],
+        "drink water",
+        ["eat crackers", "sit in the sun", "sing a song", "count money", "buy a hat"],
+    ),
+    (
+        "cold",
+        ["walking in the snow", "swimming in a lake", "waiting for the bus in winter"],
+        "put on a coat",
+        ["open a window", "eat ice cream", "take off shoes", "turn on a fan", "go swimming"],
+    ),
+    (
+        "bored",
+        ["a rainy afternoon indoors", "a long wait at the station", "finishing all the chores"],
+        "find something fun to do",
+        ["fall down", "get angry", "feel hungry", "lose weight", "get wet"],
+    ),
+    (
+        "lost",
+        ["taking a wrong turn", "wandering in a new city", "leaving the trail"],
+        "ask for directions",
+        ["buy a ticket", "take a shower", "bake a cake", "plant a tree", "wash dishes"],
+    ),
+    (
+        "sick",
+        ["catching a cold", "eating spoiled food", "getting the flu"],
+        "stay in bed",
+        ["go to a party", "run a marathon", "climb a tree", "mow the lawn", "go dancing"],
+    ),
+    (
+        "sweaty",
+        ["mowing the lawn", "a hard workout", "moving furniture"],
+        "take a shower",
+        ["put on a sweater", "eat dinner", "read the news", "plant seeds", "write a poem"],
+    ),
+    (
+        "curious",
+        ["hearing a strange noise", "finding an old map", "seeing a locked box"],
+        "investigate",
+        ["fall asleep", "cry", "eat lunch", "go home", "forget"],
+    ),
+    (
+        "lonely",
+        ["moving to a new town", "a week alone at home", "the holidays away from family"],
+        "call a friend",
+        ["fix a car", "do homework", "buy shoes", "wash the dog", "build a fence"],
+    ),
 ]
 
 
@@ -726,36 +1136,64 @@ def csqa_feeling(rng):
     state, contexts, right, wrong = rng.choice(_FEELINGS)
     name = rng.choice(NAMES)
     ctx = rng.choice(contexts)
-    stem = rng.choice([
-        "{n} felt {s} after {c}. What did {n} probably want to do?",
-        "After {c}, {n} was {s}. What would {n} likely do next?",
-    ]).format(n=name, s=state, c=ctx)
+    stem = rng.choice(
+        [
+            "{n} felt {s} after {c}. What did {n} probably want to do?",
+            "After {c}, {n} was {s}. What would {n} likely do next?",
+        ]
+    ).format(n=name, s=state, c=ctx)
     return Item(stem, right, tuple(wrong), state)
 
 
 _TOOL_USES = [
     ("hammer", "driving nails", ["cutting paper", "measuring flour", "sweeping floors", "boiling water", "painting"]),
     ("umbrella", "staying dry", ["keeping warm", "seeing far", "cooking food", "making music", "opening doors"]),
-    ("alarm clock", "waking up on time", ["cooling a room", "catching fish", "drying clothes",
-                                          "brushing teeth", "saving money"]),
-    ("broom", "sweeping the floor", ["cutting grass", "writing notes", "washing dishes", "mailing letters",
-                                     "lighting a room"]),
-    ("ladder", "reaching high places", ["digging holes", "cooling drinks", "tying shoes", "baking bread",
-                                        "drawing maps"]),
-    ("shovel", "digging a hole", ["sewing a shirt", "brushing hair", "reading books", "cleaning windows",
-                                  "playing music"]),
-    ("sponge", "soaking up water", ["starting a fire", "cutting wood", "building walls", "telling time",
-                                    "sending mail"]),
-    ("thermos", "keeping drinks hot", ["making ice", "washing clothes", "tightening bolts", "carrying books",
-                                        "planting seeds"]),
-    ("map", "finding the way", ["cooking rice", "fixing a tire", "cutting hair", "drying dishes",
-                                "heating a house"]),
-    ("needle and thread", "sewing a button", ["watering plants", "painting walls", "weighing fruit",
-                                              "boiling eggs", "cleaning teeth"]),
-    ("flashlight", "seeing in the dark", ["keeping food cold", "drying hair", "cutting bread", "tying knots",
-                                          "sharpening pencils"]),
-    ("a bottle of sunscreen", "preventing sunburn", ["curing a cold", "cleaning shoes", "cooling soup",
-                                                     "fixing glasses", "growing hair"]),
+    (
+        "alarm clock",
+        "waking up on time",
+        ["cooling a room", "catching fish", "drying clothes", "brushing teeth", "saving money"],
+    ),
+    (
+        "broom",
+        "sweeping the floor",
+        ["cutting grass", "writing notes", "washing dishes", "mailing letters", "lighting a room"],
+    ),
+    (
+        "ladder",
+        "reaching high places",
+        ["digging holes", "cooling drinks", "tying shoes", "baking bread", "drawing maps"],
+    ),
+    (
+        "shovel",
+        "digging a hole",
+        ["sewing a shirt", "brushing hair", "reading books", "cleaning windows", "playing music"],
+    ),
+    (
+        "sponge",
+        "soaking up water",
+        ["starting a fire", "cutting wood", "building walls", "telling time", "sending mail"],
+    ),
+    (
+        "thermos",
+        "keeping drinks hot",
+        ["making ice", "washing clothes", "tightening bolts", "carrying books", "planting seeds"],
+    ),
+    ("map", "finding the way", ["cooking rice", "fixing a tire", "cutting hair", "drying dishes", "heating a house"]),
+    (
+        "needle and thread",
+        "sewing a button",
+        ["watering plants", "painting walls", "weighing fruit", "boiling eggs", "cleaning teeth"],
+    ),
+    (
+        "flashlight",
+        "seeing in the dark",
+        ["keeping food cold", "drying hair", "cutting bread", "tying knots", "sharpening pencils"],
+    ),
+    (
+        "a bottle of sunscreen",
+        "preventing sunburn",
+        ["curing a cold", "cleaning shoes", "cooling soup", "fixing glasses", "growing hair"],
+    ),
 ]
 
 
@@ -763,35 +1201,72 @@ def csqa_tool(rng):
     tool, use, wrong = rng.choice(_TOOL_USES)
     name = rng.choice(NAMES)
     a_tool = tool if tool.startswith("a ") else _article(tool)
-    stem = rng.choice([
-        "What is {a} mostly used for?",
-        "{n} picked up {a}. What was {n} most likely planning on?",
-        "Why would someone bring {a}? For",
-    ]).format(a=a_tool, n=name)
+    stem = rng.choice(
+        [
+            "What is {a} mostly used for?",
+            "{n} picked up {a}. What was {n} most likely planning on?",
+            "Why would someone bring {a}? For",
+        ]
+    ).format(a=a_tool, n=name)
     return Item(stem, use, tuple(wrong), tool.split()[-1])
 
 
 _CONSEQUENCES = [
-    ("leave milk out of the refrigerator for days", "milk", "it will go sour",
-     ["it will turn to ice", "it will get sweeter", "it will become juice", "it will glow", "it will grow taller"]),
-    ("forget to water a houseplant for weeks", "houseplant", "it will wilt",
-     ["it will bloom", "it will float", "it will grow faster", "it will freeze", "it will sing"]),
-    ("stay up all night before a test", "test", "feel sleepy",
-     ["feel rested", "grow taller", "become famous", "get a sunburn", "lose a tooth"]),
-    ("touch a hot stove", "stove", "get burned",
-     ["get wet", "feel cold", "fall asleep", "get taller", "feel hungry"]),
-    ("leave a bicycle out in the rain for months", "bicycle", "it will rust",
-     ["it will shrink", "it will get faster", "it will turn blue", "it will melt", "it will bloom"]),
-    ("eat too much candy", "candy", "get a stomachache",
-     ["grow wings", "become taller", "learn faster", "feel cold", "see better"]),
-    ("drop a glass on a tile floor", "glass", "it will break",
-     ["it will bounce", "it will float", "it will grow", "it will freeze", "it will fill up"]),
-    ("run a long way without stopping", "run", "get tired",
-     ["get colder", "become smaller", "fall asleep instantly", "feel full", "forget things"]),
-    ("sit in the sun all day without shade", "sun", "get sunburned",
-     ["get wet", "catch a fish", "feel full", "get lost", "grow roots"]),
-    ("practice the piano every day", "piano", "play better",
-     ["forget music", "lose hearing", "get hungry", "break the piano", "get shorter"]),
+    (
+        "leave milk out of the refrigerator for days",
+        "milk",
+        "it will go sour",
+        ["it will turn to ice", "it will get sweeter", "it will become juice", "it will glow", "it will grow taller"],
+    ),
+    (
+        "forget to water a houseplant for weeks",
+        "houseplant",
+        "it will wilt",
+        ["it will bloom", "it will float", "it will grow faster", "it will freeze", "it will sing"],
+    ),
+    (
+        "stay up all night before a test",
+        "test",
+        "feel sleepy",
+        ["feel rested", "grow taller", "become famous", "get a sunburn", "lose a tooth"],
+    ),
+    ("touch a hot stove", "stove", "get burned", ["get wet", "feel cold", "fall asleep", "get taller", "feel hungry"]),
+    (
+        "leave a bicycle out in the rain for months",
+        "bicycle",
+        "it will rust",
+        ["it will shrink", "it will get faster", "it will turn blue", "it will melt", "it will bloom"],
+    ),
+    (
+        "eat too much candy",
+        "candy",
+        "get a stomachache",
+        ["grow wings", "become taller", "learn faster", "feel cold", "see better"],
+    ),
+    (
+        "drop a glass on a tile floor",
+        "glass",
+        "it will break",
+        ["it will bounce", "it will float", "it will grow", "it will freeze", "it will fill up"],
+    ),
+    (
+        "run a long way without stopping",
+        "run",
+        "get tired",
+        ["get colder", "become smaller", "fall asleep instantly", "feel full", "forget things"],
+    ),
+    (
+        "sit in the sun all day without shade",
+        "sun",
+        "get sunburned",
+        ["get wet", "catch a fish", "feel full", "get lost", "grow roots"],
+    ),
+    (
+        "practice the piano every day",
+        "piano",
+        "play better",
+        ["forget music", "lose hearing", "get hungry", "break the piano", "get shorter"],
+    ),
 ]
 
 
@@ -799,11 +1274,13 @@ def csqa_consequence(rng):
     action, concept, right, wrong = rng.choice(_CONSEQUENCES)
     name = rng.choice(NAMES)
     if right.startswith("it "):
-        stem = rng.choice(["What will probably happen if you {a}?",
-                           "What will happen if {n} decides to {a}?"]).format(a=action, n=name)
+        stem = rng.choice(["What will probably happen if you {a}?", "What will happen if {n} decides to {a}?"]).format(
+            a=action, n=name
+        )
     else:
-        stem = rng.choice(["What is likely to happen to you if you {a}?",
-                           "{n} plans to {a}. What will probably happen? {n} will"]).format(a=action, n=name)
+        stem = rng.choice(
+            ["What is likely to happen to you if you {a}?", "{n} plans to {a}. What will probably happen? {n} will"]
+        ).format(a=action, n=name)
     return Item(stem, right, tuple(wrong), concept)
 
 
@@ -813,6 +1290,7 @@ CSQA_GENERATORS: list[Generator] = [csqa_place, csqa_place, csqa_feeling, csqa_t
 # --------------------------------------------------------------------------------------
 # MMLU-like maths: computed questions with common-error distractors.
 # --------------------------------------------------------------------------------------
+
 
 def _numeric_distractors(rng, right, candidates, n=3):
     out = []
@@ -857,14 +1335,21 @@ def _phi(n):
 
 
 _AA_STATEMENTS = [
-    ("Every cyclic group is abelian.", True), ("Every abelian group is cyclic.", False),
+    ("Every cyclic group is abelian.", True),
+    ("Every abelian group is cyclic.", False),
     ("The order of a subgroup of a finite group divides the order of the group.", True),
-    ("Every group of prime order is cyclic.", True), ("The symmetric group S_3 is abelian.", False),
-    ("Every field is an integral domain.", True), ("The ring Z_6 is a field.", False),
-    ("Every subgroup of an abelian group is normal.", True), ("The intersection of two subgroups is a subgroup.", True),
-    ("The union of two subgroups is always a subgroup.", False), ("A group of order 4 must be cyclic.", False),
-    ("Every finite integral domain is a field.", True), ("The polynomial x^2 + 1 is irreducible over the reals.", True),
-    ("Z_8 has exactly four generators.", True), ("Every element of S_4 has order at most 3.", False),
+    ("Every group of prime order is cyclic.", True),
+    ("The symmetric group S_3 is abelian.", False),
+    ("Every field is an integral domain.", True),
+    ("The ring Z_6 is a field.", False),
+    ("Every subgroup of an abelian group is normal.", True),
+    ("The intersection of two subgroups is a subgroup.", True),
+    ("The union of two subgroups is always a subgroup.", False),
+    ("A group of order 4 must be cyclic.", False),
+    ("Every finite integral domain is a field.", True),
+    ("The polynomial x^2 + 1 is irreducible over the reals.", True),
+    ("Z_8 has exactly four generators.", True),
+    ("Every element of S_4 has order at most 3.", False),
 ]
 _TF_CHOICES = ["True, True", "False, False", "True, False", "False, True"]
 
@@ -887,7 +1372,7 @@ def mmlu_abstract_algebra(rng):
         n = sum(lengths) + rng.choice([0, 1, 2])
         pts, cycles, nxt = list(range(1, n + 1)), [], 0
         for L in lengths:
-            cycles.append("(" + " ".join(str(p) for p in pts[nxt:nxt + L]) + ")")
+            cycles.append("(" + " ".join(str(p) for p in pts[nxt : nxt + L]) + ")")
             nxt += L
         right = math.lcm(*lengths)
         q = f"What is the order of the permutation {''.join(cycles)} in S_{n}?"
@@ -925,22 +1410,36 @@ def mmlu_college_mathematics(rng):
     if kind == 0:
         a, b, c = rng.randrange(1, 5), rng.randrange(-4, 6), rng.randrange(-5, 6)
         x0 = rng.randrange(1, 4)
-        right = 3 * a * x0 ** 2 + 2 * b * x0 + c
+        right = 3 * a * x0**2 + 2 * b * x0 + c
         q = f"If f(x) = {_poly([(a, 3), (b, 2), (c, 1)])}, what is f'({x0})?"
-        return right, q, _numeric_distractors(rng, right, [a * x0 ** 3 + b * x0 ** 2 + c * x0,
-                                                           3 * a * x0 + 2 * b + c, right + 2 * b])
+        return (
+            right,
+            q,
+            _numeric_distractors(rng, right, [a * x0**3 + b * x0**2 + c * x0, 3 * a * x0 + 2 * b + c, right + 2 * b]),
+        )
     if kind == 1:
         a, k = rng.randrange(1, 4), rng.randrange(1, 4)
-        right = Fraction(a * k ** 3, 3) + Fraction(k ** 2, 1)
+        right = Fraction(a * k**3, 3) + Fraction(k**2, 1)
         q = f"Evaluate the integral of ({_poly([(a, 2), (2, 1)])}) dx from x = 0 to x = {k}."
-        return (_fmt(right), q, [_fmt(v) for v in _numeric_distractors(
-            rng, right, [Fraction(a * k ** 3) + k ** 2, Fraction(a * k ** 2, 2) + k, right + 1])])
+        return (
+            _fmt(right),
+            q,
+            [
+                _fmt(v)
+                for v in _numeric_distractors(
+                    rng, right, [Fraction(a * k**3) + k**2, Fraction(a * k**2, 2) + k, right + 1]
+                )
+            ],
+        )
     if kind == 2:
         m = [[rng.randrange(-3, 7) for _ in range(2)] for _ in range(2)]
         right = m[0][0] * m[1][1] - m[0][1] * m[1][0]
         q = f"What is the determinant of the matrix [[{m[0][0]}, {m[0][1]}], [{m[1][0]}, {m[1][1]}]]?"
-        return right, q, _numeric_distractors(rng, right, [m[0][0] * m[1][1] + m[0][1] * m[1][0],
-                                                           m[0][0] + m[1][1], -right])
+        return (
+            right,
+            q,
+            _numeric_distractors(rng, right, [m[0][0] * m[1][1] + m[0][1] * m[1][0], m[0][0] + m[1][1], -right]),
+        )
     if kind == 3:
         a, b = rng.sample(range(1, 10), 2)
         right = Fraction(a, b)
@@ -989,10 +1488,15 @@ def mmlu_high_school_mathematics(rng):
         r, b = rng.randrange(2, 9), rng.randrange(2, 9)
         color = rng.choice(["red", "blue"])
         right = Fraction(r if color == "red" else b, r + b)
-        q = (f"A bag contains {r} red marbles and {b} blue marbles. If one marble is drawn at random, "
-             f"what is the probability that it is {color}?")
-        wrong = [Fraction(b if color == "red" else r, r + b), Fraction(r if color == "red" else b, max(r, b) + 1),
-                 Fraction(1, r + b)]
+        q = (
+            f"A bag contains {r} red marbles and {b} blue marbles. If one marble is drawn at random, "
+            f"what is the probability that it is {color}?"
+        )
+        wrong = [
+            Fraction(b if color == "red" else r, r + b),
+            Fraction(r if color == "red" else b, max(r, b) + 1),
+            Fraction(1, r + b),
+        ]
         return _fmt(right), q, [_fmt(v) for v in _numeric_distractors(rng, right, wrong)]
     if kind == 5:
         a1, d, n = rng.randrange(-5, 10), rng.randrange(2, 7), rng.randrange(8, 25)
@@ -1067,12 +1571,14 @@ def make_openbookqa(rng):
         positions = _balanced_positions(rng, len(its), 4)
         recs = []
         for i, (it, pos) in enumerate(zip(its, positions)):
-            recs.append({
-                "id": f"syn-{split[:3]}-{i + 1:04d}",
-                "question_stem": it.question,
-                "choices": {"text": _options(rng, it, 4, pos), "label": list(LETTERS[:4])},
-                "answerKey": LETTERS[pos],
-            })
+            recs.append(
+                {
+                    "id": f"syn-{split[:3]}-{i + 1:04d}",
+                    "question_stem": it.question,
+                    "choices": {"text": _options(rng, it, 4, pos), "label": list(LETTERS[:4])},
+                    "answerKey": LETTERS[pos],
+                }
+            )
         out[split] = recs
     return out
 
@@ -1087,12 +1593,14 @@ def make_arc(rng, generators, prefix, layout):
         it = _draw(rng, generators, 1, k - 1, seen)[0]
         pos = rng.randrange(k)
         labels = [str(j + 1) for j in range(k)] if numeric else list(LETTERS[:k])
-        recs.append({
-            "id": f"{prefix}_{i + 1:04d}",
-            "question": it.question,
-            "choices": {"text": _options(rng, it, k, pos), "label": labels},
-            "answerKey": labels[pos],
-        })
+        recs.append(
+            {
+                "id": f"{prefix}_{i + 1:04d}",
+                "question": it.question,
+                "choices": {"text": _options(rng, it, k, pos), "label": labels},
+                "answerKey": labels[pos],
+            }
+        )
     return recs
 
 
@@ -1104,14 +1612,16 @@ def make_commonsense_qa(rng):
         positions = _balanced_positions(rng, n, 5)
         recs = []
         for it, pos in zip(items, positions):
-            digest = hashlib.md5(f"{split}|{it.question}|{it.correct}".encode("utf-8")).hexdigest()
-            recs.append({
-                "id": digest,
-                "question": it.question,
-                "question_concept": it.concept,
-                "choices": {"label": list(LETTERS), "text": _options(rng, it, 5, pos)},
-                "answerKey": LETTERS[pos],
-            })
+            digest = hashlib.md5(f"{split}|{it.question}|{it.correct}".encode()).hexdigest()
+            recs.append(
+                {
+                    "id": digest,
+                    "question": it.question,
+                    "question_concept": it.concept,
+                    "choices": {"label": list(LETTERS), "text": _options(rng, it, 5, pos)},
+                    "answerKey": LETTERS[pos],
+                }
+            )
         out[split] = recs
     return out
 
@@ -1149,11 +1659,17 @@ def build_all(seed=SEED):
         files[f"allenai/openbookqa/main/{split}.jsonl"] = recs
     # (count, number of options, numeric labels): mostly 4 letters, as in the real ARC test sets.
     files["allenai/ai2_arc/ARC-Challenge/test.jsonl"] = make_arc(
-        random.Random(rng.random()), ARC_CHALLENGE_GENERATORS, "SynthARC-C",
-        [(61, 4, False), (6, 3, False), (5, 5, False), (7, 4, True), (1, 3, True)])
+        random.Random(rng.random()),
+        ARC_CHALLENGE_GENERATORS,
+        "SynthARC-C",
+        [(61, 4, False), (6, 3, False), (5, 5, False), (7, 4, True), (1, 3, True)],
+    )
     files["allenai/ai2_arc/ARC-Easy/test.jsonl"] = make_arc(
-        random.Random(rng.random()), ARC_EASY_GENERATORS, "SynthARC-E",
-        [(62, 4, False), (5, 3, False), (6, 5, False), (6, 4, True), (1, 3, True)])
+        random.Random(rng.random()),
+        ARC_EASY_GENERATORS,
+        "SynthARC-E",
+        [(62, 4, False), (5, 3, False), (6, 5, False), (6, 4, True), (1, 3, True)],
+    )
     for split, recs in make_commonsense_qa(random.Random(rng.random())).items():
         files[f"tau/commonsense_qa/default/{split}.jsonl"] = recs
     for subject in MMLU_GENERATORS:

@@ -72,12 +72,35 @@ __all__ = [
 ]
 
 OOD_ROW_KEYS = (
-    "id_task", "ood_task", "score", "k_id", "k_ood", "n_id", "n_ood", "n_dropped", "matched",
-    "auroc", "auroc_ci", "aupr_in", "aupr_in_ci", "aupr_out", "fpr95", "aupr_baseline",
-)  # fmt: skip
+    "id_task",
+    "ood_task",
+    "score",
+    "k_id",
+    "k_ood",
+    "n_id",
+    "n_ood",
+    "n_dropped",
+    "matched",
+    "auroc",
+    "auroc_ci",
+    "aupr_in",
+    "aupr_in_ci",
+    "aupr_out",
+    "fpr95",
+    "aupr_baseline",
+)
 KSWEEP_ROW_KEYS = (
-    "condition", "extra", "k_id", "k_ood", "score", "auroc", "aupr_in", "delta_auroc", "delta_aupr", "sensitivity",
-)  # fmt: skip
+    "condition",
+    "extra",
+    "k_id",
+    "k_ood",
+    "score",
+    "auroc",
+    "aupr_in",
+    "delta_auroc",
+    "delta_aupr",
+    "sensitivity",
+)
 
 
 def k_check(id_records: Records, ood_records: Records, k_policy: str = "assert") -> KCheck:

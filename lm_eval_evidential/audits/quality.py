@@ -89,18 +89,27 @@ def calibration_rows(records_by_task, n_bins: int = 15, *, allow_fingerprint_mis
         reasons: list[str] = []
         if len(r) == 0:
             nan = float("nan")
-            rows.append(finish_row(dict(task=task, ece=nan, adaptive_ece=nan, nll=nan, brier=nan, acc=nan),
-                                [f"task {task!r} has no records (0 examples)"]))
+            rows.append(
+                finish_row(
+                    dict(task=task, ece=nan, adaptive_ece=nan, nll=nan, brier=nan, acc=nan),
+                    [f"task {task!r} has no records (0 examples)"],
+                )
+            )
             continue
         probs = r.probs
-        rows.append(finish_row({
-            "task": task,
-            "ece": collect(reasons, ece, r.max_prob, r.correct, n_bins),
-            "adaptive_ece": collect(reasons, adaptive_ece, r.max_prob, r.correct, n_bins),
-            "nll": collect(reasons, nll, probs, r.gold),
-            "brier": collect(reasons, brier, probs, r.gold),
-            "acc": float(np.mean(r.correct)),
-        }, reasons))
+        rows.append(
+            finish_row(
+                {
+                    "task": task,
+                    "ece": collect(reasons, ece, r.max_prob, r.correct, n_bins),
+                    "adaptive_ece": collect(reasons, adaptive_ece, r.max_prob, r.correct, n_bins),
+                    "nll": collect(reasons, nll, probs, r.gold),
+                    "brier": collect(reasons, brier, probs, r.gold),
+                    "acc": float(np.mean(r.correct)),
+                },
+                reasons,
+            )
+        )
     return rows
 
 
@@ -126,8 +135,12 @@ def selective_rows(
     for task, r in records_by_task.items():
         for name in names or available_scores(r.has_alpha):
             row = {"task": task, "score": name}
-            nan_row = {**row, **{f"prr_{c}": float("nan") for c in PRR_CAPS}, "aurc": float("nan"),
-                       "spearman": float("nan")}
+            nan_row = {
+                **row,
+                **{f"prr_{c}": float("nan") for c in PRR_CAPS},
+                "aurc": float("nan"),
+                "spearman": float("nan"),
+            }
             if SCORES[name].needs_alpha and not r.has_alpha:
                 rows.append(finish_row(nan_row, [no_alpha_reason(name, [task])]))
                 continue
@@ -148,7 +161,11 @@ def selective_rows(
 
 
 def atc_rows(
-    id_records, target_records: Sequence, scores: Sequence[str] | None = None, *, allow_fingerprint_mismatch: bool = False
+    id_records,
+    target_records: Sequence,
+    scores: Sequence[str] | None = None,
+    *,
+    allow_fingerprint_mismatch: bool = False,
 ) -> list[dict]:
     """Label-free accuracy estimates on each target task, compared with its true accuracy.
 
@@ -193,18 +210,40 @@ def atc_rows(
         estimates = {}
         if not reasons and usable:
             both_alpha = not lacking
-            id_in, t_in = (score_inputs(r) if both_alpha else {**score_inputs(r), "probs": r.probs, "alpha": None}
-                           for r in (id_records, target))
-            estimates = {(name, "atc"): v for name, v in collect(reasons, atc_by_score,
-                         id_in["probs"], id_in["k"], id_records.correct, t_in["probs"], t_in["k"], names=usable,
-                         id_alpha=id_in["alpha"], target_alpha=t_in["alpha"], prior_weight=id_records.prior_weight).items()}  # fmt: skip
+            id_in, t_in = (
+                score_inputs(r) if both_alpha else {**score_inputs(r), "probs": r.probs, "alpha": None}
+                for r in (id_records, target)
+            )
+            estimates = {
+                (name, "atc"): v
+                for name, v in collect(
+                    reasons,
+                    atc_by_score,
+                    id_in["probs"],
+                    id_in["k"],
+                    id_records.correct,
+                    t_in["probs"],
+                    t_in["k"],
+                    names=usable,
+                    id_alpha=id_in["alpha"],
+                    target_alpha=t_in["alpha"],
+                    prior_weight=id_records.prior_weight,
+                ).items()
+            }
             for name in (n for n in usable if n in PROBABILITY_SCORES):
                 s_id, s_t = (record_scores(r, [name])[name] for r in (id_records, target))
                 estimates[name, "doc"] = collect(reasons, doc_estimate, s_id, id_records.correct, s_t)
         for name in names:
             for method in ("atc", "doc") if name in PROBABILITY_SCORES else ("atc",):
-                row = {"id_task": id_task, "target_task": target.task, "score": name, "estimate": float("nan"),
-                       "true_acc": true_acc, "abs_error": float("nan"), "method": method}
+                row = {
+                    "id_task": id_task,
+                    "target_task": target.task,
+                    "score": name,
+                    "estimate": float("nan"),
+                    "true_acc": true_acc,
+                    "abs_error": float("nan"),
+                    "method": method,
+                }
                 if name not in usable:
                     rows.append(finish_row(row, [no_alpha_reason(name, lacking)]))
                     continue
@@ -247,9 +286,14 @@ def order_rows(
             audit = collect(reasons, score_order_audit, inputs.pop("probs"), inputs.pop("k"), names=usable, **inputs)
             audited = {(a["score_a"], a["score_b"]): a for a in audit}
         for i, a in enumerate(wanted):
-            for b in wanted[i + 1:]:
-                row = {"task": task, "score_a": a, "score_b": b, "discordant_fraction": float("nan"),
-                       "order_equivalent": False}
+            for b in wanted[i + 1 :]:
+                row = {
+                    "task": task,
+                    "score_a": a,
+                    "score_b": b,
+                    "discordant_fraction": float("nan"),
+                    "order_equivalent": False,
+                }
                 got = audited.get((a, b))
                 if got is None:
                     missing = [n for n in (a, b) if n not in usable]

@@ -76,10 +76,19 @@ non_negative_int = _int_at_least(0, "a non-negative integer")
 
 
 def add_audit_parser(
-    sub, name: str, doc: str | None, run, *, help: str, description: str | None = None,
-    tasks: bool = False, id_help: str | None = None, k_policy: bool = False, scores: bool | str = False,
+    sub,
+    name: str,
+    doc: str | None,
+    run,
+    *,
+    help: str,
+    description: str | None = None,
+    tasks: bool = False,
+    id_help: str | None = None,
+    k_policy: bool = False,
+    scores: bool | str = False,
     json: bool = False,
-):  # fmt: skip
+):
     """The subparser of an audit command: its help and description (default: the module
     docstring's first paragraph), the output path with ``--run``/``--allow-fingerprint-mismatch``,
     and on request ``--task T[,T…]``, ``--id TASK`` (with help ``id_help``), ``--k-policy``,
@@ -89,8 +98,14 @@ def add_audit_parser(
     p = sub.add_parser(name, help=help, description=description)
     add_output_path(p)
     if tasks:
-        p.add_argument("--task", dest="tasks", required=True, type=comma_list("task"), metavar="T[,T…]",
-                       help="task name(s), comma-separated, all from one run")  # fmt: skip
+        p.add_argument(
+            "--task",
+            dest="tasks",
+            required=True,
+            type=comma_list("task"),
+            metavar="T[,T…]",
+            help="task name(s), comma-separated, all from one run",
+        )
     if id_help:
         p.add_argument("--id", dest="id_task", required=True, metavar="TASK", help=id_help)
     if k_policy:
@@ -107,23 +122,29 @@ def add_k_policy(parser) -> None:
     from lm_eval_evidential.metrics.cardinality import POLICIES
 
     parser.add_argument(
-        "--k-policy", dest="k_policy", choices=POLICIES, default="assert",
+        "--k-policy",
+        dest="k_policy",
+        choices=POLICIES,
+        default="assert",
         help="assert (default): refuse a comparison across different K; restrict: keep only examples with the ID "
         "task's K; report: compare anyway and mark the rows matched: false",
-    )  # fmt: skip
+    )
 
 
 def add_output_path(parser) -> None:
     parser.add_argument("output_path", help="the folder given to lm_eval --output_path")
     parser.add_argument("--run", default=None, help="a run's date_id (default: the newest run that has every task)")
     parser.add_argument(
-        "--allow-fingerprint-mismatch", action="store_true",
+        "--allow-fingerprint-mismatch",
+        action="store_true",
         help="compare records even if they were produced by different models/settings (listed as warnings)",
-    )  # fmt: skip
+    )
 
 
 def add_json(parser) -> None:
-    parser.add_argument("--json", dest="json_path", default=None, metavar="FILE", help="also write the rows as a JSON list")
+    parser.add_argument(
+        "--json", dest="json_path", default=None, metavar="FILE", help="also write the rows as a JSON list"
+    )
 
 
 def add_scores(parser, default: str = "every score the records can give") -> None:
@@ -131,9 +152,12 @@ def add_scores(parser, default: str = "every score the records can give") -> Non
     from lm_eval_evidential.metrics.scores import SCORES
 
     parser.add_argument(
-        "--scores", default=None, type=score_list, metavar="A,B",
+        "--scores",
+        default=None,
+        type=score_list,
+        metavar="A,B",
         help=f"comma-separated score names (default: {default}); one of: {', '.join(SCORES)}",
-    )  # fmt: skip
+    )
 
 
 def load(args, tasks: Sequence[str]) -> list:
@@ -144,7 +168,9 @@ def load(args, tasks: Sequence[str]) -> list:
     """
     from lm_eval_evidential.records.loading import load_run
 
-    run = load_run(args.output_path, list(tasks), run=args.run, allow_fingerprint_mismatch=args.allow_fingerprint_mismatch)
+    run = load_run(
+        args.output_path, list(tasks), run=args.run, allow_fingerprint_mismatch=args.allow_fingerprint_mismatch
+    )
     print(run.describe(), file=sys.stderr)
     for line in run.fingerprint_warnings:
         print(f"warning: fingerprint differs: {line}", file=sys.stderr)

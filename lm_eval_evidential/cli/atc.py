@@ -1,6 +1,7 @@
 """``lm-eval-evidential atc``: label-free accuracy estimates (ATC, DoC) checked against the true accuracy.
 
-    lm-eval-evidential atc OUT --id obqa_edl --target csqa4_edl[,arc_c_edl] [--scores max_prob,neg_entropy] [--json atc.json] [--run DATE_ID]
+    lm-eval-evidential atc OUT --id obqa_edl --target csqa4_edl[,arc_c_edl] [--scores max_prob,neg_entropy]
+        [--json atc.json] [--run DATE_ID]
 
 ATC learns a confidence threshold on the labelled ID task and estimates each target task's
 accuracy as the share of its examples above it; DoC (``max_prob`` only) subtracts the drop in
@@ -24,12 +25,25 @@ COLUMNS = ("id_task", "target_task", "score", "method", "estimate", "true_acc", 
 
 def add_parser(sub) -> None:
     p = add_audit_parser(
-        sub, "atc", __doc__, run, scores=True, json=True,
+        sub,
+        "atc",
+        __doc__,
+        run,
+        scores=True,
+        json=True,
         help="estimate target-task accuracy without labels (ATC, DoC) from an ID task, vs the true accuracy",
-    )  # fmt: skip
-    p.add_argument("--id", dest="id_task", required=True, type=comma_list("task"), metavar="T",
-                   help="the labelled in-distribution task")
-    p.add_argument("--target", required=True, type=comma_list("task"), metavar="T[,T…]", help="target task(s), comma-separated")
+    )
+    p.add_argument(
+        "--id",
+        dest="id_task",
+        required=True,
+        type=comma_list("task"),
+        metavar="T",
+        help="the labelled in-distribution task",
+    )
+    p.add_argument(
+        "--target", required=True, type=comma_list("task"), metavar="T[,T…]", help="target task(s), comma-separated"
+    )
 
 
 def _k_note(id_records, targets) -> list[str]:
@@ -42,7 +56,8 @@ def _k_note(id_records, targets) -> list[str]:
         if t_k != id_k:
             notes.append(
                 f"{id_records.task} has K in {id_k}, {t.task} has K in {t_k}: every score's range moves with K "
-                "(lm_eval_evidential/metrics/scores.py), so this estimate mixes the accuracy shift with the class-count shift"
+                "(lm_eval_evidential/metrics/scores.py), so this estimate mixes the accuracy shift with the "
+                "class-count shift"
             )
     return notes
 

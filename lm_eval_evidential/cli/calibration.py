@@ -1,6 +1,7 @@
 """``lm-eval-evidential calibration``: ECE, adaptive ECE, NLL, Brier and accuracy per task.
 
-    lm-eval-evidential calibration OUT --task obqa_edl[,csqa4_edl] [--bins 15] [--plot reliability.png] [--json calibration.json] [--run DATE_ID]
+    lm-eval-evidential calibration OUT --task obqa_edl[,csqa4_edl] [--bins 15] [--plot reliability.png]
+        [--json calibration.json] [--run DATE_ID]
 
 Reads the records that ``lm_eval --model evidential … --output_path OUT`` saved. Metrics:
 :func:`lm_eval_evidential.audits.quality.calibration_rows`; lower is better for all but ``acc``.
@@ -15,11 +16,20 @@ from ._options import add_audit_parser, load, positive_int, print_rows
 
 def add_parser(sub) -> None:
     p = add_audit_parser(
-        sub, "calibration", __doc__, run, tasks=True, json=True,
+        sub,
+        "calibration",
+        __doc__,
+        run,
+        tasks=True,
+        json=True,
         help="calibration of saved records: ECE, adaptive ECE, NLL, Brier, accuracy (+ reliability diagrams)",
-    )  # fmt: skip
-    p.add_argument("--bins", type=positive_int, default=15, help="number of confidence bins (default: 15, at most 10000)")
-    p.add_argument("--plot", metavar="FILE", default=None, help="also write reliability diagrams to FILE.png and FILE.svg")
+    )
+    p.add_argument(
+        "--bins", type=positive_int, default=15, help="number of confidence bins (default: 15, at most 10000)"
+    )
+    p.add_argument(
+        "--plot", metavar="FILE", default=None, help="also write reliability diagrams to FILE.png and FILE.svg"
+    )
 
 
 def run(args) -> int:
@@ -27,7 +37,9 @@ def run(args) -> int:
     from lm_eval_evidential.audits import quality
 
     records = dict(zip(args.tasks, load(args, args.tasks)))
-    rows = quality.calibration_rows(records, n_bins=args.bins, allow_fingerprint_mismatch=args.allow_fingerprint_mismatch)
+    rows = quality.calibration_rows(
+        records, n_bins=args.bins, allow_fingerprint_mismatch=args.allow_fingerprint_mismatch
+    )
     written = plots.save_reliability_figure(records, args.plot, n_bins=args.bins) if args.plot else []
     if args.json_path:
         written.append(write_json(args.json_path, rows))

@@ -17,8 +17,17 @@ import sys
 import time
 from pathlib import Path
 
-EVAL_TASKS = ("obqa_edl", "arc_c_edl", "arc_e_edl", "csqa_edl", "csqa4_edl", "mmlu_math_edl",
-              "csqa_k4_edl", "arc_c_k4_edl", "arc_e_k4_edl")  # fmt: skip
+EVAL_TASKS = (
+    "obqa_edl",
+    "arc_c_edl",
+    "arc_e_edl",
+    "csqa_edl",
+    "csqa4_edl",
+    "mmlu_math_edl",
+    "csqa_k4_edl",
+    "arc_c_k4_edl",
+    "arc_e_k4_edl",
+)
 DEMO_METHODS = ("edl", "ib_edl")  # the two evidential objectives the demo fine-tunes
 
 
@@ -52,17 +61,27 @@ def heading(text: str) -> None:
 def run(args) -> int:
     from lm_eval_evidential.cli.main import EXIT_ERROR, EXIT_OK, EXIT_REFUSED
     from lm_eval_evidential.cli.main import main as cli
+    from lm_eval_evidential.records.io import check_output_folder
     from lm_eval_evidential.testing.tiny import build_tiny_model, sample_data_dir
 
-    from lm_eval_evidential.records.io import check_output_folder
-
     # Reused only if it is a previous demo's folder (its tiny model was built first) or empty: never someone's files.
-    out = check_output_folder(Path(args.out).resolve(), option="--out",
-                              replaceable=lambda folder: (folder / "tiny-llama" / "config.json").is_file())  # fmt: skip
+    out = check_output_folder(
+        Path(args.out).resolve(),
+        option="--out",
+        replaceable=lambda folder: (folder / "tiny-llama" / "config.json").is_file(),
+    )
     out.mkdir(parents=True, exist_ok=True)
     data = sample_data_dir()
-    env = {**os.environ, "EVIDENTIAL_DATA_DIR": str(data), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    os.environ.update({k: env[k] for k in ("EVIDENTIAL_DATA_DIR", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TOKENIZERS_PARALLELISM")})
+    env = {
+        **os.environ,
+        "EVIDENTIAL_DATA_DIR": str(data),
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+    }
+    os.environ.update(
+        {k: env[k] for k in ("EVIDENTIAL_DATA_DIR", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TOKENIZERS_PARALLELISM")}
+    )
     methods = ("edl",) if args.fast else DEMO_METHODS
     steps = min(args.max_steps, 20) if args.fast else args.max_steps
     limit = args.limit if args.limit is not None else (24 if args.fast else None)
@@ -81,8 +100,22 @@ def run(args) -> int:
     adapters = {}
     for method in methods:
         target = out / f"adapter-{method}"
-        code = cli(["train", "--pretrained", str(model_dir), "--task", "obqa_edl", "--method", method,
-                    "--output-dir", str(target), "--max-steps", str(steps), "--overwrite-output-dir"])  # fmt: skip
+        code = cli(
+            [
+                "train",
+                "--pretrained",
+                str(model_dir),
+                "--task",
+                "obqa_edl",
+                "--method",
+                method,
+                "--output-dir",
+                str(target),
+                "--max-steps",
+                str(steps),
+                "--overwrite-output-dir",
+            ]
+        )
         if code:
             return code
         adapters[method] = target  # `train` itself said where: "METHOD: adapter in DIR"
@@ -91,10 +124,23 @@ def run(args) -> int:
     runs = {}
     for method, adapter in adapters.items():
         output_path = out / f"eval-{method}"
-        cmd = [sys.executable, "-m", "lm_eval", "--model", "evidential",
-               "--model_args", f"pretrained={model_dir},peft={adapter},method={method},dtype=float32",
-               "--device", "cpu", "--batch_size", "8", "--tasks", ",".join(EVAL_TASKS),
-               "--output_path", str(output_path)]  # fmt: skip
+        cmd = [
+            sys.executable,
+            "-m",
+            "lm_eval",
+            "--model",
+            "evidential",
+            "--model_args",
+            f"pretrained={model_dir},peft={adapter},method={method},dtype=float32",
+            "--device",
+            "cpu",
+            "--batch_size",
+            "8",
+            "--tasks",
+            ",".join(EVAL_TASKS),
+            "--output_path",
+            str(output_path),
+        ]
         if limit:
             cmd += ["--limit", str(limit)]
         say("$ lm_eval " + " ".join(cmd[3:]))
@@ -112,21 +158,63 @@ def run(args) -> int:
     report_dir = out / "report"
     # (what is shown, argv, the exit status it must give: cli.main's map, 2 = refused)
     audit_steps = [
-        ("ood … --id obqa_edl --ood csqa_edl   (K=4 vs K=5: must refuse)",
-         ["ood", "--id", "obqa_edl", "--ood", "csqa_edl", "--n-boot", "200", *scores], EXIT_REFUSED),
-        ("ood … --id obqa_edl --ood csqa4_edl,mmlu_math_edl   (matched K=4)",
-         ["ood", "--id", "obqa_edl", "--ood", "csqa4_edl,mmlu_math_edl", "--n-boot", "200", *scores,
-          "--json", str(out / "ood_matched.json")], EXIT_OK),
-        ("ood … --id obqa_edl --ood csqa_edl --k-policy report   (the artefact, on purpose)",
-         ["ood", "--id", "obqa_edl", "--ood", "csqa_edl", "--k-policy", "report", "--n-boot", "200", *scores], EXIT_OK),
-        ("ksweep … --id obqa_edl --ood csqa4_edl   (McNamara 2026, Table 1 / Figure 1)",
-         ["ksweep", "--id", "obqa_edl", "--ood", "csqa4_edl", "--json", str(out / "ksweep.json"),
-          "--plot", str(out / "ksweep")], EXIT_OK),
-        ("report … (csqa_edl, K=5, is refused; its K-matched controls are compared)",
-         ["report", "--id", "obqa_edl", "--ood",
-          "arc_c_edl,arc_e_edl,csqa_edl,csqa4_edl,mmlu_math_edl,csqa_k4_edl,arc_c_k4_edl,arc_e_k4_edl",
-          "--k-policy", "assert,restrict", "--out", str(report_dir)], EXIT_REFUSED),
-    ]  # fmt: skip
+        (
+            "ood … --id obqa_edl --ood csqa_edl   (K=4 vs K=5: must refuse)",
+            ["ood", "--id", "obqa_edl", "--ood", "csqa_edl", "--n-boot", "200", *scores],
+            EXIT_REFUSED,
+        ),
+        (
+            "ood … --id obqa_edl --ood csqa4_edl,mmlu_math_edl   (matched K=4)",
+            [
+                "ood",
+                "--id",
+                "obqa_edl",
+                "--ood",
+                "csqa4_edl,mmlu_math_edl",
+                "--n-boot",
+                "200",
+                *scores,
+                "--json",
+                str(out / "ood_matched.json"),
+            ],
+            EXIT_OK,
+        ),
+        (
+            "ood … --id obqa_edl --ood csqa_edl --k-policy report   (the artefact, on purpose)",
+            ["ood", "--id", "obqa_edl", "--ood", "csqa_edl", "--k-policy", "report", "--n-boot", "200", *scores],
+            EXIT_OK,
+        ),
+        (
+            "ksweep … --id obqa_edl --ood csqa4_edl   (McNamara 2026, Table 1 / Figure 1)",
+            [
+                "ksweep",
+                "--id",
+                "obqa_edl",
+                "--ood",
+                "csqa4_edl",
+                "--json",
+                str(out / "ksweep.json"),
+                "--plot",
+                str(out / "ksweep"),
+            ],
+            EXIT_OK,
+        ),
+        (
+            "report … (csqa_edl, K=5, is refused; its K-matched controls are compared)",
+            [
+                "report",
+                "--id",
+                "obqa_edl",
+                "--ood",
+                "arc_c_edl,arc_e_edl,csqa_edl,csqa4_edl,mmlu_math_edl,csqa_k4_edl,arc_c_k4_edl,arc_e_k4_edl",
+                "--k-policy",
+                "assert,restrict",
+                "--out",
+                str(report_dir),
+            ],
+            EXIT_REFUSED,
+        ),
+    ]
     for shown, (command, *rest), expected in audit_steps:
         say(f"$ lm-eval-evidential {shown}")
         code = cli([command, str(primary), *rest])

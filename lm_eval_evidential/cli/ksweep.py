@@ -25,16 +25,28 @@ def add_parser(sub) -> None:
     from lm_eval_evidential.metrics.scores import OOD_DEFAULT_SCORES
 
     p = add_audit_parser(
-        sub, "ksweep", None, run, id_help="in-distribution task", k_policy=True, json=True,
+        sub,
+        "ksweep",
+        None,
+        run,
+        id_help="in-distribution task",
+        k_policy=True,
+        json=True,
         scores=", ".join(OOD_DEFAULT_SCORES),
         help="K sweep (McNamara 2026, Table 1): how far each score's AUROC moves when only the class count K changes",
         description=(
             "For x = 0..MAX_EXTRA zero-evidence classes appended to the OOD side only (ood_only) and to both sides "
             "(matched), recompute AUROC and AUPR-In on the same fixed alphas. ID = positive."
         ),
-    )  # fmt: skip
+    )
     p.add_argument("--ood", dest="ood_task", required=True, metavar="TASK", help="one OOD task")
-    p.add_argument("--max-extra", dest="max_extra", type=int, default=4, help="largest number of appended classes (default 4, at most 64)")
+    p.add_argument(
+        "--max-extra",
+        dest="max_extra",
+        type=int,
+        default=4,
+        help="largest number of appended classes (default 4, at most 64)",
+    )
     p.add_argument("--plot", default=None, metavar="FILE", help="write the Figure 1 plot as FILE.png and FILE.svg")
 
 
@@ -43,7 +55,8 @@ def delong_line(test: dict) -> str:
     ptxt = "undefined" if p != p else f"{p:.3g}"
     return (
         f"DeLong test, {test['score']} OOD-only x={test['extra']} vs x=0 (same examples): AUROC "
-        f"{test['auroc_base']:.4f} -> {test['auroc_expanded']:.4f} (diff {test['diff']:+.4f}, z {test['z']:.3f}, p {ptxt})"
+        f"{test['auroc_base']:.4f} -> {test['auroc_expanded']:.4f} (diff {test['diff']:+.4f}, z {test['z']:.3f}, p "
+        f"{ptxt})"
     )
 
 
@@ -61,9 +74,13 @@ def run(args) -> int:
     id_records, ood_records = load(args, [args.id_task, args.ood_task])
     try:
         rows = ksweep_rows(
-            id_records, ood_records, max_extra=args.max_extra, scores=args.scores, k_policy=args.k_policy,
+            id_records,
+            ood_records,
+            max_extra=args.max_extra,
+            scores=args.scores,
+            k_policy=args.k_policy,
             allow_fingerprint_mismatch=args.allow_fingerprint_mismatch,
-        )  # fmt: skip
+        )
     except CardinalityMismatchError as exc:
         print_refusals([(args.id_task, args.ood_task, exc)])
         return EXIT_REFUSED
@@ -79,10 +96,16 @@ def run(args) -> int:
     if test is not None:
         print(delong_line(test))
     if args.json_path:
-        write_json(args.json_path, {
-            "id_task": args.id_task, "ood_task": args.ood_task, "k_policy": args.k_policy,
-            "rows": rows, "delong_test": test,
-        })  # fmt: skip
+        write_json(
+            args.json_path,
+            {
+                "id_task": args.id_task,
+                "ood_task": args.ood_task,
+                "k_policy": args.k_policy,
+                "rows": rows,
+                "delong_test": test,
+            },
+        )
     if args.plot:
         for path in plot_ksweep(rows, args.plot, title=f"{args.id_task} \u2192 {args.ood_task}"):
             print(f"wrote {path}")

@@ -105,7 +105,9 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:  # --help (0) or a usage error (EXIT_ERROR): a status, never an exception
         return exc.code if isinstance(exc.code, int) else EXIT_ERROR
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
     from lm_eval_evidential.cli._options import check_outputs
 
     try:

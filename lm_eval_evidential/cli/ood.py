@@ -21,9 +21,22 @@ from ._options import (
 )
 
 TABLE_COLUMNS = (
-    "ood_task", "score", "k_id", "k_ood", "n_id", "n_ood", "dropped", "matched",
-    "auroc", "auroc_ci", "aupr_in", "aupr_in_ci", "aupr_out", "fpr95", "aupr_baseline",
-)  # fmt: skip
+    "ood_task",
+    "score",
+    "k_id",
+    "k_ood",
+    "n_id",
+    "n_ood",
+    "dropped",
+    "matched",
+    "auroc",
+    "auroc_ci",
+    "aupr_in",
+    "aupr_in_ci",
+    "aupr_out",
+    "fpr95",
+    "aupr_baseline",
+)
 
 
 def display_k(value) -> str:
@@ -48,17 +61,36 @@ def display_rows(rows: list[dict]) -> list[dict]:
 
 def add_parser(sub) -> None:
     p = add_audit_parser(
-        sub, "ood", None, run, id_help="in-distribution task, e.g. obqa_edl", k_policy=True, scores=True, json=True,
+        sub,
+        "ood",
+        None,
+        run,
+        id_help="in-distribution task, e.g. obqa_edl",
+        k_policy=True,
+        scores=True,
+        json=True,
         help="OOD detection (ID = positive) between saved records, refusing K-mismatched comparisons by default",
         description=(
             "AUROC (DeLong CI), AUPR-In (bootstrap CI), AUPR-Out, FPR@95%TPR and the AUPR baseline of each score, "
             "ID task = positive, higher score = more in-distribution. Vacuity = lambda K / S depends on K itself, "
             "so by default a comparison across different class counts K is refused (exit status 2)."
         ),
-    )  # fmt: skip
-    p.add_argument("--ood", dest="ood_tasks", required=True, type=comma_list("task"), metavar="T1,T2",
-                   help="OOD task(s), comma-separated")
-    p.add_argument("--n-boot", dest="n_boot", type=int, default=1000, help="bootstrap replicates for the AUPR-In CI (0: none; at most 100000)")
+    )
+    p.add_argument(
+        "--ood",
+        dest="ood_tasks",
+        required=True,
+        type=comma_list("task"),
+        metavar="T1,T2",
+        help="OOD task(s), comma-separated",
+    )
+    p.add_argument(
+        "--n-boot",
+        dest="n_boot",
+        type=int,
+        default=1000,
+        help="bootstrap replicates for the AUPR-In CI (0: none; at most 100000)",
+    )
     p.add_argument("--seed", type=non_negative_int, default=0, help="bootstrap seed")
     p.add_argument("--level", type=float, default=0.95, help="confidence level of both intervals")
 
@@ -74,10 +106,15 @@ def run(args) -> int:
     for task, ood_records in zip(args.ood_tasks, all_ood):
         try:
             rows += ood_rows(
-                id_records, ood_records, scores=args.scores, k_policy=args.k_policy,
-                n_boot=args.n_boot, seed=args.seed, level=args.level,
+                id_records,
+                ood_records,
+                scores=args.scores,
+                k_policy=args.k_policy,
+                n_boot=args.n_boot,
+                seed=args.seed,
+                level=args.level,
                 allow_fingerprint_mismatch=args.allow_fingerprint_mismatch,
-            )  # fmt: skip
+            )
         except CardinalityMismatchError as exc:
             refused.append((args.id_task, task, exc))
     if rows:

@@ -1,6 +1,7 @@
 """``lm-eval-evidential orders``: which confidence scores order the examples the same way?
 
-    lm-eval-evidential orders OUT --task obqa_edl [--scores max_prob,neg_entropy,l2_norm] [--json orders.json] [--run DATE_ID]
+    lm-eval-evidential orders OUT --task obqa_edl [--scores max_prob,neg_entropy,l2_norm]
+        [--json orders.json] [--run DATE_ID]
 
 For each pair of scores: the share of example pairs they order oppositely, and whether they
 are order-equivalent on the task (Maaz et al. 2023, Definition 1) — then every rank-based metric
@@ -17,9 +18,15 @@ from ._options import add_audit_parser, load, print_rows
 
 def add_parser(sub) -> None:
     add_audit_parser(
-        sub, "orders", __doc__, run, tasks=True, scores=True, json=True,
+        sub,
+        "orders",
+        __doc__,
+        run,
+        tasks=True,
+        scores=True,
+        json=True,
         help="pairwise order agreement of confidence scores on saved records (discordant pairs, order equivalence)",
-    )  # fmt: skip
+    )
 
 
 def run(args) -> int:

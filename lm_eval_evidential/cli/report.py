@@ -20,22 +20,44 @@ def add_parser(sub) -> None:
     from lm_eval_evidential.metrics.scores import OOD_DEFAULT_SCORES
 
     p = add_audit_parser(
-        sub, "report", None, run, id_help="in-distribution task",
+        sub,
+        "report",
+        None,
+        run,
+        id_help="in-distribution task",
         scores="every score the records can give in the tables; the K sweep, the risk-coverage figure and the "
         "report's body: " + ", ".join(OOD_DEFAULT_SCORES),
         help="write a Markdown + JSON report (OOD tables per K policy, K sweep, calibration, selective, ATC, orders)",
         description="Every audit of an ID task against OOD tasks, as paper-ready Markdown tables, JSON and figures.",
-    )  # fmt: skip
-    p.add_argument("--ood", dest="ood_tasks", required=True, type=comma_list("task"), metavar="T1,T2",
-                   help="OOD task(s), comma-separated")
+    )
+    p.add_argument(
+        "--ood",
+        dest="ood_tasks",
+        required=True,
+        type=comma_list("task"),
+        metavar="T1,T2",
+        help="OOD task(s), comma-separated",
+    )
     p.add_argument("--out", dest="out_dir", required=True, metavar="DIR", help="folder to write the report into")
     p.add_argument(
-        "--k-policy", dest="k_policy", default=["assert"], type=comma_list("k_policy"), metavar="|".join(POLICIES),
+        "--k-policy",
+        dest="k_policy",
+        default=["assert"],
+        type=comma_list("k_policy"),
+        metavar="|".join(POLICIES),
         help="K policy, or several comma-separated (one OOD table each; later sections use the first); default: assert",
-    )  # fmt: skip
-    p.add_argument("--n-boot", dest="n_boot", type=int, default=1000, help="bootstrap replicates for the AUPR-In CI (0: none; at most 100000)")
+    )
+    p.add_argument(
+        "--n-boot",
+        dest="n_boot",
+        type=int,
+        default=1000,
+        help="bootstrap replicates for the AUPR-In CI (0: none; at most 100000)",
+    )
     p.add_argument("--seed", type=non_negative_int, default=0, help="bootstrap seed")
-    p.add_argument("--max-extra", dest="max_extra", type=int, default=4, help="largest K-sweep expansion (default 4, at most 64)")
+    p.add_argument(
+        "--max-extra", dest="max_extra", type=int, default=4, help="largest K-sweep expansion (default 4, at most 64)"
+    )
 
 
 def run(args) -> int:
@@ -44,10 +66,16 @@ def run(args) -> int:
 
     id_records, *ood = load(args, [args.id_task, *args.ood_tasks])
     report = build_report(
-        id_records, ood, args.out_dir, k_policy=args.k_policy, scores=args.scores,
-        n_boot=args.n_boot, seed=args.seed, max_extra=args.max_extra,
+        id_records,
+        ood,
+        args.out_dir,
+        k_policy=args.k_policy,
+        scores=args.scores,
+        n_boot=args.n_boot,
+        seed=args.seed,
+        max_extra=args.max_extra,
         allow_fingerprint_mismatch=args.allow_fingerprint_mismatch,
-    )  # fmt: skip
+    )
     # One line per refused pair, its policies together; the remedies are in report.md.
     refused: dict[str, list] = {}
     for policy, sec in report["ood"].items():

@@ -1,6 +1,7 @@
 """``lm-eval-evidential selective``: does a confidence score rank right answers above wrong ones?
 
-    lm-eval-evidential selective OUT --task obqa_edl [--scores max_prob,reciprocal_vacuity] [--plot risk_coverage.png] [--json selective.json] [--run DATE_ID]
+    lm-eval-evidential selective OUT --task obqa_edl [--scores max_prob,reciprocal_vacuity]
+        [--plot risk_coverage.png] [--json selective.json] [--run DATE_ID]
 
 One row per task and score: PRR at rejection caps 0.5 and 0.75 (higher is better, 1 = oracle,
 0 = random), AURC (lower is better) and Spearman correlation of score and correctness. See
@@ -18,12 +19,21 @@ def add_parser(sub) -> None:
     from lm_eval_evidential.metrics.scores import OOD_DEFAULT_SCORES
 
     p = add_audit_parser(
-        sub, "selective", __doc__, run, tasks=True, json=True,
+        sub,
+        "selective",
+        __doc__,
+        run,
+        tasks=True,
+        json=True,
         scores="every score the records can give; the --plot figure: " + ", ".join(OOD_DEFAULT_SCORES),
         help="selective prediction of saved records: PRR@0.5/0.75, AURC, Spearman per score (+ risk-coverage plot)",
-    )  # fmt: skip
-    p.add_argument("--plot", metavar="FILE", default=None,
-                   help="also write risk-coverage curves to FILE.png and FILE.svg (FILE-<task>.* for several tasks)")
+    )
+    p.add_argument(
+        "--plot",
+        metavar="FILE",
+        default=None,
+        help="also write risk-coverage curves to FILE.png and FILE.svg (FILE-<task>.* for several tasks)",
+    )
 
 
 def run(args) -> int:
@@ -31,7 +41,9 @@ def run(args) -> int:
     from lm_eval_evidential.audits import quality
 
     records = dict(zip(args.tasks, load(args, args.tasks)))
-    rows = quality.selective_rows(records, scores=args.scores, allow_fingerprint_mismatch=args.allow_fingerprint_mismatch)
+    rows = quality.selective_rows(
+        records, scores=args.scores, allow_fingerprint_mismatch=args.allow_fingerprint_mismatch
+    )
     written = []
     if args.plot:
         base = plots.figure_base(args.plot)

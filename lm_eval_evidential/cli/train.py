@@ -45,7 +45,9 @@ def add_parser(sub) -> None:
         if isinstance(default, tuple):
             default = ",".join(default)
         if kind is bool:
-            p.add_argument(*flags, dest=f.name, action=argparse.BooleanOptionalAction, default=default, help=f.metadata["help"])
+            p.add_argument(
+                *flags, dest=f.name, action=argparse.BooleanOptionalAction, default=default, help=f.metadata["help"]
+            )
             continue
         extra = {k: f.metadata[k] for k in ("nargs", "const", "choices") if k in f.metadata}
         if f.name == "output_dir":  # the one field train() cannot do without

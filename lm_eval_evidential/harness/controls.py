@@ -27,7 +27,8 @@ logger = logging.getLogger(__name__)
 def _int_setting(task: str, name: str, value, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise mcqa_datasets.DatasetError(
-            f"task {task!r}: metadata.{name} must be an integer >= {minimum}, got {value!r}; fix the task YAML or --metadata"
+            f"task {task!r}: metadata.{name} must be an integer >= {minimum}, got {value!r}; fix the task YAML or "
+            "--metadata"
         )
     return value
 
@@ -85,9 +86,16 @@ class KMatchedControlTask(EvidentialMCQATask):
         excluded = "; ".join(f"{n} ({reason})" for reason, n in c["excluded"].items()) or "none"
         logger.info(
             "%s: %d of %d %s questions kept at K=%d (%s); %d had wrong options removed (seed %d); excluded: %s",
-            task, c["n_kept"], c["n_questions"], c["of"] or "source", c["target_k"], k_source, c["n_reduced"], c["seed"],
+            task,
+            c["n_kept"],
+            c["n_questions"],
+            c["of"] or "source",
+            c["target_k"],
+            k_source,
+            c["n_reduced"],
+            c["seed"],
             excluded,
-        )  # fmt: skip
+        )
 
     @property
     def fingerprint(self) -> dict:

@@ -46,13 +46,23 @@ Converted = tuple[str, str, list[str], list[str], Any]
 
 
 def process_obqa(row: dict, index: int) -> Converted:
-    return (str(row.get("id", index)), row["question_stem"], list(row["choices"]["text"]),
-            list(row["choices"]["label"]), row["answerKey"])  # fmt: skip
+    return (
+        str(row.get("id", index)),
+        row["question_stem"],
+        list(row["choices"]["text"]),
+        list(row["choices"]["label"]),
+        row["answerKey"],
+    )
 
 
 def process_arc(row: dict, index: int) -> Converted:
-    return (str(row.get("id", index)), row["question"], list(row["choices"]["text"]),
-            list(row["choices"]["label"]), row["answerKey"])  # fmt: skip
+    return (
+        str(row.get("id", index)),
+        row["question"],
+        list(row["choices"]["text"]),
+        list(row["choices"]["label"]),
+        row["answerKey"],
+    )
 
 
 process_csqa = process_arc
@@ -140,8 +150,12 @@ def normalise(
         # evidence and a gold answer among twins cannot be told apart: say so, once per task.
         logger.warning(
             "%s: %d question(s) repeat an answer option's text, e.g. %s has %r twice; the model cannot tell "
-            "those options apart — fix or drop those rows", task, len(repeated), repeated[0][0], repeated[0][1],
-        )  # fmt: skip
+            "those options apart — fix or drop those rows",
+            task,
+            len(repeated),
+            repeated[0][0],
+            repeated[0][1],
+        )
     return docs
 
 
@@ -153,7 +167,8 @@ def read_jsonl(path: Path, *, task: str) -> list[dict]:
     if not path.is_file():
         raise MirrorFileNotFound(
             f"task {task!r}: offline mirror file {path} not found ({MIRROR_ENV}={os.environ.get(MIRROR_ENV)}); "
-            f"write the split there in the hub dataset's schema, one JSON record per line, or unset {MIRROR_ENV} to use the hub"
+            f"write the split there in the hub dataset's schema, one JSON record per line, or unset {MIRROR_ENV} "
+            "to use the hub"
         )
     rows = []
     with open(path, "rb") as fh:
@@ -161,7 +176,9 @@ def read_jsonl(path: Path, *, task: str) -> list[dict]:
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
-                raise DatasetError(f"task {task!r}: {path}:{lineno} is not UTF-8 text ({exc.reason}); re-export the file as UTF-8") from exc
+                raise DatasetError(
+                    f"task {task!r}: {path}:{lineno} is not UTF-8 text ({exc.reason}); re-export the file as UTF-8"
+                ) from exc
             if not line.strip():
                 continue
             try:
@@ -366,11 +383,17 @@ def field_converter(fields: dict, *, task: str) -> Callable[[dict, int], Convert
     """
     missing = [key for key in ("question", "options", "answer") if key not in fields]
     if missing:
-        raise DatasetError(f"task {task!r}: metadata.fields lacks {missing}; map question, options and answer to columns")
+        raise DatasetError(
+            f"task {task!r}: metadata.fields lacks {missing}; map question, options and answer to columns"
+        )
 
     def convert(row: dict, index: int) -> Converted:
         options = list(_column(row, fields["options"]))
-        labels = list(_column(row, fields["labels"])) if "labels" in fields else [chr(ord("A") + i) for i in range(len(options))]
+        labels = (
+            list(_column(row, fields["labels"]))
+            if "labels" in fields
+            else [chr(ord("A") + i) for i in range(len(options))]
+        )
         answer = _column(row, fields["answer"])
         if isinstance(answer, int) and not isinstance(answer, bool) and 0 <= answer < len(labels):
             answer = labels[answer]
@@ -393,7 +416,9 @@ def data_source(config, docs: Sequence[dict]) -> dict:
     import hashlib
 
     kwargs = dict(config.dataset_kwargs or {})
-    digest = hashlib.sha256(json.dumps(list(docs), sort_keys=True, ensure_ascii=False, default=str).encode()).hexdigest()
+    digest = hashlib.sha256(
+        json.dumps(list(docs), sort_keys=True, ensure_ascii=False, default=str).encode()
+    ).hexdigest()
     return {
         "origin": data_origin(kwargs),
         "dataset": config.dataset_path,

@@ -51,8 +51,16 @@ def evaluated_tasks(task_dict: Mapping) -> dict[str, Any]:
     return dict(tasks) if isinstance(tasks, Mapping) else {}
 
 
-def complete(lm, task_dict, results, *, apply_chat_template=False, system_instruction=None, fewshot_as_multiturn=False,
-             samples=None):  # fmt: skip
+def complete(
+    lm,
+    task_dict,
+    results,
+    *,
+    apply_chat_template=False,
+    system_instruction=None,
+    fewshot_as_multiturn=False,
+    samples=None,
+):
     """Build this evaluation's records and add them and their metrics to ``results`` (see module docstring).
 
     Called on every rank (it gathers across them); returns ``results`` unchanged on other ranks.
@@ -65,8 +73,10 @@ def complete(lm, task_dict, results, *, apply_chat_template=False, system_instru
     questions = ledger.take() if isinstance(ledger, EvidenceLedger) else None
     tasks = {name: task for name, task in evaluated_tasks(task_dict).items() if _wants_records(task, questions)}
     chosen = {name: chosen_docs(samples, name) for name in tasks}  # once per task: it may warn
-    rows = {name: task_rows(name, task, questions, _prior_weight(lm, questions), chosen[name])
-            for name, task in tasks.items()}  # fmt: skip
+    rows = {
+        name: task_rows(name, task, questions, _prior_weight(lm, questions), chosen[name])
+        for name, task in tasks.items()
+    }
     if tasks and getattr(lm, "world_size", 1) > 1:  # every rank evaluates the same tasks
         gathered = lm.gather_object(rows, dst=0)
         if results is None:
@@ -78,8 +88,12 @@ def complete(lm, task_dict, results, *, apply_chat_template=False, system_instru
     model_meta = lm.records_meta() if questions is not None else dict(SOFTMAX_META)
     records = {}
     for name, task in tasks.items():
-        meta = {**model_meta, **task_meta(task, questions, name), **prompting,
-                "num_fewshot": task.get_config("num_fewshot") or 0}  # fmt: skip
+        meta = {
+            **model_meta,
+            **task_meta(task, questions, name),
+            **prompting,
+            "num_fewshot": task.get_config("num_fewshot") or 0,
+        }
         records[name] = _records_from_rows(rows[name], name, meta)
         add_metrics(results, name, task, records[name])
         add_sample_evidence(results, name, records[name], chosen[name])
@@ -154,8 +168,10 @@ def chosen_docs(samples, name: str) -> list[int] | None:
         logger.warning(
             "%s: --samples %s is evaluated in dataset order, but lm_eval logs the i-th doc as the i-th index "
             "given, so logged samples' doc_id do not name their docs; the records carry each doc's dataset "
-            "index. Give the indices sorted to avoid this.", name, chosen,
-        )  # fmt: skip
+            "index. Give the indices sorted to avoid this.",
+            name,
+            chosen,
+        )
     return chosen
 
 
@@ -186,8 +202,15 @@ def task_rows(name: str, task, questions, prior_weight: float, chosen: list[int]
         logits.append(question.logits)
         alphas.append(question.alpha)
     evidential = questions is not None and any(a is not None for a in alphas)
-    return make_records(task=name, doc_ids=doc_ids if ids is None else [ids[d] for d in doc_ids], labels=labels, gold=golds,
-                        logits=logits, alpha=alphas if evidential else None, prior_weight=prior_weight)  # fmt: skip
+    return make_records(
+        task=name,
+        doc_ids=doc_ids if ids is None else [ids[d] for d in doc_ids],
+        labels=labels,
+        gold=golds,
+        logits=logits,
+        alpha=alphas if evidential else None,
+        prior_weight=prior_weight,
+    )
 
 
 def prompting_meta(lm, apply_chat_template, system_instruction, fewshot_as_multiturn) -> dict:
@@ -211,10 +234,16 @@ def task_meta(task, questions, name: str) -> dict:
         meta = {
             "prompt_template_sha256": sha256_text(template),
             "task_version": (config.metadata or {}).get("version", getattr(task, "VERSION", None)),
-            "data_source": {"dataset": config.dataset_path, "configs": [config.dataset_name],
-                            "revision": kwargs.get("revision"), "files": kwargs.get("data_files")},
-        }  # fmt: skip
-    meta["data_origin"] = "local files" if (meta["data_source"] or {}).get("files") else (meta["data_source"] or {}).get("origin", "hub")
+            "data_source": {
+                "dataset": config.dataset_path,
+                "configs": [config.dataset_name],
+                "revision": kwargs.get("revision"),
+                "files": kwargs.get("data_files"),
+            },
+        }
+    meta["data_origin"] = (
+        "local files" if (meta["data_source"] or {}).get("files") else (meta["data_source"] or {}).get("origin", "hub")
+    )
     if questions is not None:
         ids = {}
         for (task_name, _), question in questions.items():

@@ -22,7 +22,6 @@ from __future__ import annotations
 import ast
 import logging
 import re
-import math
 from pathlib import Path
 
 from lm_eval.api.task import ConfigurableTask
@@ -70,7 +69,9 @@ class EvidentialMCQATask(ConfigurableTask):
     def answer_tokens(self) -> list[str]:
         tokens = (self.config.metadata or {}).get("answer_tokens")
         if not tokens:
-            raise mcqa_datasets.DatasetError(f"task {self.config.task!r}: metadata.answer_tokens is missing from its YAML")
+            raise mcqa_datasets.DatasetError(
+                f"task {self.config.task!r}: metadata.answer_tokens is missing from its YAML"
+            )
         return list(tokens)
 
     def _converter(self):
@@ -79,7 +80,8 @@ class EvidentialMCQATask(ConfigurableTask):
             return mcqa_datasets.field_converter(fields, task=self.config.task)
         if self._convert is None:
             raise mcqa_datasets.DatasetError(
-                f"task {self.config.task!r}: name a converter (process_docs) or map the columns (metadata.fields) in its YAML"
+                f"task {self.config.task!r}: name a converter (process_docs) or map the columns (metadata.fields) "
+                "in its YAML"
             )
         return self._convert
 
@@ -87,10 +89,12 @@ class EvidentialMCQATask(ConfigurableTask):
         """The normalised docs of ``split`` (mirror, local files or hub), validated."""
         meta = self.config.metadata or {}
         rows = mcqa_datasets.load_split(
-            task=self.config.task, dataset_path=self.config.dataset_path,
-            configs=meta.get("dataset_configs") or [self.config.dataset_name], split=split,
+            task=self.config.task,
+            dataset_path=self.config.dataset_path,
+            configs=meta.get("dataset_configs") or [self.config.dataset_name],
+            split=split,
             dataset_kwargs=self.config.dataset_kwargs,
-        )  # fmt: skip
+        )
         docs = mcqa_datasets.normalise(rows, self._converter(), task=self.config.task, answer_tokens=self.answer_tokens)
         if not docs:
             raise mcqa_datasets.DatasetError(f"task {self.config.task!r}: no usable docs in split {split!r}")
@@ -142,7 +146,8 @@ class EvidentialMCQATask(ConfigurableTask):
 
             raise EvidentialInputError(
                 f"task {self.config.task!r}: --num_fewshot needs examples from a split other than the evaluated "
-                f"{self.eval_split!r}, and its YAML declares none; add training_split or fewshot_split, or drop --num_fewshot"
+                f"{self.eval_split!r}, and its YAML declares none; add training_split or fewshot_split, or drop "
+                "--num_fewshot"
             )
         loaded = getattr(self, "dataset", {})
         return list(loaded[split]) if split in loaded else self.load_docs(split)
@@ -162,10 +167,14 @@ class EvidentialMCQATask(ConfigurableTask):
         return super().fewshot_context(doc, num_fewshot, *args, **kwargs)
 
     # -- request cache --------------------------------------------------------------------
-    def build_all_requests(self, *, cache_requests: bool = False, rewrite_requests_cache: bool = False, **kwargs) -> None:
+    def build_all_requests(
+        self, *, cache_requests: bool = False, rewrite_requests_cache: bool = False, **kwargs
+    ) -> None:
         # lm_eval's request cache is keyed by task name, shots, chat template and tokenizer, not
         # by the data: prompts cached from another mirror or dataset version would be reused.
-        super().build_all_requests(cache_requests=cache_requests, rewrite_requests_cache=rewrite_requests_cache, **kwargs)
+        super().build_all_requests(
+            cache_requests=cache_requests, rewrite_requests_cache=rewrite_requests_cache, **kwargs
+        )
         if cache_requests and not rewrite_requests_cache and not self._requests_match_docs():
             logger.warning("%s: the request cache holds prompts of other data; rebuilding it", self.config.task)
             super().build_all_requests(cache_requests=True, rewrite_requests_cache=True, **kwargs)
@@ -237,7 +246,9 @@ class EvidentialMCQATask(ConfigurableTask):
         """What defines this task's records besides the model: prompt template, answer set, version, data."""
         from lm_eval_evidential.harness.evaluation import sha256_text
 
-        template = self.config.doc_to_text if isinstance(self.config.doc_to_text, str) else repr(self.config.doc_to_text)
+        template = (
+            self.config.doc_to_text if isinstance(self.config.doc_to_text, str) else repr(self.config.doc_to_text)
+        )
         return {
             "prompt_template_sha256": sha256_text(template),
             "answer_tokens": self.answer_tokens,
@@ -268,7 +279,8 @@ class OODPairTask(EvidentialMCQATask):
     ``metadata``: ``id_task``, ``ood_task``, ``k_policy`` (assert | restrict | report;
     overridable with ``--metadata '{"k_policy": "report"}'``) and ``scores``. The docs are
     the two tasks' own docs with their own prompts, alternating ID and OOD, so a run that also
-    evaluates the single tasks forwards each question once, and ``--limit N`` takes N per side (``--limit f < 1``: that fraction of each side).
+    evaluates the single tasks forwards each question once, and ``--limit N`` takes N per side
+    (``--limit f < 1``: that fraction of each side).
     Few-shot examples come from the ID task.
     """
 
@@ -307,22 +319,34 @@ class OODPairTask(EvidentialMCQATask):
         self._id_task = loaded[id_name]
         id_docs, ood_docs = list(loaded[id_name].eval_docs), list(loaded[ood_name].eval_docs)
         check = check_cardinality(
-            np.array([d["k"] for d in id_docs]), np.array([d["k"] for d in ood_docs]),
-            policy=str(meta.get("k_policy", "assert")), id_name=id_name, ood_name=ood_name,
+            np.array([d["k"] for d in id_docs]),
+            np.array([d["k"] for d in ood_docs]),
+            policy=str(meta.get("k_policy", "assert")),
+            id_name=id_name,
+            ood_name=ood_name,
             controls=[c["task"] for c in control_tasks(tasks_dir()).get(ood_name, [])],
-        )  # fmt: skip
+        )
         self.k_check = check
         sides = [
-            [{**d, "side": side, "origin": f"{name}/{d['doc_id']}", "answer_tokens": self.answer_tokens}
-             for d, kept in zip(docs, keep) if kept]
-            for side, docs, keep, name in ((1, id_docs, check.keep_id, id_name), (0, ood_docs, check.keep_ood, ood_name))
-        ]  # fmt: skip
+            [
+                {**d, "side": side, "origin": f"{name}/{d['doc_id']}", "answer_tokens": self.answer_tokens}
+                for d, kept in zip(docs, keep)
+                if kept
+            ]
+            for side, docs, keep, name in (
+                (1, id_docs, check.keep_id, id_name),
+                (0, ood_docs, check.keep_ood, ood_name),
+            )
+        ]
         pair_docs = [doc for pair in _alternate(*sides) for doc in pair]
         for i, doc in enumerate(pair_docs):
             doc["doc_id"] = i
         self._chosen = None
         self._sides = [doc["side"] for doc in pair_docs]
-        self._data_source = {"id": loaded[id_name].fingerprint["data_source"], "ood": loaded[ood_name].fingerprint["data_source"]}
+        self._data_source = {
+            "id": loaded[id_name].fingerprint["data_source"],
+            "ood": loaded[ood_name].fingerprint["data_source"],
+        }
         self.dataset = datasets.DatasetDict({self.eval_split: datasets.Dataset.from_list(pair_docs)})
 
     def fewshot_pool(self) -> list[dict]:
@@ -358,8 +382,12 @@ class OODPairTask(EvidentialMCQATask):
             self._chosen = frozenset(chosen)
             logger.warning(
                 "%s: --limit %s on an ID/OOD pair takes %s: %d ID and %d OOD docs",
-                self.config.task, f"{requested:g}" if requested is not None else limit, how, taken[1], taken[0],
-            )  # fmt: skip
+                self.config.task,
+                f"{requested:g}" if requested is not None else limit,
+                how,
+                taken[1],
+                taken[0],
+            )
             limit = max(chosen, default=-1) + 1  # the leading docs that hold them (what a request cache slices)
         super().build_all_requests(limit=limit, **kwargs)
         if self._chosen is not None:
@@ -399,8 +427,9 @@ class OODPairTask(EvidentialMCQATask):
 
         side = np.array([self._sides[int(d)] for d in records.doc_id], dtype=bool)
         scores = [s for s in self.scores if records.has_alpha or not SCORES[s].needs_alpha]
-        rows = ood_rows(subset_records(records, side), subset_records(records, ~side), scores=scores,
-                        k_policy="report", n_boot=0)  # fmt: skip
+        rows = ood_rows(
+            subset_records(records, side), subset_records(records, ~side), scores=scores, k_policy="report", n_boot=0
+        )
         metrics: dict[str, tuple[float, bool | None]] = {}
         for row in rows:
             metrics[f"auroc_{row['score']}"] = (row["auroc"], True)

@@ -61,10 +61,14 @@ class EvidentialInputError(ValueError):
 # Stock lm_eval tasks whose choices are answer texts, and this package's task with the same
 # questions answered by letter (named when the stock task is refused).
 EDL_ALTERNATIVES = {
-    "openbookqa": "obqa_edl", "arc_challenge": "arc_c_edl", "arc_easy": "arc_e_edl",
-    "commonsense_qa": "csqa_edl", "mmlu_college_mathematics": "mmlu_math_edl",
-    "mmlu_high_school_mathematics": "mmlu_math_edl", "mmlu_abstract_algebra": "mmlu_math_edl",
-}  # fmt: skip
+    "openbookqa": "obqa_edl",
+    "arc_challenge": "arc_c_edl",
+    "arc_easy": "arc_e_edl",
+    "commonsense_qa": "csqa_edl",
+    "mmlu_college_mathematics": "mmlu_math_edl",
+    "mmlu_high_school_mathematics": "mmlu_math_edl",
+    "mmlu_abstract_algebra": "mmlu_math_edl",
+}
 
 
 # A (prompt tail, choices) whose answer ids are checked on every whole prompt (EvidentialLM._answer_ids_at_tail).
@@ -139,7 +143,9 @@ def check_load_args(pretrained, kwargs: dict) -> None:
         raise EvidentialInputError(f"dtype={dtype} is not a torch dtype; use float32, bfloat16, float16 or auto")
     max_length = kwargs.get("max_length")
     if max_length is not None and (isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1):
-        raise EvidentialInputError(f"max_length={max_length!r} must be a positive whole number of tokens, e.g. max_length=2048")
+        raise EvidentialInputError(
+            f"max_length={max_length!r} must be a positive whole number of tokens, e.g. max_length=2048"
+        )
 
 
 def model_context(config) -> int:
@@ -163,7 +169,9 @@ def check_context(max_length, config) -> None:
     )
 
 
-_ADAPTER_FIT_HINT = "pass the base model the adapter was trained on (see base_model_name_or_path in its adapter_config.json)"
+_ADAPTER_FIT_HINT = (
+    "pass the base model the adapter was trained on (see base_model_name_or_path in its adapter_config.json)"
+)
 
 
 def check_adapter_fits(peft, config, pretrained) -> None:
@@ -201,9 +209,12 @@ def check_adapter_fits(peft, config, pretrained) -> None:
 
 #: --model_args of the head: (type, what it must be, an example value).
 _HEAD_ARGS = {
-    "method": (str, "a name", "edl"), "prior_weight": (float, "a number", "1"), "num_noises": (int, "an integer", "20"),
-    "sigma_mult": (float, "a number", "0"), "seed": (int, "an integer", "0"),
-}  # fmt: skip
+    "method": (str, "a name", "edl"),
+    "prior_weight": (float, "a number", "1"),
+    "num_noises": (int, "an integer", "20"),
+    "sigma_mult": (float, "a number", "0"),
+    "seed": (int, "an integer", "0"),
+}
 
 
 def head_config(settings: dict) -> HeadConfig:
@@ -218,7 +229,9 @@ def head_config(settings: dict) -> HeadConfig:
                 raise ValueError(value)
             typed[name] = cast(number if number is not None else value)
         except (TypeError, ValueError, OverflowError):
-            raise EvidentialInputError(f"{name}={value!r} in --model_args is not {kind}; e.g. {name}={example}") from None
+            raise EvidentialInputError(
+                f"{name}={value!r} in --model_args is not {kind}; e.g. {name}={example}"
+            ) from None
     try:
         return HeadConfig(**typed)
     except ValueError as exc:
@@ -238,7 +251,8 @@ def _unknown_arg_error(exc: TypeError) -> Exception:
     near = difflib.get_close_matches(found[1], sorted(known), n=1)
     hint = f"did you mean {near[0]}=? Check" if near else "check"
     return EvidentialInputError(
-        f"--model_args: unknown argument {found[1]!r} (passed on to the model's from_pretrained, which does not take it); "
+        f"--model_args: unknown argument {found[1]!r} (passed on to the model's from_pretrained, which does not "
+        "take it); "
         f"{hint} its spelling against the arguments of --model evidential and --model hf"
     )
 
@@ -267,8 +281,11 @@ def reference_head_settings(adapter_dir) -> dict | None:
             continue  # not a reference run config
         vib = cfg.get("vib")
         if isinstance(vib, dict):
-            settings = {"method": "ib_edl", "num_noises": int(vib.get("num_noises", 20)),
-                        "sigma_mult": float(vib.get("sigma_mult", 0.0) or 0.0)}  # fmt: skip
+            settings = {
+                "method": "ib_edl",
+                "num_noises": int(vib.get("num_noises", 20)),
+                "sigma_mult": float(vib.get("sigma_mult", 0.0) or 0.0),
+            }
         else:
             settings = {"method": "edl" if "edl_loss_cfg" in cfg else "softmax"}
         found[path.name] = settings
@@ -318,7 +335,8 @@ def _gguf_error(gguf_file: str, exc: Exception) -> Exception:
         return exc
     return EvidentialInputError(
         f"gguf_file={gguf_file}: transformers reads a llama-architecture GGUF whose general.name mentions Mistral "
-        f"as model_type 'mistral' and then cannot map its tensors ({exc.__class__.__name__}: {str(exc).splitlines()[0][:80]}…). "
+        f"as model_type 'mistral' and then cannot map its tensors ({exc.__class__.__name__}: "
+        f"{str(exc).splitlines()[0][:80]}…). "
         "Mistral's layers are Llama's: rename the file's model with the gguf package's tool, "
         f"`gguf-new-metadata --general-name Llama {gguf_file} llama-named.gguf`, and pass gguf_file=llama-named.gguf"
     )
@@ -385,8 +403,10 @@ class EvidentialLM(HFLM):
         if accelerator is not None and accelerator.num_processes > 1:
             harness_logger.info(
                 "data parallel: rank %d of %d (node-local rank %d)",
-                accelerator.process_index, accelerator.num_processes, accelerator.local_process_index,
-            )  # fmt: skip
+                accelerator.process_index,
+                accelerator.num_processes,
+                accelerator.local_process_index,
+            )
             return accelerator.process_index, accelerator.num_processes
         sizes = {name: int(os.environ.get(name) or 1) for name in _LAUNCHER_WORLD_SIZE}
         name, launched = max(sizes.items(), key=lambda item: item[1])
@@ -414,13 +434,15 @@ class EvidentialLM(HFLM):
             "adapter_sha256": adapter_sha256(_local_folder(self._peft_path, self._revision)),
         }
 
-    def _create_model(self, pretrained, *args, peft=None, delta=None, revision="main", gguf_file=None, **kwargs) -> None:
+    def _create_model(
+        self, pretrained, *args, peft=None, delta=None, revision="main", gguf_file=None, **kwargs
+    ) -> None:
         if peft and delta:
             raise ValueError("Cannot use both 'peft' and 'delta' options at the same time.")
         try:
             super()._create_model(pretrained, *args, revision=revision, gguf_file=gguf_file, delta=delta, **kwargs)
         except NotImplementedError as exc:
-            raise _gguf_error(gguf_file, exc) if gguf_file else exc
+            raise _gguf_error(gguf_file, exc) if gguf_file else exc  # noqa: B904 (exc itself, or our message for it)
         if not peft:
             return
         from peft import PeftModel
@@ -466,11 +488,13 @@ class EvidentialLM(HFLM):
                 fix = (
                     f"use {alternative}, the same questions answered by letter"
                     if alternative
-                    else "use a task whose choices are answer letters, e.g. the *_edl tasks or your own (README: Your own tasks)"
+                    else "use a task whose choices are answer letters, "
+                    "e.g. the *_edl tasks or your own (README: Your own tasks)"
                 )
                 raise EvidentialInputError(
                     f"{where}: choice {cont!r} is {len(pieces)} tokens {pieces} after the prompt for this tokenizer; "
-                    f"--model evidential reads one answer token per choice, so every choice must be a single token — {fix}"
+                    "--model evidential reads one answer token per choice, so every choice must be a single token "
+                    f"— {fix}"
                 )
             ids.append(whole[-1])
         if len(set(ids)) != len(ids):
@@ -500,7 +524,9 @@ class EvidentialLM(HFLM):
                 out[i] = list(ids)
         return out
 
-    def _answer_ids_at_tail(self, context: str, context_ids: list[int], continuations, task, where: str) -> tuple[int, ...]:
+    def _answer_ids_at_tail(
+        self, context: str, context_ids: list[int], continuations, task, where: str
+    ) -> tuple[int, ...]:
         """:meth:`_answer_ids` (``encode(prompt + choice)`` is the prompt's ids plus one token), resolved
         once per prompt tail instead of K+1 tokenisations of every prompt.
 
@@ -542,7 +568,9 @@ class EvidentialLM(HFLM):
         encoded = self.tokenizer([tail, *(tail + c for c in continuations)], add_special_tokens=False)["input_ids"]
         tail_ids, wholes = list(encoded[0]), [list(w) for w in encoded[1:]]
         n = len(tail_ids)
-        if not all(len(w) == n + 1 and w[:n] == tail_ids for w in wholes) or len({w[-1] for w in wholes}) != len(wholes):
+        if not all(len(w) == n + 1 and w[:n] == tail_ids for w in wholes) or len({w[-1] for w in wholes}) != len(
+            wholes
+        ):
             return _FULL_CHECK
         return tail_ids, tuple(w[-1] for w in wholes), False
 
@@ -596,14 +624,17 @@ class EvidentialLM(HFLM):
             by_k[len(plan.answer_ids)].append(plan)
         for k, group in by_k.items():
             rows = torch.tensor([row_of[p.context] for p in group], dtype=torch.long)
-            columns = torch.tensor([[answer_order[p.context].index(a) for a in p.answer_ids] for p in group], dtype=torch.long)
+            columns = torch.tensor(
+                [[answer_order[p.context].index(a) for a in p.answer_ids] for p in group], dtype=torch.long
+            )
             z = values[rows[:, None], columns]
             finite = torch.isfinite(z).all(dim=1)
             if not bool(finite.all()):
                 row = int((~finite).nonzero()[0, 0])
                 bad = z[row][~torch.isfinite(z[row])][0].item()
                 raise EvidentialInputError(
-                    f"{group[row].where}: non-finite answer logit {bad!r} (float16 overflow?); run with dtype=bfloat16 or dtype=float32"
+                    f"{group[row].where}: non-finite answer logit {bad!r} (float16 overflow?); run with "
+                    "dtype=bfloat16 or dtype=float32"
                 )
             sigma_logits = tails[rows, tail_k - k :] if self.head.needs_sigma else None
             keys = [f"{p.context}\x00{p.answer_ids}" for p in group] if self.head.needs_sigma else None
@@ -615,9 +646,13 @@ class EvidentialLM(HFLM):
             for i, plan in enumerate(group):
                 self.evidence.file(
                     QuestionEvidence(
-                        task=plan.task, doc_id=plan.doc_id, continuations=plan.continuations, token_ids=plan.answer_ids,
-                        logits=tuple(logits[i]), alpha=None if alpha is None else tuple(alpha[i]),
-                    )  # fmt: skip
+                        task=plan.task,
+                        doc_id=plan.doc_id,
+                        continuations=plan.continuations,
+                        token_ids=plan.answer_ids,
+                        logits=tuple(logits[i]),
+                        alpha=None if alpha is None else tuple(alpha[i]),
+                    )
                 )
                 for j, copies in enumerate(plan.copies):
                     for c in copies:
@@ -630,8 +665,10 @@ class EvidentialLM(HFLM):
         if not context or max_length < context:
             room = f" (the model's context is {context} tokens)" if context else ""
             return f"raise max_length in --model_args{room}"
-        return (f"it is longer than the model's context of {context} tokens too: shorten the prompt "
-                "(fewer --num_fewshot examples, a shorter --system_instruction or task template)")  # fmt: skip
+        return (
+            f"it is longer than the model's context of {context} tokens too: shorten the prompt "
+            "(fewer --num_fewshot examples, a shorter --system_instruction or task template)"
+        )
 
     def _plan(self, requests) -> list[_Question]:
         """Group requests into questions and check each one; nothing is forwarded yet.
@@ -651,11 +688,12 @@ class EvidentialLM(HFLM):
         self._context_ids: dict[str, list[int]] = dict(zip(contexts, self._encode_prompts(contexts)))
         plans = []
         max_length = self.max_length  # resolved from the model config on every access
-        for (task, doc_id, context), options in grouped.items():
+        for task, doc_id, context in grouped:
             where = f"task {task!r} doc {doc_id}"
             if len(self._context_ids[context]) > max_length:
                 raise EvidentialInputError(
-                    f"{where}: prompt is {len(self._context_ids[context])} tokens, longer than max_length={max_length}; "
+                    f"{where}: prompt is {len(self._context_ids[context])} tokens, longer than "
+                    f"max_length={max_length}; "
                     f"{self._too_long_fix(max_length)} (the evidential model never truncates a question)"
                 )
         for (task, doc_id, context), options in grouped.items():
@@ -730,7 +768,11 @@ class EvidentialLM(HFLM):
         return {c: i for i, c in enumerate(order)}, values, tails
 
     def loglikelihood_rolling(self, requests, disable_tqdm: bool = False):
-        raise NotImplementedError("the evidential model scores multiple-choice tasks only; use --model hf for perplexity")
+        raise NotImplementedError(
+            "the evidential model scores multiple-choice tasks only; use --model hf for perplexity"
+        )
 
     def generate_until(self, requests, disable_tqdm: bool = False):
-        raise NotImplementedError("the evidential model scores multiple-choice tasks only; use --model hf for generation")
+        raise NotImplementedError(
+            "the evidential model scores multiple-choice tasks only; use --model hf for generation"
+        )

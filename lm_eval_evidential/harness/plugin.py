@@ -10,7 +10,8 @@ lm-eval 0.4.13 has no plugin discovery, so :mod:`lm_eval_evidential._import_hook
   positional or not, and ``tm.include_path`` are exactly as stock; ``include_defaults=False``
   is untouched.
 - ``lm_eval.evaluator``: ``simple_evaluate`` with ``--model evidential`` first checks that the
-  output folder can be written (before any weights load); after ``evaluate()`` returns, :func:`lm_eval_evidential.harness.evaluation.complete`
+  output folder can be written (before any weights load); after ``evaluate()`` returns,
+  :func:`lm_eval_evidential.harness.evaluation.complete`
   builds the evaluation's records (the path is described in :mod:`lm_eval_evidential.harness.evidence`).
 - ``lm_eval.loggers.evaluation_tracker``: ``save_results_aggregated`` writes those records
   into the results folder first, then lets the harness write ``results_<date_id>.json``,
@@ -124,10 +125,14 @@ def on_evaluator_imported(module) -> None:
             check_tasks(lm, settings["task_dict"])
             results = original(*args, **kwargs)
             return complete(
-                lm, settings["task_dict"], results, apply_chat_template=settings["apply_chat_template"],
-                system_instruction=settings["system_instruction"], fewshot_as_multiturn=settings["fewshot_as_multiturn"],
+                lm,
+                settings["task_dict"],
+                results,
+                apply_chat_template=settings["apply_chat_template"],
+                system_instruction=settings["system_instruction"],
+                fewshot_as_multiturn=settings["fewshot_as_multiturn"],
                 samples=settings["samples"],
-            )  # fmt: skip
+            )
 
         return evaluate
 

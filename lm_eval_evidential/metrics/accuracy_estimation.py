@@ -219,8 +219,18 @@ def doc_estimate(id_score, id_correct, target_score) -> float:
     return float(y.mean() - (s_id.mean() - s_t.mean()))
 
 
-def atc_by_score(id_probs, id_k, id_correct, target_probs, target_k, *, names=None, id_alpha=None,
-                 target_alpha=None, prior_weight: float = 1.0) -> dict[str, float]:
+def atc_by_score(
+    id_probs,
+    id_k,
+    id_correct,
+    target_probs,
+    target_k,
+    *,
+    names=None,
+    id_alpha=None,
+    target_alpha=None,
+    prior_weight: float = 1.0,
+) -> dict[str, float]:
     r"""ATC target-accuracy estimate for each registered score function, ``{name: estimate}``.
 
     For each score function ``s`` of :mod:`~lm_eval_evidential.metrics.scores`,

@@ -46,8 +46,17 @@ class CardinalityMismatchError(ValueError):
     K-matched control tasks the remedy names).
     """
 
-    def __init__(self, summary: str, *, policy: str, id_name: str, hist_id: dict, ood_name: str, hist_ood: dict,
-                 controls: Sequence[str] = ()):  # fmt: skip
+    def __init__(
+        self,
+        summary: str,
+        *,
+        policy: str,
+        id_name: str,
+        hist_id: dict,
+        ood_name: str,
+        hist_ood: dict,
+        controls: Sequence[str] = (),
+    ):
         self.summary, self.policy, self.controls = summary, policy, tuple(controls)
         self.id_name, self.hist_id, self.ood_name, self.hist_ood = id_name, hist_id, ood_name, hist_ood
         super().__init__(f"{summary}. {MISMATCH_REASON} {self.remedy()}")
@@ -73,7 +82,9 @@ class CardinalityMismatchError(ValueError):
                 f"K = {k}{control}; {report}"
             )
         task = named if controls else f"a K-matched control task (questions with K = {k})"
-        return f"Remedy: no {self.ood_name} question has K = {k}, so compare {self.id_name} with {task} instead; {report}"
+        return (
+            f"Remedy: no {self.ood_name} question has K = {k}, so compare {self.id_name} with {task} instead; {report}"
+        )
 
 
 MISMATCH_REASON = (
@@ -143,8 +154,13 @@ def _single(hist: dict[int, int]) -> int | None:
 def _refuse(summary: str, policy: str, id_name, hist_id, ood_name, hist_ood, controls) -> CardinalityMismatchError:
     return CardinalityMismatchError(
         f"{summary}: {id_name} {hist_id} vs {ood_name} {hist_ood} (K: number of examples)",
-        policy=policy, id_name=id_name, hist_id=hist_id, ood_name=ood_name, hist_ood=hist_ood, controls=controls,
-    )  # fmt: skip
+        policy=policy,
+        id_name=id_name,
+        hist_id=hist_id,
+        ood_name=ood_name,
+        hist_ood=hist_ood,
+        controls=controls,
+    )
 
 
 def check_cardinality(
@@ -197,7 +213,7 @@ def check_cardinality(
     >>> check_cardinality([4, 4], [5, 5], id_name="obqa", ood_name="csqa")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    lm_eval_evidential.metrics.cardinality.CardinalityMismatchError: K mismatch between ID and OOD: obqa {4: 2} vs csqa {5: 2} ...
+    lm_eval_evidential.metrics.cardinality.CardinalityMismatchError: K mismatch between ID and OOD: ...
     """
     if policy not in POLICIES:
         raise ValueError(f"unknown k_policy {policy!r}; valid policies are: {', '.join(POLICIES)}")
@@ -222,14 +238,24 @@ def check_cardinality(
     if target is None:
         raise _refuse(
             "k_policy=restrict needs a single K on the ID side, but the ID side is mixed",
-            policy, id_name, hist_id, ood_name, hist_ood, controls,
-        )  # fmt: skip
+            policy,
+            id_name,
+            hist_id,
+            ood_name,
+            hist_ood,
+            controls,
+        )
     keep_ood = kood == target
     if not keep_ood.any():
         raise _refuse(
             f"k_policy=restrict left no {ood_name} examples with K = {target}",
-            policy, id_name, hist_id, ood_name, hist_ood, controls,
-        )  # fmt: skip
+            policy,
+            id_name,
+            hist_id,
+            ood_name,
+            hist_ood,
+            controls,
+        )
     return KCheck(keep_id, keep_ood, 0, int((~keep_ood).sum()), True, target, target, policy)
 
 
@@ -249,7 +275,9 @@ MAX_EXTRA = 64
 def check_max_extra(max_extra) -> int:
     """``max_extra`` if it is an integer in 0..:data:`MAX_EXTRA`, else ValueError."""
     if isinstance(max_extra, bool) or not isinstance(max_extra, (int, np.integer)) or not 0 <= max_extra <= MAX_EXTRA:
-        raise ValueError(f"max_extra must be an integer in 0..{MAX_EXTRA} (appended zero-evidence classes), got {max_extra!r}")
+        raise ValueError(
+            f"max_extra must be an integer in 0..{MAX_EXTRA} (appended zero-evidence classes), got {max_extra!r}"
+        )
     return int(max_extra)
 
 

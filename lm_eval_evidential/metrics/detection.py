@@ -30,8 +30,8 @@ References
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 from scipy.special import ndtr, ndtri
@@ -120,8 +120,7 @@ def _single_class_reason(metric: str, y: np.ndarray) -> str | None:
     if n_id and n_ood:
         return None
     return (
-        f"{metric} is undefined: it needs both ID (label 1) and OOD (label 0) examples, got "
-        f"n_id={n_id}, n_ood={n_ood}"
+        f"{metric} is undefined: it needs both ID (label 1) and OOD (label 0) examples, got n_id={n_id}, n_ood={n_ood}"
     )
 
 
@@ -377,9 +376,10 @@ def _weighted_var(values: np.ndarray, weights: np.ndarray, total: int) -> float:
 def _delong_from(b: _Blocks, level: float):
     auc = _auroc_from(b)
     if b.n_id < 2 or b.n_ood < 2:
-        return auc, None, (
-            f"DeLong variance is undefined with fewer than 2 examples per class (n_id={b.n_id}, "
-            f"n_ood={b.n_ood})"
+        return (
+            auc,
+            None,
+            (f"DeLong variance is undefined with fewer than 2 examples per class (n_id={b.n_id}, n_ood={b.n_ood})"),
         )
     v10, v01 = _delong_components(b)
     var = _weighted_var(v10, b.dtp, b.n_id) / b.n_id + _weighted_var(v01, b.dfp, b.n_ood) / b.n_ood
@@ -394,7 +394,13 @@ MAX_N_BOOT = 100_000
 
 def check_n_boot(n_boot) -> int:
     """``n_boot`` if it is 0 (no interval) or an integer in 2..:data:`MAX_N_BOOT`, else ValueError."""
-    if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 0 or n_boot == 1 or n_boot > MAX_N_BOOT:
+    if (
+        isinstance(n_boot, bool)
+        or not isinstance(n_boot, (int, np.integer))
+        or n_boot < 0
+        or n_boot == 1
+        or n_boot > MAX_N_BOOT
+    ):
         raise ValueError(f"n_boot must be 0 (no interval) or an integer in 2..{MAX_N_BOOT}, got {n_boot!r}")
     return int(n_boot)
 
@@ -649,8 +655,16 @@ def detection_report(y_true, score, *, tpr: float = 0.95, level: float = 0.95) -
     reason = _single_class_reason("OOD detection", y)
     if reason:
         undefined(reason)
-        row.update(auroc=nan, auroc_lo=nan, auroc_hi=nan, aupr_in=nan, aupr_out=nan,
-                   aupr_baseline=n_id / y.size if y.size else nan, fpr_at_tpr=nan, reason=reason)
+        row.update(
+            auroc=nan,
+            auroc_lo=nan,
+            auroc_hi=nan,
+            aupr_in=nan,
+            aupr_out=nan,
+            aupr_baseline=n_id / y.size if y.size else nan,
+            fpr_at_tpr=nan,
+            reason=reason,
+        )
         return row
     b = _blocks(y, s)
     auc, ci, reason = _delong_from(b, level)
@@ -658,7 +672,13 @@ def detection_report(y_true, score, *, tpr: float = 0.95, level: float = 0.95) -
         undefined(reason)
         ci = (nan, nan)
     row.update(
-        auroc=auc, auroc_lo=ci[0], auroc_hi=ci[1], aupr_in=_aupr_in_from(b), aupr_out=_aupr_out_from(b),
-        aupr_baseline=n_id / y.size, fpr_at_tpr=_fpr_from(b, tpr), reason=reason,
+        auroc=auc,
+        auroc_lo=ci[0],
+        auroc_hi=ci[1],
+        aupr_in=_aupr_in_from(b),
+        aupr_out=_aupr_out_from(b),
+        aupr_baseline=n_id / y.size,
+        fpr_at_tpr=_fpr_from(b, tpr),
+        reason=reason,
     )
     return row

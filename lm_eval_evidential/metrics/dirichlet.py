@@ -79,9 +79,7 @@ def _padded(arr, name: str, *, positive: bool = False):
         raise ValueError(f"{name} contains an infinite value at row {i}, column {j}: {a[i, j]!r}")
     if positive and (a <= 0).any():  # NaN padding compares False
         i, j = (int(v) for v in np.argwhere(a <= 0)[0])
-        raise ValueError(
-            f"{name} must be > 0 (Dirichlet concentrations), got {a[i, j]!r} at row {i}, column {j}"
-        )
+        raise ValueError(f"{name} must be > 0 (Dirichlet concentrations), got {a[i, j]!r} at row {i}, column {j}")
     if positive:
         with np.errstate(over="ignore"):
             total = _masked_sum(a, mask)
@@ -95,6 +93,7 @@ def _padded(arr, name: str, *, positive: bool = False):
 
 
 # ---- unchecked kernels on validated (arr, mask); padding may hold NaN and is ignored ----
+
 
 def _filled(x: np.ndarray, mask: np.ndarray, value: float) -> np.ndarray:
     """``x`` with the padding set to ``value`` (``x`` itself when there is no padding).

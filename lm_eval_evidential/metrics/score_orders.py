@@ -180,15 +180,22 @@ def order_audit(scores: dict) -> list[dict]:
         row = {"score_a": name_a, "score_b": name_b, "n_pairs": total}
         if total == 0:
             reason = f"order_audit is undefined for {n} example(s); it needs at least one pair"
-            row.update(discordant_fraction=undefined(reason), tie_mismatch_fraction=float("nan"),
-                       order_equivalent=False, reason=reason)
+            row.update(
+                discordant_fraction=undefined(reason),
+                tie_mismatch_fraction=float("nan"),
+                order_equivalent=False,
+                reason=reason,
+            )
         else:
             ra, rb = ranks[name_a], ranks[name_b]
             both = _tied_pairs(ra * (int(rb.max()) + 1) + rb)
             mismatch = ties[name_a] + ties[name_b] - 2 * both
             discordant = _discordant_pairs(ra, rb)
-            row.update(discordant_fraction=discordant / total, tie_mismatch_fraction=mismatch / total,
-                       order_equivalent=discordant == 0 and mismatch == 0)
+            row.update(
+                discordant_fraction=discordant / total,
+                tie_mismatch_fraction=mismatch / total,
+                order_equivalent=discordant == 0 and mismatch == 0,
+            )
         rows.append(row)
     return rows
 
@@ -236,6 +243,6 @@ def score_order_audit(probs, k, *, names=None, alpha=None, prior_weight: float =
     [('max_prob', 'l2_norm', True), ('max_prob', 'l2_to_uniform', True), ('l2_norm', 'l2_to_uniform', True)]
     """
     names = available_scores(alpha is not None) if names is None else check_score_names(names)
-    return order_audit({
-        name: compute_score(name, probs=probs, k=k, alpha=alpha, prior_weight=prior_weight) for name in names
-    })
+    return order_audit(
+        {name: compute_score(name, probs=probs, k=k, alpha=alpha, prior_weight=prior_weight) for name in names}
+    )

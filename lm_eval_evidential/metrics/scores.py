@@ -50,8 +50,8 @@ References
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
@@ -145,7 +145,9 @@ SCORES: dict[str, ScoreSpec] = {
         ScoreSpec("l2_norm", _l2_norm, False, "||p||_2"),
         ScoreSpec("l1_to_uniform", _l1_to_uniform, False, "sum_i |p_i - 1/K| (ATC-L1, Maaz et al. 2023)"),
         ScoreSpec("l2_to_uniform", _l2_to_uniform, False, "||p - 1/K||_2 (ATC-L2, Maaz et al. 2023)"),
-        ScoreSpec("js_to_uniform", _js_to_uniform, False, "Jensen-Shannon divergence JS(p, U_K) (ATC-JS, Maaz et al. 2023)"),
+        ScoreSpec(
+            "js_to_uniform", _js_to_uniform, False, "Jensen-Shannon divergence JS(p, U_K) (ATC-JS, Maaz et al. 2023)"
+        ),
     )
 }
 

@@ -29,7 +29,7 @@ from scipy.stats import spearmanr as _scipy_spearmanr
 
 from ._validation import as_1d_float, as_binary_labels, check_same_length, undefined
 
-__all__ = ["rejection_curve", "prr", "risk_coverage_curve", "aurc","spearman"]
+__all__ = ["rejection_curve", "prr", "risk_coverage_curve", "aurc", "spearman"]
 
 
 def _by_confidence(score: np.ndarray, quality: np.ndarray) -> np.ndarray:

@@ -46,9 +46,14 @@ class HeadConfig:
                 "(the Dirichlet prior λ in alpha = evidence + λ; 1 is standard EDL)"
             )
         if int(self.num_noises) < 1:
-            raise ValueError(f"num_noises={self.num_noises!r} must be an integer >= 1 (IB-EDL's noise draws per question; the paper uses 20)")
+            raise ValueError(
+                f"num_noises={self.num_noises!r} must be an integer >= 1 (IB-EDL's noise draws per question; the "
+                "paper uses 20)"
+            )
         if not (math.isfinite(self.sigma_mult) and self.sigma_mult >= 0):
-            raise ValueError(f"sigma_mult={self.sigma_mult!r} must be a finite number >= 0 (IB-EDL's ς; the paper uses 0)")
+            raise ValueError(
+                f"sigma_mult={self.sigma_mult!r} must be a finite number >= 0 (IB-EDL's ς; the paper uses 0)"
+            )
 
     @property
     def needs_sigma(self) -> bool:

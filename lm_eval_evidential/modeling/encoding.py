@@ -50,7 +50,9 @@ def answer_token_ids(
             )
         ids.append(int(whole[-1]))
     if len(set(ids)) != len(ids):
-        raise AnswerTokenError(f"{where}: answer labels {list(answers)} share token ids {ids}; each label must be its own token")
+        raise AnswerTokenError(
+            f"{where}: answer labels {list(answers)} share token ids {ids}; each label must be its own token"
+        )
     return ids
 
 
@@ -96,7 +98,9 @@ def left_pad(rows: Sequence[Sequence[int]], pad_token_id: int | None) -> dict[st
     return {"input_ids": input_ids, "attention_mask": mask, "position_ids": (mask.cumsum(-1) - 1).clamp(min=0)}
 
 
-def last_position_logits(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor) -> torch.Tensor:
+def last_position_logits(
+    model, input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor
+) -> torch.Tensor:
     """Logits (B, V) at the last position of a left-padded batch; only that position is projected."""
     out = model(
         input_ids=input_ids,

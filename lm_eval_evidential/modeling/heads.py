@@ -105,7 +105,9 @@ def question_noise(seed: int, keys: Sequence[str], num_noises: int, k: int) -> t
     so they are the same whichever batch, rank or task the question is scored in.
     """
     draws = [
-        torch.randn((num_noises, k), generator=torch.Generator().manual_seed(question_seed(seed, key)), dtype=torch.float64)
+        torch.randn(
+            (num_noises, k), generator=torch.Generator().manual_seed(question_seed(seed, key)), dtype=torch.float64
+        )
         for key in keys
     ]
     return torch.stack(draws) if draws else torch.empty((0, num_noises, k), dtype=torch.float64)
@@ -141,7 +143,9 @@ def apply_head_batch(
         sigma = per_question(F.softplus, sigma_logits.detach().to(device="cpu", dtype=torch.float64))
         noise = question_noise(config.seed, keys, int(config.num_noises), z.shape[1])
         alpha = ib_edl_alpha(z, sigma, noise, prior_weight=config.prior_weight, sigma_mult=config.sigma_mult)
-    return HeadOutput(logits=z, evidence=alpha - config.prior_weight, alpha=alpha, probs=alpha / alpha.sum(dim=-1, keepdim=True))
+    return HeadOutput(
+        logits=z, evidence=alpha - config.prior_weight, alpha=alpha, probs=alpha / alpha.sum(dim=-1, keepdim=True)
+    )
 
 
 def apply_head(
@@ -153,7 +157,9 @@ def apply_head(
 ) -> HeadOutput:
     """Apply ``config`` to one question's answer logits (shape (K,)): :func:`apply_head_batch` on one row."""
     out = apply_head_batch(
-        config, logits.reshape(1, -1), sigma_logits=None if sigma_logits is None else sigma_logits.reshape(1, -1),
+        config,
+        logits.reshape(1, -1),
+        sigma_logits=None if sigma_logits is None else sigma_logits.reshape(1, -1),
         keys=[key],
-    )  # fmt: skip
+    )
     return HeadOutput(*(None if t is None else t[0] for t in (out.logits, out.evidence, out.alpha, out.probs)))

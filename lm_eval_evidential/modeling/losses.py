@@ -83,9 +83,15 @@ def _masked(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 def _one_hot(target: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     target = torch.as_tensor(target, device=mask.device)
-    if target.dim() != 1 or target.shape[0] != mask.shape[0] or target.is_floating_point() or target.dtype == torch.bool:
+    if (
+        target.dim() != 1
+        or target.shape[0] != mask.shape[0]
+        or target.is_floating_point()
+        or target.dtype == torch.bool
+    ):
         raise ValueError(
-            f"target must be integer class indices of shape ({mask.shape[0]},), got {target.dtype} {tuple(target.shape)}"
+            f"target must be integer class indices of shape ({mask.shape[0]},), got {target.dtype} "
+            f"{tuple(target.shape)}"
         )
     k = mask.sum(-1)
     bad = (target < 0) | (target >= k)
@@ -226,9 +232,15 @@ def ib_edl_loss(
     ``noise`` (B, D, K) replaces the draws (for tests); otherwise ε comes from ``generator``.
     """
     mse, info = ib_edl_loss_terms(
-        logits, sigma_logits, target, num_noises=num_noises, prior_weight=prior_weight, mask=mask,
-        generator=generator, noise=noise,
-    )  # fmt: skip
+        logits,
+        sigma_logits,
+        target,
+        num_noises=num_noises,
+        prior_weight=prior_weight,
+        mask=mask,
+        generator=generator,
+        noise=noise,
+    )
     return _reduce(mse + beta * info, reduction)
 
 
@@ -261,12 +273,16 @@ def ib_edl_loss_terms(
     noise = torch.where(mask[:, None, :], noise, torch.zeros_like(noise))
     d = noise.shape[1]
     alpha = F.softplus(logits[:, None, :] + sigma[:, None, :] * noise) + prior_weight  # (B, D, K)
-    mse = edl_mse_loss(
-        alpha.reshape(b * d, k),
-        y[:, None, :].expand(b, d, k).reshape(b * d, k),
-        mask=mask[:, None, :].expand(b, d, k).reshape(b * d, k),
-        reduction="none",
-    ).reshape(b, d).mean(-1)
+    mse = (
+        edl_mse_loss(
+            alpha.reshape(b * d, k),
+            y[:, None, :].expand(b, d, k).reshape(b * d, k),
+            mask=mask[:, None, :].expand(b, d, k).reshape(b * d, k),
+            reduction="none",
+        )
+        .reshape(b, d)
+        .mean(-1)
+    )
     kl = 0.5 * (logits**2 + sigma**2 - 2.0 * _log_softplus(sigma_logits) - 1.0)
     return mse, torch.where(mask, kl, torch.zeros_like(kl)).sum(-1)
 

@@ -67,9 +67,13 @@ def check_output_file(path, *, option: str = "output") -> Path:
         raise OutputPathError(f"{option} {p}: it is a folder; name a file")
     _check_no_file_above(p, option)
     if RECORDS_FILE_RE.match(p.name) or (p.is_file() and _is_parquet(p)):
-        raise OutputPathError(f"{option} {p}: it is a records (Parquet) file; outputs never replace records — name another file")
+        raise OutputPathError(
+            f"{option} {p}: it is a records (Parquet) file; outputs never replace records — name another file"
+        )
     if RESULTS_FILE_RE.match(p.name) and p.exists():
-        raise OutputPathError(f"{option} {p}: it is a harness results file; outputs never replace it — name another file")
+        raise OutputPathError(
+            f"{option} {p}: it is a harness results file; outputs never replace it — name another file"
+        )
     return p
 
 
@@ -120,7 +124,9 @@ def write_error(exc: OSError, path) -> OSError:
         code = int(found[1]) if found else None
     if isinstance(exc, OutputWriteError) or code not in _WRITE_FIXES:
         return exc
-    return OutputWriteError(code, f"cannot write {path}: {os.strerror(code)}; nothing was replaced — {_WRITE_FIXES[code]}", str(path))
+    return OutputWriteError(
+        code, f"cannot write {path}: {os.strerror(code)}; nothing was replaced — {_WRITE_FIXES[code]}", str(path)
+    )
 
 
 def atomic_write_bytes(path: Path, write, *, replaces_records: bool = False) -> None:
@@ -172,7 +178,9 @@ def read_records_file(path: str | os.PathLike) -> Records:
     try:
         parquet = pq.ParquetFile(path, pre_buffer=False)
     except (pa.ArrowInvalid, OSError) as exc:
-        raise RecordsError(f"{path}: cannot read records file ({exc}); it is truncated or corrupted — re-run the evaluation") from exc
+        raise RecordsError(
+            f"{path}: cannot read records file ({exc}); it is truncated or corrupted — re-run the evaluation"
+        ) from exc
     with parquet:
         table = _ColumnsOnDemand(parquet, path)
         meta = _parse_meta(table.schema.metadata, path)
@@ -230,7 +238,10 @@ def write_json(path: str | os.PathLike, rows) -> Path:
 
 
 def check_output_folder(path, *, replaceable: Callable[[Path], bool], option: str = "output folder") -> Path:
-    """``path`` if a folder output may be written there (new, empty, or ``replaceable``), else :class:`OutputPathError`."""
+    """``path`` if a folder output may be written there (new, empty, or ``replaceable``).
+
+    Otherwise :class:`OutputPathError`.
+    """
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise OutputPathError(f"{option} {path} is a file, not a folder; name a new folder")

@@ -69,7 +69,10 @@ class Run:
         elif len(self.complete) == 1:
             why = f"the only one of the {len(self.runs)} runs here with records for all of them"
         else:
-            why = f"the newest of the {len(self.complete)} runs here with records for all of them; pick another with --run"
+            why = (
+                f"the newest of the {len(self.complete)} runs here with records for all of them; "
+                "pick another with --run"
+            )
         return f"using run {self.date_id} for {', '.join(self.records)} ({why})"
 
 

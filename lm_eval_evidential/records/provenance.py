@@ -34,10 +34,18 @@ LOCATION_KEYS = {"pretrained": "model_sha256", "peft": "adapter_sha256"}
 _DIGEST_CHARS = 16
 # Fields of the hashed JSON files that name a location, not content.
 _LOCATION_FIELDS = frozenset({"_name_or_path", "name_or_path", "base_model_name_or_path"})
-_TOKENIZER_FILES = frozenset({
-    "tokenizer.json", "tokenizer.model", "tokenizer_config.json", "special_tokens_map.json",
-    "added_tokens.json", "vocab.json", "vocab.txt", "merges.txt",
-})  # fmt: skip
+_TOKENIZER_FILES = frozenset(
+    {
+        "tokenizer.json",
+        "tokenizer.model",
+        "tokenizer_config.json",
+        "special_tokens_map.json",
+        "added_tokens.json",
+        "vocab.json",
+        "vocab.txt",
+        "merges.txt",
+    }
+)
 # Per tensor of a safetensors file: this many bytes at each of these fractions of its data.
 _SAMPLE_BYTES = 4096
 _SAMPLE_AT = (0.0, 0.25, 0.5, 0.75, 1.0)
@@ -204,7 +212,9 @@ def model_sha256(folder) -> str | None:
     has_weights = False
     for path in sorted(p for p in root.iterdir() if p.is_file()):
         name = path.name
-        is_weights = name.endswith((".safetensors", ".gguf")) or (name.startswith("pytorch_model") and name.endswith(".bin"))
+        is_weights = name.endswith((".safetensors", ".gguf")) or (
+            name.startswith("pytorch_model") and name.endswith(".bin")
+        )
         if not (is_weights or name == "config.json" or name in _TOKENIZER_FILES or name.endswith(".index.json")):
             continue
         digest.update(name.encode() + b"\0")

@@ -45,9 +45,20 @@ logger = logging.getLogger(__name__)
 SCHEMA_VERSION = 1
 META_KEY = b"lm_eval_evidential"
 RECORD_FIELDS = (
-    "task", "doc_id", "k", "labels", "gold", "logits", "evidence", "alpha",
-    "strength", "vacuity", "max_prob", "pred", "correct",
-)  # fmt: skip
+    "task",
+    "doc_id",
+    "k",
+    "labels",
+    "gold",
+    "logits",
+    "evidence",
+    "alpha",
+    "strength",
+    "vacuity",
+    "max_prob",
+    "pred",
+    "correct",
+)
 
 
 class RecordsError(ValueError):
@@ -67,8 +78,10 @@ def predictive_probs(logits: np.ndarray, alpha: np.ndarray | None) -> np.ndarray
 def record_probs(record: Mapping) -> np.ndarray:
     """E[p] of one record (a mapping with the fields of ``RECORD_FIELDS``)."""
     alpha = record["alpha"]
-    return predictive_probs(np.asarray([record["logits"]], dtype=np.float64),
-                          None if alpha is None else np.asarray([alpha], dtype=np.float64))[0]  # fmt: skip
+    return predictive_probs(
+        np.asarray([record["logits"]], dtype=np.float64),
+        None if alpha is None else np.asarray([alpha], dtype=np.float64),
+    )[0]
 
 
 def make_record(
@@ -86,8 +99,15 @@ def make_record(
     Derived fields follow the module table: E[p] = α/S (or softmax(logits) when alpha is
     None), pred = argmax E[p] with the first index on ties, vacuity = λK/S.
     """
-    return make_records(task=task, doc_ids=[doc_id], labels=[labels], gold=[gold], logits=[logits],
-                        alpha=None if alpha is None else [alpha], prior_weight=prior_weight)[0]  # fmt: skip
+    return make_records(
+        task=task,
+        doc_ids=[doc_id],
+        labels=[labels],
+        gold=[gold],
+        logits=[logits],
+        alpha=None if alpha is None else [alpha],
+        prior_weight=prior_weight,
+    )[0]
 
 
 def make_records(
@@ -114,7 +134,11 @@ def make_records(
             if len(logits[i]) != k:
                 raise ValueError(f"{task} doc {doc_ids[i]}: {len(logits[i])} logits for {k} labels {list(labels[i])}")
         z = np.asarray([logits[i] for i in members], dtype=np.float64).reshape(len(members), k)
-        a = None if alpha is None else np.asarray([alpha[i] for i in members], dtype=np.float64).reshape(len(members), k)
+        a = (
+            None
+            if alpha is None
+            else np.asarray([alpha[i] for i in members], dtype=np.float64).reshape(len(members), k)
+        )
         probs = predictive_probs(z, a)
         pred = np.argmax(probs, axis=1)
         max_prob = probs[np.arange(len(members)), pred].tolist()
@@ -196,7 +220,8 @@ class _ColumnsOnDemand:
             parts = [self._file.read_row_group(i, columns=[name]).column(0) for i in range(self._file.num_row_groups)]
         except (pa.ArrowInvalid, OSError) as exc:
             raise RecordsError(
-                f"{self._path}: cannot read column {name!r} ({exc}); the file is truncated or corrupted — re-run the evaluation"
+                f"{self._path}: cannot read column {name!r} ({exc}); the file is truncated or corrupted — re-run "
+                "the evaluation"
             ) from exc
         return pa.chunked_array([c for part in parts for c in part.chunks], type=self.schema.field(name).type)
 
@@ -321,7 +346,9 @@ class Records(Sequence):
         doc_id = col("doc_id").astype(np.int64)
         if len(np.unique(doc_id)) != n:
             values, counts = np.unique(doc_id, return_counts=True)
-            raise RecordsError(f"{path}: doc_id {int(values[counts > 1][0])} appears more than once; records of two runs were mixed")
+            raise RecordsError(
+                f"{path}: doc_id {int(values[counts > 1][0])} appears more than once; records of two runs were mixed"
+            )
         _validate_evidence(path, meta, k, evidence, alpha, col)
         _validate_derived(path, meta, k, logits, alpha, col)
         _validate_task_column(path, table.column("task"), task)
@@ -363,15 +390,24 @@ def _check_types(schema, path) -> None:
     import pyarrow.types as t
 
     checks = {
-        "task": t.is_string, "doc_id": t.is_integer, "k": t.is_integer, "gold": t.is_integer, "pred": t.is_integer,
-        "correct": t.is_boolean, "strength": t.is_floating, "vacuity": t.is_floating, "max_prob": t.is_floating,
+        "task": t.is_string,
+        "doc_id": t.is_integer,
+        "k": t.is_integer,
+        "gold": t.is_integer,
+        "pred": t.is_integer,
+        "correct": t.is_boolean,
+        "strength": t.is_floating,
+        "vacuity": t.is_floating,
+        "max_prob": t.is_floating,
         "labels": lambda ty: t.is_list(ty) and t.is_string(ty.value_type),
         **{f: (lambda ty: t.is_list(ty) and t.is_floating(ty.value_type)) for f in ("logits", "evidence", "alpha")},
-    }  # fmt: skip
+    }
     for name, ok in checks.items():
         ty = schema.field(name).type
         if not ok(ty) and not (t.is_null(ty) and name in ("evidence", "alpha")):
-            raise RecordsError(f"{path}: field {name!r} has type {ty}, not the records schema's; the file is of another format")
+            raise RecordsError(
+                f"{path}: field {name!r} has type {ty}, not the records schema's; the file is of another format"
+            )
     del pa
 
 
@@ -387,14 +423,19 @@ def _validate_derived(path, meta: dict, k: np.ndarray, logits: np.ndarray, alpha
             strength = np.nansum(alpha, axis=1)
         if not np.isfinite(strength).all():
             row = int(np.flatnonzero(~np.isfinite(strength))[0])
-            raise RecordsError(f"{path}: row {row}: alpha sums beyond the float64 range; the file was edited — re-run the evaluation")
+            raise RecordsError(
+                f"{path}: row {row}: alpha sums beyond the float64 range; the file was edited — re-run the evaluation"
+            )
         probs = predictive_probs(logits, alpha)
         vacuity = float(meta.get("prior_weight", 1.0)) * k / strength
     pred = np.nanargmax(probs, axis=1)
     expected = {
-        "strength": strength, "vacuity": vacuity, "max_prob": probs[np.arange(len(k)), pred],
-        "pred": pred, "correct": pred == col("gold"),
-    }  # fmt: skip
+        "strength": strength,
+        "vacuity": vacuity,
+        "max_prob": probs[np.arange(len(k)), pred],
+        "pred": pred,
+        "correct": pred == col("gold"),
+    }
     for name, want in expected.items():
         if want is None:
             continue
@@ -407,7 +448,8 @@ def _validate_derived(path, meta: dict, k: np.ndarray, logits: np.ndarray, alpha
             row = int(np.flatnonzero(bad)[0])
             raise RecordsError(
                 f"{path}: row {row}: stored {name} {got[row].item()!r} does not follow from the record's "
-                f"{'logits' if strength is None else 'alpha'} (expected {want[row].item()!r}); the file was edited — re-run the evaluation"
+                f"{'logits' if strength is None else 'alpha'} (expected {want[row].item()!r}); the file was edited "
+                "— re-run the evaluation"
             )
 
 
@@ -421,14 +463,19 @@ def _validate_evidence(path, meta: dict, k: np.ndarray, evidence: np.ndarray, al
         for name, values in (("evidence", evidence), ("alpha", alpha)):
             if (real & ~np.isnan(values)).any():
                 row = int(np.flatnonzero((real & ~np.isnan(values)).any(axis=1))[0])
-                raise RecordsError(f"{path}: row {row}: a method=softmax record has {name} values; softmax records have none "
-                                   "(null) — the file was edited or its metadata names the wrong method; re-run the evaluation")
+                raise RecordsError(
+                    f"{path}: row {row}: a method=softmax record has {name} values; softmax records have none "
+                    "(null) — the file was edited or its metadata names the wrong method; re-run the evaluation"
+                )
         for name in ("strength", "vacuity"):
             stored = col(name).astype(np.float64)
             if (~np.isnan(stored)).any():
                 row = int(np.flatnonzero(~np.isnan(stored))[0])
-                raise RecordsError(f"{path}: row {row}: a method=softmax record has {name} {float(stored[row])!r}; it is undefined (NaN) "
-                                   "for softmax — the file was edited or its metadata names the wrong method; re-run the evaluation")
+                raise RecordsError(
+                    f"{path}: row {row}: a method=softmax record has {name} {float(stored[row])!r}; it is "
+                    "undefined (NaN) "
+                    "for softmax — the file was edited or its metadata names the wrong method; re-run the evaluation"
+                )
         return
     want = alpha - float(meta.get("prior_weight", 1.0))
     with np.errstate(invalid="ignore"):
@@ -438,7 +485,8 @@ def _validate_evidence(path, meta: dict, k: np.ndarray, evidence: np.ndarray, al
         j = int(np.flatnonzero(bad[row])[0])
         raise RecordsError(
             f"{path}: row {row}: stored evidence {float(evidence[row, j])!r} (class {j}) does not follow from the "
-            f"record's alpha {float(alpha[row, j])!r} (expected alpha - prior_weight = {float(want[row, j])!r}); the file was edited — re-run the evaluation"
+            f"record's alpha {float(alpha[row, j])!r} (expected alpha - prior_weight = {float(want[row, j])!r}); "
+            "the file was edited — re-run the evaluation"
         )
 
 
@@ -448,14 +496,20 @@ def _validate_task_column(path, column, task: str) -> None:
 
     others = [t for t in pc.unique(column).to_pylist() if t != task]
     if others:
-        raise RecordsError(f"{path}: rows of task {others[0]!r} in the records of {task!r}; records of two tasks were mixed — re-run the evaluation")
+        raise RecordsError(
+            f"{path}: rows of task {others[0]!r} in the records of {task!r}; records of two tasks were mixed — "
+            "re-run the evaluation"
+        )
 
 
 def _validate_values(path, meta: dict, k: np.ndarray, logits: np.ndarray, alpha: np.ndarray, gold: np.ndarray) -> None:
     """Refuse records whose numbers cannot have come from a model: say which row and value."""
 
     def fail(row: int, what: str) -> None:
-        raise RecordsError(f"{path or 'records'}: row {row}: {what}; the file was edited or produced by a broken run — re-run the evaluation")
+        raise RecordsError(
+            f"{path or 'records'}: row {row}: {what}; the file was edited or produced by a broken run — re-run the "
+            "evaluation"
+        )
 
     if len(k) and (k.min() < 1):
         fail(int(np.argmin(k)), f"k={int(k.min())}")
@@ -472,7 +526,9 @@ def _validate_values(path, meta: dict, k: np.ndarray, logits: np.ndarray, alpha:
     except (TypeError, ValueError):
         lam = float("nan")
     if not np.isfinite(lam) or lam <= 0:
-        raise RecordsError(f"{path}: prior_weight {meta.get('prior_weight')!r} in the metadata must be a positive number")
+        raise RecordsError(
+            f"{path}: prior_weight {meta.get('prior_weight')!r} in the metadata must be a positive number"
+        )
     if meta.get("method", "edl") == "softmax":
         return
     bad = real & ~np.isfinite(alpha)
@@ -491,8 +547,11 @@ def _validate_values(path, meta: dict, k: np.ndarray, logits: np.ndarray, alpha:
     bad = ~(u >= np.finfo(np.float64).tiny)
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
-        fail(row, f"vacuity λK/S = {float(u[row])!r} (prior_weight {lam}) is below the float64 range, so its "
-                  "reciprocal overflows; the prior weight is too small for this evidence")
+        fail(
+            row,
+            f"vacuity λK/S = {float(u[row])!r} (prior_weight {lam}) is below the float64 range, so its "
+            "reciprocal overflows; the prior weight is too small for this evidence",
+        )
 
 
 class _LazyLabels(Sequence):

@@ -1,2 +1,1 @@
-"""Fixture factories for tests and the demo: tiny models of each architecture, adapters, sample data.
-"""
+"""Fixture factories for tests and the demo: tiny models of each architecture, adapters, sample data."""

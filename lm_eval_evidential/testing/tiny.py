@@ -288,8 +288,17 @@ def build_tiny_model(
         model.save_pretrained(tmp)
         hf_tok.save_pretrained(tmp)
         (tmp / ILLUSTRATIVE_MARKER).write_text(
-            json.dumps({"illustrative_only": True, "why": "random weights and a tokenizer trained on the bundled sample "
-                        "questions; its numbers say nothing about real models"}, indent=2) + "\n", encoding="utf-8")  # fmt: skip
+            json.dumps(
+                {
+                    "illustrative_only": True,
+                    "why": "random weights and a tokenizer trained on the bundled sample "
+                    "questions; its numbers say nothing about real models",
+                },
+                indent=2,
+            )
+            + "\n",
+            encoding="utf-8",
+        )
         return _publish(tmp, out_dir)
     finally:
         if tmp.exists():

@@ -1,2 +1,1 @@
-"""LoRA fine-tuning as a K-class evidential classifier (``lm-eval-evidential train``).
-"""
+"""LoRA fine-tuning as a K-class evidential classifier (``lm-eval-evidential train``)."""

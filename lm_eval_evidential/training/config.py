@@ -55,7 +55,8 @@ class TrainConfig:
     kl_anneal_epochs: float = _opt(
         3.0,
         "edl: KL weight = kl_weight * min(1, e / this), e = completed passes over the training docs (the IB-EDL "
-        "reference's schedule, whose Trainer kept num_train_epochs=3; Sensoy et al. 2018 used 10); 0 = full weight at once",
+        "reference's schedule, whose Trainer kept num_train_epochs=3; Sensoy et al. 2018 used 10); 0 = full weight "
+        "at once",
     )
     kl_anneal_steps: int | None = _opt(
         None, "edl: instead ramp linearly per optimiser step, min(1, step / this); 0 = full weight at once"
@@ -66,7 +67,9 @@ class TrainConfig:
     # Data and model
     train_split: str | None = _opt(None, "split to train on (default: the task's training_split)")
     max_train_docs: int | None = _opt(None, "use only the first N training docs (smoke runs)")
-    max_length: int | None = _opt(None, "longest prompt allowed in tokens (default: the model's max positions); never truncates")
+    max_length: int | None = _opt(
+        None, "longest prompt allowed in tokens (default: the model's max positions); never truncates"
+    )
     dtype: str = _opt("auto", "dtype to load the base model in", choices=("auto", "float32", "bfloat16", "float16"))
     bf16: bool = _opt(False, "bfloat16 mixed precision (the reference trains with it on A100)")
     gradient_checkpointing: bool = _opt(False, "trade compute for activation memory")
@@ -87,16 +90,31 @@ class TrainConfig:
             self.target_modules = tuple(self.target_modules)
         if self.method not in METHODS:
             raise ValueError(f"method must be one of {', '.join(METHODS)}, got {self.method!r}")
-        for name in ("max_steps", "per_device_train_batch_size", "gradient_accumulation_steps", "lora_r",
-                     "logging_steps", "save_steps", "num_noises"):  # fmt: skip
+        for name in (
+            "max_steps",
+            "per_device_train_batch_size",
+            "gradient_accumulation_steps",
+            "lora_r",
+            "logging_steps",
+            "save_steps",
+            "num_noises",
+        ):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
         for name in ("learning_rate", "prior_weight"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)!r}")
-        for name in ("weight_decay", "max_grad_norm", "kl_weight", "kl_anneal_epochs", "beta", "sigma_mult", "lora_dropout",
-                     "warmup_steps"):  # fmt: skip
+        for name in (
+            "weight_decay",
+            "max_grad_norm",
+            "kl_weight",
+            "kl_anneal_epochs",
+            "beta",
+            "sigma_mult",
+            "lora_dropout",
+            "warmup_steps",
+        ):
             if not getattr(self, name) >= 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
         if self.max_train_docs is not None and self.max_train_docs < 1:

@@ -82,7 +82,9 @@ def training_docs(task, split: str | None = None) -> list[dict]:
     return list(dataset[split])
 
 
-def encode_examples(task, docs: list[dict], tokenizer, max_length: int | None = None) -> tuple[list[dict], dict[str, int]]:
+def encode_examples(
+    task, docs: list[dict], tokenizer, max_length: int | None = None
+) -> tuple[list[dict], dict[str, int]]:
     """Tokenise ``docs`` the way the evaluator does: (examples, {answer string: token id}).
 
     Each example: ``input_ids`` (prompt tokens, the tokenizer's default special tokens, as
@@ -113,7 +115,9 @@ def encode_examples(task, docs: list[dict], tokenizer, max_length: int | None = 
         answers = answer_token_ids(ids, [next(whole_ids) for _ in choices[i]], choices[i], where)
         for cont, tid in zip(choices[i], answers):
             if answer_map.setdefault(cont, tid) != tid:
-                raise ValueError(f"{where}: answer {cont!r} encodes as token {tid} here but {answer_map[cont]} elsewhere")
+                raise ValueError(
+                    f"{where}: answer {cont!r} encodes as token {tid} here but {answer_map[cont]} elsewhere"
+                )
         if not 0 <= golds[i] < len(answers):
             raise ValueError(f"{where}: gold index {golds[i]} is not one of its {len(answers)} options")
         examples.append({"input_ids": ids, "answer_ids": answers, "target": golds[i], "k": len(answers)})
@@ -192,7 +196,9 @@ def describe_kl_schedule(config: TrainConfig, epoch_steps: int) -> str:
             f"kl_weight·min(1, epoch/{config.kl_anneal_epochs:g}), one epoch = {epoch_steps} steps, full weight from "
             f"step {full} (IB-EDL reference schedule; --kl-anneal-epochs, --kl-anneal-steps)"
         )
-    return f"edl: KL weight = {rule}; kl_weight={config.kl_weight:g}; at the last of {config.max_steps} steps: {end:.3g}"
+    return (
+        f"edl: KL weight = {rule}; kl_weight={config.kl_weight:g}; at the last of {config.max_steps} steps: {end:.3g}"
+    )
 
 
 def batch_loss(logits, batch: dict, config: TrainConfig, *, kl_weight: float = 0.0, generator=None):
@@ -225,9 +231,14 @@ def batch_loss(logits, batch: dict, config: TrainConfig, *, kl_weight: float = 0
         cols = torch.arange(answer_ids.shape[1], device=logits.device)[None, :]
         sigma_index = torch.where(mask, vocab - k[:, None] + cols, torch.full_like(answer_ids, vocab - 1))
         mse, info = losses.ib_edl_loss_terms(
-            z, logits.gather(1, sigma_index), target, num_noises=config.num_noises,
-            prior_weight=config.prior_weight, mask=mask, generator=generator,
-        )  # fmt: skip
+            z,
+            logits.gather(1, sigma_index),
+            target,
+            num_noises=config.num_noises,
+            prior_weight=config.prior_weight,
+            mask=mask,
+            generator=generator,
+        )
         loss = (mse + config.beta * info).mean()
         terms = {"mse": mse.mean(), "info": info.mean()}
     with torch.no_grad():
@@ -270,7 +281,9 @@ def _ties_output_to_input(model) -> bool:
     return out is not None and inp is not None and out.weight is inp.weight
 
 
-def resolve_target_modules(model, requested: tuple[str, ...] | None, pretrained: str = "the model") -> tuple[tuple[str, ...], list[str]]:
+def resolve_target_modules(
+    model, requested: tuple[str, ...] | None, pretrained: str = "the model"
+) -> tuple[tuple[str, ...], list[str]]:
     """``(LoRA target modules, notes)`` for ``model``: ``requested`` checked, or the paper's fitted.
 
     Default (``requested`` None): q_proj, v_proj, lm_head; Phi-3's fused ``qkv_proj`` stands in
@@ -285,7 +298,9 @@ def resolve_target_modules(model, requested: tuple[str, ...] | None, pretrained:
         targets, notes = list(PAPER_TARGET_MODULES), []
         if not present("q_proj") and present("qkv_proj"):
             targets = ["qkv_proj", *[t for t in targets if t not in ("q_proj", "v_proj")]]
-            notes.append("this architecture fuses q, k and v into qkv_proj (Phi-3): targeting qkv_proj for q_proj, v_proj")
+            notes.append(
+                "this architecture fuses q, k and v into qkv_proj (Phi-3): targeting qkv_proj for q_proj, v_proj"
+            )
         if tied:
             targets.remove("lm_head")
             notes.append(
@@ -303,7 +318,8 @@ def resolve_target_modules(model, requested: tuple[str, ...] | None, pretrained:
         )
     if tied and ("lm_head" in requested or "embed_tokens" in requested):
         raise ValueError(
-            f"{pretrained} ties its output layer to its input embeddings (tie_word_embeddings=True), and --target-modules "
+            f"{pretrained} ties its output layer to its input embeddings (tie_word_embeddings=True), and "
+            "--target-modules "
             "names lm_head/embed_tokens. Such an adapter cannot be loaded by lm-eval's --model hf (transformers' "
             "tie_weights() fails on the PEFT-wrapped tied layer: KeyError \"attribute 'weight' already exists\"), and "
             "merging it would change the input embeddings too. Fix: leave lm_head out (--target-modules q_proj,v_proj, "
@@ -339,7 +355,9 @@ def _resolve_resume(config: TrainConfig, output_dir: Path) -> str | None:
             raise FileNotFoundError(f"resume_from_checkpoint='latest' but {output_dir} holds no checkpoint-N folder")
         return last
     if not Path(resume).is_dir():
-        raise FileNotFoundError(f"resume_from_checkpoint={resume!r} is not a folder; pass a checkpoint-N folder or 'latest'")
+        raise FileNotFoundError(
+            f"resume_from_checkpoint={resume!r} is not a folder; pass a checkpoint-N folder or 'latest'"
+        )
     return str(resume)
 
 
@@ -431,8 +449,12 @@ def _make_trainer_class():
 
         def _check_evidence(self, logs: dict) -> None:
             kind = "collapse" if logs.get("evidence", 1.0) < COLLAPSED_EVIDENCE else "explode"
-            message = evidence_warning(logs.get("evidence", float("nan")), self.state.global_step,
-                                       self.evidential_config, logs.get("kl_weight", 0.0))  # fmt: skip
+            message = evidence_warning(
+                logs.get("evidence", float("nan")),
+                self.state.global_step,
+                self.evidential_config,
+                logs.get("kl_weight", 0.0),
+            )
             if message and kind not in self._warned and self.is_world_process_zero():
                 self._warned.add(kind)
                 logger.warning(message)
@@ -442,7 +464,9 @@ def _make_trainer_class():
             # every checkpoint once lm_head is a LoRA target (~1 GB each for Llama-3-8B).
             model = self.accelerator.unwrap_model(self.model)
             if hasattr(model, "peft_config"):
-                model.save_pretrained = functools.partial(type(model).save_pretrained, model, save_embedding_layers=False)
+                model.save_pretrained = functools.partial(
+                    type(model).save_pretrained, model, save_embedding_layers=False
+                )
                 try:
                     return super()._save(output_dir, state_dict)
                 finally:
@@ -465,7 +489,9 @@ def _make_trainer_class():
     return EvidentialTrainer, MetadataCallback
 
 
-def _metadata(pretrained, task_name: str, task_obj, config: TrainConfig, examples, answer_map, targets, epoch_steps) -> dict:
+def _metadata(
+    pretrained, task_name: str, task_obj, config: TrainConfig, examples, answer_map, targets, epoch_steps
+) -> dict:
     from lm_eval_evidential import __version__ as package_version
 
     train_config = {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(config).items()}
@@ -477,7 +503,9 @@ def _metadata(pretrained, task_name: str, task_obj, config: TrainConfig, example
         "sigma_mult": config.sigma_mult,
         "beta": config.beta if config.method == "ib_edl" else None,
         "kl_weight": config.kl_weight if config.method == "edl" else None,
-        "kl_anneal_epochs": config.kl_anneal_epochs if config.method == "edl" and config.kl_anneal_steps is None else None,
+        "kl_anneal_epochs": config.kl_anneal_epochs
+        if config.method == "edl" and config.kl_anneal_steps is None
+        else None,
         "kl_anneal_steps": config.kl_anneal_steps if config.method == "edl" else None,
         "steps_per_epoch": epoch_steps,
         "target_modules": list(targets),
@@ -531,9 +559,9 @@ def train(pretrained, task, config: TrainConfig) -> Path:
     can be refused (settings, output folder, target modules) is refused before training.
     """
     from peft import LoraConfig, get_peft_model
+    from transformers import AutoTokenizer, set_seed
 
     from lm_eval_evidential.modeling.quiet import peft_wrapping
-    from transformers import AutoTokenizer, set_seed
 
     if config.output_dir is None:
         raise ValueError("config.output_dir is required (--output-dir)")
@@ -564,9 +592,13 @@ def train(pretrained, task, config: TrainConfig) -> Path:
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
 
     lora = LoraConfig(
-        r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,
-        target_modules=list(targets), bias=config.lora_bias, task_type="CAUSAL_LM",
-    )  # fmt: skip
+        r=config.lora_r,
+        lora_alpha=config.lora_alpha,
+        lora_dropout=config.lora_dropout,
+        target_modules=list(targets),
+        bias=config.lora_bias,
+        task_type="CAUSAL_LM",
+    )
     with peft_wrapping():  # transformers' is_gradient_checkpointing FutureWarning, read by peft
         model = get_peft_model(model, lora)
     if config.gradient_checkpointing:
@@ -579,11 +611,22 @@ def train(pretrained, task, config: TrainConfig) -> Path:
     _say(args, f"LoRA on {', '.join(targets)}; {describe_kl_schedule(config, epoch_steps)}")
     trainer_cls, callback_cls = _make_trainer_class()
     trainer = trainer_cls(
-        model=model, args=args, train_dataset=examples, data_collator=LeftPadCollator(0 if pad is None else pad),
-        callbacks=[callback_cls(metadata)], evidential_config=config, epoch_steps=epoch_steps,
-    )  # fmt: skip
-    logger.info("training %s on %s (%d docs, K %s) for %d steps", config.method, task_name, len(examples),
-                metadata["k_values"], config.max_steps)  # fmt: skip
+        model=model,
+        args=args,
+        train_dataset=examples,
+        data_collator=LeftPadCollator(0 if pad is None else pad),
+        callbacks=[callback_cls(metadata)],
+        evidential_config=config,
+        epoch_steps=epoch_steps,
+    )
+    logger.info(
+        "training %s on %s (%d docs, K %s) for %d steps",
+        config.method,
+        task_name,
+        len(examples),
+        metadata["k_values"],
+        config.max_steps,
+    )
     with peft_wrapping():  # the Trainer reads the same deprecated property of the PEFT model
         trainer.train(resume_from_checkpoint=resume)
     _save_final(trainer, output_dir, metadata)

@@ -49,7 +49,9 @@ def _records(task: str, ks, shift: float, seed: int, *, softmax: bool = False) -
     for i, k in enumerate(ks):
         z = rng.normal(shift, 1.5, size=int(k))
         alpha = None if softmax else np.logaddexp(0.0, z) + 1.0
-        rows.append(make_record(task=task, doc_id=i, labels=list(LETTERS[:k]), gold=int(rng.integers(k)), logits=z, alpha=alpha))
+        rows.append(
+            make_record(task=task, doc_id=i, labels=list(LETTERS[:k]), gold=int(rng.integers(k)), logits=z, alpha=alpha)
+        )
     meta = {"method": "softmax" if softmax else "edl", "prior_weight": 1.0, "pretrained": "synthetic-llm"}
     return Records.from_rows(rows, task=task, meta=meta)
 
@@ -186,8 +188,10 @@ def test_ksweep_matched_vacuity_is_exactly_unchanged_and_ood_only_inflates(recs)
         matched = [r for r in rows if r["score"] == name and r["condition"] == "matched"]
         assert [r["k_id"] for r in matched] == [4, 5, 6, 7, 8] == [r["k_ood"] for r in matched]
         assert all(r["delta_auroc"] == 0.0 and r["delta_aupr"] == 0.0 for r in matched)
-    ood_only = sorted((r for r in rows if r["score"] == "reciprocal_vacuity" and r["condition"] == "ood_only"),
-                      key=lambda r: r["extra"])  # fmt: skip
+    ood_only = sorted(
+        (r for r in rows if r["score"] == "reciprocal_vacuity" and r["condition"] == "ood_only"),
+        key=lambda r: r["extra"],
+    )
     aucs = [r["auroc"] for r in ood_only]
     assert [r["k_ood"] for r in ood_only] == [4, 5, 6, 7, 8] and {r["k_id"] for r in ood_only} == {4}
     assert all(b >= a for a, b in zip(aucs, aucs[1:])) and aucs[-1] > aucs[0]
@@ -241,8 +245,24 @@ def test_cli_ood_refuses_every_mismatched_task_and_still_writes_the_rest(out_dir
 
 def test_cli_ood_policies_and_errors(out_dir, tmp_path, capsys):
     out_json = tmp_path / "r.json"
-    rc = main(["ood", str(out_dir), "--id", "id4", "--ood", "mix", "--k-policy", "restrict",
-               "--scores", "reciprocal_vacuity,max_prob", "--n-boot", "0", "--json", str(out_json)])  # fmt: skip
+    rc = main(
+        [
+            "ood",
+            str(out_dir),
+            "--id",
+            "id4",
+            "--ood",
+            "mix",
+            "--k-policy",
+            "restrict",
+            "--scores",
+            "reciprocal_vacuity,max_prob",
+            "--n-boot",
+            "0",
+            "--json",
+            str(out_json),
+        ]
+    )
     out = capsys.readouterr().out
     assert rc == 0 and "reciprocal_vacuity" in out
     rows = json.loads(out_json.read_text())
@@ -259,21 +279,53 @@ def test_cli_ood_policies_and_errors(out_dir, tmp_path, capsys):
 
 def test_subprocess_ood_refusal(out_dir):
     proc = subprocess.run(
-        [sys.executable, "-m", "lm_eval_evidential", "ood", str(out_dir), "--id", "id4", "--ood", "ood5", "--n-boot", "0"],
-        capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONWARNINGS": "ignore"},
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "lm_eval_evidential",
+            "ood",
+            str(out_dir),
+            "--id",
+            "id4",
+            "--ood",
+            "ood5",
+            "--n-boot",
+            "0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )
     assert proc.returncode == 2, proc.stderr
     assert "id4 {4: 240} vs ood5 {5: 150}" in proc.stderr
     assert "Traceback" not in proc.stderr
 
 
 def test_cli_ksweep_table_json_and_plot(out_dir, tmp_path, capsys):
-    rc = main(["ksweep", str(out_dir), "--id", "id4", "--ood", "ood4", "--max-extra", "3",
-               "--json", str(tmp_path / "k.json"), "--plot", str(tmp_path / "k")])  # fmt: skip
+    rc = main(
+        [
+            "ksweep",
+            str(out_dir),
+            "--id",
+            "id4",
+            "--ood",
+            "ood4",
+            "--max-extra",
+            "3",
+            "--json",
+            str(tmp_path / "k.json"),
+            "--plot",
+            str(tmp_path / "k"),
+        ]
+    )
     out = capsys.readouterr().out
     assert rc == 0
-    assert re.search(r"reciprocal_vacuity: K-sensitive \((1 zero-evidence option|[2-3] zero-evidence options) appended to "
-                     r"the OOD side only moves? AUROC by \+0\.\d{4}", out)
+    assert re.search(
+        r"reciprocal_vacuity: K-sensitive \((1 zero-evidence option|[2-3] zero-evidence options) appended to "
+        r"the OOD side only moves? AUROC by \+0\.\d{4}",
+        out,
+    )
     assert "appended to both sides, they leave it exactly unchanged" in out and "classes" not in out.split("\n\n")[-1]
     assert "DeLong test" in out
     data = json.loads((tmp_path / "k.json").read_text())
@@ -287,14 +339,38 @@ def test_cli_ksweep_table_json_and_plot(out_dir, tmp_path, capsys):
 
 def test_cli_report_folder(out_dir, recs, tmp_path, capsys):
     rep = tmp_path / "rep"
-    rc = main(["report", str(out_dir), "--id", "id4", "--ood", "ood4,ood5,mix", "--out", str(rep), "--n-boot", "20",
-               "--max-extra", "2", "--k-policy", "assert,report"])  # fmt: skip
+    rc = main(
+        [
+            "report",
+            str(out_dir),
+            "--id",
+            "id4",
+            "--ood",
+            "ood4,ood5,mix",
+            "--out",
+            str(rep),
+            "--n-boot",
+            "20",
+            "--max-extra",
+            "2",
+            "--k-policy",
+            "assert,report",
+        ]
+    )
     err = capsys.readouterr().err
     assert rc == 2, err  # written, but two pairs were refused under assert (cli.main's map)
     assert "Traceback" not in err
     names = {p.name for p in rep.iterdir()}
-    assert {"report.md", "report.json", "ksweep_id4_vs_ood4.png", "ksweep_id4_vs_ood4.svg", "reliability.png",
-            "reliability.svg", "risk_coverage_id4.png", "risk_coverage_id4.svg"} <= names  # fmt: skip
+    assert {
+        "report.md",
+        "report.json",
+        "ksweep_id4_vs_ood4.png",
+        "ksweep_id4_vs_ood4.svg",
+        "reliability.png",
+        "reliability.svg",
+        "risk_coverage_id4.png",
+        "risk_coverage_id4.svg",
+    } <= names
     assert not [n for n in names if n.endswith(".tmp")]
     md = (rep / "report.md").read_text()
     assert "Refused: id4 vs ood5" in md and "id4 {4: 240} vs ood5 {5: 150}" in md and "Refused: id4 vs mix" in md
@@ -306,8 +382,16 @@ def test_cli_report_folder(out_dir, recs, tmp_path, capsys):
     # Printed once per pair on the terminal, not once per policy, and without the long explanation.
     assert err.count("refused id4 vs ood5") == 1 and "Proposition 1" not in err
     assert "synthetic-llm" in md and "prior weight λ = 1.0" in md and DATE in md
-    for heading in ("## Class counts (K)", "### k_policy = assert", "### k_policy = report", "## K sweep", "## Calibration",
-                    "## Selective prediction", "## Accuracy estimation", "## Score-order equivalence"):  # fmt: skip
+    for heading in (
+        "## Class counts (K)",
+        "### k_policy = assert",
+        "### k_policy = report",
+        "## K sweep",
+        "## Calibration",
+        "## Selective prediction",
+        "## Accuracy estimation",
+        "## Score-order equivalence",
+    ):
         assert heading in md
     assert "**NO**" in md  # the report-policy table flags the mismatched rows
     data = json.loads((rep / "report.json").read_text())
@@ -323,8 +407,27 @@ def test_cli_report_folder(out_dir, recs, tmp_path, capsys):
 
 def test_report_opens_with_a_summary_of_valid_comparisons_refusals_and_the_k_artefact(out_dir, tmp_path):
     rep = tmp_path / "rep"
-    assert main(["report", str(out_dir), "--id", "id4", "--ood", "ood4,ood5,mix", "--out", str(rep), "--n-boot", "20",
-                 "--max-extra", "2", "--k-policy", "assert,restrict"]) == 2  # written; a pair refused  # fmt: skip
+    assert (
+        main(
+            [
+                "report",
+                str(out_dir),
+                "--id",
+                "id4",
+                "--ood",
+                "ood4,ood5,mix",
+                "--out",
+                str(rep),
+                "--n-boot",
+                "20",
+                "--max-extra",
+                "2",
+                "--k-policy",
+                "assert,restrict",
+            ]
+        )
+        == 2
+    )  # written; a pair refused
     md = (rep / "report.md").read_text()
     data = json.loads((rep / "report.json").read_text())
     summary = data["summary"]
@@ -333,7 +436,9 @@ def test_report_opens_with_a_summary_of_valid_comparisons_refusals_and_the_k_art
     # Valid = K-matched: ood4 under assert, mix under restrict (its K = 4 questions); ood5 never.
     valid = {v["ood_task"]: v for v in summary["valid"]}
     assert {t: v["policy"] for t, v in valid.items()} == {"ood4": "assert", "mix": "restrict"}
-    row = next(r for r in data["ood"]["assert"]["rows"] if r["ood_task"] == "ood4" and r["score"] == "reciprocal_vacuity")
+    row = next(
+        r for r in data["ood"]["assert"]["rows"] if r["ood_task"] == "ood4" and r["score"] == "reciprocal_vacuity"
+    )
     assert valid["ood4"]["auroc"] == row["auroc"] and valid["ood4"]["aupr_in_ci"] == row["aupr_in_ci"]
     assert valid["mix"]["n_dropped_ood"] == 180 - valid["mix"]["n_ood"] > 0
     assert [(r["ood_task"], r["policies"]) for r in summary["refused"]] == [("ood5", ["assert", "restrict"])]
@@ -341,9 +446,14 @@ def test_report_opens_with_a_summary_of_valid_comparisons_refusals_and_the_k_art
     assert f"| id4 → ood4 | 4 | assert | 240 / 160 | {row['auroc']:.3f} [{row['auroc_ci'][0]:.3f}, " in head
     assert "**Refused**: id4 → ood5 (k_policy assert, restrict)" in head and "control task" in head
     # The artefact line is the K sweep's own numbers.
-    sweep = {(r["condition"], r["extra"]): r for r in data["ksweep"]["ood4"]["rows"] if r["score"] == "reciprocal_vacuity"}
+    sweep = {
+        (r["condition"], r["extra"]): r for r in data["ksweep"]["ood4"]["rows"] if r["score"] == "reciprocal_vacuity"
+    }
     (art,) = summary["artefact"]
-    assert art["auroc_one_extra"] == sweep[("ood_only", 1)]["auroc"] and art["delta_auroc"] == sweep[("ood_only", 1)]["delta_auroc"]
+    assert (
+        art["auroc_one_extra"] == sweep[("ood_only", 1)]["auroc"]
+        and art["delta_auroc"] == sweep[("ood_only", 1)]["delta_auroc"]
+    )
     assert art["matched_delta_auroc"] == 0.0
     assert f"{sweep[('ood_only', 0)]['auroc']:.3f} → {sweep[('ood_only', 1)]['auroc']:.3f}" in head
     # The body shows the few scores that matter; every score is in the appendix.
@@ -353,9 +463,10 @@ def test_report_opens_with_a_summary_of_valid_comparisons_refusals_and_the_k_art
 
 
 def test_report_refuses_a_task_compared_with_itself(out_dir, tmp_path, capsys):
-    assert main(["report", str(out_dir), "--id", "id4", "--ood", "ood4,id4", "--out", str(tmp_path / "r")]) == 1  # an error in what was asked, not a K refusal
+    assert (
+        main(["report", str(out_dir), "--id", "id4", "--ood", "ood4,id4", "--out", str(tmp_path / "r")]) == 1
+    )  # an error in what was asked, not a K refusal
     err = capsys.readouterr().err
     assert "'id4' is both the ID task and an OOD task" in err and "Traceback" not in err
     assert main(["ood", str(out_dir), "--id", "id4", "--ood", "id4"]) == 1
     assert "comparing a task with itself" in capsys.readouterr().err
-

@@ -28,8 +28,16 @@ def _records(task, k, seed, meta, n=40):
     rows = []
     for i in range(n):
         z = rng.normal(size=k) + (1.0 if task == "id4" else 0.0)
-        rows.append(make_record(task=task, doc_id=i, labels=list("ABCDE"[:k]), gold=int(rng.integers(k)), logits=z,
-                                alpha=np.logaddexp(0.0, z) + 1.0))  # fmt: skip
+        rows.append(
+            make_record(
+                task=task,
+                doc_id=i,
+                labels=list("ABCDE"[:k]),
+                gold=int(rng.integers(k)),
+                logits=z,
+                alpha=np.logaddexp(0.0, z) + 1.0,
+            )
+        )
     return Records.from_rows(rows, task=task, meta=meta)
 
 
@@ -37,9 +45,11 @@ def _records(task, k, seed, meta, n=40):
 def out(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("exit_codes")
     for task, k, seed, meta in (
-        ("id4", 4, 1, PRODUCER), ("ood4", 4, 2, PRODUCER), ("ood5", 5, 3, PRODUCER),
+        ("id4", 4, 1, PRODUCER),
+        ("ood4", 4, 2, PRODUCER),
+        ("ood5", 5, 3, PRODUCER),
         ("alien", 4, 4, {**PRODUCER, "adapter_sha256": "b2"}),
-    ):  # fmt: skip
+    ):
         write_records(records_path(root / "model", task, RUN), _records(task, k, seed, meta))
     return root
 
@@ -64,8 +74,11 @@ CASES = {
     ],
     "report": [
         (["--id", "id4", "--ood", "ood4", "--out", "{tmp}/r0", *PAIR, "--max-extra", "1"], EXIT_OK, "wrote"),
-        (["--id", "id4", "--ood", "ood4,ood5", "--out", "{tmp}/r2", *PAIR, "--max-extra", "1"], EXIT_REFUSED,
-         "refused id4 vs ood5 (k_policy assert)"),
+        (
+            ["--id", "id4", "--ood", "ood4,ood5", "--out", "{tmp}/r2", *PAIR, "--max-extra", "1"],
+            EXIT_REFUSED,
+            "refused id4 vs ood5 (k_policy assert)",
+        ),
         (["--id", "id4", "--ood", "alien", "--out", "{tmp}/rf", *PAIR], EXIT_REFUSED, "adapter_sha256"),
         (["--id", "id4", "--ood", "nope", "--out", "{tmp}/r1", *PAIR], EXIT_ERROR, "no records for task 'nope'"),
     ],
@@ -141,8 +154,13 @@ def test_the_map_is_the_one_the_readme_documents():
 def test_process_exit_status_is_the_map(out):
     """The real process status (console script / python -m), not only main()'s return value."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    run = lambda *argv: subprocess.run([sys.executable, "-m", "lm_eval_evidential", *argv], capture_output=True,  # noqa: E731
-                                       text=True, env=env, timeout=600)  # fmt: skip
+    run = lambda *argv: subprocess.run(
+        [sys.executable, "-m", "lm_eval_evidential", *argv],
+        capture_output=True,  # noqa: E731
+        text=True,
+        env=env,
+        timeout=600,
+    )
     refused = run("ood", str(out), "--id", "id4", "--ood", "ood5", "--n-boot", "0")
     usage = run("ood", str(out), "--id", "id4")
     assert (refused.returncode, usage.returncode) == (EXIT_REFUSED, EXIT_ERROR), refused.stderr + usage.stderr

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import threading
 import time
 import warnings
@@ -115,8 +114,16 @@ def _pass_through(chunks: list[bytes], pause: float = 0.05):
 
 
 def test_demo_streams_the_harness_output_live_without_gits_complaint():
-    chunks = [b"INFO Building contexts\n", b"fatal: not a ", b"git repository (or any of the parent directories): .git\n",
-              b"\r 50%|#####", b"     |", b"\r100%|##########|\n", b"Saving results\n", b"progress 7%"]  # fmt: skip
+    chunks = [
+        b"INFO Building contexts\n",
+        b"fatal: not a ",
+        b"git repository (or any of the parent directories): .git\n",
+        b"\r 50%|#####",
+        b"     |",
+        b"\r100%|##########|\n",
+        b"Saving results\n",
+        b"progress 7%",
+    ]
     out, seen = _pass_through(chunks)
     assert out == b"INFO Building contexts\n\r 50%|#####     |\r100%|##########|\nSaving results\nprogress 7%"
     assert seen.endswith(b"progress 7%")  # a progress bar shows before its line ends
@@ -143,8 +150,12 @@ def test_which_run_was_read_is_said_truthfully(tmp_path, capsys):
     from lm_eval_evidential.records.loading import load_run
 
     def recs(task):
-        rows = [make_record(task=task, doc_id=i, labels=list("ABCD"), gold=0, logits=np.arange(4.0), alpha=np.arange(4.0) + 1)
-                for i in range(3)]  # fmt: skip
+        rows = [
+            make_record(
+                task=task, doc_id=i, labels=list("ABCD"), gold=0, logits=np.arange(4.0), alpha=np.arange(4.0) + 1
+            )
+            for i in range(3)
+        ]
         return Records.from_rows(rows, task=task, meta={"method": "edl", "prior_weight": 1.0})
 
     old, new, newest = "2026-01-01T00-00-00.000001", "2026-02-01T00-00-00.000001", "2026-03-01T00-00-00.000001"
@@ -154,6 +165,8 @@ def test_which_run_was_read_is_said_truthfully(tmp_path, capsys):
     assert load_run(tmp_path, ["a", "b"]).describe() == (
         f"using run {old} for a, b (the only one of the 3 runs here with records for all of them)"
     )
-    assert load_run(tmp_path, ["a"]).describe().startswith(
-        f"using run {newest} for a (the newest of the 3 runs here with records for all of them;"
+    assert (
+        load_run(tmp_path, ["a"])
+        .describe()
+        .startswith(f"using run {newest} for a (the newest of the 3 runs here with records for all of them;")
     )

@@ -151,7 +151,9 @@ def _atc_brute(id_scores, id_correct, target_scores):
 
 
 def test_calibration_rows_keys_and_values_equal_core(out, capsys, tmp_path):
-    rows, stdout = run_json(["calibration", out, "--task", "idt,soft", "--allow-fingerprint-mismatch", "--bins", "10"], capsys, tmp_path)
+    rows, stdout = run_json(
+        ["calibration", out, "--task", "idt,soft", "--allow-fingerprint-mismatch", "--bins", "10"], capsys, tmp_path
+    )
     assert [r["task"] for r in rows] == ["idt", "soft"]
     for row in rows:
         assert tuple(row) == quality.CALIBRATION_KEYS
@@ -177,7 +179,18 @@ def test_calibration_ece_matches_brute_force_through_the_cli(out, capsys, tmp_pa
 
 
 def test_calibration_plot_writes_png_and_svg(out, capsys, tmp_path):
-    rc, _, stderr = cli(["calibration", out, "--task", "idt,soft,allright", "--allow-fingerprint-mismatch", "--plot", tmp_path / "rel.png"], capsys)
+    rc, _, stderr = cli(
+        [
+            "calibration",
+            out,
+            "--task",
+            "idt,soft,allright",
+            "--allow-fingerprint-mismatch",
+            "--plot",
+            tmp_path / "rel.png",
+        ],
+        capsys,
+    )
     assert rc == 0, stderr
     png, svg = tmp_path / "rel.png", tmp_path / "rel.svg"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -220,8 +233,11 @@ def test_selective_rows_equal_core_and_default_scores(out, capsys, tmp_path):
 
 
 def test_selective_nan_becomes_null_with_a_reason(out, capsys, tmp_path):
-    rows, stdout = run_json(["selective", out, "--task", "allright,soft", "--allow-fingerprint-mismatch", "--scores", "max_prob,strength"], capsys,
-                            tmp_path)
+    rows, stdout = run_json(
+        ["selective", out, "--task", "allright,soft", "--allow-fingerprint-mismatch", "--scores", "max_prob,strength"],
+        capsys,
+        tmp_path,
+    )
     allright = [r for r in rows if r["task"] == "allright"]
     for row in allright:  # every answer right: nothing to rank
         assert tuple(row) == (*quality.SELECTIVE_KEYS, "reason")
@@ -236,8 +252,20 @@ def test_selective_nan_becomes_null_with_a_reason(out, capsys, tmp_path):
 
 
 def test_selective_plot_one_file_per_task(out, capsys, tmp_path):
-    rc, _, stderr = cli(["selective", out, "--task", "idt,soft", "--allow-fingerprint-mismatch", "--scores", "max_prob,neg_entropy",
-                         "--plot", tmp_path / "rc.svg"], capsys)
+    rc, _, stderr = cli(
+        [
+            "selective",
+            out,
+            "--task",
+            "idt,soft",
+            "--allow-fingerprint-mismatch",
+            "--scores",
+            "max_prob,neg_entropy",
+            "--plot",
+            tmp_path / "rc.svg",
+        ],
+        capsys,
+    )
     assert rc == 0, stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rc-idt.png", "rc-idt.svg", "rc-soft.png", "rc-soft.svg"]
 
@@ -309,13 +337,28 @@ def test_atc_softmax_target_with_alpha_score_is_null_with_reason(out, capsys, tm
     # an edl ID task against softmax records is a different producer: refused unless allowed
     assert main(["atc", str(out), "--id", "idt", "--target", "soft"]) == 2
     assert "method: idt='edl' vs soft='softmax'" in capsys.readouterr().err
-    rows, _ = run_json(["atc", out, "--id", "idt", "--target", "soft", "--scores", "strength,max_prob",
-                        "--allow-fingerprint-mismatch"], capsys, tmp_path)
+    rows, _ = run_json(
+        [
+            "atc",
+            out,
+            "--id",
+            "idt",
+            "--target",
+            "soft",
+            "--scores",
+            "strength,max_prob",
+            "--allow-fingerprint-mismatch",
+        ],
+        capsys,
+        tmp_path,
+    )
     strength = next(r for r in rows if r["score"] == "strength")
     assert strength["estimate"] is None and strength["abs_error"] is None
     assert strength["true_acc"] is not None and "soft" in strength["reason"]
     # Default scores: only those both the ID (edl) and the softmax target give.
-    rows, _ = run_json(["atc", out, "--id", "idt", "--target", "soft", "--allow-fingerprint-mismatch"], capsys, tmp_path, "d.json")
+    rows, _ = run_json(
+        ["atc", out, "--id", "idt", "--target", "soft", "--allow-fingerprint-mismatch"], capsys, tmp_path, "d.json"
+    )
     assert {r["score"] for r in rows} == set(available_scores(False))
 
 
@@ -323,17 +366,20 @@ def test_atc_softmax_target_with_alpha_score_is_null_with_reason(out, capsys, tm
 
 
 def test_orders_rows_equal_core_and_theorem2(out, capsys, tmp_path):
-    rows, stdout = run_json(["orders", out, "--task", "idt,tgt_lo", "--scores", "max_prob,l2_norm,l2_to_uniform"],
-                            capsys, tmp_path)
+    rows, stdout = run_json(
+        ["orders", out, "--task", "idt,tgt_lo", "--scores", "max_prob,l2_norm,l2_to_uniform"], capsys, tmp_path
+    )
     assert [(r["task"], r["score_a"], r["score_b"]) for r in rows] == [
-        (t, a, b) for t in ("idt", "tgt_lo")
+        (t, a, b)
+        for t in ("idt", "tgt_lo")
         for a, b in (("max_prob", "l2_norm"), ("max_prob", "l2_to_uniform"), ("l2_norm", "l2_to_uniform"))
     ]
     for row in rows:
         assert tuple(row) == quality.ORDER_KEYS
         rec = load_records(out, row["task"])
-        core = order_audit({n: compute_score(n, probs=None, k=rec.k, alpha=rec.alpha)
-                            for n in (row["score_a"], row["score_b"])})[0]
+        core = order_audit(
+            {n: compute_score(n, probs=None, k=rec.k, alpha=rec.alpha) for n in (row["score_a"], row["score_b"])}
+        )[0]
         assert row["discordant_fraction"] == core["discordant_fraction"]
         assert row["order_equivalent"] is core["order_equivalent"]
     got = {(r["task"], r["score_a"], r["score_b"]): r for r in rows}
@@ -392,18 +438,39 @@ def test_subprocess_python_m_calibration(out, tmp_path):
     target = tmp_path / "calib.json"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.run(
-        [sys.executable, "-m", "lm_eval_evidential", "calibration", str(out), "--task", "idt,allright", "--json",
-         str(target)],
-        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "lm_eval_evidential",
+            "calibration",
+            str(out),
+            "--task",
+            "idt,allright",
+            "--json",
+            str(target),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=600,
     )
     assert proc.returncode == 0, proc.stderr
     header, rule, *body = proc.stdout.splitlines()
     assert header.split() == list(quality.CALIBRATION_KEYS)
     assert [line.split()[0] for line in body] == ["idt", "allright"]
     rows = json.loads(target.read_text())
-    assert rows == json.loads(json.dumps(quality.calibration_rows({t: load_records(out, t) for t in ("idt", "allright")})))
-    bad = subprocess.run([sys.executable, "-m", "lm_eval_evidential", "calibration", str(out), "--task", "nope"],
-                         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    assert rows == json.loads(
+        json.dumps(quality.calibration_rows({t: load_records(out, t) for t in ("idt", "allright")}))
+    )
+    bad = subprocess.run(
+        [sys.executable, "-m", "lm_eval_evidential", "calibration", str(out), "--task", "nope"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=600,
+    )
     assert bad.returncode == 1 and "Traceback" not in bad.stderr and "--tasks nope" in bad.stderr
 
 
@@ -411,10 +478,17 @@ def test_subprocess_python_m_calibration(out, tmp_path):
 
 
 def test_quality_imports_neither_torch_nor_lm_eval():
-    code = ("import sys, lm_eval_evidential.audits.quality; "
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'lm_eval', 'matplotlib')))")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    code = (
+        "import sys, lm_eval_evidential.audits.quality; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'lm_eval', 'matplotlib')))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
 
@@ -438,10 +512,12 @@ def test_empty_records_give_nan_rows_with_reasons(tmp_path):
 
 def test_row_functions_reject_unknown_scores_and_bad_containers():
     rec = _records("r", 10, seed=6)
-    for call in (lambda: quality.selective_rows({"r": rec}, scores=["nope"]),
-                 lambda: quality.order_rows({"r": rec}, scores=["max_prob", "nope"]),
-                 lambda: quality.atc_rows(rec, [rec], scores=["nope"]),
-                 lambda: plots.save_risk_coverage_figure(rec, "x", scores=["nope"])):
+    for call in (
+        lambda: quality.selective_rows({"r": rec}, scores=["nope"]),
+        lambda: quality.order_rows({"r": rec}, scores=["max_prob", "nope"]),
+        lambda: quality.atc_rows(rec, [rec], scores=["nope"]),
+        lambda: plots.save_risk_coverage_figure(rec, "x", scores=["nope"]),
+    ):
         with pytest.raises(ValueError, match="valid scores are"):
             call()
     with pytest.raises(ValueError, match="must map task name"):

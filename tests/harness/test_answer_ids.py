@@ -33,7 +33,15 @@ def test_prompts_are_encoded_as_tok_encode_does(tiny_model, add_bos_token):
 # Prompts from a small alphabet of what sits around a line break (spaces, newlines, colons,
 # letters, digits, a chat marker), so that tails, blank lines and merges across the break occur.
 PIECES = ["\n", " ", "  ", ":", "A", "Answer", "ab", "7", ")", ".", "<s>", "x\n", "\n\n", " \n"]
-CHOICES = [(" A", " B", " C", " D"), ("A", "B", "C"), (" A", " A"), (" zebra-crossing", " B"), ("\nA", " B"), (":", " A"), ("", " A")]
+CHOICES = [
+    (" A", " B", " C", " D"),
+    ("A", "B", "C"),
+    (" A", " A"),
+    (" zebra-crossing", " B"),
+    ("\nA", " B"),
+    (":", " A"),
+    ("", " A"),
+]
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -79,7 +87,9 @@ def test_tail_whose_whole_prompt_disagrees_is_checked_in_full_from_then_on(lm, m
     choices = (" A", " B", " C")  # a key no other test caches
     context = "Question?\nAnswer:"
     tail_ids, answer_ids, _ = lm._tail_check("Answer:", choices)
-    monkeypatch.setitem(lm._tail_answers, ("Answer:", choices), (tail_ids, answer_ids[::-1], False))  # a wrong tail result
+    monkeypatch.setitem(
+        lm._tail_answers, ("Answer:", choices), (tail_ids, answer_ids[::-1], False)
+    )  # a wrong tail result
     assert lm._answer_ids_at_tail(context, lm.tok_encode(context), choices, "t", "w") == answer_ids
     assert lm._tail_answers[("Answer:", choices)] is _FULL_CHECK
 

@@ -54,7 +54,9 @@ def test_auto_batch_is_larger_than_hfs_under_the_same_memory_cap(tiny_model):
     from lm_eval.models.huggingface import HFLM
 
     ours = recording_auto_sizes(make_lm(tiny_model, batch_size="auto", max_batch_size=MAX_BATCH))
-    theirs = HFLM(pretrained=str(tiny_model), device="cpu", dtype="float32", batch_size="auto", max_batch_size=MAX_BATCH)
+    theirs = HFLM(
+        pretrained=str(tiny_model), device="cpu", dtype="float32", batch_size="auto", max_batch_size=MAX_BATCH
+    )
     with MemoryCap(CAP):
         records = evaluate(ours, ["obqa_edl"], limit=16)[1]["obqa_edl"]
     with MemoryCap(CAP):

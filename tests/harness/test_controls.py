@@ -172,7 +172,9 @@ def test_splits_loaded_later_get_the_same_removal_and_do_not_change_the_counts(u
     task = load("csqa_k4_edl")
     counts = dict(task.control)
     rows = load_split(task="csqa_k4_edl", dataset_path="tau/commonsense_qa", configs=["default"], split="train")
-    docs = normalise(rows, task._convert, task="csqa_k4_edl", answer_tokens=task.answer_tokens)  # e.g. few-shot examples
+    docs = normalise(
+        rows, task._convert, task="csqa_k4_edl", answer_tokens=task.answer_tokens
+    )  # e.g. few-shot examples
     assert len(docs) == len(rows) and {d["k"] for d in docs} == {4}
     assert {d["k"] for d in task.fewshot_pool()} == {4}  # --num_fewshot examples come at the control's K too
     assert task.control == counts  # the evaluated split's summary is untouched

@@ -17,7 +17,9 @@ def test_same_inputs_same_records(tiny_model, tiny_adapter):
     assert list(a) == list(b)
 
 
-def test_use_cache_is_refused_for_the_evidential_model_before_any_forward(tiny_model, tiny_adapter, tmp_path, monkeypatch):
+def test_use_cache_is_refused_for_the_evidential_model_before_any_forward(
+    tiny_model, tiny_adapter, tmp_path, monkeypatch
+):
     """lm_eval's response cache is keyed by the prompt only: it would replay numbers from other settings."""
     from lm_eval_evidential.harness.model import EvidentialInputError
 

@@ -27,7 +27,9 @@ def test_the_model_and_its_adapter_live_on_the_harness_device(tiny_model, tiny_a
 
 
 @pytest.mark.parametrize("method, host_copies", [("edl", 1), ("ib_edl", 2)])
-def test_inputs_go_to_the_harness_device_and_logits_come_back_once_per_call(tiny_model, monkeypatch, method, host_copies):
+def test_inputs_go_to_the_harness_device_and_logits_come_back_once_per_call(
+    tiny_model, monkeypatch, method, host_copies
+):
     # "meta" stands for the accelerator: a device this CPU cannot compute on, so any tensor that
     # reached the model from anywhere but lm.device, or any host copy, shows.
     lm = make_lm(tiny_model, batch_size=2, method=method)

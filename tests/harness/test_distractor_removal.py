@@ -48,6 +48,7 @@ def test_removal_depends_on_the_gold_only_by_keeping_it(q, k, seed):
         for g2, r2 in removed.items():
             if labels[g1] not in r2 and labels[g2] not in r1:
                 assert r1 == r2
+
     # The documented rule, written independently: the first n - k non-gold labels by digest.
     def digest(label):
         return hashlib.sha256(f"{seed}:{qid}:{label}".encode()).hexdigest()

@@ -73,8 +73,11 @@ def test_unknown_method_fails_before_loading(tiny_model):
 
 
 def test_prompt_longer_than_max_length(tiny_model, use_mirror):
-    with pytest.raises(EvidentialInputError, match=r"obqa_edl.*doc \d+.*longer than max_length=16; raise max_length "
-                       r"in --model_args \(the model's context is 1024 tokens\)"):  # fmt: skip
+    with pytest.raises(
+        EvidentialInputError,
+        match=r"obqa_edl.*doc \d+.*longer than max_length=16; raise max_length "
+        r"in --model_args \(the model's context is 1024 tokens\)",
+    ):
         evaluate(make_lm(tiny_model, max_length=16), ["obqa_edl"], limit=2)
 
 
@@ -86,8 +89,11 @@ def test_prompt_longer_than_the_models_context_says_to_shorten_it(tiny_model, us
     shutil.copytree(tiny_model, short)
     config = json.loads((short / "config.json").read_text())
     (short / "config.json").write_text(json.dumps({**config, "max_position_embeddings": 16}))
-    with pytest.raises(EvidentialInputError, match=r"longer than max_length=16; it is longer than the model's "
-                       r"context of 16 tokens too: shorten the prompt"):  # fmt: skip
+    with pytest.raises(
+        EvidentialInputError,
+        match=r"longer than max_length=16; it is longer than the model's "
+        r"context of 16 tokens too: shorten the prompt",
+    ):
         evaluate(make_lm(short), ["obqa_edl"], limit=2)
 
 
@@ -115,7 +121,9 @@ def test_multi_token_answer_label(tiny_model, use_mirror):
         args = ("Return the label. Answer:", " zebra-crossing")
         task_name, doc_id, doc = "custom", 7, {}
 
-    with pytest.raises(EvidentialInputError, match=r"task 'custom' doc 7: choice ' zebra-crossing' is \d+ tokens .* single token"):
+    with pytest.raises(
+        EvidentialInputError, match=r"task 'custom' doc 7: choice ' zebra-crossing' is \d+ tokens .* single token"
+    ):
         lm.loglikelihood([Req()])
 
 

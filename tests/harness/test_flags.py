@@ -45,9 +45,15 @@ def test_chat_template_with_system_instruction_and_multiturn_few_shot(chat_model
     from lm_eval_evidential.harness.evaluation import sha256_text
 
     results, records = evaluate(
-        make_lm(chat_model), ["obqa_edl"], limit=3, apply_chat_template=True, system_instruction="Answer with a letter.",
-        fewshot_as_multiturn=True, num_fewshot=1, log_samples=True,
-    )  # fmt: skip
+        make_lm(chat_model),
+        ["obqa_edl"],
+        limit=3,
+        apply_chat_template=True,
+        system_instruction="Answer with a letter.",
+        fewshot_as_multiturn=True,
+        num_fewshot=1,
+        log_samples=True,
+    )
     rec = records["obqa_edl"]
     train = _stems(mirror, "train")
     for sample in results["samples"]["obqa_edl"]:
@@ -82,7 +88,9 @@ def test_chat_template_evidence_is_the_models_own_logits_on_the_rendered_prompt(
 
 
 def test_num_fewshot_takes_examples_from_the_training_split_with_the_same_template(tiny_model, tiny_adapter, mirror):
-    results, records = evaluate(make_lm(tiny_model, tiny_adapter), ["obqa_edl"], limit=3, num_fewshot=2, log_samples=True)
+    results, records = evaluate(
+        make_lm(tiny_model, tiny_adapter), ["obqa_edl"], limit=3, num_fewshot=2, log_samples=True
+    )
     train = _stems(mirror, "train")
     for sample in results["samples"]["obqa_edl"]:
         prompt = sample["arguments"][0][0]
@@ -130,7 +138,9 @@ def test_pair_limit_is_per_side_from_the_request_cache_too(tiny_model, tiny_adap
     rows = []
     for _ in range(2):  # the first run fills the cache, the second reads it
         lm, asked = make_lm(tiny_model, tiny_adapter), []
-        monkeypatch.setattr(lm, "loglikelihood", lambda requests, f=lm.loglikelihood, **kw: asked.extend(requests) or f(requests, **kw))
+        monkeypatch.setattr(
+            lm, "loglikelihood", lambda requests, f=lm.loglikelihood, **kw: asked.extend(requests) or f(requests, **kw)
+        )
         results, _ = evaluate(lm, ["obqa_edl_vs_csqa4_edl"], limit=limit, cache_requests=True, log_samples=True)
         row = results["results"]["obqa_edl_vs_csqa4_edl"]
         docs = {request.doc_id for request in asked}  # only the chosen docs are forwarded
@@ -186,8 +196,12 @@ def test_records_say_where_the_questions_came_from_and_audits_refuse_other_promp
     assert source["dataset"] == "allenai/openbookqa" and source["configs"] == ["main"]
     assert obqa.meta["chat_template_sha256"] is None and obqa.meta["num_fewshot"] == 0
     assert check_same_producer([obqa, csqa4]) == []  # different datasets, same producer
-    for key, value in (("chat_template_sha256", "0123456789abcdef"), ("num_fewshot", 5), ("data_origin", "hub"),
-                       ("system_instruction_sha256", "fedcba9876543210")):  # fmt: skip
+    for key, value in (
+        ("chat_template_sha256", "0123456789abcdef"),
+        ("num_fewshot", 5),
+        ("data_origin", "hub"),
+        ("system_instruction_sha256", "fedcba9876543210"),
+    ):
         other = replace(csqa4, meta={**csqa4.meta, key: value})
         with pytest.raises(FingerprintMismatchError, match=key):
             check_same_producer([obqa, other])

@@ -66,8 +66,15 @@ def _run_as_the_cli_does(lm, out: Path, monkeypatch, hub=None) -> RecordingHub:
     hub = hub or RecordingHub()
     monkeypatch.setattr(EvaluationTracker, "_api", staticmethod(lambda token=None: hub))
     tracker = EvaluationTracker(output_path=str(out), **HUB_ARGS)
-    results = lm_eval.simple_evaluate(model=lm, tasks=["obqa_edl"], limit=3, bootstrap_iters=0, log_samples=True,
-                                      task_manager=our_tasks(), evaluation_tracker=tracker)  # fmt: skip
+    results = lm_eval.simple_evaluate(
+        model=lm,
+        tasks=["obqa_edl"],
+        limit=3,
+        bootstrap_iters=0,
+        log_samples=True,
+        task_manager=our_tasks(),
+        evaluation_tracker=tracker,
+    )
     samples = results.pop("samples")
     tracker.save_results_aggregated(results=results, samples=samples)
     for task_name in results["configs"]:

@@ -153,7 +153,10 @@ def test_each_distinct_prompt_is_forwarded_once_across_tasks(tiny_model, tiny_ad
     monkeypatch.setattr(lm, "_last_logits", counting)
     results, records = evaluate(lm, ["obqa_edl", "obqa_edl_vs_mmlu_math_edl"], limit=None)
     n_obqa = len(task_docs("obqa_edl")[1])
-    n_pair = results["results"]["obqa_edl_vs_mmlu_math_edl"]["n_id,none"] + results["results"]["obqa_edl_vs_mmlu_math_edl"]["n_ood,none"]
+    n_pair = (
+        results["results"]["obqa_edl_vs_mmlu_math_edl"]["n_id,none"]
+        + results["results"]["obqa_edl_vs_mmlu_math_edl"]["n_ood,none"]
+    )
     assert n_pair > n_obqa
     assert len(seen) == len(set(seen))  # no prompt twice
     assert len(seen) <= n_pair  # the pair's ID prompts are the single task's prompts

@@ -90,10 +90,19 @@ def test_mistral_gguf_names_the_one_line_fix_and_the_fix_works(tiny_family, tmp_
         make_lm(alone, gguf_file="mistral.gguf")
     # the fix the message names, as written (the gguf package's console script, run as a module)
     subprocess.run(
-        [sys.executable, "-m", "gguf.scripts.gguf_new_metadata", "--general-name", "Llama",
-         str(alone / "mistral.gguf"), str(alone / "llama-named.gguf")],
-        check=True, capture_output=True, input=b"y\n",
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "gguf.scripts.gguf_new_metadata",
+            "--general-name",
+            "Llama",
+            str(alone / "mistral.gguf"),
+            str(alone / "llama-named.gguf"),
+        ],
+        check=True,
+        capture_output=True,
+        input=b"y\n",
+    )
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     rec = records_of(make_lm(alone, gguf_file="llama-named.gguf"))
@@ -136,7 +145,9 @@ def test_lm_head_adapter_on_tied_embeddings_loads_and_stays_tied(family, padding
     assert inner.get_input_embeddings().weight.shape[0] == len(AutoTokenizer.from_pretrained(base)) + padding
     rec = records_of(lm)
     reference = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32), adapter)
-    np.testing.assert_allclose(rec.logits, own_logits(reference.eval(), AutoTokenizer.from_pretrained(base), rec), atol=1e-5)
+    np.testing.assert_allclose(
+        rec.logits, own_logits(reference.eval(), AutoTokenizer.from_pretrained(base), rec), atol=1e-5
+    )
 
 
 # ------------------------------------------------------------------ IB-EDL reference checkpoints
@@ -154,9 +165,15 @@ def _reference_run(base, work_dir, vib: dict | None):
     torch.manual_seed(0)
     model = get_peft_model(
         AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32),
-        LoraConfig(r=8, lora_alpha=16, lora_dropout=0.1, target_modules=["q_proj", "v_proj", "lm_head"],
-                   bias="lora_only", task_type="CAUSAL_LM"),
-    )  # fmt: skip
+        LoraConfig(
+            r=8,
+            lora_alpha=16,
+            lora_dropout=0.1,
+            target_modules=["q_proj", "v_proj", "lm_head"],
+            bias="lora_only",
+            task_type="CAUSAL_LM",
+        ),
+    )
     with torch.no_grad():
         for name, param in model.named_parameters():
             if "lora_B" in name:
@@ -183,7 +200,9 @@ def test_ib_edl_reference_checkpoint_loads_with_peft_alone(tiny_model, tmp_path)
     lm = make_lm(tiny_model, peft=str(ckpt))
     assert (lm.head.method, lm.head.num_noises, lm.head.sigma_mult) == ("ib_edl", 7, 0.5)
     rec = records_of(lm)
-    reference = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_model, dtype=torch.float32), ckpt).eval()
+    reference = PeftModel.from_pretrained(
+        AutoModelForCausalLM.from_pretrained(tiny_model, dtype=torch.float32), ckpt
+    ).eval()
     tokenizer = AutoTokenizer.from_pretrained(tiny_model)
     z = own_logits(reference, tokenizer, rec)
     np.testing.assert_allclose(rec.logits, z, atol=1e-5)
@@ -202,6 +221,6 @@ def test_reference_checkpoint_without_its_run_config_one_line_conversion(tiny_mo
     assert make_lm(tiny_model, peft=str(copied)).head.method == "edl"  # nothing says otherwise
     # the README's one line, run as written
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    (line,) = [x for x in readme.splitlines() if x.startswith("echo '{\"method\": \"ib_edl\"")]
+    (line,) = [x for x in readme.splitlines() if x.startswith('echo \'{"method": "ib_edl"')]
     subprocess.run(["sh", "-c", line], cwd=copied.parent, check=True)
     assert make_lm(tiny_model, peft=str(copied)).head.method == "ib_edl"

@@ -24,13 +24,20 @@ def _readme_yaml(name: str) -> str:
 def _questions(prefix: str, n: int) -> list[dict]:
     colours = ["red", "green", "blue", "yellow"]
     return [
-        {"qid": f"{prefix}-{i}", "prompt": f"{prefix} question number {i}: which colour is listed {['first', 'second', 'third', 'fourth'][i % 4]}?",
-         "answers": colours, "correct": i % 4}
+        {
+            "qid": f"{prefix}-{i}",
+            "prompt": f"{prefix} question number {i}: which colour is listed "
+            "{['first', 'second', 'third', 'fourth'][i % 4]}?",
+            "answers": colours,
+            "correct": i % 4,
+        }
         for i in range(n)
-    ]  # fmt: skip
+    ]
 
 
-def test_users_own_dataset_becomes_an_edl_task_and_a_pair_by_yaml_alone(tiny_model, tiny_adapter, tmp_path, monkeypatch):
+def test_users_own_dataset_becomes_an_edl_task_and_a_pair_by_yaml_alone(
+    tiny_model, tiny_adapter, tmp_path, monkeypatch
+):
     import lm_eval
     from lm_eval.tasks import TaskManager
 
@@ -44,9 +51,11 @@ def test_users_own_dataset_becomes_an_edl_task_and_a_pair_by_yaml_alone(tiny_mod
         (folder / f"{name}.yaml").write_text(_readme_yaml(name))
 
     results = lm_eval.simple_evaluate(
-        model=make_lm(tiny_model, tiny_adapter), tasks=["my_quiz_edl", "my_trivia_edl", "my_quiz_edl_vs_my_trivia_edl"],
-        bootstrap_iters=0, task_manager=TaskManager(include_path=str(folder), include_defaults=False),
-    )  # fmt: skip
+        model=make_lm(tiny_model, tiny_adapter),
+        tasks=["my_quiz_edl", "my_trivia_edl", "my_quiz_edl_vs_my_trivia_edl"],
+        bootstrap_iters=0,
+        task_manager=TaskManager(include_path=str(folder), include_defaults=False),
+    )
     quiz = results.records["my_quiz_edl"]
     assert len(quiz) == 6 and set(quiz.k) == {4}
     np.testing.assert_array_equal(quiz.gold, [i % 4 for i in range(6)])
@@ -73,5 +82,9 @@ def test_a_pair_of_other_ks_is_refused_under_the_declared_policy(tiny_model, tmp
     for name in ("my_quiz_edl", "my_trivia_edl", "my_quiz_edl_vs_my_trivia_edl"):
         (folder / f"{name}.yaml").write_text(_readme_yaml(name))
     with pytest.raises(CardinalityMismatchError, match="my_trivia_edl"):
-        lm_eval.simple_evaluate(model=make_lm(tiny_model), tasks=["my_quiz_edl_vs_my_trivia_edl"], bootstrap_iters=0,
-                                task_manager=TaskManager(include_path=str(folder), include_defaults=False))  # fmt: skip
+        lm_eval.simple_evaluate(
+            model=make_lm(tiny_model),
+            tasks=["my_quiz_edl_vs_my_trivia_edl"],
+            bootstrap_iters=0,
+            task_manager=TaskManager(include_path=str(folder), include_defaults=False),
+        )

@@ -85,10 +85,16 @@ def test_a_refused_pair_task_through_the_harness_is_one_readable_error(tiny_mode
         "from lm_eval.tasks import TaskManager\n"
         "from lm_eval_evidential.harness.plugin import tasks_dir\n"
         f"lm_eval.simple_evaluate(model='hf', model_args='pretrained={tiny_model},device=cpu', "
-        "tasks=['obqa_edl_vs_csqa_edl'], task_manager=TaskManager(include_path=str(tasks_dir()), include_defaults=False))\n"
+        "tasks=['obqa_edl_vs_csqa_edl'], task_manager=TaskManager(include_path=str(tasks_dir()), "
+        "include_defaults=False))\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "EVIDENTIAL_DATA_DIR": str(mirror), "HF_HUB_OFFLINE": "1"})  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "EVIDENTIAL_DATA_DIR": str(mirror), "HF_HUB_OFFLINE": "1"},
+    )
     assert proc.returncode == 1
     assert "Traceback" not in proc.stderr
     [line] = [x for x in proc.stderr.splitlines() if x.startswith("error: ")]

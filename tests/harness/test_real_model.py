@@ -99,7 +99,9 @@ def test_chat_template_prompts_match_the_models_own_logits(smollm2, oracle):
     task, docs = task_docs(TASK)
     for r in records[TASK]:
         prompt = tok.apply_chat_template(
-            [{"role": "user", "content": task.doc_to_text(docs[r["doc_id"]])}], add_generation_prompt=True, tokenize=False
+            [{"role": "user", "content": task.doc_to_text(docs[r["doc_id"]])}],
+            add_generation_prompt=True,
+            tokenize=False,
         )
         answer = [single_token(tok, prompt, x) for x in r["labels"]]
         np.testing.assert_allclose(r["logits"], oracle(tok(prompt)["input_ids"], answer), atol=2e-4, rtol=0)

@@ -21,8 +21,15 @@ def _run(lm, tasks, out: Path, limit=None, **kwargs):
     from lm_eval.loggers import EvaluationTracker
 
     tracker = EvaluationTracker(output_path=str(out))
-    results = lm_eval.simple_evaluate(model=lm, tasks=tasks, limit=limit, bootstrap_iters=0, task_manager=our_tasks(),
-                                      evaluation_tracker=tracker, **kwargs)  # fmt: skip
+    results = lm_eval.simple_evaluate(
+        model=lm,
+        tasks=tasks,
+        limit=limit,
+        bootstrap_iters=0,
+        task_manager=our_tasks(),
+        evaluation_tracker=tracker,
+        **kwargs,
+    )
     tracker.save_results_aggregated(results=results, samples=None)
     return results
 
@@ -47,8 +54,14 @@ def test_interrupted_results_write_leaves_records_and_no_results(tiny_model, tin
     from lm_eval.loggers import EvaluationTracker
 
     tracker = EvaluationTracker(output_path=str(tmp_path))
-    results = lm_eval.simple_evaluate(model=make_lm(tiny_model, tiny_adapter), tasks=["obqa_edl"], limit=3,
-                                      bootstrap_iters=0, task_manager=our_tasks(), evaluation_tracker=tracker)  # fmt: skip
+    results = lm_eval.simple_evaluate(
+        model=make_lm(tiny_model, tiny_adapter),
+        tasks=["obqa_edl"],
+        limit=3,
+        bootstrap_iters=0,
+        task_manager=our_tasks(),
+        evaluation_tracker=tracker,
+    )
 
     def interrupted(self, *args, **kwargs):
         raise KeyboardInterrupt
@@ -98,14 +111,32 @@ def test_harness_table_equals_the_audit_commands_on_the_same_records(tiny_model,
     tasks = ["obqa_edl", "csqa4_edl", "obqa_edl_vs_csqa4_edl"]
     results = _run(make_lm(tiny_model, tiny_adapter), tasks, tmp_path, limit=8)  # the pair: 8 per side, the same docs
     table = results["results"]
-    assert main(["calibration", str(tmp_path), "--task", "obqa_edl,csqa4_edl", "--json", str(tmp_path / "cal.json")]) == 0
+    assert (
+        main(["calibration", str(tmp_path), "--task", "obqa_edl,csqa4_edl", "--json", str(tmp_path / "cal.json")]) == 0
+    )
     for row in json.loads((tmp_path / "cal.json").read_text()):
         for metric in ("ece", "adaptive_ece", "nll", "brier", "acc"):
             assert table[row["task"]][f"{metric},none"] == pytest.approx(row[metric], abs=1e-12, rel=0)
         assert table[row["task"]]["vacuity,none"] == pytest.approx(
-            float(np.mean(results.records[row["task"]].vacuity)), abs=1e-12, rel=0)
-    assert main(["ood", str(tmp_path), "--id", "obqa_edl", "--ood", "csqa4_edl", "--n-boot", "0",
-                 "--json", str(tmp_path / "ood.json")]) == 0  # fmt: skip
+            float(np.mean(results.records[row["task"]].vacuity)), abs=1e-12, rel=0
+        )
+    assert (
+        main(
+            [
+                "ood",
+                str(tmp_path),
+                "--id",
+                "obqa_edl",
+                "--ood",
+                "csqa4_edl",
+                "--n-boot",
+                "0",
+                "--json",
+                str(tmp_path / "ood.json"),
+            ]
+        )
+        == 0
+    )
     pair = table["obqa_edl_vs_csqa4_edl"]
     from lm_eval_evidential.metrics.scores import OOD_DEFAULT_SCORES
 
@@ -133,6 +164,7 @@ def test_stock_simple_evaluate_refuses_an_output_path_it_cannot_write_before_loa
 
     out = tmp_path / "out"
     if problem == "unwritable":  # root ignores permission bits: the probe's own call is made to fail
+
         def denied(*args, **kwargs):
             raise PermissionError(errno.EACCES, "Permission denied", str(kwargs.get("dir")))
 
@@ -143,5 +175,10 @@ def test_stock_simple_evaluate_refuses_an_output_path_it_cannot_write_before_loa
     monkeypatch.setattr(EvidentialLM, "__init__", lambda *a, **k: pytest.fail("the model loaded before the refusal"))
     expected = OutputWriteError if problem == "unwritable" else OutputPathError
     with pytest.raises(expected, match=str(tmp_path)):
-        lm_eval.simple_evaluate(model="evidential", model_args=f"pretrained={tiny_model}", tasks=["obqa_edl"],
-                                task_manager=our_tasks(), evaluation_tracker=EvaluationTracker(output_path=str(out)))  # fmt: skip
+        lm_eval.simple_evaluate(
+            model="evidential",
+            model_args=f"pretrained={tiny_model}",
+            tasks=["obqa_edl"],
+            task_manager=our_tasks(),
+            evaluation_tracker=EvaluationTracker(output_path=str(out)),
+        )

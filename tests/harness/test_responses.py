@@ -24,8 +24,9 @@ def test_loglikelihood_returns_exactly_float_bool_pairs_and_files_the_evidence(t
     lm = make_lm(tiny_model, tiny_adapter)
     requests = [
         Instance("loglikelihood", {}, (f"Question {d}?\nAnswer:", f" {x}"), idx=j, metadata=("custom", d, 1))
-        for d in (0, 1) for j, x in enumerate("ABC")
-    ]  # fmt: skip
+        for d in (0, 1)
+        for j, x in enumerate("ABC")
+    ]
     responses = lm.loglikelihood(requests)
     assert len(responses) == len(requests)
     for response in responses:
@@ -60,8 +61,14 @@ def _stock_task_yaml(tmp_path: Path, include: Path, task: str, data: Path, split
     """A stock lm_eval task YAML, pointed at local files in the hub dataset's own schema."""
     folder = tmp_path / "stock_tasks"
     folder.mkdir(exist_ok=True)
-    body = {"include": str(include), "task": task, "dataset_path": "json", "dataset_name": None,
-            "dataset_kwargs": {"data_files": {split: str(data)}}, **extra}  # fmt: skip
+    body = {
+        "include": str(include),
+        "task": task,
+        "dataset_path": "json",
+        "dataset_name": None,
+        "dataset_kwargs": {"data_files": {split: str(data)}},
+        **extra,
+    }
     (folder / f"{task}.yaml").write_text(json.dumps(body))
     return folder
 
@@ -79,15 +86,20 @@ def test_stock_mmlu_subtask_gives_records_and_the_harness_acc(tiny_model, tiny_a
     import lm_eval
 
     results = lm_eval.simple_evaluate(
-        model=make_lm(tiny_model, tiny_adapter), tasks=["mmlu_college_mathematics"], bootstrap_iters=0,
-        task_manager=_load(folder), limit=10,
-    )  # fmt: skip
+        model=make_lm(tiny_model, tiny_adapter),
+        tasks=["mmlu_college_mathematics"],
+        bootstrap_iters=0,
+        task_manager=_load(folder),
+        limit=10,
+    )
     records = results.records["mmlu_college_mathematics"]
     rows = [json.loads(line) for line in data.read_text().splitlines()[:10]]
     assert len(records) == 10 and set(records.k) == {4}
     np.testing.assert_array_equal(records.gold, [r["answer"] for r in rows])
     assert records.labels[0] == ["A", "B", "C", "D"]
-    assert results["results"]["mmlu_college_mathematics"]["acc,none"] == pytest.approx(float(np.mean(records.correct)), abs=1e-12)
+    assert results["results"]["mmlu_college_mathematics"]["acc,none"] == pytest.approx(
+        float(np.mean(records.correct)), abs=1e-12
+    )
     assert "ece,none" not in results["results"]["mmlu_college_mathematics"]  # a stock task's table stays stock
     assert records.meta["method"] == "edl" and records.meta["answer_token_ids"].keys() == {" A", " B", " C", " D"}
 
@@ -95,7 +107,8 @@ def test_stock_mmlu_subtask_gives_records_and_the_harness_acc(tiny_model, tiny_a
 def _letters_task(folder: Path, name: str, data: Path, target: str) -> Path:
     """A stock-style multiple-choice task over ARC rows: choices are the labels, gold is ``target`` (Jinja)."""
     folder.mkdir(exist_ok=True)
-    (folder / f"{name}.yaml").write_text(textwrap.dedent(f"""\
+    (folder / f"{name}.yaml").write_text(
+        textwrap.dedent(f"""\
         task: {name}
         dataset_path: json
         dataset_kwargs: {{data_files: {{test: "{data}"}}}}
@@ -105,7 +118,8 @@ def _letters_task(folder: Path, name: str, data: Path, target: str) -> Path:
         doc_to_choice: "{{{{choices.label}}}}"
         doc_to_target: "{{{{{target}}}}}"
         metric_list: [{{metric: acc, aggregation: mean, higher_is_better: true}}]
-        """))
+        """)
+    )
     return folder
 
 
@@ -114,15 +128,18 @@ def test_stock_style_task_keeps_each_questions_own_k(tiny_model, tiny_adapter, m
     folder = _letters_task(tmp_path / "plain", "arc_letters", data, "choices.label.index(answerKey)")
     import lm_eval
 
-    results = lm_eval.simple_evaluate(model=make_lm(tiny_model, tiny_adapter), tasks=["arc_letters"], bootstrap_iters=0,
-                                      task_manager=_load(folder))  # fmt: skip
+    results = lm_eval.simple_evaluate(
+        model=make_lm(tiny_model, tiny_adapter), tasks=["arc_letters"], bootstrap_iters=0, task_manager=_load(folder)
+    )
     records = results.records["arc_letters"]
     rows = [json.loads(line) for line in data.read_text().splitlines()]
     np.testing.assert_array_equal(records.k, [len(r["choices"]["label"]) for r in rows])
     assert len(set(records.k)) > 1
 
 
-def test_task_with_several_gold_answers_is_refused_before_any_forward(tiny_model, tiny_adapter, mirror, tmp_path, monkeypatch):
+def test_task_with_several_gold_answers_is_refused_before_any_forward(
+    tiny_model, tiny_adapter, mirror, tmp_path, monkeypatch
+):
     from lm_eval_evidential.harness.model import EvidentialInputError
 
     data = mirror / "allenai" / "ai2_arc" / "ARC-Challenge" / "test.jsonl"
@@ -132,21 +149,33 @@ def test_task_with_several_gold_answers_is_refused_before_any_forward(tiny_model
     import lm_eval
 
     with pytest.raises(EvidentialInputError, match="'arc_two_golds': its questions have several gold answers"):
-        lm_eval.simple_evaluate(model=lm, tasks=["arc_two_golds"], bootstrap_iters=0, task_manager=_load(folder), limit=4)
+        lm_eval.simple_evaluate(
+            model=lm, tasks=["arc_two_golds"], bootstrap_iters=0, task_manager=_load(folder), limit=4
+        )
 
 
-def test_stock_task_with_multi_token_choices_is_refused_before_any_forward(tiny_model, tiny_adapter, mirror, tmp_path, monkeypatch):
+def test_stock_task_with_multi_token_choices_is_refused_before_any_forward(
+    tiny_model, tiny_adapter, mirror, tmp_path, monkeypatch
+):
     from lm_eval_evidential.harness.model import EvidentialInputError
 
     data = mirror / "allenai" / "ai2_arc" / "ARC-Challenge" / "test.jsonl"
-    folder = _stock_task_yaml(tmp_path, LM_EVAL_TASKS / "arc" / "arc_challenge.yaml", "arc_challenge", data,
-                              training_split=None, validation_split=None)  # fmt: skip
+    folder = _stock_task_yaml(
+        tmp_path,
+        LM_EVAL_TASKS / "arc" / "arc_challenge.yaml",
+        "arc_challenge",
+        data,
+        training_split=None,
+        validation_split=None,
+    )
     lm = make_lm(tiny_model, tiny_adapter)
     monkeypatch.setattr(lm, "_last_logits", lambda batch: pytest.fail("forward pass before the refusal"))
     import lm_eval
 
     with pytest.raises(EvidentialInputError) as info:
-        lm_eval.simple_evaluate(model=lm, tasks=["arc_challenge"], bootstrap_iters=0, task_manager=_load(folder), limit=4)
+        lm_eval.simple_evaluate(
+            model=lm, tasks=["arc_challenge"], bootstrap_iters=0, task_manager=_load(folder), limit=4
+        )
     message = str(info.value)
     first = json.loads(data.read_text().splitlines()[0])
     assert "'arc_challenge'" in message and "arc_c_edl" in message
@@ -169,7 +198,9 @@ def test_logged_samples_hold_the_evidence_as_json_fields(tiny_model, tiny_adapte
 def test_wandb_per_sample_table_builds_for_single_and_pair_tasks(tiny_model, tiny_adapter):
     from lm_eval.loggers.wandb_logger import WandbLogger
 
-    results, _ = evaluate(make_lm(tiny_model, tiny_adapter), ["obqa_edl", "obqa_edl_vs_csqa4_edl"], limit=3, log_samples=True)
+    results, _ = evaluate(
+        make_lm(tiny_model, tiny_adapter), ["obqa_edl", "obqa_edl_vs_csqa4_edl"], limit=3, log_samples=True
+    )
     for task in ("obqa_edl", "obqa_edl_vs_csqa4_edl"):
         table = WandbLogger._generate_dataset(None, results["samples"][task], results["configs"][task])
         assert len(table) == len(results["samples"][task])
@@ -178,8 +209,12 @@ def test_wandb_per_sample_table_builds_for_single_and_pair_tasks(tiny_model, tin
 def test_counts_are_not_higher_is_better_and_hf_has_no_vacuity_row(tiny_model):
     from lm_eval.utils import make_table
 
-    results, records = evaluate("hf", ["obqa_edl", "obqa_edl_vs_csqa4_edl"], limit=3,
-                                model_args=f"pretrained={tiny_model},device=cpu,dtype=float32")  # fmt: skip
+    results, records = evaluate(
+        "hf",
+        ["obqa_edl", "obqa_edl_vs_csqa4_edl"],
+        limit=3,
+        model_args=f"pretrained={tiny_model},device=cpu,dtype=float32",
+    )
     hib = results["higher_is_better"]["obqa_edl_vs_csqa4_edl"]
     assert hib["n_id"] is None and hib["n_ood"] is None and hib["k_matched"] is None and hib["auroc_max_prob"] is True
     assert "vacuity,none" not in results["results"]["obqa_edl"]

@@ -15,8 +15,13 @@ def load(name):
 
 def test_prompt_is_exactly_table_7(use_mirror):
     task = load("arc_c_edl")
-    doc = {"question": "Which gas do plants take in?", "options": ["oxygen", "carbon dioxide", "helium"],
-           "letters": ["A", "B", "C"], "gold": 1, "k": 3}  # fmt: skip
+    doc = {
+        "question": "Which gas do plants take in?",
+        "options": ["oxygen", "carbon dioxide", "helium"],
+        "letters": ["A", "B", "C"],
+        "gold": 1,
+        "k": 3,
+    }
     assert task.doc_to_text(doc) == (
         "Return the label of the correct answer for the question below.\n\n"
         "Question: Which gas do plants take in?\nChoices:\nA) oxygen\nB) carbon dioxide\nC) helium\nAnswer:"
@@ -33,7 +38,10 @@ def test_arc_numeric_labels_become_letters_and_k_is_per_question():
     import json
     import os
 
-    raw = [json.loads(line) for line in open(os.path.join(os.environ["EVIDENTIAL_DATA_DIR"], "allenai/ai2_arc/ARC-Challenge/test.jsonl"))]
+    raw = [
+        json.loads(line)
+        for line in open(os.path.join(os.environ["EVIDENTIAL_DATA_DIR"], "allenai/ai2_arc/ARC-Challenge/test.jsonl"))
+    ]
     numeric = [(r, d) for r, d in zip(raw, docs) if r["choices"]["label"][0] == "1"]
     assert numeric
     for row, doc in numeric:
@@ -62,7 +70,11 @@ def test_mmlu_math_concatenates_its_three_subjects():
 
 def test_obqa_declares_its_splits_and_answer_set():
     task = load("obqa_edl")
-    assert (task.config.training_split, task.config.validation_split, task.config.test_split) == ("train", "validation", "test")
+    assert (task.config.training_split, task.config.validation_split, task.config.test_split) == (
+        "train",
+        "validation",
+        "test",
+    )
     assert task.answer_tokens == [" A", " B", " C", " D"]
     assert len(list(task.eval_docs)) == 120
 

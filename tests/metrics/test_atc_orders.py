@@ -57,9 +57,14 @@ def test_atc_threshold_matches_brute_force_eq2(case):
 
 
 @FAST
-@given(case=st.integers(1, 40).flatmap(lambda n: st.tuples(
-    st.lists(st.floats(-5, 5), min_size=n, max_size=n, unique=True),
-    st.lists(st.booleans(), min_size=n, max_size=n))))
+@given(
+    case=st.integers(1, 40).flatmap(
+        lambda n: st.tuples(
+            st.lists(st.floats(-5, 5), min_size=n, max_size=n, unique=True),
+            st.lists(st.booleans(), min_size=n, max_size=n),
+        )
+    )
+)
 def test_atc_on_the_id_split_recovers_accuracy_when_scores_are_distinct(case):
     scores, correct = case
     assert atc(scores, correct, scores) == sum(correct) / len(correct)
@@ -75,8 +80,11 @@ STRICTLY_INCREASING = {
 
 
 @FAST
-@given(case=id_sets, target=st.lists(st.floats(-6, 6), min_size=1, max_size=40),
-       g=st.sampled_from(sorted(STRICTLY_INCREASING)))
+@given(
+    case=id_sets,
+    target=st.lists(st.floats(-6, 6), min_size=1, max_size=40),
+    g=st.sampled_from(sorted(STRICTLY_INCREASING)),
+)
 def test_atc_is_exactly_invariant_to_strictly_increasing_transforms(case, target, g):
     scores, correct = case
     f = STRICTLY_INCREASING[g]
@@ -214,7 +222,9 @@ def test_order_audit_shape_and_counterexample_from_paper_003():
     probs = np.array([[0.5, 0.2, 0.3], [0.5, 0.5, 0.0]])
     rows = score_order_audit(probs, np.array([3, 3]), names=["max_prob", "l2_norm", "l2_to_uniform"])
     assert [(r["score_a"], r["score_b"]) for r in rows] == [
-        ("max_prob", "l2_norm"), ("max_prob", "l2_to_uniform"), ("l2_norm", "l2_to_uniform")
+        ("max_prob", "l2_norm"),
+        ("max_prob", "l2_to_uniform"),
+        ("l2_norm", "l2_to_uniform"),
     ]
     by_pair = {(r["score_a"], r["score_b"]): r for r in rows}
     assert by_pair[("max_prob", "l2_norm")]["order_equivalent"] is False

@@ -57,8 +57,7 @@ def _adaptive_loop(conf, corr, n_bins):
     for c, y in zip(conf, corr):
         bins.setdefault(bin_of_value[float(c)], []).append((float(c), float(y)))
     return sum(
-        len(m) / len(conf) * abs(sum(y for _, y in m) / len(m) - sum(c for c, _ in m) / len(m))
-        for m in bins.values()
+        len(m) / len(conf) * abs(sum(y for _, y in m) / len(m) - sum(c for c, _ in m) / len(m)) for m in bins.values()
     )
 
 

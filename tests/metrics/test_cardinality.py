@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lm_eval_evidential.metrics import dirichlet as D
 from lm_eval_evidential.metrics import cardinality as KA
+from lm_eval_evidential.metrics import dirichlet as D
 from lm_eval_evidential.metrics.detection import aupr_in, auroc
 from lm_eval_evidential.metrics.scores import OOD_DEFAULT_SCORES, compute_score
 
@@ -21,6 +21,7 @@ ROW_KEYS = ["condition", "extra", "k_id", "k_ood", "score", "auroc", "aupr_in", 
 
 # ---------------------------------------------------------------- check_cardinality
 
+
 def test_k_histogram():
     assert KA.k_histogram(ARC_C) == {3: 4, 4: 1165, 5: 3}
     assert all(type(k) is int and type(v) is int for k, v in KA.k_histogram(ARC_C).items())
@@ -32,8 +33,11 @@ def test_assert_policy_error_message():
     msg = str(err.value)
     assert "obqa_edl {4: 500} vs arc_c_edl {3: 4, 4: 1165, 5: 3}" in msg
     # ARC has K = 4 questions: restrict helps, and the count it would keep is given.
-    for remedy in ("k_policy=restrict compares only the 1165 of 1172 arc_c_edl questions with K = 4",
-                   "k_policy=report", "matched: false"):  # fmt: skip
+    for remedy in (
+        "k_policy=restrict compares only the 1165 of 1172 arc_c_edl questions with K = 4",
+        "k_policy=report",
+        "matched: false",
+    ):
         assert remedy in msg
     assert "control task" not in msg  # a control is for a set without K = 4 questions, not for ARC
     assert msg.count("Proposition 1") == 1
@@ -48,8 +52,14 @@ def test_assert_policy_error_message():
 @pytest.mark.parametrize("policy", ["assert", "restrict"])
 def test_refusal_without_questions_of_the_id_k_names_a_control_not_restrict(policy):
     with pytest.raises(KA.CardinalityMismatchError) as err:
-        KA.check_cardinality(OBQA, np.full(9, 5), policy=policy, id_name="obqa_edl", ood_name="csqa_edl",
-                             controls=["csqa4_edl", "csqa_k4_edl"])  # fmt: skip
+        KA.check_cardinality(
+            OBQA,
+            np.full(9, 5),
+            policy=policy,
+            id_name="obqa_edl",
+            ood_name="csqa_edl",
+            controls=["csqa4_edl", "csqa_k4_edl"],
+        )
     remedy = err.value.remedy()
     assert "restrict" not in remedy  # it would leave nothing
     assert "no csqa_edl question has K = 4, so compare obqa_edl with csqa4_edl or csqa_k4_edl instead" in remedy
@@ -106,6 +116,7 @@ def test_policy_and_input_validation():
 
 # ---------------------------------------------------------------- ksweep
 
+
 def synthetic_alphas(seed=0, n_id=400, n_ood=600, k=4):
     rng = np.random.default_rng(seed)
     return D.edl_alpha(rng.normal(0.6, 2, (n_id, k))), D.edl_alpha(rng.normal(0.3, 2, (n_ood, k)))
@@ -150,8 +161,11 @@ grid_logits = st.lists(st.integers(-40, 40).map(lambda v: v / 4), min_size=4, ma
 
 
 @SETTINGS
-@given(st.lists(grid_logits, min_size=1, max_size=25), st.lists(grid_logits, min_size=1, max_size=25),
-       st.sampled_from([1.0, 0.5, 2.0]))
+@given(
+    st.lists(grid_logits, min_size=1, max_size=25),
+    st.lists(grid_logits, min_size=1, max_size=25),
+    st.sampled_from([1.0, 0.5, 2.0]),
+)
 def test_vacuity_under_expansion_properties(id_rows, ood_rows, lam):
     a_id, a_ood = D.edl_alpha(np.array(id_rows), lam), D.edl_alpha(np.array(ood_rows), lam)
     rows = KA.ksweep(a_id, a_ood, prior_weight=lam, max_extra=3, scores=("reciprocal_vacuity",))

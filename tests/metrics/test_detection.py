@@ -34,6 +34,7 @@ def labelled_scores(draw, tie_heavy=None, min_size=2, max_size=60):
 
 # ---------------------------------------------------------------- oracles
 
+
 def brute_fpr(y, s, tpr):
     y = y.astype(bool)
     best = np.inf
@@ -59,6 +60,7 @@ def brute_delong(y, *scores):
 
 # ---------------------------------------------------------------- agreement with scikit-learn
 
+
 @SETTINGS
 @given(labelled_scores())
 def test_agrees_with_sklearn_including_heavy_ties(data):
@@ -81,13 +83,18 @@ def test_agrees_with_sklearn_large_tied():
 
 # ---------------------------------------------------------------- properties
 
+
 @SETTINGS
 @given(labelled_scores(tie_heavy=False), st.sampled_from(["exp", "cube", "arctan", "affine"]))
 def test_invariant_under_strictly_increasing_transform(data, kind):
     y, s = data
     s = np.round(s)  # integer scores: distinct values stay distinct after the transforms below
-    f = {"exp": lambda v: np.exp(v / 2e5), "cube": lambda v: v**3, "arctan": lambda v: np.arctan(v / 1e5),
-         "affine": lambda v: 3 * v - 7}[kind]
+    f = {
+        "exp": lambda v: np.exp(v / 2e5),
+        "cube": lambda v: v**3,
+        "arctan": lambda v: np.arctan(v / 1e5),
+        "affine": lambda v: 3 * v - 7,
+    }[kind]
     t = f(s)
     assert len(np.unique(t)) == len(np.unique(s))
     assert M.auroc(y, t) == M.auroc(y, s)
@@ -135,9 +142,17 @@ def test_perfect_and_reversed_separation():
 
 
 @pytest.mark.parametrize(
-    "fn", [M.auroc, M.aupr_in, M.aupr_out, M.fpr_at_95_tpr, lambda y, s: M.delong_ci(y, s)[0],
-           lambda y, s: M.delong_test(y, s, s)[0], lambda y, s: M.bootstrap_ci(M.auroc, y, s)[0],
-           lambda y, s: M.detection_report(y, s)["auroc"]],
+    "fn",
+    [
+        M.auroc,
+        M.aupr_in,
+        M.aupr_out,
+        M.fpr_at_95_tpr,
+        lambda y, s: M.delong_ci(y, s)[0],
+        lambda y, s: M.delong_test(y, s, s)[0],
+        lambda y, s: M.bootstrap_ci(M.auroc, y, s)[0],
+        lambda y, s: M.detection_report(y, s)["auroc"],
+    ],
 )
 def test_single_class_is_undefined_nan(fn):
     with pytest.warns(UndefinedMetricWarning, match="n_id=3, n_ood=0"):
@@ -162,6 +177,7 @@ def test_input_validation():
 
 
 # ---------------------------------------------------------------- DeLong
+
 
 @SETTINGS
 @given(labelled_scores(min_size=4, max_size=40), st.sampled_from([0.9, 0.95, 0.99]))
@@ -243,6 +259,7 @@ def test_delong_large_n_matches_an_independent_midrank_implementation():
 
 # ---------------------------------------------------------------- bootstrap
 
+
 def test_bootstrap_is_stratified_and_seeded():
     rng = np.random.default_rng(0)
     y = np.r_[np.ones(30, int), np.zeros(70, int)]
@@ -267,6 +284,7 @@ def test_bootstrap_nan_replicates_are_reported():
 
 
 # ---------------------------------------------------------------- one-sort report
+
 
 @SETTINGS
 @given(labelled_scores(min_size=4))

@@ -30,13 +30,12 @@ def pad(rows):
     return out
 
 
-ragged_logits = st.lists(
-    st.lists(st.floats(-30, 30, allow_nan=False), min_size=2, max_size=6), min_size=1, max_size=8
-)
+ragged_logits = st.lists(st.lists(st.floats(-30, 30, allow_nan=False), min_size=2, max_size=6), min_size=1, max_size=8)
 lambdas = st.sampled_from([0.5, 1.0, 2.0, 0.1])
 
 
 # ---------------------------------------------------------------- brute-force oracles (per row, plain Python)
+
 
 def softplus(x):
     return x + math.log1p(math.exp(-x)) if x > 0 else math.log1p(math.exp(x))
@@ -72,6 +71,7 @@ def oracle_scores(alpha_row, lam):
 
 # ---------------------------------------------------------------- dirichlet.py
 
+
 @SETTINGS
 @given(ragged_logits, lambdas)
 def test_dirichlet_quantities_match_per_row_loops(rows, lam):
@@ -104,7 +104,7 @@ def test_softmax_entropy_match_scipy_per_row(rows):
     for i, r in enumerate(rows):
         ref = scipy_softmax(np.array(r))
         np.testing.assert_allclose(sm[i, : len(r)], ref, rtol=1e-10, atol=1e-300)
-        assert np.isnan(sm[i, len(r):]).all()
+        assert np.isnan(sm[i, len(r) :]).all()
         np.testing.assert_allclose(h[i], py_entropy(ref), rtol=1e-9, atol=1e-12)
 
 
@@ -194,6 +194,7 @@ def test_padding_validation_errors():
 
 
 # ---------------------------------------------------------------- scores.py
+
 
 @SETTINGS
 @given(ragged_logits, lambdas)

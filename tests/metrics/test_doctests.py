@@ -60,7 +60,10 @@ def test_the_examples_can_fail():
     """A wrong expected value in an example is reported (the check is not vacuous)."""
     bad = doctest.DocTestParser().get_doctest(
         ">>> from lm_eval_evidential.metrics.detection import auroc\n>>> auroc([1, 0], [0.9, 0.1])\n0.5\n",
-        {}, "planted", None, 0,
-    )  # fmt: skip
+        {},
+        "planted",
+        None,
+        0,
+    )
     runner = doctest.DocTestRunner()
     assert runner.run(bad, out=lambda _: None).failed == 1

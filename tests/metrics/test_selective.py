@@ -179,16 +179,18 @@ def _aurc_brute(score, correct):
     total = Fraction(0)
     for o in orders:
         most_first = o[::-1]
-        total += sum(
-            Fraction(sum(1 - correct[i] for i in most_first[:m]), m) for m in range(1, n + 1)
-        ) / n
+        total += sum(Fraction(sum(1 - correct[i] for i in most_first[:m]), m) for m in range(1, n + 1)) / n
     return float(total / len(orders))
 
 
 @FAST
-@given(case=st.integers(1, 6).flatmap(
-    lambda n: st.tuples(st.lists(st.integers(0, 3), min_size=n, max_size=n),
-                        st.lists(st.integers(0, 1), min_size=n, max_size=n))))
+@given(
+    case=st.integers(1, 6).flatmap(
+        lambda n: st.tuples(
+            st.lists(st.integers(0, 3), min_size=n, max_size=n), st.lists(st.integers(0, 1), min_size=n, max_size=n)
+        )
+    )
+)
 def test_aurc_matches_expectation_over_tie_orders(case):
     score, correct = case
     assert aurc(score, correct) == pytest.approx(_aurc_brute(score, correct), abs=1e-12)
@@ -238,9 +240,13 @@ def _average_ranks(x):
 
 
 @FAST
-@given(case=st.integers(2, 30).flatmap(
-    lambda n: st.tuples(st.lists(st.integers(0, 5), min_size=n, max_size=n),
-                        st.lists(st.integers(0, 1), min_size=n, max_size=n))))
+@given(
+    case=st.integers(2, 30).flatmap(
+        lambda n: st.tuples(
+            st.lists(st.integers(0, 5), min_size=n, max_size=n), st.lists(st.integers(0, 1), min_size=n, max_size=n)
+        )
+    )
+)
 def test_spearman_is_pearson_of_average_ranks(case):
     score, correct = case
     if len(set(score)) == 1 or len(set(correct)) == 1:

@@ -131,8 +131,15 @@ def test_empty_batch():
     [
         ({"logits": torch.zeros(4)}, r"shape \(B, K\)"),
         ({"logits": torch.zeros((2, 4)), "config": HeadConfig(method="ib_edl")}, "sigma_logits"),
-        ({"logits": torch.zeros((2, 4)), "config": HeadConfig(method="ib_edl"), "sigma_logits": torch.zeros((2, 4)),
-          "keys": ["one"]}, "one key per question"),  # fmt: skip
+        (
+            {
+                "logits": torch.zeros((2, 4)),
+                "config": HeadConfig(method="ib_edl"),
+                "sigma_logits": torch.zeros((2, 4)),
+                "keys": ["one"],
+            },
+            "one key per question",
+        ),
     ],
 )
 def test_bad_input_is_named(kwargs, match):

@@ -60,9 +60,7 @@ def test_mse_matches_scipy_dirichlet_moments():
     alpha = rng.uniform(0.5, 9.0, size=(6, 5))
     gold = rng.integers(0, 5, size=6)
     y = np.eye(5)[gold]
-    expected = [
-        float(((y[b] - dirichlet.mean(alpha[b])) ** 2 + dirichlet.var(alpha[b])).sum()) for b in range(6)
-    ]
+    expected = [float(((y[b] - dirichlet.mean(alpha[b])) ** 2 + dirichlet.var(alpha[b])).sum()) for b in range(6)]
     got = losses.edl_mse_loss(t(alpha), t(y), reduction="none")
     np.testing.assert_allclose(got.numpy(), expected, rtol=1e-12)
     assert losses.edl_mse_loss(t(alpha), t(y)).item() == pytest.approx(np.mean(expected), rel=1e-12)
@@ -228,7 +226,10 @@ def test_padding_is_not_a_class(pad_value):
 
 
 def test_class_mask():
-    assert losses.class_mask(torch.tensor([2, 3]), 4).tolist() == [[True, True, False, False], [True, True, True, False]]
+    assert losses.class_mask(torch.tensor([2, 3]), 4).tolist() == [
+        [True, True, False, False],
+        [True, True, True, False],
+    ]
 
 
 # ------------------------------------------------------------------ validation

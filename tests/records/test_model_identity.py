@@ -46,8 +46,11 @@ def test_every_tensor_takes_part_in_the_identity(tiny_model, tmp_path):
     seen = set()
     for name in weights:
         changed = _copy(tiny_model, tmp_path / name)
-        save_file({k: (v * 1.01 if k == name else v) for k, v in weights.items()}, changed / "model.safetensors",
-                  metadata={"format": "pt"})  # fmt: skip
+        save_file(
+            {k: (v * 1.01 if k == name else v) for k, v in weights.items()},
+            changed / "model.safetensors",
+            metadata={"format": "pt"},
+        )
         seen.add(model_sha256(changed))
         shutil.rmtree(changed)
     assert original not in seen and len(seen) == len(weights)
@@ -92,8 +95,14 @@ def test_no_local_files_means_no_content_hash(tmp_path):
     assert model_sha256(tmp_path) is None  # a config without weights identifies nothing
 
 
-META = {"method": "edl", "pretrained": "/scratch/a/model", "model_sha256": "m1", "peft": "/scratch/a/ckpt",
-        "adapter_sha256": "a1", "dtype": "bfloat16"}  # fmt: skip
+META = {
+    "method": "edl",
+    "pretrained": "/scratch/a/model",
+    "model_sha256": "m1",
+    "peft": "/scratch/a/ckpt",
+    "adapter_sha256": "a1",
+    "dtype": "bfloat16",
+}
 
 
 def test_paths_are_information_when_content_is_known():

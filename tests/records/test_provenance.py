@@ -9,8 +9,16 @@ from lm_eval_evidential.records import Records, make_record, records_path, write
 from lm_eval_evidential.records.provenance import differences
 
 DATE = "2026-03-01T00-00-00.000001"
-BASE = {"method": "edl", "prior_weight": 1.0, "pretrained": "base", "peft": "ckpt", "adapter_sha256": "abc",
-        "dtype": "float32", "prompt_template_sha256": "t1", "answer_token_ids": {" A": 5, " B": 6, " C": 7, " D": 8}}  # fmt: skip
+BASE = {
+    "method": "edl",
+    "prior_weight": 1.0,
+    "pretrained": "base",
+    "peft": "ckpt",
+    "adapter_sha256": "abc",
+    "dtype": "float32",
+    "prompt_template_sha256": "t1",
+    "answer_token_ids": {" A": 5, " B": 6, " C": 7, " D": 8},
+}
 
 
 def write(out, task, meta, seed, k=4, n=40):
@@ -18,13 +26,27 @@ def write(out, task, meta, seed, k=4, n=40):
     rows = []
     for i in range(n):
         z = rng.normal(size=k)
-        rows.append(make_record(task=task, doc_id=i, labels="ABCDE"[:k], gold=int(rng.integers(k)), logits=z, alpha=np.logaddexp(0, z) + 1))
+        rows.append(
+            make_record(
+                task=task,
+                doc_id=i,
+                labels="ABCDE"[:k],
+                gold=int(rng.integers(k)),
+                logits=z,
+                alpha=np.logaddexp(0, z) + 1,
+            )
+        )
     write_records(records_path(out / "model", task, DATE), Records.from_rows(rows, task=task, meta=meta))
 
 
 def test_differences_ignore_task_keys_and_compare_common_answer_ids():
     a = {**BASE, "task": "x", "answer_tokens": [" A", " B", " C", " D"]}
-    b = {**BASE, "task": "y", "answer_tokens": list(" A B C D E".split(" ")), "answer_token_ids": {**BASE["answer_token_ids"], " E": 9}}
+    b = {
+        **BASE,
+        "task": "y",
+        "answer_tokens": list(" A B C D E".split(" ")),
+        "answer_token_ids": {**BASE["answer_token_ids"], " E": 9},
+    }
     assert differences(a, b) == {}
     assert differences(a, {**a, "seed": 3}) == {"seed": (None, 3)}
 
@@ -37,7 +59,9 @@ def test_ood_refuses_records_from_another_adapter(tmp_path, capsys):
     assert code == 2  # refused (cli.main's map), not an error
     assert "adapter_sha256: id_t='abc' vs ood_t='zzz'" in err and "method: id_t='edl' vs ood_t='ib_edl'" in err
     assert "--allow-fingerprint-mismatch" in err
-    code = main(["ood", str(tmp_path), "--id", "id_t", "--ood", "ood_t", "--n-boot", "0", "--allow-fingerprint-mismatch"])
+    code = main(
+        ["ood", str(tmp_path), "--id", "id_t", "--ood", "ood_t", "--n-boot", "0", "--allow-fingerprint-mismatch"]
+    )
     assert code == 0
     assert "warning: fingerprint differs: adapter_sha256" in capsys.readouterr().err
 
@@ -53,8 +77,10 @@ def test_records_of_two_runs_are_never_mixed(tmp_path, capsys):
     for date, tasks in ((old, ("id_t", "ood_t")), (new, ("id_t",))):
         for i, task in enumerate(tasks):
             rng = np.random.default_rng(i)
-            rows = [make_record(task=task, doc_id=j, labels="ABCD", gold=0, logits=z, alpha=np.logaddexp(0, z) + 1)
-                    for j, z in enumerate(rng.normal(size=(30, 4)))]  # fmt: skip
+            rows = [
+                make_record(task=task, doc_id=j, labels="ABCD", gold=0, logits=z, alpha=np.logaddexp(0, z) + 1)
+                for j, z in enumerate(rng.normal(size=(30, 4)))
+            ]
             write_records(records_path(tmp_path / "m", task, date), Records.from_rows(rows, task=task, meta=BASE))
     # the newest run lacks ood_t: the newest run with BOTH is used, and the choice is said
     assert main(["ood", str(tmp_path), "--id", "id_t", "--ood", "ood_t", "--n-boot", "0"]) == 0

@@ -27,7 +27,17 @@ def sample(task="obqa_edl", n=5, seed=0, method="edl", lam=1.0):
         k = int(rng.integers(3, 6))
         z = rng.normal(size=k)
         alpha = None if method == "softmax" else (np.logaddexp(0, z) + lam).tolist()
-        rows.append(make_record(task=task, doc_id=i, labels="ABCDE"[:k], gold=int(rng.integers(k)), logits=z, alpha=alpha, prior_weight=lam))
+        rows.append(
+            make_record(
+                task=task,
+                doc_id=i,
+                labels="ABCDE"[:k],
+                gold=int(rng.integers(k)),
+                logits=z,
+                alpha=alpha,
+                prior_weight=lam,
+            )
+        )
     return Records.from_rows(rows, task=task, meta={"method": method, "prior_weight": lam})
 
 
@@ -177,6 +187,8 @@ def test_prior_weight_too_small_for_the_evidence_is_refused(tmp_path):
         read_records_file(path)
     # The same evidence with the standard prior loads, and its reciprocal vacuity is finite.
     rows = [make_record(task="t", doc_id=0, labels="ABCD", gold=0, logits=z, alpha=z + 1.0, prior_weight=1.0)]
-    ok = write_records(tmp_path / "records_t_2026-01-02T00-00-00.000000.parquet",
-                       Records.from_rows(rows, task="t", meta={"method": "edl", "prior_weight": 1.0}))
+    ok = write_records(
+        tmp_path / "records_t_2026-01-02T00-00-00.000000.parquet",
+        Records.from_rows(rows, task="t", meta={"method": "edl", "prior_weight": 1.0}),
+    )
     assert np.isfinite(1 / read_records_file(ok).vacuity).all()

@@ -128,7 +128,12 @@ def test_two_million_records_load_and_audit_within_bounded_memory(tmp_path):
 
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(
-        [sys.executable, "-c", CHILD, str(tmp_path), TASK, str(N)], capture_output=True, text=True, env=env, timeout=300, check=False
+        [sys.executable, "-c", CHILD, str(tmp_path), TASK, str(N)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])

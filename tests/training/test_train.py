@@ -18,7 +18,6 @@ from lm_eval_evidential.training.trainer import (
     train,
     training_docs,
 )
-
 from tests.training.conftest import FAST
 
 
@@ -45,7 +44,9 @@ def _fixed_batch(tasks, tokenizer):
 def _loss(model, batch, config):
     with torch.no_grad():
         weight = config.kl_weight if config.method == "edl" else 0.0  # the schedule's end
-        return batch_loss(last_logits(model, batch), batch, config, kl_weight=weight, generator=torch.Generator().manual_seed(0))[0].item()
+        return batch_loss(
+            last_logits(model, batch), batch, config, kl_weight=weight, generator=torch.Generator().manual_seed(0)
+        )[0].item()
 
 
 # ------------------------------------------------------------------ data
@@ -89,7 +90,9 @@ def test_left_padding_and_mixed_k_match_single_questions(tasks, tokenizer, base)
         config = TrainConfig(method=method, output_dir="unused", num_noises=3, kl_anneal_steps=0)
         with torch.no_grad():
             logits = last_logits(base, batch)
-            mixed = batch_loss(logits, batch, config, kl_weight=1.0, generator=torch.Generator().manual_seed(5))[0].item()
+            mixed = batch_loss(logits, batch, config, kl_weight=1.0, generator=torch.Generator().manual_seed(5))[
+                0
+            ].item()
             singles = []
             for i, row in enumerate(rows):
                 one = collate([row])
@@ -103,13 +106,20 @@ def test_left_padding_and_mixed_k_match_single_questions(tasks, tokenizer, base)
 # ------------------------------------------------------------------ training
 @pytest.fixture(scope="module")
 def trained(tiny_model, tasks, tmp_path_factory):
-    """One short run per method: 12 full-batch steps on 4 docs (the fixed batch of the loss checks), sharing the loaded task."""
+    """One short run per method: 12 full-batch steps on 4 docs (the fixed batch of the loss checks).
+
+    The runs share the loaded task.
+    """
     out = {}
     for method in ("edl", "ib_edl", "softmax"):
         config = TrainConfig(
-            method=method, output_dir=str(tmp_path_factory.mktemp(method) / "run"), max_steps=12,
-            kl_anneal_steps=0, sigma_mult=0.25, **FAST,
-        )  # fmt: skip
+            method=method,
+            output_dir=str(tmp_path_factory.mktemp(method) / "run"),
+            max_steps=12,
+            kl_anneal_steps=0,
+            sigma_mult=0.25,
+            **FAST,
+        )
         out[method] = (train(tiny_model, tasks["obqa_edl"], config), config)
     return out
 
@@ -159,7 +169,9 @@ def test_evidential_lm_takes_its_defaults_from_the_adapter(trained, tiny_model, 
     task = tasks["obqa_edl"]
     doc = training_docs(task)[0]
     context = task.fewshot_context(doc, 0)
-    scored = lm.loglikelihood(task.construct_requests(doc=doc, ctx=context, metadata=("obqa_edl", 0, 1)), disable_tqdm=True)
+    scored = lm.loglikelihood(
+        task.construct_requests(doc=doc, ctx=context, metadata=("obqa_edl", 0, 1)), disable_tqdm=True
+    )
     (example,), _ = encode_examples(task, [doc], lm.tokenizer)
     batch = LeftPadCollator(lm.tokenizer.pad_token_id)([example])
     with torch.no_grad():
@@ -207,10 +219,19 @@ def test_config_validation():
     assert TrainConfig(target_modules="q_proj, v_proj").target_modules == ("q_proj", "v_proj")
     paper = TrainConfig()
     assert (paper.lora_r, paper.lora_alpha, paper.lora_dropout, paper.target_modules, paper.lora_bias) == (
-        8, 16, 0.1, None, "lora_only"
-    )  # fmt: skip
+        8,
+        16,
+        0.1,
+        None,
+        "lora_only",
+    )
     assert train_mod.PAPER_TARGET_MODULES == ("q_proj", "v_proj", "lm_head")
-    assert (paper.learning_rate, paper.lr_scheduler_type, paper.warmup_steps, paper.weight_decay) == (5e-5, "cosine", 20, 0.001)
+    assert (paper.learning_rate, paper.lr_scheduler_type, paper.warmup_steps, paper.weight_decay) == (
+        5e-5,
+        "cosine",
+        20,
+        0.001,
+    )
     assert (paper.max_grad_norm, paper.per_device_train_batch_size, paper.seed, paper.max_steps) == (20.0, 4, 42, 10080)
     assert (paper.kl_anneal_epochs, paper.kl_anneal_steps) == (3.0, None)  # the IB-EDL reference's, not the run length
 
@@ -220,11 +241,35 @@ def test_cli_parses_every_option():
     from lm_eval_evidential.cli.train import config_from_args
 
     args = build_parser().parse_args(
-        ["train", "--pretrained", "m", "--task", "obqa_edl", "--output-dir", "o", "--method", "ib_edl", "--lr", "1e-4",
-         "--batch-size", "2", "--target-modules", "q_proj,lm_head", "--bf16", "--resume-from-checkpoint", "--beta", "0.5"]
-    )  # fmt: skip
+        [
+            "train",
+            "--pretrained",
+            "m",
+            "--task",
+            "obqa_edl",
+            "--output-dir",
+            "o",
+            "--method",
+            "ib_edl",
+            "--lr",
+            "1e-4",
+            "--batch-size",
+            "2",
+            "--target-modules",
+            "q_proj,lm_head",
+            "--bf16",
+            "--resume-from-checkpoint",
+            "--beta",
+            "0.5",
+        ]
+    )
     config = config_from_args(args)
-    assert (config.method, config.learning_rate, config.per_device_train_batch_size, config.bf16) == ("ib_edl", 1e-4, 2, True)
+    assert (config.method, config.learning_rate, config.per_device_train_batch_size, config.bf16) == (
+        "ib_edl",
+        1e-4,
+        2,
+        True,
+    )
     assert config.target_modules == ("q_proj", "lm_head") and config.resume_from_checkpoint == "latest"
     assert config.beta == 0.5 and config.max_steps == 10080 and args.func.__module__ == "lm_eval_evidential.cli.train"
 
@@ -235,8 +280,23 @@ def test_cli_trains_by_task_name(tiny_model, tmp_path, monkeypatch, capsys):
 
     monkeypatch.setenv("EVIDENTIAL_DATA_DIR", str(sample_data_dir()))
     out = tmp_path / "cli"
-    code = main(["train", "--pretrained", str(tiny_model), "--task", "obqa_edl", "--method", "softmax",
-                 "--output-dir", str(out), "--max-steps", "1", "--max-train-docs", "4"])  # fmt: skip
+    code = main(
+        [
+            "train",
+            "--pretrained",
+            str(tiny_model),
+            "--task",
+            "obqa_edl",
+            "--method",
+            "softmax",
+            "--output-dir",
+            str(out),
+            "--max-steps",
+            "1",
+            "--max-train-docs",
+            "4",
+        ]
+    )
     assert code == 0 and str(out.resolve()) in capsys.readouterr().out
     meta = json.loads((out / METADATA_FILE).read_text())
     assert meta["method"] == "softmax" and meta["steps"] == 1

@@ -17,7 +17,6 @@ from lm_eval_evidential.training.trainer import (
     steps_per_epoch,
     train,
 )
-
 from tests.training.conftest import FAST
 
 
@@ -35,7 +34,10 @@ def test_kl_schedule_is_the_reference_ramp_in_epochs_whatever_the_run_length():
         config = TrainConfig(max_steps=max_steps)
         weights = [kl_weight_at(s, config, epoch) for s in (0, 59, 1239, 1240, 2480, 3719, 3720, 10079)]
         assert weights == pytest.approx([0, 0, 0, 1 / 3, 2 / 3, 2 / 3, 1, 1])
-    assert steps_per_epoch(10, TrainConfig(per_device_train_batch_size=4, gradient_accumulation_steps=2), world_size=1) == 2
+    assert (
+        steps_per_epoch(10, TrainConfig(per_device_train_batch_size=4, gradient_accumulation_steps=2), world_size=1)
+        == 2
+    )
     assert kl_weight_at(5, TrainConfig(kl_anneal_steps=10, kl_weight=0.5), epoch) == pytest.approx(0.25)
     assert kl_weight_at(0, TrainConfig(kl_anneal_epochs=0), epoch) == 1.0
     assert kl_weight_at(10**6, TrainConfig(method="ib_edl"), epoch) == 0.0
@@ -62,8 +64,14 @@ def test_evidence_warning_names_the_cause():
 def test_collapse_is_logged_with_the_loss_terms_apart(tiny_model, obqa, tmp_path, caplog):
     # A KL term 50x too strong from the first step drives every answer's evidence to zero.
     # (the symptom: loss flat at 0.90 = the all-zero-evidence loss at K=4, vacuity -> 1)
-    config = TrainConfig(output_dir=str(tmp_path / "run"), max_steps=8, kl_weight=50.0, kl_anneal_epochs=0,
-                         **{**FAST, "learning_rate": 3e-2}, lr_scheduler_type="constant")  # fmt: skip
+    config = TrainConfig(
+        output_dir=str(tmp_path / "run"),
+        max_steps=8,
+        kl_weight=50.0,
+        kl_anneal_epochs=0,
+        **{**FAST, "learning_rate": 3e-2},
+        lr_scheduler_type="constant",
+    )
     with caplog.at_level(logging.WARNING, logger=train_mod.__name__):
         out = train(tiny_model, obqa, config)
     warned = [r.getMessage() for r in caplog.records if "collapsed" in r.getMessage()]
@@ -107,7 +115,9 @@ def test_lm_head_on_a_tied_model_is_refused_before_training_with_the_fix(tiny_fa
 
     monkeypatch.setattr(Trainer, "train", lambda *a, **k: pytest.fail("trained despite the refusal"))
     config = TrainConfig(output_dir=str(tmp_path / "run"), target_modules="q_proj,v_proj,lm_head", max_steps=1, **FAST)
-    with pytest.raises(ValueError, match=r"ties its output layer.*--model hf.*attribute 'weight' already exists.*q_proj,v_proj"):
+    with pytest.raises(
+        ValueError, match=r"ties its output layer.*--model hf.*attribute 'weight' already exists.*q_proj,v_proj"
+    ):
         train(tiny_family("llama", tied=True), obqa, config)
     with pytest.raises(ValueError, match="q_proj, v_proj not found.*qkv_proj"):
         resolve_target_modules(_model(tiny_family("phi3")), ("q_proj", "v_proj"))
@@ -122,7 +132,17 @@ def test_non_empty_output_folder_is_refused_in_one_line(tiny_model, tmp_path, mo
     out = tmp_path / "out"
     out.mkdir()
     (out / "notes.txt").write_text("mine")
-    argv = ["train", "--pretrained", str(tiny_model), "--task", "obqa_edl", "--output-dir", str(out), "--max-steps", "1"]
+    argv = [
+        "train",
+        "--pretrained",
+        str(tiny_model),
+        "--task",
+        "obqa_edl",
+        "--output-dir",
+        str(out),
+        "--max-steps",
+        "1",
+    ]
     assert main(argv) == 1  # an error, in the CLI's one exit-code map
     message = capsys.readouterr().err.strip()
     assert message.startswith("lm-eval-evidential train: error: output folder") and "\n" not in message
