@@ -27,7 +27,7 @@ def _questions(prefix: str, n: int) -> list[dict]:
         {
             "qid": f"{prefix}-{i}",
             "prompt": f"{prefix} question number {i}: which colour is listed "
-            "{['first', 'second', 'third', 'fourth'][i % 4]}?",
+            f"{['first', 'second', 'third', 'fourth'][i % 4]}?",
             "answers": colours,
             "correct": i % 4,
         }
