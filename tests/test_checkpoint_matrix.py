@@ -1,4 +1,4 @@
-"""The checkpoint matrix of the README ("Fine-tuning: which checkpoints plug in"): every
+"""The checkpoint matrix of docs/training.md ("Which checkpoints plug in"): every
 architecture family people fine-tune for MCQA x every form a fine-tuned checkpoint comes in.
 
 Rows: tiny random-weight models built from each family's transformers config class with the

@@ -2,7 +2,7 @@
 
 Two end-to-end runs on CPU (gloo), each against one in-process run of the same work:
 
-- the README's data-parallel command, verbatim but for the model paths: two processes;
+- docs/scaling.md's data-parallel command, verbatim but for the model paths: two processes;
 - two nodes of two processes each, simulated on this machine by two ``torchrun --nnodes 2
   --node_rank 0/1`` launches. Their processes see two (fake) GPUs per node, so the harness's
   HF model takes its GPU branch and sets each process's rank to its node-local index
@@ -25,8 +25,8 @@ import pytest
 
 pytestmark = pytest.mark.usefixtures("use_mirror")
 
-README = Path(__file__).resolve().parents[1] / "README.md"
-TASKS = ["obqa_edl", "arc_c_edl"]  # the README command's tasks: K=4, and K=3/4/5 per question
+SCALING = Path(__file__).resolve().parents[1] / "docs" / "scaling.md"
+TASKS = ["obqa_edl", "arc_c_edl"]  # the docs command's tasks: K=4, and K=3/4/5 per question
 TIMEOUT = 900
 
 
@@ -83,18 +83,18 @@ def _check_one_records_file_equal_to_one_process(out_dir: Path, one_process) -> 
     return lm_eval_evidential.load_records(out_dir, TASKS[0]).meta
 
 
-def _readme_command(marker: str) -> str:
-    text = README.read_text(encoding="utf-8")
+def _docs_command(marker: str) -> str:
+    text = SCALING.read_text(encoding="utf-8")
     block = re.search(rf"<!-- {marker} -->\n```bash\n(.*?)```", text, re.S)
-    assert block, f"no bash block after <!-- {marker} --> in README.md"
+    assert block, f"no bash block after <!-- {marker} --> in docs/scaling.md"
     return block.group(1)
 
 
 @pytest.mark.slow
-def test_readme_command_starts_two_cpu_processes(tiny_model, tiny_adapter, mirror, one_process, tmp_path):
-    command = _readme_command("data-parallel-command")
+def test_docs_command_starts_two_cpu_processes(tiny_model, tiny_adapter, mirror, one_process, tmp_path):
+    command = _docs_command("data-parallel-command")
     command, n = re.subn(r"^MODEL=\S+ ADAPTER=\S+", f"MODEL={tiny_model} ADAPTER={tiny_adapter}", command, flags=re.M)
-    assert n == 1, "the README command's first line sets MODEL and ADAPTER"
+    assert n == 1, "the docs command's first line sets MODEL and ADAPTER"
     proc = subprocess.run(
         ["bash", "-c", command],
         env=_env(mirror),
@@ -105,7 +105,7 @@ def test_readme_command_starts_two_cpu_processes(tiny_model, tiny_adapter, mirro
         check=False,
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
-    # what the README says proves two ranks ran
+    # what docs/scaling.md says proves two ranks ran
     for rank in (0, 1):
         assert f"Building contexts for obqa_edl on rank {rank}..." in proc.stderr
     assert "data parallel: rank 1 of 2 (node-local rank 1)" in proc.stderr

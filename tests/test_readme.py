@@ -1,18 +1,23 @@
-"""The README, run as written: its shell blocks in order, then its Python block, on this offline machine.
+"""The README and the docs pages, run as written: their shell and Python blocks in order, on this offline machine.
 
-Every ```bash block runs with ``bash -e -o pipefail`` in one scratch folder, top to bottom, so a
-later command sees what an earlier one wrote (``ckpt/``, ``out/``), exactly as a reader who
-follows the README. The only changes are the ones a machine without the hub and without a GPU
-needs, each one the README's own advice:
+Every ```bash block runs with ``bash -e -o pipefail`` in one scratch folder, top to bottom — the
+README first, then each page of :data:`DOC_PAGES` — so a later command sees what an earlier one
+wrote (``ckpt/``, ``out/``), exactly as a reader who follows the README and then the docs.
 
-- the hub model ``meta-llama/Meta-Llama-3-8B`` becomes the tiny Llama model built here;
-- ``EVIDENTIAL_DATA_DIR`` points at the bundled sample mirror (README, "Offline mirror");
+The environment is the test process's own, less every variable the package reads
+(``EVIDENTIAL_DATA_DIR``, ``HF_*``, ``LM_EVAL_EVIDENTIAL_*``): the README's own offline set-up block
+(after ``<!-- offline-setup -->``) is the only thing that sets them, run before every block as a reader
+who typed it into the same terminal. The only other changes are the ones a machine without the hub and
+without a GPU needs:
+
+- the hub model ``meta-llama/Meta-Llama-3-8B`` becomes the tiny Llama model built here (the README
+  says to use a local model offline);
 - ``lm_eval`` runs get ``--limit 8`` and ``lm-eval-evidential train`` gets ``--max-steps 2
   --max-train-docs 16`` (the defaults are the paper's 10,080 steps over the full splits).
 
 Not run here: the blocks right after ``<!-- main-command -->`` and ``<!-- test-command -->``
 (CI runs them: ``.ci/run`` and tests/test_demo.py) and blocks marked ``<!-- not run by
-tests/test_readme.py: … -->`` (installs, benchmarks: they have their own commands).
+tests/test_readme.py: … -->`` (installs, benchmarks, launches tested elsewhere: each says where).
 """
 
 from __future__ import annotations
@@ -25,9 +30,19 @@ from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+#: The docs pages whose commands run after the README's, in this order (the audits read the walk's ``out/``).
+DOC_PAGES = ("usage", "tasks", "audits", "training", "scaling", "reliability", "architecture")
 HUB_MODEL = "meta-llama/Meta-Llama-3-8B"
-SKIP_MARKERS = ("<!-- main-command -->", "<!-- test-command -->", "<!-- not run by tests/test_readme.py")
+#: Blocks run elsewhere: the two set-up commands (CI), the data-parallel launch (tests/test_data_parallel.py),
+#: and blocks that say why they are not run here.
+SKIP_MARKERS = (
+    "<!-- main-command -->",
+    "<!-- test-command -->",
+    "<!-- data-parallel-command -->",
+    "<!-- not run by tests/test_readme.py",
+)
 
 
 def readme_blocks(text: str) -> list[tuple[str, str, bool]]:
@@ -55,6 +70,31 @@ def adapt(code: str, model: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def offline_setup(text: str) -> str:
+    """The README's offline set-up block (after ``<!-- offline-setup -->``), verbatim."""
+    lines = text.splitlines()
+    i = lines.index("<!-- offline-setup -->")
+    assert lines[i + 1] == "```bash"
+    return "\n".join(lines[i + 2 : lines.index("```", i + 2)]) + "\n"
+
+
+def reader_env() -> dict[str, str]:
+    """This process's environment less every variable the package or the hub reads: only the README sets them."""
+    drop = ("EVIDENTIAL_", "HF_", "LM_EVAL_EVIDENTIAL_", "TRANSFORMERS_", "TOKENIZERS_", "MPLBACKEND")
+    return {k: v for k, v in os.environ.items() if not k.startswith(drop)}
+
+
+def all_blocks() -> list[tuple[str, str, str]]:
+    """``(where, language, code)`` of every block that runs: the README's, then each docs page's."""
+    pages = [("README.md", README)] + [(f"docs/{p}.md", ROOT / "docs" / f"{p}.md") for p in DOC_PAGES]
+    return [
+        (where, lang, code)
+        for where, path in pages
+        for lang, code, runs in readme_blocks(path.read_text(encoding="utf-8"))
+        if runs and lang in ("bash", "python")
+    ]
+
+
 def test_the_readme_is_parsed_as_ci_reads_it():
     text = README.read_text(encoding="utf-8")
     # .ci/run takes the line two below the marker; it must be the tests' command.
@@ -65,32 +105,37 @@ def test_the_readme_is_parsed_as_ci_reads_it():
     assert lines[j + 1] == "```bash" and lines[j + 2].endswith("lm-eval-evidential demo")
     runs = [code for lang, code, run in readme_blocks(text) if run]
     assert any("lm-eval-evidential train" in c for c in runs) and any("lm-eval-evidential report" in c for c in runs)
-    assert any(lang == "python" and run for lang, _, run in readme_blocks(text))
+    assert "EVIDENTIAL_DATA_DIR" in offline_setup(text)
+    # Every docs page is run; a page missing from DOC_PAGES would never be.
+    assert sorted(p.stem for p in (ROOT / "docs").glob("*.md")) == sorted(DOC_PAGES)
+    assert any(lang == "python" for _, lang, _ in all_blocks())
+
+
+def test_the_readme_is_a_door():
+    """A short page: what and why, install, the two commands, a walk, the tasks, links."""
+    text = README.read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 200
+    for page in DOC_PAGES:
+        assert f"(docs/{page}.md)" in text, f"the README links docs/{page}.md"
+    for link in re.findall(r"\]\(((?:docs|benchmarks)/[^)#]+)", text):
+        assert (ROOT / link).exists(), link
 
 
 @pytest.mark.slow
-def test_every_readme_command_runs_as_written_in_order(tiny_model, mirror, tmp_path):
-    env = {
-        **os.environ,
-        "EVIDENTIAL_DATA_DIR": str(mirror),
-        "HF_HUB_OFFLINE": "1",
-        "HF_DATASETS_OFFLINE": "1",
-        "TOKENIZERS_PARALLELISM": "false",
-        "MPLBACKEND": "Agg",
-    }
+def test_every_readme_command_runs_as_written_in_order(tiny_model, tmp_path):
+    setup = offline_setup(README.read_text(encoding="utf-8"))
+    env = reader_env()
     work = tmp_path / "reader"
     work.mkdir()
     outputs = []
-    for lang, code, runs in readme_blocks(README.read_text(encoding="utf-8")):
-        if not runs or lang not in ("bash", "python"):
-            continue
+    for where, lang, code in all_blocks():
         if lang == "bash":
-            cmd = ["bash", "-e", "-o", "pipefail", "-c", adapt(code, tiny_model)]
-        else:
-            cmd = [sys.executable, "-c", code]
+            cmd = ["bash", "-e", "-o", "pipefail", "-c", setup + adapt(code, tiny_model)]
+        else:  # the reader's terminal: the set-up's variables, then Python
+            cmd = ["bash", "-e", "-c", setup + 'exec "$0" -c "$1"', sys.executable, code]
         proc = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=1500)
         assert proc.returncode == 0, (
-            f"README block failed:\n{code}\n--- stdout\n{proc.stdout[-3000:]}\n--- stderr\n{proc.stderr[-3000:]}"
+            f"{where} block failed:\n{code}\n--- stdout\n{proc.stdout[-3000:]}\n--- stderr\n{proc.stderr[-3000:]}"
         )
         assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
         outputs.append(proc.stdout + proc.stderr)

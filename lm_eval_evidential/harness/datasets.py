@@ -213,7 +213,7 @@ def load_split(
                 raise DatasetError(
                     f"task {task!r}: cannot download {dataset_path} ({exc}); without network, set "
                     f"{MIRROR_ENV} to an offline mirror that holds {where} in the hub dataset's own schema "
-                    "(see the README's 'Offline mirror'; the bundled samples are one)"
+                    "(see docs/tasks.md, 'Offline mirror'; the bundled samples are one)"
                 ) from exc
         rows.extend(part)
     if not rows:

@@ -14,7 +14,7 @@ are the ``softmax`` method over the answer log-likelihoods.
 A user's own task needs YAML only: ``class: !function
 lm_eval_evidential.harness.evidential_task.EvidentialMCQATask`` brings the shared base
 (``tasks/_edl_base.yaml``: prompt, answers, metric) under the task's own keys, and
-``metadata.fields`` maps a dataset's columns onto the doc schema (see README, "Your own tasks").
+``metadata.fields`` maps a dataset's columns onto the doc schema (see docs/tasks.md, "Your own tasks").
 """
 
 from __future__ import annotations

@@ -489,7 +489,7 @@ class EvidentialLM(HFLM):
                     f"use {alternative}, the same questions answered by letter"
                     if alternative
                     else "use a task whose choices are answer letters, "
-                    "e.g. the *_edl tasks or your own (README: Your own tasks)"
+                    "e.g. the *_edl tasks or your own (docs/tasks.md: Your own tasks)"
                 )
                 raise EvidentialInputError(
                     f"{where}: choice {cont!r} is {len(pieces)} tokens {pieces} after the prompt for this tokenizer; "

@@ -305,7 +305,7 @@ def resolve_target_modules(
             targets.remove("lm_head")
             notes.append(
                 "lm_head is tied to the input embeddings: not targeted, so the adapter loads in --model hf too "
-                "(README: fine-tuning, tied embeddings)"
+                "(docs/training.md: tied embeddings)"
             )
         return tuple(targets), notes
     missing = [t for t in requested if not present(t)]

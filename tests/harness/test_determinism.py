@@ -40,7 +40,7 @@ def test_use_cache_with_a_stock_model_replays_its_records_exactly(tiny_model, tm
 
 
 # Measured on the tiny model (2 layers, hidden 64, 120 OBQA sample questions): max |Δ logit|
-# between bfloat16 and float32 = 2.4e-3, max |Δ vacuity| = 1.6e-4 (README, Determinism).
+# between bfloat16 and float32 = 2.4e-3, max |Δ vacuity| = 1.6e-4 (docs/usage.md, Determinism).
 BF16_LOGIT_BOUND = 0.05
 BF16_VACUITY_BOUND = 0.02
 

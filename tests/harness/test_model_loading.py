@@ -137,7 +137,7 @@ def test_lm_head_adapter_on_tied_embeddings_loads_and_stays_tied(family, padding
 
     base = tiny_family(family, tied=True, padding=padding)
     adapter = _lm_head_adapter(base, tmp_path / "adapter")
-    with pytest.raises((KeyError, RuntimeError)):  # the stock harness, unchanged (README: checkpoint matrix)
+    with pytest.raises((KeyError, RuntimeError)):  # the stock harness, unchanged (docs/training.md: checkpoint matrix)
         HFLM(pretrained=str(base), peft=str(adapter), device="cpu", dtype="float32")
     lm = make_lm(base, peft=str(adapter))
     inner = lm.model.get_base_model()
@@ -219,8 +219,8 @@ def test_reference_checkpoint_without_its_run_config_one_line_conversion(tiny_mo
     ckpt = _reference_run(tiny_model, tmp_path / "work", {"num_noises": 20, "beta": 1e-05, "sigma_mult": 0.0})
     copied = shutil.copytree(ckpt, tmp_path / "copied" / "checkpoint-10080")  # the adapter alone, without the work dir
     assert make_lm(tiny_model, peft=str(copied)).head.method == "edl"  # nothing says otherwise
-    # the README's one line, run as written
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    (line,) = [x for x in readme.splitlines() if x.startswith('echo \'{"method": "ib_edl"')]
+    # docs/training.md's one line, run as written
+    page = (Path(__file__).resolve().parents[2] / "docs" / "training.md").read_text(encoding="utf-8")
+    (line,) = [x for x in page.splitlines() if x.startswith('echo \'{"method": "ib_edl"')]
     subprocess.run(["sh", "-c", line], cwd=copied.parent, check=True)
     assert make_lm(tiny_model, peft=str(copied)).head.method == "ib_edl"

@@ -1,4 +1,4 @@
-"""README "Your own tasks": a user's MCQA files become an EDL task and an ID/OOD pair by YAML alone."""
+"""docs/tasks.md "Your own tasks": a user's MCQA files become an EDL task and an ID/OOD pair by YAML alone."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ import pytest
 
 from .test_model import make_lm
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+TASKS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "tasks.md"
 
 
 def _readme_yaml(name: str) -> str:
-    """The YAML block of the README that starts with ``# <name>``."""
-    blocks = re.findall(r"```yaml\n(.*?)```", README.read_text(), flags=re.S)
+    """The YAML block of docs/tasks.md that starts with ``# <name>``."""
+    blocks = re.findall(r"```yaml\n(.*?)```", TASKS_PAGE.read_text(), flags=re.S)
     [block] = [b for b in blocks if b.startswith(f"# {name}\n")]
     return block
 
