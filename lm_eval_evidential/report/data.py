@@ -1,0 +1,233 @@
+"""The report's data: every audit of an ID task against OOD tasks, as one :class:`~.types.Report`.
+
+:func:`report_data` runs the sections in order (OOD tables per policy, K-matched controls,
+K sweep, calibration, selective prediction, ATC, score orders), draws their figures into a
+folder, and ends with the summary. A section that cannot be computed on these records is
+listed under ``skipped`` with the reason; the others are still computed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+from lm_eval_evidential import plots
+from lm_eval_evidential.audits.ood import (
+    POLICIES,
+    CardinalityMismatchError,
+    k_check,
+    ksweep_delong,
+    ksweep_rows,
+    ood_rows,
+    subset_records,
+)
+from lm_eval_evidential.metrics.cardinality import k_histogram
+from lm_eval_evidential.records import RECORDS_FILE_RE, Records
+from lm_eval_evidential.records.provenance import is_illustrative
+from lm_eval_evidential.report.controls import control_rows, refusal
+from lm_eval_evidential.report.summary import summarize
+from lm_eval_evidential.report.types import KSweepEntry, OODSection, Report, Skipped
+
+MISMATCH_STATEMENT = (
+    "Vacuity u = λK/S depends on the class count K itself (McNamara (2026) arXiv:2605.06382, Proposition 1): "
+    "appending an answer option that receives no evidence raises u unless that option gets the mean concentration "
+    "S/K. So when the in-distribution (ID) questions have K options and the OOD questions have a different number, "
+    "ID and OOD separate partly *because of K*, not because the model is less certain, and AUROC/AUPR are inflated "
+    "(McNamara (2026), Table 1: OBQA → ARC-C reciprocal-vacuity AUROC 0.570 becomes 0.842 when one zero-evidence "
+    "option is appended to the OOD side only). Max probability and entropy-based scores have K-dependent ranges too. "
+    "A valid comparison needs K_ID = K_OOD: use a K-matched control task — a distractor-removal control "
+    "(csqa_k4_edl, arc_c_k4_edl, arc_e_k4_edl: wrong options removed down to the ID task's K, every question with "
+    "enough options kept) or csqa4_edl (CSQA without option E and without the questions answered E) — or "
+    "k_policy=restrict (only OOD questions with the ID task's K); the section on K-matched controls below shows "
+    "what each costs. k_policy=report computes the comparison anyway to reproduce the artefact, and marks those "
+    "rows matched: false."
+)
+
+_META_FIELDS = ("pretrained", "model", "peft", "method", "prior_weight", "sigma_mult", "num_noises", "seed", "dtype")
+
+
+def check_policies(k_policy) -> list[str]:
+    """The K policies asked for, in order and without duplicates (ValueError for an unknown one or none)."""
+    pols = [k_policy] if isinstance(k_policy, str) else list(k_policy)
+    pols = list(dict.fromkeys(p.strip() for p in pols if p and p.strip()))
+    bad = [p for p in pols if p not in POLICIES]
+    if not pols or bad:
+        raise ValueError(f"k_policy must be one or more of {', '.join(POLICIES)}, got {k_policy!r}")
+    return pols
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
+
+
+def ksweep_figure(id_task: str, ood_task: str) -> str:
+    """The name (without suffix) of the K-sweep figure of a pair."""
+    return f"ksweep_{_slug(id_task)}_vs_{_slug(ood_task)}"
+
+
+def risk_coverage_figure(id_task: str) -> str:
+    """The name (without suffix) of the risk-coverage figure of the ID task."""
+    return f"risk_coverage_{_slug(id_task)}"
+
+
+def _model_meta(records: Sequence[Records]) -> tuple[dict, list[str]]:
+    """The model settings of the ID task's records, and a warning per setting the tasks disagree on."""
+    first = records[0].meta
+    meta = {k: first.get(k) for k in _META_FIELDS if first.get(k) is not None}
+    meta.setdefault("method", records[0].method)
+    meta.setdefault("prior_weight", records[0].prior_weight)
+    warnings = []
+    for key in _META_FIELDS:
+        values = {r.task: r.meta.get(key) for r in records}
+        if len({repr(v) for v in values.values()}) > 1:
+            warnings.append(f"tasks disagree on {key}: " + ", ".join(f"{t}={v!r}" for t, v in values.items()))
+    return meta, warnings
+
+
+def _date_id_of(records: Records) -> str | None:
+    m = RECORDS_FILE_RE.match(records.path.name) if records.path is not None else None
+    return m["date_id"] if m else None
+
+
+def report_data(
+    id_records: Records,
+    ood_records: Sequence[Records],
+    figures_dir: Path,
+    policies: list[str],
+    *,
+    scores,
+    n_boot: int,
+    seed: int,
+    level: float,
+    max_extra: int,
+    n_bins: int,
+    allow_fingerprint_mismatch: bool,
+) -> Report:
+    """Every section of the report on checked inputs, its figures drawn into ``figures_dir``, the summary last."""
+    all_records = [id_records, *ood_records]
+    meta, meta_warnings = _model_meta(all_records)
+    report = Report(
+        id_task=id_records.task,
+        ood_tasks=[r.task for r in ood_records],
+        summary={},  # type: ignore[typeddict-item]  # filled last, from the sections
+        meta=meta,
+        meta_warnings=meta_warnings,
+        illustrative=any(is_illustrative(r.meta) for r in all_records),
+        runs={r.task: r.meta.get("date_id") or _date_id_of(r) for r in all_records},
+        k_histograms={r.task: k_histogram(r.k) for r in all_records},
+        policies=policies,
+        mismatch_statement=MISMATCH_STATEMENT,
+        ood={},
+        controls=[],
+        ksweep={},
+        calibration=[],
+        selective=[],
+        atc=[],
+        orders=[],
+        figures={},
+        skipped=[],
+    )
+    allow = {"allow_fingerprint_mismatch": allow_fingerprint_mismatch}
+    opts = {"scores": scores, "n_boot": n_boot, "seed": seed, "level": level, **allow}
+    for policy in policies:
+        report["ood"][policy] = _ood_section(id_records, ood_records, policy, **opts)
+    try:  # the K-matched controls side by side: what each keeps and what it measures
+        report["controls"] = control_rows(id_records, ood_records, scores=scores, level=level, **allow)
+    except ValueError as exc:
+        _skip(report, "controls", exc)
+    accepted = _ksweep_section(
+        report, id_records, ood_records, figures_dir, policies[0], scores=scores, max_extra=max_extra, **allow
+    )
+    _quality_sections(report, id_records, ood_records, accepted, figures_dir, scores=scores, n_bins=n_bins, **allow)
+    report["summary"] = summarize(report)
+    return report
+
+
+def _ood_section(id_records: Records, ood_records: Sequence[Records], policy: str, **opts) -> OODSection:
+    """The OOD-detection rows of every OOD task under ``policy``, and the refused pairs."""
+    section = OODSection(rows=[], refused=[])
+    for r in ood_records:
+        try:
+            section["rows"] += ood_rows(id_records, r, k_policy=policy, **opts)
+        except CardinalityMismatchError as exc:
+            section["refused"].append(refusal(policy, id_records.task, r.task, exc))
+    return section
+
+
+def _skip(report: Report, section: str, reason) -> None:
+    report["skipped"].append(Skipped(section=section, reason=str(reason)))
+
+
+def _ksweep_section(
+    report: Report,
+    id_records,
+    ood_records,
+    out: Path,
+    policy: str,
+    *,
+    scores,
+    max_extra,
+    allow_fingerprint_mismatch: bool,
+) -> list[Records]:
+    """The K sweep (table, DeLong test, figure) of each pair ``policy`` accepts; returns those OOD records
+    as ``policy`` evaluates them (restricted or whole)."""
+    accepted: list[Records] = []
+    for r in ood_records:
+        try:
+            check = k_check(id_records, r, policy)
+        except CardinalityMismatchError as exc:
+            report["ksweep"][r.task] = KSweepEntry(refused=refusal(policy, id_records.task, r.task, exc))
+            continue
+        accepted.append(subset_records(r, check.keep_ood))
+        entry = KSweepEntry()
+        try:
+            allow = {"allow_fingerprint_mismatch": allow_fingerprint_mismatch}
+            entry["rows"] = ksweep_rows(id_records, r, max_extra=max_extra, scores=scores, k_policy=policy, **allow)
+            entry["delong_test"] = ksweep_delong(id_records, r, k_policy=policy, **allow) if max_extra >= 1 else None
+            name = ksweep_figure(id_records.task, r.task)
+            paths = plots.plot_ksweep(
+                entry["rows"], out / name, title=f"{id_records.task} → {r.task} (k_policy={policy})"
+            )
+            report["figures"][name] = [p.name for p in paths]
+            entry["figure"] = paths[0].name
+        except ValueError as exc:
+            entry = KSweepEntry(skipped=str(exc))
+            _skip(report, f"ksweep {r.task}", exc)
+        report["ksweep"][r.task] = entry
+    return accepted
+
+
+def _quality_sections(
+    report: Report, id_records, ood_records, accepted, out: Path, *, scores, n_bins, allow_fingerprint_mismatch: bool
+) -> None:
+    """Per-task calibration, selective prediction and score orders (K plays no cross-set role there),
+    then ATC from the ID task to the OOD tasks the first policy accepts."""
+    from lm_eval_evidential.audits import quality
+
+    by_task = {r.task: r for r in [id_records, *ood_records]}
+    allow = {"allow_fingerprint_mismatch": allow_fingerprint_mismatch}
+    try:
+        report["calibration"] = quality.calibration_rows(by_task, n_bins=n_bins, **allow)
+        paths = plots.save_reliability_figure(by_task, out / "reliability", n_bins=n_bins)
+        report["figures"]["reliability"] = [p.name for p in paths]
+    except ValueError as exc:
+        _skip(report, "calibration", exc)
+    try:
+        report["selective"] = quality.selective_rows(by_task, scores=scores, **allow)
+        name = risk_coverage_figure(id_records.task)
+        paths = plots.save_risk_coverage_figure(id_records, out / name, scores=scores)
+        report["figures"][name] = [p.name for p in paths]
+    except ValueError as exc:
+        _skip(report, "selective", exc)
+    try:
+        if accepted:
+            report["atc"] = quality.atc_rows(id_records, accepted, scores=scores, **allow)
+        else:
+            _skip(report, "atc", f"no OOD task is accepted under k_policy={report['policies'][0]}")
+    except ValueError as exc:
+        _skip(report, "atc", exc)
+    try:
+        report["orders"] = quality.order_rows(by_task, scores=scores, **allow)
+    except ValueError as exc:
+        _skip(report, "orders", exc)

@@ -1,0 +1,503 @@
+"""``report.md`` from the report's data alone: the summary first, one section per audit with the few
+scores that matter, then an appendix with every score (tables ready to paste into a paper)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from lm_eval_evidential.audits.ood import sensitivity_lines
+from lm_eval_evidential.metrics.scores import OOD_DEFAULT_SCORES
+from lm_eval_evidential.report.data import ksweep_figure, risk_coverage_figure
+from lm_eval_evidential.report.format import format_ci, format_k, format_number, format_p
+from lm_eval_evidential.report.types import AuditRow, Report
+
+ILLUSTRATIVE_NOTE = (
+    "These records come from the bundled tiny model (random weights, a few fine-tuning steps) on sample questions "
+    "written for this project: every number here is **illustrative only** and says nothing about real models or "
+    "datasets. It shows how the audit works, not what a real model does."
+)
+
+
+def _cell(text) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _table(headers: Sequence[str], body: Sequence[Sequence]) -> list[str]:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in body]
+    return lines + [""]
+
+
+def _details(summary: str, lines: list[str]) -> list[str]:
+    """A collapsed block (GitHub and most Markdown viewers fold ``<details>``)."""
+    return ["<details>", f"<summary>{summary}</summary>", "", *lines, "</details>", ""] if lines else []
+
+
+def _figure(report: Report, name: str, caption: str) -> list[str]:
+    files = report["figures"].get(name)
+    if not files:
+        return []
+    png = next((f for f in files if f.endswith(".png")), files[0])
+    others = ", ".join(f"[{f}]({f})" for f in files if f != png)
+    return [f"![{caption}]({png})", "", f"*{caption}* ({others})" if others else f"*{caption}*", ""]
+
+
+def _reasons(rows: Sequence[AuditRow]) -> list[str]:
+    out = [
+        f"- {r.get('task') or r.get('target_task') or ''} {r.get('score', '')}: {r['reason']}"
+        for r in rows
+        if r.get("reason")
+    ]
+    return ["Undefined values (n/a):", *out, ""] if out else []
+
+
+def _headline_rows(rows: Sequence[AuditRow], key: str = "score") -> list[AuditRow]:
+    """The rows of the few scores that matter (OOD_DEFAULT_SCORES), or all rows if none is among them."""
+    few = [r for r in rows if r.get(key) in OOD_DEFAULT_SCORES]
+    return few or list(rows)
+
+
+def render_markdown(report: Report) -> str:
+    """``report.md`` from the dict :func:`build_report` returns (tables ready to paste into a paper).
+
+    The summary first, then one section per audit with the few scores that matter, then an
+    appendix with every score.
+    """
+    parts = [
+        _md_header,
+        _md_summary,
+        _md_k_counts,
+        _md_ood,
+        _md_controls,
+        _md_ksweep,
+        _md_calibration,
+        _md_selective,
+        _md_atc,
+        _md_orders,
+        _md_not_computed,
+        _md_appendix,
+    ]
+    return "\n".join(line for part in parts for line in part(report)).rstrip() + "\n"
+
+
+def _md_header(report: Report) -> list[str]:
+    meta, policies = report["meta"], report["policies"]
+    model = meta.get("pretrained") or meta.get("model") or "unknown"
+    lines = [f"# OOD audit: {report['id_task']} (ID) vs {', '.join(report['ood_tasks'])}", ""]
+    if report.get("illustrative"):
+        lines += [f"> **Illustrative only.** {ILLUSTRATIVE_NOTE}", ""]
+    lines += [
+        f"- **Model**: {model}" + (f" + adapter {meta['peft']}" if meta.get("peft") else ""),
+        f"- **Method**: {meta.get('method')}, prior weight λ = {meta.get('prior_weight')}"
+        + (
+            f", sigma_mult = {meta.get('sigma_mult')}, num_noises = {meta.get('num_noises')}"
+            if meta.get("method") == "ib_edl"
+            else ""
+        ),
+        "- **Runs**: " + ", ".join(f"{t} {d or '(no date_id)'}" for t, d in report["runs"].items()),
+        f"- **K policy**: {', '.join(policies)}"
+        + (f" (K sweep, ATC and later sections use {policies[0]})" if len(policies) > 1 else ""),
+        "- **Convention**: ID = positive (label 1); every score is oriented higher = more in-distribution.",
+        "",
+    ]
+    for w in report["meta_warnings"]:
+        lines += [f"> **Warning**: the records come from different model settings — {w}.", ""]
+    return lines
+
+
+def _md_summary(report: Report) -> list[str]:
+    s, idt = report["summary"], report["id_task"]
+    lines = ["## Summary", ""]
+    if s.get("valid"):
+        lines += [
+            f"**Valid comparisons** (ID and OOD have the same number of options K; score: {s['headline_score']}):",
+            "",
+        ]
+        lines += _table(
+            ["ID → OOD", "K", "k_policy", "n ID / OOD", "AUROC [95% CI]", "AUPR-In [95% CI]"],
+            [
+                [
+                    f"{idt} → {v['ood_task']}",
+                    format_k(v["k"]),
+                    v["policy"],
+                    f"{v['n_id']} / {v['n_ood']}" + (f" ({v['n_dropped_ood']} dropped)" if v["n_dropped_ood"] else ""),
+                    f"{format_number(v['auroc'])} {format_ci(v['auroc_ci'])}",
+                    f"{format_number(v['aupr_in'])} {format_ci(v['aupr_in_ci'])}",
+                ]
+                for v in s["valid"]
+            ],
+        )
+    else:
+        lines += ["**No valid comparison**: no OOD task has the ID task's K under the policies given.", ""]
+    for m in s.get("mismatched", []):
+        lines += [
+            f"- **Not valid**: {idt} → {m['ood_task']} was compared across K {format_k(m['k_id'])} "
+            f"vs {format_k(m['k_ood'])} "
+            f"(k_policy={m['policy']}; {m['score']} AUROC {format_number(m['auroc'])}): that number partly measures K."
+        ]
+    for ref in s.get("refused", []):
+        lines += [
+            f"- **Refused**: {idt} → {ref['ood_task']} (k_policy {', '.join(ref['policies'])}): {ref['reason']}. "
+            f"{ref['suggestion']}"
+        ]
+    for a in s.get("artefact", []):
+        m = a["matched_delta_auroc"]
+        matched = (
+            ""
+            if m is None
+            else (
+                "; appended to both sides it leaves it unchanged"
+                if m == 0
+                else f"; appended to both sides it moves by {format_number(m, signed=True)}"
+            )
+        )
+        big = a["largest"]
+        lines += [
+            f"- **K artefact** ({idt} → {a['ood_task']}): one zero-evidence option appended to the OOD side only "
+            f"moves {a['score']} AUROC {format_number(a['auroc_base'])} → {format_number(a['auroc_one_extra'])} "
+            f"({format_number(a['delta_auroc'], signed=True)}, DeLong p = {format_p(a['p_value'])}){matched}; "
+            "the largest "
+            f"OOD-only move is {big['score']} {format_number(big['delta_auroc'], signed=True)} at x = {big['extra']}."
+        ]
+    lines += ["", "Details below; tables with every score are in the appendix.", ""]
+    return lines
+
+
+def _md_k_counts(report: Report) -> list[str]:
+    idt = report["id_task"]
+    id_hist = report["k_histograms"][idt]
+    lines = ["## Class counts (K)", ""]
+    lines += _table(
+        ["task", "role", "n", "K histogram {K: n}", "same K as ID"],
+        [
+            [
+                t,
+                "ID" if t == idt else "OOD",
+                sum(h.values()),
+                format_k(h),
+                "—" if t == idt else format_number(set(h) == set(id_hist) and len(h) == 1),
+            ]
+            for t, h in report["k_histograms"].items()
+        ],
+    )
+    return lines + ["**What a K mismatch means.** " + report["mismatch_statement"], ""]
+
+
+_OOD_HEADERS = [
+    "OOD task",
+    "score",
+    "K_ID",
+    "K_OOD",
+    "n_ID",
+    "n_OOD",
+    "dropped ID/OOD",
+    "K matched",
+    "AUROC",
+    "95% CI (DeLong)",
+    "AUPR-In",
+    "95% CI (bootstrap)",
+    "AUPR-Out",
+    "FPR95",
+    "AUPR base",
+]
+
+
+def _ood_table(rows: Sequence[AuditRow]) -> list[str]:
+    return _table(
+        _OOD_HEADERS,
+        [
+            [
+                r["ood_task"],
+                r["score"],
+                format_k(r["k_id"]),
+                format_k(r["k_ood"]),
+                r["n_id"],
+                r["n_ood"],
+                f"{r['n_dropped']['id']}/{r['n_dropped']['ood']}",
+                "yes" if r["matched"] else "**NO**",
+                format_number(r["auroc"]),
+                format_ci(r["auroc_ci"]),
+                format_number(r["aupr_in"]),
+                format_ci(r["aupr_in_ci"]),
+                format_number(r["aupr_out"]),
+                format_number(r["fpr95"]),
+                format_number(r["aupr_baseline"]),
+            ]
+            for r in rows
+        ],
+    )
+
+
+def _md_ood(report: Report) -> list[str]:
+    lines = ["## OOD detection", ""]
+    for policy, sec in report["ood"].items():
+        lines += [f"### k_policy = {policy}", ""]
+        rows = sec["rows"]
+        if rows:
+            lines += _ood_table(_headline_rows(rows))
+            if not all(r["matched"] for r in rows):
+                lines += [
+                    "> Rows with K matched = **NO** compare different class counts: their AUROC/AUPR partly "
+                    "measure K, not uncertainty. Do not report them as OOD-detection results.",
+                    "",
+                ]
+        else:
+            lines += ["No OOD task was compared under this policy.", ""]
+        lines += [
+            f"- **Refused: {ref['id_task']} vs {ref['ood_task']}** (not compared): {ref['reason']}. {ref['suggestion']}"
+            for ref in sec["refused"]
+        ]
+        lines += [""] if sec["refused"] else []
+    return lines
+
+
+def _md_controls(report: Report) -> list[str]:
+    rows = report.get("controls") or []
+    if not rows:
+        return []
+    names = list(dict.fromkeys(score for r in rows for score in r["auroc"])) or list(OOD_DEFAULT_SCORES[:1])
+    lines = [
+        "## K-matched controls side by side",
+        "",
+        f"Each row brings an OOD dataset to {report['id_task']}'s K in its own way. *Kept / n* and *excluded* say "
+        "what the control costs; AUROC (ID = positive, DeLong 95% CI) what it then measures. `restrict` drops every "
+        "question whose K differs; a `*_k4_edl` control removes wrong options only (chosen by a seeded hash of the "
+        "question id, gold always kept) and excludes only questions with fewer options; csqa4_edl drops option E "
+        "and with it every question answered E, a selection by the gold label.",
+        "",
+    ]
+    body = []
+    for r in rows:
+        kept = "—" if r["n_kept"] is None else f"{r['n_kept']} / {format_number(r['n_source'])}"
+        excluded = "; ".join(f"{n}: {why}" for why, n in r["excluded"].items()) or format_number(r["n_excluded"])
+        if not r["evaluated"]:
+            cells = [f"not in these records: evaluate {r['control']}"] + [""] * max(len(names) - 1, 0)
+            kept, excluded = "—", "—"
+        elif r["error"]:
+            cells = [f"refused: {r['error']}"] + [""] * max(len(names) - 1, 0)
+        else:
+            cells = [
+                f"{format_number(r['auroc'][n]['auroc'])} {format_ci(r['auroc'][n]['auroc_ci'])}"
+                if n in r["auroc"]
+                else "n/a"
+                for n in names
+            ]
+        body.append([r["source"], r["control"], r["description"], kept, excluded, *cells])
+    lines += _table(
+        ["OOD data", "control", "what it does", "kept / n", "excluded", *(f"AUROC {n} [95% CI]" for n in names)], body
+    )
+    return lines
+
+
+def _md_ksweep(report: Report) -> list[str]:
+    idt, primary = report["id_task"], report["policies"][0]
+    lines = [
+        "## K sweep (McNamara (2026), Table 1 / Figure 1)",
+        "",
+        f"Zero-evidence options (α = λ) appended to the OOD side only (OOD-only) or to both sides (matched), model "
+        f"outputs fixed; Δ against x = 0. k_policy = {primary}. Full tables in the appendix.",
+        "",
+    ]
+    for task, entry in report["ksweep"].items():
+        lines += [f"### {idt} → {task}", ""]
+        if "refused" in entry:
+            lines += [f"Refused under k_policy={primary} (K mismatch, see above); not swept.", ""]
+            continue
+        if "skipped" in entry:
+            lines += [f"Not computed: {entry['skipped']}", ""]
+            continue
+        lines += [f"- {line}" for line in sensitivity_lines(entry["rows"])] + [""]
+        t = entry.get("delong_test")
+        if t:
+            lines += [
+                f"DeLong test ({t['score']}, OOD-only x = {t['extra']} vs x = 0, same examples): AUROC "
+                f"{format_number(t['auroc_base'])} → {format_number(t['auroc_expanded'])}, "
+                f"Δ = {format_number(t['diff'], signed=True)}, "
+                f"z = {format_number(t['z'], 2)}, p = {format_p(t['p_value'])}.",
+                "",
+            ]
+        lines += _figure(report, ksweep_figure(idt, task), f"AUROC and AUPR-In of {idt} → {task} as K grows")
+    return lines
+
+
+def _ksweep_table(rows: Sequence[AuditRow]) -> list[str]:
+    return _table(
+        ["condition", "x", "K_ID", "K_OOD", "score", "AUROC", "ΔAUROC", "AUPR-In", "ΔAUPR"],
+        [
+            [
+                "OOD-only" if r["condition"] == "ood_only" else "matched",
+                r["extra"],
+                format_k(r["k_id"]),
+                format_k(r["k_ood"]),
+                r["score"],
+                format_number(r["auroc"]),
+                format_number(r["delta_auroc"], signed=True),
+                format_number(r["aupr_in"]),
+                format_number(r["delta_aupr"], signed=True),
+            ]
+            for r in rows
+        ],
+    )
+
+
+def _md_calibration(report: Report) -> list[str]:
+    lines = ["## Calibration", ""]
+    if report["calibration"]:
+        lines += _table(
+            ["task", "accuracy", "ECE (15 bins)", "adaptive ECE", "NLL", "Brier"],
+            [
+                [
+                    r["task"],
+                    format_number(r["acc"]),
+                    format_number(r["ece"]),
+                    format_number(r["adaptive_ece"]),
+                    format_number(r["nll"]),
+                    format_number(r["brier"]),
+                ]
+                for r in report["calibration"]
+            ],
+        )
+        lines += _reasons(report["calibration"])
+    return lines + _figure(report, "reliability", "Reliability diagrams (confidence = max E[p]; n = examples per bin)")
+
+
+def _selective_table(rows: Sequence[AuditRow]) -> list[str]:
+    return _table(
+        ["task", "score", "PRR@0.5", "PRR@0.75", "AURC", "Spearman"],
+        [
+            [
+                r["task"],
+                r["score"],
+                format_number(r["prr_0.5"]),
+                format_number(r["prr_0.75"]),
+                format_number(r["aurc"]),
+                format_number(r["spearman"]),
+            ]
+            for r in rows
+        ],
+    )
+
+
+def _md_selective(report: Report) -> list[str]:
+    idt = report["id_task"]
+    lines = [
+        "## Selective prediction",
+        "",
+        "PRR: 1 = oracle, 0 = random (higher is better); AURC: lower is better.",
+        "",
+    ]
+    if report["selective"]:
+        lines += _selective_table(_headline_rows(report["selective"])) + _reasons(report["selective"])
+    return lines + _figure(report, risk_coverage_figure(idt), f"Risk-coverage curves on {idt}")
+
+
+def _atc_table(rows: Sequence[AuditRow]) -> list[str]:
+    return _table(
+        ["target", "score", "method", "estimate", "true accuracy", "|error|"],
+        [
+            [
+                r["target_task"],
+                r["score"],
+                r["method"],
+                format_number(r["estimate"]),
+                format_number(r["true_acc"]),
+                format_number(r["abs_error"]),
+            ]
+            for r in rows
+        ],
+    )
+
+
+def _md_atc(report: Report) -> list[str]:
+    lines = [
+        "## Accuracy estimation without labels (ATC / DoC)",
+        "",
+        f"Threshold learned on {report['id_task']}; targets are the OOD tasks accepted under "
+        f"k_policy={report['policies'][0]}.",
+        "",
+    ]
+    if report["atc"]:
+        lines += _atc_table(_headline_rows(report["atc"])) + _reasons(report["atc"])
+    return lines
+
+
+def _equivalence_groups(rows: Sequence[AuditRow]) -> dict[str, list[list[str]]]:
+    """``{task: [[score, score, ...], ...]}``: the groups of order-equivalent scores (two or more)."""
+    groups: dict[str, list[list[str]]] = {}
+    for task in dict.fromkeys(r["task"] for r in rows):
+        parent: dict[str, str] = {}
+
+        def find(x: str, parent: dict[str, str] = parent) -> str:
+            while parent.setdefault(x, x) != x:
+                x = parent[x]
+            return x
+
+        for r in (r for r in rows if r["task"] == task):
+            a, b = find(r["score_a"]), find(r["score_b"])
+            if r["order_equivalent"] and a != b:
+                parent[b] = a
+        members: dict[str, list[str]] = {}
+        for score in parent:
+            members.setdefault(find(score), []).append(score)
+        groups[task] = [m for m in members.values() if len(m) > 1]
+    return groups
+
+
+def _md_orders(report: Report) -> list[str]:
+    lines = [
+        "## Score-order equivalence",
+        "",
+        "Order-equivalent scores give identical AUROC, AUPR, PRR, AURC and ATC (Maaz et al. 2023), so each group "
+        "below is one choice, not several. Every pair is in the appendix.",
+        "",
+    ]
+    for task, groups in _equivalence_groups(report["orders"]).items():
+        text = "; ".join(" = ".join(g) for g in groups) if groups else "no two scores order the examples alike"
+        lines += [f"- {task}: {text}"]
+    return lines + [""]
+
+
+def _md_not_computed(report: Report) -> list[str]:
+    if not report["skipped"]:
+        return []
+    return ["## Not computed", ""] + [f"- {s['section']}: {s['reason']}" for s in report["skipped"]] + [""]
+
+
+def _md_appendix(report: Report) -> list[str]:
+    lines = ["## Appendix: every score", ""]
+    for policy, sec in report["ood"].items():
+        lines += _details(
+            f"OOD detection, k_policy = {policy} ({len(sec['rows'])} rows)",
+            _ood_table(sec["rows"]) if sec["rows"] else [],
+        )
+        lines += _details(
+            f"Refusals under k_policy = {policy}, full text",
+            [line for ref in sec["refused"] for line in ("```", ref["error"], "```", "")],
+        )
+    for task, entry in report["ksweep"].items():
+        if entry.get("rows"):
+            lines += _details(
+                f"K sweep {report['id_task']} → {task} ({len(entry['rows'])} rows)", _ksweep_table(entry["rows"])
+            )
+    if report["selective"]:
+        lines += _details(
+            f"Selective prediction ({len(report['selective'])} rows)", _selective_table(report["selective"])
+        )
+    if report["atc"]:
+        lines += _details(f"ATC / DoC ({len(report['atc'])} rows)", _atc_table(report["atc"]))
+    if report["orders"]:
+        body = _table(
+            ["task", "score A", "score B", "discordant pairs", "order-equivalent"],
+            [
+                [
+                    r["task"],
+                    r["score_a"],
+                    r["score_b"],
+                    format_number(r["discordant_fraction"], 4),
+                    format_number(bool(r["order_equivalent"])),
+                ]
+                for r in report["orders"]
+            ],
+        )
+        lines += _details(f"Score-order equivalence, every pair ({len(report['orders'])} rows)", body)
+    return lines

@@ -1,0 +1,161 @@
+"""The report's rows: what ``report.json`` holds, one typed row per kind (all JSON-ready dicts).
+
+The rows of the audits themselves (OOD detection, K sweep, calibration, selective prediction,
+ATC, score orders) are the dicts :mod:`lm_eval_evidential.audits` returns, kept as they are;
+the types here are the rows the report makes around them. Key order is the order of
+``report.json``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+#: A row of an audit (:func:`~lm_eval_evidential.audits.ood.ood_rows`, ``ksweep_rows``, the
+#: :mod:`~lm_eval_evidential.audits.quality` rows), as the audit returns it.
+AuditRow = dict[str, Any]
+
+
+class Refusal(TypedDict):
+    """An ID/OOD pair a K policy refuses to compare: the error, its one-line reason and the remedy."""
+
+    policy: str
+    id_task: str
+    ood_task: str
+    error: str
+    reason: str
+    suggestion: str
+
+
+class OODSection(TypedDict):
+    """The OOD-detection rows of every OOD task under one policy, and the refused pairs."""
+
+    rows: list[AuditRow]
+    refused: list[Refusal]
+
+
+class AUROCWithCI(TypedDict):
+    auroc: float
+    auroc_ci: list[float]
+
+
+class ControlRow(TypedDict):
+    """What one K-matched control of an OOD dataset keeps and what it then measures."""
+
+    source: str
+    control: str
+    description: str
+    evaluated: bool
+    n_source: int | None
+    n_kept: int | None
+    n_excluded: int | None
+    excluded: dict[str, int]
+    matched: bool | None
+    error: str | None
+    auroc: dict[str, AUROCWithCI]
+
+
+class KSweepEntry(TypedDict, total=False):
+    """The K sweep of one OOD task: its rows, DeLong test and figure; or why it was refused or skipped."""
+
+    rows: list[AuditRow]
+    delong_test: AuditRow | None
+    figure: str
+    skipped: str
+    refused: Refusal
+
+
+class Skipped(TypedDict):
+    """A section that could not be computed on these records, and why."""
+
+    section: str
+    reason: str
+
+
+class ValidComparison(TypedDict):
+    """A K-matched comparison and its headline numbers."""
+
+    ood_task: str
+    policy: str
+    k: Any
+    n_id: int
+    n_ood: int
+    n_dropped_ood: int
+    score: str
+    auroc: float
+    auroc_ci: list[float]
+    aupr_in: float
+    aupr_in_ci: list[float]
+
+
+class MismatchedComparison(TypedDict):
+    """A comparison across different K (``k_policy=report``): not valid."""
+
+    ood_task: str
+    policy: str
+    score: str
+    auroc: float
+    k_id: Any
+    k_ood: Any
+
+
+class RefusedPair(TypedDict):
+    """An OOD task with no valid comparison under any policy given."""
+
+    ood_task: str
+    policies: list[str]
+    reason: str
+    suggestion: str
+
+
+class LargestMove(TypedDict):
+    score: str
+    extra: int
+    delta_auroc: float
+
+
+class Artefact(TypedDict):
+    """The size of the K artefact of one swept pair (McNamara (2026), Table 1)."""
+
+    ood_task: str
+    score: str
+    auroc_base: float
+    auroc_one_extra: float
+    delta_auroc: float
+    matched_delta_auroc: float | None
+    p_value: float | None
+    largest: LargestMove
+
+
+class Summary(TypedDict):
+    """What a reader acts on (:func:`~lm_eval_evidential.report.summary.summarize`)."""
+
+    illustrative: bool
+    headline_score: str | None
+    valid: list[ValidComparison]
+    mismatched: list[MismatchedComparison]
+    refused: list[RefusedPair]
+    artefact: list[Artefact]
+
+
+class Report(TypedDict):
+    """Everything ``report.json`` holds; ``report.md`` is rendered from it alone."""
+
+    id_task: str
+    ood_tasks: list[str]
+    summary: Summary
+    meta: dict[str, Any]
+    meta_warnings: list[str]
+    illustrative: bool
+    runs: dict[str, str | None]
+    k_histograms: dict[str, dict[int, int]]
+    policies: list[str]
+    mismatch_statement: str
+    ood: dict[str, OODSection]
+    controls: list[ControlRow]
+    ksweep: dict[str, KSweepEntry]
+    calibration: list[AuditRow]
+    selective: list[AuditRow]
+    atc: list[AuditRow]
+    orders: list[AuditRow]
+    figures: dict[str, list[str]]
+    skipped: list[Skipped]
