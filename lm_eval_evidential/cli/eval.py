@@ -2,19 +2,56 @@
 
 The ``.pth`` hook already makes plain ``lm_eval`` work; this entry exists for environments
 that skip ``.pth`` files (``python -S``, some launchers) and for ``accelerate launch -m
-lm_eval_evidential eval …``.
+lm_eval_evidential eval …``. It differs from plain ``lm_eval`` in three ways: a ``--model
+evidential`` run without ``--output_path`` is refused before any weights load (its records,
+the files every audit reads, would not be written; ``--no_output_path`` runs it anyway),
+expected failures are one line (a mistyped task with the nearest names), and ``--help`` says
+what ``--model evidential`` is before the stock help.
 """
 
 from __future__ import annotations
 
+HELP_PREAMBLE = """\
+lm-eval-evidential eval: the stock lm_eval CLI with this package's plugin; every argument is lm_eval's,
+and lm_eval's own help follows.
+
+--model evidential   a causal LM (plus an optional PEFT adapter) read as a K-class evidential classifier:
+                     the answer letters' logits become Dirichlet evidence, alpha = evidence + prior_weight.
+  --model_args       every argument of lm_eval's hf model (pretrained=, peft=, revision=, dtype=, device=,
+                     gguf_file=, …) and: method=edl|ib_edl|softmax (default edl), prior_weight=1 (λ),
+                     num_noises=20 and sigma_mult=0 (IB-EDL), seed=0; a folder written by
+                     `lm-eval-evidential train` as peft= supplies the first four
+  --tasks            this package's tasks, e.g. obqa_edl, arc_c_edl, arc_e_edl, csqa_edl, csqa4_edl,
+                     mmlu_math_edl, K-matched controls *_k4_edl, ID/OOD pairs obqa_edl_vs_<task>
+                     (`lm_eval ls tasks` lists every task)
+  --output_path DIR  required here: the run's records_<task>_<date_id>.parquet go beside results_*.json,
+                     and every audit (ood, ksweep, report, …) reads them from DIR.
+                     --no_output_path runs without keeping anything (plain lm_eval only warns)
+Offline: EVIDENTIAL_DATA_DIR=DIR reads every dataset from DIR/<hub id>/<config>/<split>.jsonl instead of the hub;
+the bundled samples are such a folder: {samples}
+(HF_HUB_OFFLINE=1 makes a missing dataset fail at once, without the hub's retries): docs/tasks.md.
+The model's arguments and the harness flags in full: docs/usage.md.
+"""
+
+
+def help_preamble() -> str:
+    """What ``--model evidential`` is and takes, printed before the stock ``lm_eval run --help``."""
+    from lm_eval_evidential.harness.datasets import BUNDLED_SAMPLES
+
+    return HELP_PREAMBLE.format(samples=BUNDLED_SAMPLES)
+
 
 def add_parser(sub) -> None:
+    from lm_eval_evidential.harness.plugin import NO_OUTPUT_PATH_FLAG
+
     p = sub.add_parser(
         "eval",
-        help="run the stock lm_eval CLI (all its arguments), e.g. eval --model evidential --tasks obqa_edl",
+        help="run the stock lm_eval CLI (all its arguments), e.g. eval --model evidential --tasks obqa_edl "
+        "--output_path out",
         description=(
             "The stock lm_eval CLI with this package's plugin installed; every argument after `eval` is lm_eval's "
-            "(see `lm-eval-evidential eval --help`). Plain `lm_eval` works the same once the package is installed."
+            "(see `lm-eval-evidential eval --help`). Plain `lm_eval` works the same once the package is installed, "
+            f"except that here --model evidential without --output_path is refused ({NO_OUTPUT_PATH_FLAG} allows it)."
         ),
     )
     p.set_defaults(func=lambda args: run_lm_eval([]))
@@ -24,17 +61,29 @@ def run_lm_eval(argv: list[str]) -> int:
     """Run the stock CLI. An expected failure (bad model_args, a dataset, task or path problem: a
     ValueError or OSError) is one ``error:`` line and exit status 1, a K or fingerprint refusal one
     ``refused:`` line and 2 (:mod:`lm_eval_evidential.cli.main`'s map), never a traceback
-    (``LM_EVAL_EVIDENTIAL_TRACEBACK=1`` shows it, as for plain ``lm_eval``)."""
+    (``LM_EVAL_EVIDENTIAL_TRACEBACK=1`` shows it, as for plain ``lm_eval``).
+
+    ``--model evidential`` without ``--output_path`` is refused before any weights load, unless
+    ``--no_output_path`` (this command's only own flag, removed before lm_eval parses the rest)."""
     import os
     import sys
 
     import lm_eval_evidential._import_hook as hook
     from lm_eval_evidential.cli.main import EXIT_ERROR, EXIT_OK, EXIT_REFUSED, error_text, refusal_errors
+    from lm_eval_evidential.harness import plugin
 
     hook.install()
     from lm_eval.__main__ import cli_evaluate
 
+    if any(a in ("-h", "--help") for a in argv):
+        print(help_preamble())
+        if len(argv) == 1:  # the stock `lm_eval --help` lists subcommands; the arguments are run's
+            argv = ["run", *argv]
+    allow_no_output = plugin.NO_OUTPUT_PATH_FLAG in argv
+    argv = [a for a in argv if a != plugin.NO_OUTPUT_PATH_FLAG]
     sys.argv = ["lm_eval", *argv]
+    previous = plugin.NO_OUTPUT_PATH_POLICY
+    plugin.NO_OUTPUT_PATH_POLICY = "allow" if allow_no_output else "refuse"
     try:
         _check_output_path(argv)
         cli_evaluate()
@@ -42,8 +91,11 @@ def run_lm_eval(argv: list[str]) -> int:
         if os.environ.get("LM_EVAL_EVIDENTIAL_TRACEBACK"):
             raise
         refused = isinstance(exc, refusal_errors())
-        print(f"lm-eval-evidential eval: {'refused' if refused else 'error'}: {error_text(exc)}", file=sys.stderr)
+        text = error_text(exc) + plugin.nearest_task_names(exc)
+        print(f"lm-eval-evidential eval: {'refused' if refused else 'error'}: {text}", file=sys.stderr)
         return EXIT_REFUSED if refused else EXIT_ERROR
+    finally:
+        plugin.NO_OUTPUT_PATH_POLICY = previous
     return EXIT_OK
 
 

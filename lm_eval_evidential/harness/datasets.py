@@ -30,6 +30,10 @@ from pathlib import Path
 from typing import Any
 
 MIRROR_ENV = "EVIDENTIAL_DATA_DIR"
+#: The bundled sample mirror (package data: questions written from templates, in the hub datasets' schemas).
+BUNDLED_SAMPLES = Path(__file__).resolve().parents[1] / "testing" / "data" / "sample"
+#: huggingface_hub's switch that makes a missing dataset fail at once instead of after ~25 s of retries.
+HUB_OFFLINE_ENV = "HF_HUB_OFFLINE"
 
 logger = logging.getLogger(__name__)
 
@@ -189,6 +193,19 @@ def read_jsonl(path: Path, *, task: str) -> list[dict]:
     return rows
 
 
+def offline_hint(task: str, dataset_path: str, config: str | None, split: str, exc: Exception) -> str:
+    """The one line for a dataset the hub did not give: what failed, the mirror file that would replace it,
+    the bundled samples' folder as a ready mirror, and ``HF_HUB_OFFLINE=1`` against the hub's retries."""
+    where = mirror_file("", dataset_path, config, split)
+    retries = "" if os.environ.get(HUB_OFFLINE_ENV) else f" ({HUB_OFFLINE_ENV}=1 also skips the hub's retries)"
+    return (
+        f"task {task!r}: cannot download {dataset_path} ({exc}). To run offline, set {MIRROR_ENV} to a folder "
+        f"holding {where} in the hub dataset's own schema, e.g. the bundled samples (questions written from "
+        f"templates, for trying the tool, not for results): {MIRROR_ENV}={BUNDLED_SAMPLES}{retries}; "
+        "docs/tasks.md, 'Offline mirror'"
+    )
+
+
 def load_split(
     *, task: str, dataset_path: str, configs: Sequence[str | None], split: str, dataset_kwargs: dict | None = None
 ) -> list[dict]:
@@ -209,12 +226,7 @@ def load_split(
             try:
                 part = list(datasets.load_dataset(dataset_path, config, split=split, **kwargs))
             except ConnectionError as exc:  # no network (datasets raises the builtin ConnectionError)
-                where = mirror_file(f"${MIRROR_ENV}", dataset_path, config, split)
-                raise DatasetError(
-                    f"task {task!r}: cannot download {dataset_path} ({exc}); without network, set "
-                    f"{MIRROR_ENV} to an offline mirror that holds {where} in the hub dataset's own schema "
-                    "(see docs/tasks.md, 'Offline mirror'; the bundled samples are one)"
-                ) from exc
+                raise DatasetError(offline_hint(task, dataset_path, config, split, exc)) from exc
         rows.extend(part)
     if not rows:
         raise DatasetError(

@@ -31,6 +31,7 @@ import logging
 import os
 import sys
 import time
+import weakref
 from pathlib import Path
 
 MODEL_NAME = "evidential"
@@ -48,6 +49,7 @@ STALE_TEMP_SECONDS = 600
 
 logger = logging.getLogger(__name__)
 _applied: set[str] = set()
+_task_managers: list[weakref.ref] = []  # the newest TaskManager that indexed this package's tasks
 
 
 class HarnessVersionError(RuntimeError):
@@ -90,6 +92,7 @@ def on_task_manager_imported(module) -> None:
         def __init__(self, *args, **kwargs):
             bound = signature.bind(self, *args, **kwargs)
             bound.apply_defaults()
+            _task_managers[:] = [weakref.ref(self)]  # the newest one, for nearest_task_names
             if not bound.arguments["include_defaults"]:
                 return original(self, *args, **kwargs)
             given = bound.arguments["include_path"]
@@ -143,10 +146,13 @@ def on_evaluator_imported(module) -> None:
         def simple_evaluate(*args, **kwargs):
             settings = simple_signature.bind(*args, **kwargs).arguments
             tracker = settings.get("evaluation_tracker")
-            if _is_evidential(settings.get("model")) and getattr(tracker, "output_path", None):
-                from lm_eval_evidential.records.io import check_writable_folder
+            if _is_evidential(settings.get("model")) and tracker is not None:
+                if tracker.output_path:
+                    from lm_eval_evidential.records.io import check_writable_folder
 
-                check_writable_folder(tracker.output_path)  # before the weights load, not after the evaluation
+                    check_writable_folder(tracker.output_path)  # before the weights load, not after the evaluation
+                else:  # a tracker without a path (the CLI without --output_path) drops the records
+                    no_output_path(settings.get("tasks"))
             return original(*args, **kwargs)
 
         return simple_evaluate
@@ -173,6 +179,8 @@ def on_evaluation_tracker_imported(module) -> None:
             if records and folder is not None:
                 written = write_run_records(folder, records)
                 results["evidential_records"] = {task: path.name for task, path in written.items()}
+            elif records and NO_OUTPUT_PATH_POLICY == "warn":
+                _say_at_exit(records_not_kept(list(records)))  # after the harness's table, the last thing printed
             outcome = original(self, results, samples, *args, **kwargs)
             if written and self.api and self.push_results_to_hub:
                 push_run_records(self, written)
@@ -182,6 +190,74 @@ def on_evaluation_tracker_imported(module) -> None:
 
     _patch(module.EvaluationTracker, "save_results_aggregated", make_wrapper)
     _applied.add("lm_eval.loggers.evaluation_tracker")
+
+
+# ------------------------------------------------------------------- runs that keep nothing
+#: What a ``--model evidential`` run without ``--output_path`` does: "warn" (plain ``lm_eval``: a warning before
+#: the weights load and again at the end), "refuse" (``lm-eval-evidential eval``: an
+#: :class:`~lm_eval_evidential.records.io.OutputPathError` before the weights load) or "allow" (``eval`` with
+#: :data:`NO_OUTPUT_PATH_FLAG`: the user asked for a run that keeps nothing).
+NO_OUTPUT_PATH_POLICY = "warn"
+NO_OUTPUT_PATH_FLAG = "--no_output_path"
+_said_at_exit: list[str] = []
+
+
+def _task_names(tasks) -> str:
+    names = [t.get("task", "?") if isinstance(t, dict) else str(getattr(t, "task_name", t)) for t in tasks or []]
+    return ", ".join(names) or "the tasks"
+
+
+def no_output_path(tasks) -> None:
+    """A ``--model evidential`` run without ``--output_path``, before any weights load: refused, warned about
+    or allowed (:data:`NO_OUTPUT_PATH_POLICY`); :func:`records_not_kept` says it again at the end."""
+    what = (
+        f"no --output_path: the evidential records of {_task_names(tasks)} (records_<task>_<date_id>.parquet, "
+        "the files every audit reads: ood, ksweep, report, calibration …) will not be written"
+    )
+    if NO_OUTPUT_PATH_POLICY == "refuse":
+        from lm_eval_evidential.records.io import OutputPathError
+
+        raise OutputPathError(
+            f"{what}; add --output_path DIR to keep them, or {NO_OUTPUT_PATH_FLAG} to run without keeping anything"
+        )
+    if NO_OUTPUT_PATH_POLICY == "warn":
+        logging.getLogger("lm_eval.evidential").warning("%s; add --output_path DIR to keep them", what)
+
+
+def records_not_kept(tasks) -> str:
+    """The run's last line when it kept nothing (:func:`no_output_path` said it at the start too)."""
+    return (
+        f"WARNING: the evidential records of {_task_names(tasks)} were NOT written (no --output_path): only the "
+        "table above is left, and no audit can read it. Re-run with --output_path DIR to keep them."
+    )
+
+
+def _say_at_exit(message: str) -> None:
+    """Print ``message`` on stderr when the process ends: after the harness's results table, where it is read."""
+    import atexit
+
+    if not _said_at_exit:
+        atexit.register(lambda: [print(line, file=sys.stderr) for line in _said_at_exit])
+    _said_at_exit.append(message)
+
+
+def nearest_task_names(exc: Exception) -> str:
+    """For lm_eval's ``ValueError("Tasks not found: a, b")``: ``"; did you mean …"`` with the nearest
+    names the newest TaskManager indexed (difflib), else ``""``."""
+    import difflib
+
+    prefix = "Tasks not found: "
+    manager = _task_managers[-1]() if _task_managers else None
+    if not (isinstance(exc, ValueError) and str(exc).startswith(prefix)) or manager is None:
+        return ""
+    known = list(manager.all_tasks)
+    hints = []
+    for name in str(exc)[len(prefix) :].split(", "):
+        close = difflib.get_close_matches(name.strip(), known, n=3, cutoff=0.6)
+        hints.append(
+            f"{name.strip()!r}: did you mean {' or '.join(close)}?" if close else f"{name.strip()!r}: no close name"
+        )
+    return f" ({'; '.join(hints)}; `lm_eval ls tasks` lists every task)"
 
 
 def supported_versions() -> str:

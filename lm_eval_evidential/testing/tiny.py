@@ -47,7 +47,9 @@ def sample_data_dir() -> Path:
     It is package data (``lm_eval_evidential/testing/data/sample``), so the same call works from a
     source checkout and from an installed wheel.
     """
-    path = Path(__file__).resolve().parent / "data" / "sample"
+    from lm_eval_evidential.harness.datasets import BUNDLED_SAMPLES
+
+    path = BUNDLED_SAMPLES
     if not path.is_dir():
         raise FileNotFoundError(
             f"bundled sample data not found at {path}; reinstall lm-eval-evidential, or run "

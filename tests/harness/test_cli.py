@@ -145,6 +145,7 @@ def test_python_m_entry_forwards_to_the_harness(tiny_model, mirror, tmp_path):
             "obqa_edl",
             "--limit",
             "2",
+            "--no_output_path",  # this command's own flag: stripped before the stock CLI parses the rest
         ],
         env_extra={"EVIDENTIAL_DATA_DIR": str(mirror), "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)},
         cwd=tmp_path,
