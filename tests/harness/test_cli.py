@@ -158,6 +158,10 @@ def test_without_output_path_nothing_is_written_and_nothing_fails(tiny_model, us
     import lm_eval
     from lm_eval.loggers import EvaluationTracker
 
+    from lm_eval_evidential.harness import plugin
+
+    said_at_exit = []
+    monkeypatch.setattr(plugin, "_say_at_exit", said_at_exit.append)
     monkeypatch.chdir(tmp_path)
     tracker = EvaluationTracker(output_path=None)
     results = lm_eval.simple_evaluate(
@@ -170,3 +174,4 @@ def test_without_output_path_nothing_is_written_and_nothing_fails(tiny_model, us
     )
     tracker.save_results_aggregated(results=results, samples=None)
     assert list(tmp_path.iterdir()) == []
+    assert len(said_at_exit) == 1 and "obqa_edl were NOT written (no --output_path)" in said_at_exit[0]
