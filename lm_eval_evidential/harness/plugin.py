@@ -253,7 +253,7 @@ def nearest_task_names(exc: Exception) -> str:
     known = list(manager.all_tasks)
     hints = []
     for name in str(exc)[len(prefix) :].split(", "):
-        close = difflib.get_close_matches(name.strip(), known, n=3, cutoff=0.6)
+        close = difflib.get_close_matches(name.strip(), known, n=3, cutoff=0.7)
         hints.append(
             f"{name.strip()!r}: did you mean {' or '.join(close)}?" if close else f"{name.strip()!r}: no close name"
         )

@@ -30,6 +30,12 @@ def find_record_files(output_path: str | os.PathLike, task: str | None = None) -
         root = root.parent
     if not root.exists():
         raise FileNotFoundError(f"output path {root} does not exist; pass the folder given to --output_path")
+    if not root.is_dir():
+        what = "a records file" if RECORDS_FILE_RE.match(root.name) else "a file"
+        raise NotADirectoryError(
+            f"{root} is {what}, not a folder: pass the folder given to lm_eval --output_path (the one that holds "
+            f"the run's results_*.json and records_*.parquet; this file's folder, {root.parent}, works)"
+        )
     runs: dict[str, dict[str, Path]] = {}
     for p in root.rglob("records_*.parquet"):
         m = RECORDS_FILE_RE.match(p.name)
@@ -76,13 +82,34 @@ class Run:
         return f"using run {self.date_id} for {', '.join(self.records)} ({why})"
 
 
+def _missing_task(output_path, runs: dict[str, dict[str, Path]], task: str, tasks: list[str]) -> FileNotFoundError:
+    """The error for a task without records: a typo gets the nearest recorded names; a task not evaluated
+    yet gets the tasks that do have records and the one ``lm_eval`` command that puts them all in one run."""
+    import difflib
+
+    recorded = sorted({t for files in runs.values() for t in files})
+    if not recorded:
+        return FileNotFoundError(
+            f"no records files (records_<task>_<date_id>.parquet) under {output_path}: pass the folder given to "
+            f"lm_eval --output_path, or evaluate first: lm_eval --model evidential --tasks {','.join(tasks)} "
+            f"--output_path {output_path}"
+        )
+    have = f"the tasks with records there: {', '.join(recorded)}"
+    close = difflib.get_close_matches(task, recorded, n=3, cutoff=0.7)
+    if close:
+        return FileNotFoundError(
+            f"no records for task {task!r} under {output_path}: did you mean {' or '.join(map(repr, close))}? ({have})"
+        )
+    return FileNotFoundError(
+        f"no records for task {task!r} under {output_path} ({have}); if {task!r} is a task, evaluate it in one run "
+        f"with the others: lm_eval --model evidential --tasks {','.join(tasks)} --output_path {output_path}"
+    )
+
+
 def _choose_run(output_path, runs: dict[str, dict[str, Path]], tasks: list[str], run: str | None) -> str:
     for task in tasks:
         if not any(task in files for files in runs.values()):
-            raise FileNotFoundError(
-                f"no records for task {task!r} under {output_path}; run "
-                f"`lm_eval --model evidential --tasks {task} --output_path {output_path}` first"
-            )
+            raise _missing_task(output_path, runs, task, tasks)
     if run is not None:
         if run not in runs:
             raise FileNotFoundError(f"no run {run!r} under {output_path}; runs: {sorted(runs)}")

@@ -192,3 +192,56 @@ def test_prior_weight_too_small_for_the_evidence_is_refused(tmp_path):
         Records.from_rows(rows, task="t", meta={"method": "edl", "prior_weight": 1.0}),
     )
     assert np.isfinite(1 / read_records_file(ok).vacuity).all()
+
+
+# ---- the message when the records asked for are not there: its fix must be the right one
+
+
+def _two_tasks(folder):
+    date_id = "2026-01-01T00-00-00.000001"
+    for task in ("obqa_edl", "csqa4_edl"):
+        write_records(records_path(folder / "model", task, date_id), sample(task, n=3))
+
+
+def test_a_mistyped_task_gets_the_nearest_recorded_names_not_a_rerun(tmp_path):
+    from lm_eval_evidential.records import load_run
+
+    _two_tasks(tmp_path)
+    with pytest.raises(FileNotFoundError) as info:
+        load_run(tmp_path, ["obqa_edl", "csqa4_ed"])
+    message = str(info.value)
+    assert "no records for task 'csqa4_ed'" in message and "did you mean 'csqa4_edl'?" in message
+    assert "the tasks with records there: csqa4_edl, obqa_edl" in message
+    assert "lm_eval" not in message  # re-running a task that does not exist fixes nothing
+
+
+def test_a_task_not_evaluated_yet_lists_what_is_there_and_the_one_run_to_make(tmp_path):
+    from lm_eval_evidential.records import load_run
+
+    _two_tasks(tmp_path)
+    with pytest.raises(FileNotFoundError) as info:
+        load_run(tmp_path, ["obqa_edl", "mmlu_math_edl"])
+    message = str(info.value)
+    assert "the tasks with records there: csqa4_edl, obqa_edl" in message and "did you mean" not in message
+    assert f"lm_eval --model evidential --tasks obqa_edl,mmlu_math_edl --output_path {tmp_path}" in message
+
+
+def test_a_folder_without_records_says_so(tmp_path):
+    from lm_eval_evidential.records import load_run
+
+    (tmp_path / "results_x.json").write_text("{}")
+    with pytest.raises(FileNotFoundError, match=r"no records files \(records_<task>_<date_id>\.parquet\) under"):
+        load_run(tmp_path, ["obqa_edl"])
+
+
+def test_a_records_file_given_as_the_output_folder_names_the_folder_to_pass(tmp_path):
+    from lm_eval_evidential.records import load_run
+
+    _two_tasks(tmp_path)
+    file = next((tmp_path / "model").glob("records_obqa_edl_*.parquet"))
+    with pytest.raises(NotADirectoryError) as info:
+        load_run(file, ["obqa_edl"])
+    message = str(info.value)
+    assert f"{file} is a records file, not a folder" in message and f"{file.parent}, works" in message
+    assert "no records" not in message
+    assert len(load_run(file.parent, ["obqa_edl"])["obqa_edl"]) == 3  # the folder it names does work
