@@ -46,6 +46,7 @@ from lm_eval_evidential.records import (
     RECORD_FIELDS,
     SCHEMA_VERSION,
     RecordsError,
+    arrow_schema,
     read_records_file,
 )
 
@@ -81,21 +82,7 @@ def _undefined_warned(caught) -> bool:
 # ----------------------------------------------------------------------------- records loader
 
 F64_LIST = pa.list_(pa.float64())
-SCHEMA = {
-    "task": pa.string(),
-    "doc_id": pa.int64(),
-    "k": pa.int32(),
-    "labels": pa.list_(pa.string()),
-    "gold": pa.int32(),
-    "logits": F64_LIST,
-    "evidence": F64_LIST,
-    "alpha": F64_LIST,
-    "strength": pa.float64(),
-    "vacuity": pa.float64(),
-    "max_prob": pa.float64(),
-    "pred": pa.int32(),
-    "correct": pa.bool_(),
-}
+SCHEMA = {f.name: f.type for f in arrow_schema()}  # the writer's types, from the one records table
 
 # (column, replacement type, converter of the python values): the "wrong types" of the fuzz.
 RETYPES = {

@@ -28,11 +28,15 @@ from lm_eval_evidential.records.provenance import (
 )
 from lm_eval_evidential.records.schema import (
     META_KEY,
+    OPTIONAL_FIELDS,
     RECORD_FIELDS,
+    RECORD_SCHEMA,
     SCHEMA_VERSION,
+    RecordField,
     Records,
     RecordsError,
     _rows_to_table,  # noqa: F401  (tests build foreign files with it)
+    arrow_schema,
     make_record,
     make_records,
     predictive_probs,
@@ -42,7 +46,10 @@ from lm_eval_evidential.records.schema import (
 __all__ = [
     "FingerprintMismatchError",
     "META_KEY",
+    "OPTIONAL_FIELDS",
     "RECORD_FIELDS",
+    "RECORD_SCHEMA",
+    "RecordField",
     "RECORDS_FILE_RE",
     "SCHEMA_VERSION",
     "OutputPathError",
@@ -52,6 +59,7 @@ __all__ = [
     "atomic_folder",
     "atomic_write_bytes",
     "atomic_write_text",
+    "arrow_schema",
     "check_same_producer",
     "predictive_probs",
     "find_record_files",

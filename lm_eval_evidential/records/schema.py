@@ -5,24 +5,8 @@ is :mod:`lm_eval_evidential.records.loading`.
 
 Format (schema version 1). One Apache Parquet file per task and run, written next to the
 harness's ``results_<date_id>.json`` as ``records_<task>_<date_id>.parquet``, atomically
-(temp file + rename). One row per (task, doc):
-
-| field    | type          | meaning                                                        |
-|----------|---------------|----------------------------------------------------------------|
-| task     | string        | harness task name                                              |
-| doc_id   | int64         | the harness's doc_id (position in the task's evaluated docs)   |
-| k        | int32         | number of options of *this* question                           |
-| labels   | list<string>  | the answer labels shown, e.g. ["A","B","C"]                    |
-| gold     | int32         | index of the correct label                                     |
-| logits   | list<float64> | last-position logits at the answer tokens (for models that only |
-|          |               | expose log-likelihoods, e.g. ``--model hf``: those)            |
-| evidence | list<float64> | e (null for method=softmax, where it is undefined)             |
-| alpha    | list<float64> | Dirichlet α = e + λ (null for method=softmax)                  |
-| strength | float64       | S = Σα (NaN for softmax)                                       |
-| vacuity  | float64       | λK/S (NaN for softmax)                                         |
-| max_prob | float64       | max E[p] (α/S, or the softmax of the logits for softmax)       |
-| pred     | int32         | argmax E[p] (first index on ties)                              |
-| correct  | bool          | pred == gold                                                   |
+(temp file + rename). One row per (task, doc), with the fields of :data:`RECORD_SCHEMA` (the
+table below is made from it).
 
 The file's schema metadata key ``lm_eval_evidential`` holds JSON: schema_version, task,
 method, prior_weight, the IB-EDL settings, date_id and the producing package version.
@@ -44,21 +28,116 @@ logger = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
 META_KEY = b"lm_eval_evidential"
-RECORD_FIELDS = (
-    "task",
-    "doc_id",
-    "k",
-    "labels",
-    "gold",
-    "logits",
-    "evidence",
-    "alpha",
-    "strength",
-    "vacuity",
-    "max_prob",
-    "pred",
-    "correct",
+
+
+@dataclass(frozen=True)
+class RecordField:
+    """One field of the records format: its name, Arrow type, what it holds, and how it is checked.
+
+    ``arrow`` is the type the writer uses; a reader accepts any width of the same kind (any
+    integer for ``int32``/``int64``, any float for ``float64``). ``per_option`` lists hold one
+    value per answer option (length K; other lists may have any length); ``nullable`` lists
+    are null for ``method=softmax`` records (no Dirichlet). An ``optional`` field may be absent
+    from a file: it is written only when a run gives it and read as None when absent, so files
+    written before it was added still load, and files of runs without it stay byte for byte
+    what they were. Lists of floats are read NaN right-padded (NaN is never a value in them).
+    """
+
+    name: str
+    arrow: str
+    doc: str
+    per_option: bool = False
+    nullable: bool = False
+    optional: bool = False
+
+    @property
+    def is_list(self) -> bool:
+        return self.arrow.startswith("list<")
+
+    @property
+    def item(self) -> str:
+        """The type of one value: the list's item type, or the field's own type."""
+        return self.arrow.removeprefix("list<").removesuffix(">")
+
+
+#: The records format, one row per field in file order. Everything else is made from it: the
+#: module table, ``RECORD_FIELDS``, the row mappings (``records[i]``, :func:`make_records`), the
+#: type and null checks of a file, the columns read, the Arrow schema and the writer. A field
+#: that older files lack is one more row with ``optional=True`` (and its ``Records`` attribute).
+RECORD_SCHEMA = (
+    RecordField("task", "string", "harness task name"),
+    RecordField("doc_id", "int64", "the harness's doc_id (position in the task's evaluated docs)"),
+    RecordField("k", "int32", "number of options of *this* question"),
+    RecordField("labels", "list<string>", 'the answer labels shown, e.g. ["A","B","C"]', per_option=True),
+    RecordField("gold", "int32", "index of the correct label"),
+    RecordField(
+        "logits",
+        "list<float64>",
+        "last-position logits at the answer tokens (for models that only expose log-likelihoods, e.g. "
+        "``--model hf``: those)",
+        per_option=True,
+    ),
+    RecordField(
+        "evidence",
+        "list<float64>",
+        "e (null for method=softmax, where it is undefined)",
+        per_option=True,
+        nullable=True,
+    ),
+    RecordField(
+        "alpha", "list<float64>", "Dirichlet α = e + λ (null for method=softmax)", per_option=True, nullable=True
+    ),
+    RecordField("strength", "float64", "S = Σα (NaN for softmax)"),
+    RecordField("vacuity", "float64", "λK/S (NaN for softmax)"),
+    RecordField("max_prob", "float64", "max E[p] (α/S, or the softmax of the logits for softmax)"),
+    RecordField("pred", "int32", "argmax E[p] (first index on ties)"),
+    RecordField("correct", "bool", "pred == gold"),
 )
+#: The fields every records file has, in file order.
+RECORD_FIELDS = tuple(f.name for f in RECORD_SCHEMA if not f.optional)
+#: The fields a file may lack (read as None).
+OPTIONAL_FIELDS = tuple(f.name for f in RECORD_SCHEMA if f.optional)
+_FIELD = {f.name: f for f in RECORD_SCHEMA}
+
+
+def _schema_table() -> str:
+    """The module's field table (Markdown), from :data:`RECORD_SCHEMA`."""
+    rows = [("field", "type", "meaning"), *((f.name, f.arrow, f.doc) for f in RECORD_SCHEMA)]
+    width = [max(len(r[i]) for r in rows) for i in range(3)]
+
+    def line(row) -> str:
+        return "| " + " | ".join(c.ljust(w) for c, w in zip(row, width)) + " |"
+
+    return "\n".join([line(rows[0]), "|" + "|".join("-" * (w + 2) for w in width) + "|", *map(line, rows[1:])])
+
+
+__doc__ = f"{__doc__}\n{_schema_table()}\n"
+
+
+def arrow_type(field: RecordField):
+    """The Arrow type the writer uses for ``field``."""
+    import pyarrow as pa
+
+    scalar = {"string": pa.string, "int64": pa.int64, "int32": pa.int32, "bool": pa.bool_, "float64": pa.float64}
+    return pa.list_(scalar[field.item]()) if field.is_list else scalar[field.item]()
+
+
+def arrow_schema(names: Sequence[str] = RECORD_FIELDS):
+    """The Arrow schema (no metadata) the writer gives a records file with the fields ``names``."""
+    import pyarrow as pa
+
+    return pa.schema([(name, arrow_type(_FIELD[name])) for name in names])
+
+
+def _type_ok(field: RecordField, ty) -> bool:
+    """Whether a file's Arrow type ``ty`` is of ``field``'s kind (any integer or float width; null if nullable)."""
+    import pyarrow.types as t
+
+    kind = {"string": t.is_string, "int64": t.is_integer, "int32": t.is_integer, "bool": t.is_boolean}
+    kind["float64"] = t.is_floating
+    if field.is_list:
+        return (t.is_list(ty) and kind[field.item](ty.value_type)) or (field.nullable and t.is_null(ty))
+    return kind[field.item](ty)
 
 
 class RecordsError(ValueError):
@@ -93,11 +172,13 @@ def make_record(
     logits: Sequence[float],
     alpha: Sequence[float] | None,
     prior_weight: float = 1.0,
+    optional: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One record from a question's answer logits and (for evidential methods) its alpha.
 
     Derived fields follow the module table: E[p] = α/S (or softmax(logits) when alpha is
-    None), pred = argmax E[p] with the first index on ties, vacuity = λK/S.
+    None), pred = argmax E[p] with the first index on ties, vacuity = λK/S. ``optional``:
+    the question's values of optional fields, by name.
     """
     return make_records(
         task=task,
@@ -107,6 +188,7 @@ def make_record(
         logits=[logits],
         alpha=None if alpha is None else [alpha],
         prior_weight=prior_weight,
+        optional={name: [value] for name, value in (optional or {}).items()},
     )[0]
 
 
@@ -119,12 +201,19 @@ def make_records(
     logits: Sequence[Sequence[float]],
     alpha: Sequence[Sequence[float]] | None,
     prior_weight: float = 1.0,
+    optional: Mapping[str, Sequence] | None = None,
 ) -> list[dict[str, Any]]:
     """:func:`make_record` of many questions at once, in their order (``alpha`` None for softmax).
 
     The derived fields are computed per group of questions with the same K, on an (n, K) array
-    without padding, so each row's numbers are those of the question alone.
+    without padding, so each row's numbers are those of the question alone. ``optional`` gives
+    the values of optional fields (:data:`OPTIONAL_FIELDS`) by name, one per question; an
+    optional field not given is None in every row.
     """
+    optional = dict(optional or {})
+    unknown = sorted(set(optional) - set(OPTIONAL_FIELDS))
+    if unknown:
+        raise ValueError(f"{unknown} are not optional records fields; those are {list(OPTIONAL_FIELDS)}")
     by_k: dict[int, list[int]] = {}
     for i, row_labels in enumerate(labels):
         by_k.setdefault(len(row_labels), []).append(i)
@@ -149,23 +238,26 @@ def make_records(
             strength_array = a.sum(axis=1)
             strength, vacuity = strength_array.tolist(), (prior_weight * k / strength_array).tolist()
             evidence, alpha_rows = (a - prior_weight).tolist(), a.tolist()
-        z_rows, pred = z.tolist(), pred.tolist()
+        pred = pred.tolist()
+        columns = {
+            "task": [task] * len(members),
+            "doc_id": [int(doc_ids[i]) for i in members],
+            "k": [k] * len(members),
+            "labels": [[str(x) for x in labels[i]] for i in members],
+            "gold": [int(gold[i]) for i in members],
+            "logits": z.tolist(),
+            "evidence": evidence,
+            "alpha": alpha_rows,
+            "strength": strength,
+            "vacuity": vacuity,
+            "max_prob": max_prob,
+            "pred": pred,
+            "correct": [p == int(gold[i]) for p, i in zip(pred, members)],
+        }
+        for name in OPTIONAL_FIELDS:
+            columns[name] = [None if name not in optional else optional[name][i] for i in members]
         for j, i in enumerate(members):
-            out[i] = {
-                "task": task,
-                "doc_id": int(doc_ids[i]),
-                "k": k,
-                "labels": [str(x) for x in labels[i]],
-                "gold": int(gold[i]),
-                "logits": z_rows[j],
-                "evidence": evidence[j],
-                "alpha": alpha_rows[j],
-                "strength": strength[j],
-                "vacuity": vacuity[j],
-                "max_prob": max_prob[j],
-                "pred": pred[j],
-                "correct": pred[j] == int(gold[i]),
-            }
+            out[i] = {f.name: columns[f.name][j] for f in RECORD_SCHEMA}
     return out
 
 
@@ -228,7 +320,7 @@ class _ColumnsOnDemand:
 
 @dataclass(frozen=True)
 class Records(Sequence):
-    """Columnar records of one task: a sequence of mappings with the fields of ``RECORD_FIELDS``.
+    """Columnar records of one task: a sequence of mappings with the fields of ``RECORD_SCHEMA``.
 
     Per-example access (``records[i]``, iteration) builds a dict; audits use the columns:
     ``k``, ``gold``, ``pred``, ``correct``, ``strength``, ``vacuity``, ``max_prob`` (1-D) and
@@ -250,6 +342,8 @@ class Records(Sequence):
     vacuity: np.ndarray
     max_prob: np.ndarray
     path: Path | None = field(default=None, compare=False)
+    # One attribute per optional field of RECORD_SCHEMA, default None (absent from the file), e.g.
+    # ``name: np.ndarray | None = None``; tests/records/test_records.py checks they match.
 
     @property
     def method(self) -> str:
@@ -275,21 +369,21 @@ class Records(Sequence):
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self)))]
         k = int(self.k[i])
-        return {
-            "task": self.task,
-            "doc_id": int(self.doc_id[i]),
-            "k": k,
-            "labels": list(self.labels[i]),
-            "gold": int(self.gold[i]),
-            "logits": self.logits[i, :k].tolist(),
-            "evidence": self.evidence[i, :k].tolist() if self.has_alpha else None,
-            "alpha": self.alpha[i, :k].tolist() if self.has_alpha else None,
-            "strength": float(self.strength[i]),
-            "vacuity": float(self.vacuity[i]),
-            "max_prob": float(self.max_prob[i]),
-            "pred": int(self.pred[i]),
-            "correct": bool(self.correct[i]),
-        }
+        return {f.name: self._value(f, i, k) for f in RECORD_SCHEMA}
+
+    def _value(self, f: RecordField, i: int, k: int):
+        """Field ``f`` of example ``i`` as the records format gives it (Python values, lists of length K)."""
+        if f.name == "task":
+            return self.task
+        column = getattr(self, f.name)
+        if column is None or (f.nullable and not self.has_alpha):
+            return None  # an optional field these records lack; alpha and evidence of softmax records
+        if f.item == "string":
+            return list(column[i])
+        if f.is_list:
+            row = column[i, :k] if f.per_option else column[i]
+            return row.tolist() if f.per_option else row[~np.isnan(row)].tolist()
+        return _PYTHON[f.item](column[i])
 
     @classmethod
     def from_rows(cls, rows: Sequence[Mapping], *, task: str, meta: Mapping | None = None) -> Records:
@@ -312,38 +406,30 @@ class Records(Sequence):
         if missing:
             raise RecordsError(f"{path}: records file lacks the fields {missing}")
         _check_types(table.schema, path)
-        for name in ("doc_id", "k", "gold", "pred", "correct", "strength", "vacuity", "max_prob"):
-            if table.column(name).null_count:
-                raise RecordsError(f"{path}: field {name!r} has missing (null) values; re-run the evaluation")
-        import pyarrow.compute as pc
-
+        for f in RECORD_SCHEMA:
+            if (
+                not f.is_list
+                and f.item != "string"
+                and f.name in table.column_names
+                and table.column(f.name).null_count
+            ):
+                raise RecordsError(f"{path}: field {f.name!r} has missing (null) values; re-run the evaluation")
         n = table.num_rows
-        col = lambda name: table.column(name).to_numpy()  # noqa: E731
-        k = col("k").astype(np.int64)
-
-        def check_lengths(name, column):
-            lengths = np.asarray(pc.list_value_length(column).to_numpy(zero_copy_only=False))
-            bad = np.flatnonzero(lengths != k)
-            if bad.size:
-                i = int(bad[0])
-                raise RecordsError(f"{path}: row {i} has k={k[i]} but {lengths[i]} {name}")
-
+        columns: dict[str, Any] = {}
         # Each column is fetched once and dropped once converted (``table`` may read on demand).
-        labels = table.column("labels")
-        check_lengths("labels", labels)
-        padded = {}
-        for name in ("logits", "evidence", "alpha"):
-            column = table.column(name)
-            if name == "logits":
-                check_lengths(name, column)
-            try:
-                padded[name] = _padded(column, n, k, name)
-            except RecordsError as exc:
-                raise RecordsError(f"{path}: {exc}") from None
+        for f in RECORD_SCHEMA:
+            if f.name == "task":  # not stored: every row must name the file's task (checked below)
+                continue
+            if f.name not in table.column_names:  # an optional field this file lacks
+                columns[f.name] = None
+                continue
+            column = table.column(f.name)
+            columns[f.name] = _read_column(f, column, n, columns.get("k"), path)
             del column
-        logits, evidence, alpha = padded["logits"], padded["evidence"], padded["alpha"]
-        _validate_values(path, meta, k, logits, alpha, col("gold").astype(np.int64))
-        doc_id = col("doc_id").astype(np.int64)
+        k, logits, evidence, alpha = columns["k"], columns["logits"], columns["evidence"], columns["alpha"]
+        col = columns.__getitem__
+        _validate_values(path, meta, k, logits, alpha, columns["gold"])
+        doc_id = columns["doc_id"]
         if len(np.unique(doc_id)) != n:
             values, counts = np.unique(doc_id, return_counts=True)
             raise RecordsError(
@@ -352,23 +438,35 @@ class Records(Sequence):
         _validate_evidence(path, meta, k, evidence, alpha, col)
         _validate_derived(path, meta, k, logits, alpha, col)
         _validate_task_column(path, table.column("task"), task)
-        return cls(
-            task=task,
-            meta=meta,
-            doc_id=doc_id,
-            k=k,
-            labels=labels.to_pylist() if n <= 200_000 else _LazyLabels(labels),
-            gold=col("gold").astype(np.int64),
-            pred=col("pred").astype(np.int64),
-            correct=col("correct").astype(bool),
-            logits=logits,
-            evidence=evidence,
-            alpha=alpha,
-            strength=col("strength").astype(np.float64),
-            vacuity=col("vacuity").astype(np.float64),
-            max_prob=col("max_prob").astype(np.float64),
-            path=path,
-        )
+        return cls(task=task, meta=meta, path=path, **columns)
+
+
+#: How one value of each scalar type is read into numpy (a column) and Python (``records[i]``).
+_NUMPY = {"int64": np.int64, "int32": np.int64, "bool": bool, "float64": np.float64}
+_PYTHON = {"int64": int, "int32": int, "bool": bool, "float64": float}
+
+
+def _read_column(f: RecordField, column, n: int, k: np.ndarray | None, path) -> Any:
+    """Field ``f`` of a file as ``Records`` holds it: a 1-D array, a NaN right-padded (n, width)
+    float64 matrix, or label lists. Per-option lists must have K values per row."""
+    import pyarrow.compute as pc
+
+    if not f.is_list:
+        return column.to_numpy().astype(_NUMPY[f.item])
+    if f.per_option and not f.nullable:
+        lengths = np.asarray(pc.list_value_length(column).to_numpy(zero_copy_only=False))
+        bad = np.flatnonzero(lengths != k)
+        if bad.size:
+            i = int(bad[0])
+            raise RecordsError(f"{path}: row {i} has k={k[i]} but {lengths[i]} {f.name}")
+    if f.item == "string":
+        return column.to_pylist() if n <= 200_000 else _LazyLabels(column)
+    if not f.per_option:
+        k = np.asarray(pc.list_value_length(column).fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
+    try:
+        return _padded(column, n, k, f.name)
+    except RecordsError as exc:
+        raise RecordsError(f"{path}: {exc}") from None
 
 
 def _parse_meta(schema_metadata, path) -> dict:
@@ -385,30 +483,13 @@ def _parse_meta(schema_metadata, path) -> dict:
 
 
 def _check_types(schema, path) -> None:
-    """Each field must have the documented Arrow type (any integer width for integer fields)."""
-    import pyarrow as pa
-    import pyarrow.types as t
-
-    checks = {
-        "task": t.is_string,
-        "doc_id": t.is_integer,
-        "k": t.is_integer,
-        "gold": t.is_integer,
-        "pred": t.is_integer,
-        "correct": t.is_boolean,
-        "strength": t.is_floating,
-        "vacuity": t.is_floating,
-        "max_prob": t.is_floating,
-        "labels": lambda ty: t.is_list(ty) and t.is_string(ty.value_type),
-        **{f: (lambda ty: t.is_list(ty) and t.is_floating(ty.value_type)) for f in ("logits", "evidence", "alpha")},
-    }
-    for name, ok in checks.items():
-        ty = schema.field(name).type
-        if not ok(ty) and not (t.is_null(ty) and name in ("evidence", "alpha")):
+    """Each field in the file must have its documented Arrow type (any integer width for integer fields)."""
+    for f in RECORD_SCHEMA:
+        if f.name in schema.names and not _type_ok(f, schema.field(f.name).type):
             raise RecordsError(
-                f"{path}: field {name!r} has type {ty}, not the records schema's; the file is of another format"
+                f"{path}: field {f.name!r} has type {schema.field(f.name).type}, not the records schema's; the file "
+                "is of another format"
             )
-    del pa
 
 
 def _validate_derived(path, meta: dict, k: np.ndarray, logits: np.ndarray, alpha: np.ndarray, col) -> None:
@@ -575,26 +656,9 @@ def _rows_to_table(rows: Sequence[Mapping], *, task: str, meta: Mapping):
     if len(set(ids)) != len(ids):
         dup = next(i for i in ids if ids.count(i) > 1)
         raise ValueError(f"{task}: doc_id {dup} appears more than once in the records")
-    f64_list = pa.list_(pa.float64())
-    schema = pa.schema(
-        [
-            ("task", pa.string()),
-            ("doc_id", pa.int64()),
-            ("k", pa.int32()),
-            ("labels", pa.list_(pa.string())),
-            ("gold", pa.int32()),
-            ("logits", f64_list),
-            ("evidence", f64_list),
-            ("alpha", f64_list),
-            ("strength", pa.float64()),
-            ("vacuity", pa.float64()),
-            ("max_prob", pa.float64()),
-            ("pred", pa.int32()),
-            ("correct", pa.bool_()),
-        ]
-    )
-    columns = {name: [r[name] for r in rows] for name in RECORD_FIELDS}
+    names = [f.name for f in RECORD_SCHEMA if not f.optional or any(r.get(f.name) is not None for r in rows)]
+    columns = {name: [r[name] for r in rows] for name in names}
     columns["task"] = [task] * len(rows)
     full_meta = {"schema_version": SCHEMA_VERSION, "task": task, **dict(meta)}
-    schema = schema.with_metadata({META_KEY: json.dumps(full_meta, sort_keys=True).encode()})
+    schema = arrow_schema(names).with_metadata({META_KEY: json.dumps(full_meta, sort_keys=True).encode()})
     return pa.table(columns, schema=schema)
