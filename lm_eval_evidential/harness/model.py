@@ -29,6 +29,7 @@ from lm_eval_evidential.harness.evidence import EvidenceLedger, QuestionEvidence
 from lm_eval_evidential.modeling.config import HeadConfig, head_defaults
 from lm_eval_evidential.modeling.encoding import last_position_logits, left_pad, prompt_tail
 from lm_eval_evidential.modeling.heads import apply_head_batch
+from lm_eval_evidential.modeling.quiet import progress_options
 from lm_eval_evidential.records.provenance import adapter_sha256, model_sha256
 
 logger = logging.getLogger(__name__)
@@ -754,7 +755,9 @@ class EvidentialLM(HFLM):
         width = max(len(needed[c]) for c in order)
         index = torch.tensor([needed[c] + needed[c][:1] * (width - len(needed[c])) for c in order], dtype=torch.long)
         kept, kept_tails = [], []
-        bar = tqdm(total=len(order), desc="evidential: prompts", disable=disable_tqdm or self.rank != 0)
+        bar = tqdm(
+            total=len(order), desc="evidential: prompts", disable=disable_tqdm or self.rank != 0, **progress_options()
+        )
         for start in range(0, len(order), batch_size):
             chunk = order[start : start + batch_size]
             logits = self._last_logits([context_ids[c] for c in chunk])

@@ -92,6 +92,8 @@ def encode_examples(
     """
     from tqdm import tqdm
 
+    from lm_eval_evidential.modeling.quiet import progress_options
+
     name = _task_name(task)
     delimiter = task.config.target_delimiter
     prompts, choices, golds = [], [], []
@@ -104,7 +106,8 @@ def encode_examples(
 
     answer_map: dict[str, int] = {}
     examples = []
-    for i, doc in enumerate(tqdm(docs, desc=f"{name}: encoding", unit="doc", mininterval=1.0)):
+    bar = tqdm(docs, desc=f"{name}: encoding", unit="doc", **{"mininterval": 1.0, **progress_options()})
+    for i, doc in enumerate(bar):
         where = f"task {name!r} doc {doc.get('doc_id', i)}"
         ids = list(prompt_ids[i])
         if max_length is not None and len(ids) > max_length:

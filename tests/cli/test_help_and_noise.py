@@ -170,3 +170,47 @@ def test_which_run_was_read_is_said_truthfully(tmp_path, capsys):
         .describe()
         .startswith(f"using run {newest} for a (the newest of the 3 runs here with records for all of them;")
     )
+
+
+# ---- progress bars written to a file
+
+
+def test_progress_options_slow_our_bars_down_only_off_a_terminal(monkeypatch):
+    import io
+
+    from lm_eval_evidential.modeling.quiet import LOG_PROGRESS_INTERVAL, progress_options
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    monkeypatch.delenv("TQDM_MININTERVAL", raising=False)
+    assert progress_options(io.StringIO()) == {"mininterval": LOG_PROGRESS_INTERVAL}
+    assert progress_options(Terminal()) == {}
+    monkeypatch.setenv("TQDM_MININTERVAL", "5")  # tqdm's own setting wins
+    assert progress_options(io.StringIO()) == {}
+
+
+def test_the_evidential_bar_in_a_log_file_is_one_line_per_interval(tiny_model, monkeypatch):
+    """60 prompts, one per (fake) second, into a file: tqdm's default (an update every 0.1 s) would write
+    60 lines; ours writes one per LOG_PROGRESS_INTERVAL (30 s), plus the first and the last."""
+    import io
+    import itertools
+    import sys
+
+    import tqdm.std
+
+    from lm_eval_evidential.harness.model import EvidentialLM
+
+    monkeypatch.delenv("TQDM_MININTERVAL", raising=False)
+    lm = EvidentialLM(pretrained=str(tiny_model), device="cpu", batch_size=1)
+    clock = itertools.count(1000.0, 1.0)
+    monkeypatch.setattr(tqdm.std, "time", lambda: next(clock))
+    monkeypatch.setattr(tqdm.std.tqdm, "monitor_interval", 0)
+    log = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", log)
+    contexts = {f"c{i}": [5, 6, 7 + i] for i in range(60)}
+    lm._forward_unique(contexts, {c: [10, 11] for c in contexts}, 0, False)
+    redraws = [line for line in log.getvalue().replace("\r", "\n").splitlines() if "evidential: prompts" in line]
+    assert redraws[-1].startswith("evidential: prompts: 100%")
+    assert 2 <= len(redraws) <= 5, redraws
