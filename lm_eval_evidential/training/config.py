@@ -72,7 +72,12 @@ class TrainConfig:
     )
     dtype: str = _opt("auto", "dtype to load the base model in", choices=("auto", "float32", "bfloat16", "float16"))
     bf16: bool = _opt(False, "bfloat16 mixed precision (the reference trains with it on A100)")
-    gradient_checkpointing: bool = _opt(False, "trade compute for activation memory")
+    gradient_checkpointing: bool = _opt(False, "trade compute for activation memory (off: a step recomputes nothing)")
+    group_by_length: bool = _opt(
+        True,
+        "batch questions of similar length together (transformers' LengthGroupedSampler: random groups of 50 "
+        "batches, sorted within), so left padding stays small; --no-group-by-length for uniformly random batches",
+    )
     # Checkpoints and logging
     logging_steps: int = _opt(20, "log the loss every N steps")
     save_steps: int = _opt(500, "save a checkpoint every N steps")

@@ -28,6 +28,7 @@ import math
 import os
 import shutil
 import sys
+import time
 from pathlib import Path
 
 from lm_eval_evidential.modeling.config import METADATA_FILE, METADATA_FORMAT, write_metadata
@@ -40,6 +41,8 @@ logger = logging.getLogger(__name__)
 # the flat all-zero-evidence state of the loss), and above which it is exploding.
 COLLAPSED_EVIDENCE = 0.05
 EXPLODING_EVIDENCE = 1e3
+# Steps timed (after the first, which pays one-off costs) before the run says its speed and the KL schedule's.
+CLOCK_STEPS = 3
 
 
 # --------------------------------------------------------------------------- data
@@ -200,7 +203,58 @@ def describe_kl_schedule(config: TrainConfig, epoch_steps: int) -> str:
             f"step {full} (IB-EDL reference schedule; --kl-anneal-epochs, --kl-anneal-steps)"
         )
     return (
-        f"edl: KL weight = {rule}; kl_weight={config.kl_weight:g}; at the last of {config.max_steps} steps: {end:.3g}"
+        f"edl: KL weight = {rule}; kl_weight={config.kl_weight:g}; at the last of {config.max_steps} steps: {end:.3g} "
+        f"(in wall-clock time after step {CLOCK_STEPS + 1})"
+    )
+
+
+def kl_full_step(config: TrainConfig, epoch_steps: int) -> int | None:
+    """The first optimiser step (0-based) at which EDL's KL weight is at full strength; None without a KL term.
+
+    Examples
+    --------
+    >>> kl_full_step(TrainConfig(kl_anneal_epochs=3), epoch_steps=1240)
+    3720
+    >>> kl_full_step(TrainConfig(kl_anneal_steps=500), epoch_steps=1240)
+    500
+    """
+    if config.method != "edl":
+        return None
+    if config.kl_anneal_steps is not None:
+        return config.kl_anneal_steps
+    return math.ceil(config.kl_anneal_epochs) * epoch_steps if config.kl_anneal_epochs > 0 else 0
+
+
+def _duration(seconds: float) -> str:
+    for unit, size in (("days", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= 2 * size:
+            return f"{seconds / size:.1f} {unit}"
+    return f"{seconds:.0f} s"
+
+
+def describe_kl_clock(config: TrainConfig, epoch_steps: int, step: int, seconds_per_step: float) -> str:
+    """The run and the KL schedule in wall-clock terms at ``seconds_per_step``, said after step ``step``.
+
+    Examples
+    --------
+    >>> describe_kl_clock(TrainConfig(max_steps=40), epoch_steps=60, step=4, seconds_per_step=9.0)
+    '9 s a step: the 36 steps left take 5.4 min; the KL weight reaches full strength at step 180, \
+after this run ends (40 steps; full strength would need 180 steps, 27.0 min)'
+    """
+    left = max(0, config.max_steps - step)
+    line = f"{seconds_per_step:.3g} s a step: the {left} steps left take {_duration(left * seconds_per_step)}"
+    full = kl_full_step(config, epoch_steps)
+    if full is None or full <= 0:
+        return line
+    if full >= config.max_steps:
+        return (
+            f"{line}; the KL weight reaches full strength at step {full}, after this run ends ({config.max_steps} "
+            f"steps; full strength would need {full} steps, {_duration(full * seconds_per_step)})"
+        )
+    if full <= step:
+        return f"{line}; the KL weight is at full strength since step {full}"
+    return (
+        f"{line}; the KL weight reaches full strength at step {full}, in {_duration((full - step) * seconds_per_step)}"
     )
 
 
@@ -378,17 +432,42 @@ def _load_base(pretrained: str, config: TrainConfig):
     return AutoModelForCausalLM.from_pretrained(pretrained, **{key: dtypes[config.dtype]})
 
 
-def _training_arguments(config: TrainConfig, output_dir: Path):
+def host_to_device(accelerator: bool) -> dict:
+    """TrainingArguments that move each batch to the device: pinned host memory and asynchronous copies
+    on a CUDA device (the copy overlaps the previous step's kernels), neither on the CPU.
+
+    Examples
+    --------
+    >>> host_to_device(True)
+    {'dataloader_pin_memory': True, 'accelerator_config': {'non_blocking': True}}
+    """
+    return {"dataloader_pin_memory": accelerator, "accelerator_config": {"non_blocking": accelerator}}
+
+
+def _training_arguments(config: TrainConfig, output_dir: Path, accelerator: bool | None = None):
     import torch
     from transformers import TrainingArguments
 
+    if accelerator is None:
+        accelerator = torch.cuda.is_available()  # where the Trainer will put the model
+
+    names = {f.name for f in dataclasses.fields(TrainingArguments)}
     extra = {}
     if config.gradient_checkpointing:
         # transformers 5 renamed the argument (the old name still works there, with a warning).
-        names = {f.name for f in dataclasses.fields(TrainingArguments)}
         extra["activation_checkpointing" if "activation_checkpointing" in names else "gradient_checkpointing"] = True
+    if config.group_by_length:
+        # transformers 5's name; 4.x's boolean picks the same LengthGroupedSampler.
+        if "train_sampling_strategy" in names:
+            extra["train_sampling_strategy"] = "group_by_length"
+        else:
+            extra["group_by_length"] = True
+    if config.bf16 and not accelerator and not torch.backends.mps.is_available():
+        # transformers refuses bf16 without a GPU unless told that the CPU is meant (CPU autocast, same path).
+        extra["use_cpu"] = True
     return TrainingArguments(
         **extra,
+        **host_to_device(accelerator),
         output_dir=str(output_dir),
         max_steps=config.max_steps,
         per_device_train_batch_size=config.per_device_train_batch_size,
@@ -401,13 +480,15 @@ def _training_arguments(config: TrainConfig, output_dir: Path):
         seed=config.seed,
         bf16=config.bf16,
         logging_steps=config.logging_steps,
+        # The filter reads every step's loss on the host (a device sync per step) to replace a NaN/inf
+        # loss in the log by the running mean; a non-finite loss is shown as it is instead.
+        logging_nan_inf_filter=False,
         save_strategy="steps",
         save_steps=config.save_steps,
         save_total_limit=config.save_total_limit,
         report_to=config.report_to,
         remove_unused_columns=False,
         dataloader_num_workers=0,
-        dataloader_pin_memory=torch.cuda.is_available(),
     )
 
 
@@ -430,6 +511,14 @@ def _make_trainer_class():
             self._term_sums: dict[str, torch.Tensor] = {}
             self._term_count = 0
             self._warned: set[str] = set()
+            self._params_for_flops: int | None = None
+
+        def floating_point_ops(self, inputs) -> int:
+            # The Trainer's own estimate (6 · input tokens · non-embedding parameters) with the parameter
+            # count, a walk over every tensor of the model, taken once rather than at every step.
+            if self._params_for_flops is None:
+                self._params_for_flops = super().floating_point_ops({"input_ids": torch.ones(1)}) // 6
+            return 6 * inputs["input_ids"].numel() * self._params_for_flops
 
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
             logits = last_logits(model, inputs)
@@ -476,6 +565,27 @@ def _make_trainer_class():
                     del model.save_pretrained
             return super()._save(output_dir, state_dict)
 
+    class ScheduleClock(TrainerCallback):
+        """Times the steps after the first and, after ``CLOCK_STEPS`` of them, says the run's and the KL
+        schedule's wall-clock time at that speed (:func:`describe_kl_clock`)."""
+
+        def __init__(self, config: TrainConfig, epoch_steps: int):
+            self.config, self.epoch_steps = config, epoch_steps
+            self.first = self.start = None
+
+        def on_step_begin(self, args, state, control, **kwargs):
+            if self.first is None:
+                self.first = state.global_step  # 0, or the step a resumed run starts from
+            elif self.start is None:
+                self.start = time.perf_counter()
+            return control
+
+        def on_step_end(self, args, state, control, **kwargs):
+            if self.start is not None and state.global_step - self.first - 1 == CLOCK_STEPS:
+                seconds = (time.perf_counter() - self.start) / CLOCK_STEPS
+                _say(args, describe_kl_clock(self.config, self.epoch_steps, state.global_step, seconds))
+            return control
+
     class MetadataCallback(TrainerCallback):
         """Writes evidential_config.json into each checkpoint, so checkpoint-N loads like the final adapter."""
 
@@ -489,7 +599,7 @@ def _make_trainer_class():
                     write_metadata(ckpt / METADATA_FILE, {**self.metadata, "steps": state.global_step})
             return control
 
-    return EvidentialTrainer, MetadataCallback
+    return EvidentialTrainer, MetadataCallback, ScheduleClock
 
 
 def _metadata(
@@ -612,13 +722,13 @@ def train(pretrained, task, config: TrainConfig) -> Path:
     for note in notes:
         _say(args, note)
     _say(args, f"LoRA on {', '.join(targets)}; {describe_kl_schedule(config, epoch_steps)}")
-    trainer_cls, callback_cls = _make_trainer_class()
+    trainer_cls, callback_cls, clock_cls = _make_trainer_class()
     trainer = trainer_cls(
         model=model,
         args=args,
         train_dataset=examples,
         data_collator=LeftPadCollator(0 if pad is None else pad),
-        callbacks=[callback_cls(metadata)],
+        callbacks=[callback_cls(metadata), clock_cls(config, epoch_steps)],
         evidential_config=config,
         epoch_steps=epoch_steps,
     )

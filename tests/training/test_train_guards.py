@@ -46,7 +46,7 @@ def test_kl_schedule_is_the_reference_ramp_in_epochs_whatever_the_run_length():
 def test_the_schedule_is_said_before_training():
     short = describe_kl_schedule(TrainConfig(max_steps=60), 1240)
     assert "min(1, epoch/3)" in short and "1240 steps" in short and "full weight from step 3720" in short
-    assert short.endswith("at the last of 60 steps: 0")
+    assert short.endswith("at the last of 60 steps: 0 (in wall-clock time after step 4)")
     assert describe_kl_schedule(TrainConfig(method="ib_edl"), 10) == "ib_edl: no KL-to-uniform regulariser"
 
 

@@ -1,0 +1,614 @@
+"""Training step of ``lm-eval-evidential train`` against the bare step, side by side in one run.
+
+    python benchmarks/bench_train.py [--models tiny,smollm2] [--methods edl,ib_edl] [--steps N]
+        [--rounds 2] [--warmup 1] [--batch-size 4] [--threads 1] [--device cpu] [--bf16] [--json out.json]
+
+Two ways of taking the same optimiser steps on the same batches of ``obqa_edl``'s training split
+(the bundled sample mirror, 240 questions, unless ``EVIDENTIAL_DATA_DIR`` points at real data):
+
+(a) bare step   a plain loop: left padding (``modeling.encoding.left_pad``), the forward with
+                ``logits_to_keep=1``, the loss on the answer logits (``training.trainer.batch_loss``:
+                EDL's MSE + KL, or IB-EDL's), backward, gradient clipping, ``torch.optim.AdamW`` on a
+                q_proj/v_proj LoRA (r=8, alpha=16, dropout 0.1), ``zero_grad``. Nothing else.
+(b) train       ``lm_eval_evidential.training.trainer.train`` itself (the code ``lm-eval-evidential train``
+                runs), in this process, with the same LoRA, optimiser settings, seed and batch size.
+
+The two are interleaved: ``train`` runs ``warmup + rounds * steps`` steps, and after each of its
+timed blocks of ``steps`` steps the bare loop takes ``steps`` steps on the very batches ``train``
+just used (its own model copy and optimiser), so both ways see the same load and the same padding.
+A step of (b) is the whole cycle from one step's start to the next's (data loading and collation,
+forward, backward, clipping, optimiser, scheduler, the Trainer's bookkeeping) without the bare
+block run inside it and without checkpoints and log lines, which are timed apart and amortised at
+the run's ``--save-steps`` / ``--logging-steps`` defaults (500 / 20).
+
+Printed per model and method: ms per step and per real (non-pad) token, added peak memory (RSS on
+the CPU: the kernel's VmHWM, reset before each block; ``torch.cuda.max_memory_allocated`` on a GPU),
+the throughput ratio (b)/(a) = t(a)/t(b) (goal >= 0.9), and where (b)'s time goes next to (a)'s:
+collation, forward + loss, backward, clipping, optimiser, the rest of the Trainer's step; then
+logging and checkpoints amortised, tokenisation (once per run, amortised over one epoch) and
+padding (the share of pad tokens in the batches used, and in the random batches the trainer made
+before it grouped them by length). ``--estimate`` adds one epoch of OBQA (4,957 questions) on
+Llama-3-8B on one H100 from measured parts (see :func:`estimate_h100`).
+
+``--threads 1`` (the default) because the machine this was written on is shared: with more
+OpenMP threads than free cores, torch's threads spin-wait on each other and step times scatter by 10x.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+TASK = "obqa_edl"
+LORA_TARGETS = ("q_proj", "v_proj")
+DEFAULT_STEPS = {"tiny": 10, "smollm2": 2}  # timed steps per block and way; smollm2 takes ~2-10 s a step on 2 cores
+GOAL = 0.9
+USER_LOGGING_STEPS, USER_SAVE_STEPS = 20, 500  # TrainConfig's defaults, for amortising
+OBQA_TRAIN_QUESTIONS = 4957  # allenai/openbookqa main train split
+
+
+# ---------------------------------------------------------------------------- measuring
+class PeakMemory:
+    """Added peak memory (bytes) between ``reset`` and ``read``: CUDA's allocator peak, or VmHWM on Linux."""
+
+    def __init__(self, device):
+        self.device = device
+
+    def reset(self) -> None:
+        import torch
+
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            self._base = torch.cuda.memory_allocated()
+            return
+        self._base = self._rss()
+        with contextlib.suppress(OSError), open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")  # VmHWM := current RSS (Linux >= 4.0)
+
+    def read(self) -> int:
+        import torch
+
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+            return torch.cuda.max_memory_allocated() - self._base
+        try:
+            with open("/proc/self/status") as fh:
+                peak = next(int(line.split()[1]) * 1024 for line in fh if line.startswith("VmHWM:"))
+        except (OSError, StopIteration):
+            peak = self._rss()
+        return max(0, peak - self._base)
+
+    @staticmethod
+    def _rss() -> int:
+        import psutil
+
+        return psutil.Process().memory_info().rss
+
+
+class Timer:
+    """Seconds spent in named parts; ``sync`` makes GPU work count where it is launched."""
+
+    def __init__(self, sync, enabled: bool = True):
+        self.sync, self.enabled = sync, enabled
+        self.total: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def part(self, name: str):
+        if not self.enabled:
+            yield
+            return
+        self.sync()
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.sync()
+            self.total[name] = self.total.get(name, 0.0) + time.perf_counter() - start
+
+    def add(self, name: str, seconds: float) -> None:
+        if self.enabled:
+            self.total[name] = self.total.get(name, 0.0) + seconds
+
+    def wrap(self, name: str, fn):
+        def timed(*args, **kwargs):
+            with self.part(name):
+                return fn(*args, **kwargs)
+
+        return timed
+
+
+def padding_share(batches: list[list[dict]]) -> tuple[float, int]:
+    """(share of pad tokens, real tokens) over left-padded ``batches`` of examples."""
+    real = sum(len(r["input_ids"]) for b in batches for r in b)
+    computed = sum(len(b) * max(len(r["input_ids"]) for r in b) for b in batches)
+    return (1 - real / computed if computed else 0.0), real
+
+
+def random_batch_padding(examples: list[dict], batch_size: int, seed: int = 0, draws: int = 20) -> float:
+    """Mean pad share of batches drawn in random order (the trainer's order before length grouping)."""
+    import random
+
+    rng = random.Random(seed)
+    shares = []
+    for _ in range(draws):
+        order = rng.sample(range(len(examples)), len(examples))
+        batches = [[examples[i] for i in order[s : s + batch_size]] for s in range(0, len(order), batch_size)]
+        shares.append(padding_share(batches)[0])
+    return statistics.fmean(shares)
+
+
+# ---------------------------------------------------------------------------- the two ways
+class BareStep:
+    """(a): the plain loop, on its own copy of the model."""
+
+    def __init__(self, model_dir, config, device, timer: Timer, pad_id: int):
+        import torch
+        from peft import LoraConfig, get_peft_model
+        from transformers import AutoModelForCausalLM, set_seed
+
+        set_seed(config.seed)
+        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+        lora = LoraConfig(
+            r=config.lora_r,
+            lora_alpha=config.lora_alpha,
+            lora_dropout=config.lora_dropout,
+            target_modules=list(LORA_TARGETS),
+            bias=config.lora_bias,
+            task_type="CAUSAL_LM",
+        )
+        self.model = get_peft_model(model, lora).to(device).train()
+        self.params = [p for p in self.model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(self.params, lr=config.learning_rate, weight_decay=config.weight_decay)
+        self.config, self.device, self.timer, self.pad_id = config, device, timer, pad_id
+        self.generator = torch.Generator(device=device).manual_seed(config.seed)
+
+    def step(self, rows: list[dict]) -> None:
+        import torch
+
+        from lm_eval_evidential.modeling.encoding import left_pad
+        from lm_eval_evidential.training.trainer import batch_loss, last_logits
+
+        t, config = self.timer, self.config
+        with t.part("collation"):
+            k_max = max(r["k"] for r in rows)
+            batch = {
+                **left_pad([r["input_ids"] for r in rows], self.pad_id),
+                "answer_ids": torch.tensor([r["answer_ids"] + r["answer_ids"][:1] * (k_max - r["k"]) for r in rows]),
+                "k": torch.tensor([r["k"] for r in rows]),
+                "target": torch.tensor([r["target"] for r in rows]),
+            }
+            batch = {k: v.to(self.device, non_blocking=True) for k, v in batch.items()}
+        autocast = torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=config.bf16)
+        with t.part("forward + loss"), autocast:
+            kl = config.kl_weight if config.method == "edl" else 0.0
+            loss, _ = batch_loss(last_logits(self.model, batch), batch, config, kl_weight=kl, generator=self.generator)
+        with t.part("backward"):
+            loss.backward()
+        with t.part("clipping"):
+            torch.nn.utils.clip_grad_norm_(self.params, config.max_grad_norm)
+        with t.part("optimiser"):
+            self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=True)
+
+
+def measure(model_dir: Path, method: str, args, device, work: Path) -> dict:
+    """Run (b) with (a) interleaved; returns the figures of one model and method."""
+    import torch
+    from transformers import AutoTokenizer, TrainerCallback
+
+    from lm_eval_evidential.training import trainer as train_module
+    from lm_eval_evidential.training.config import TrainConfig
+
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    steps, rounds, warmup = args.steps, args.rounds, args.warmup
+    total_steps = warmup + rounds * steps
+    out = work / f"run-{method}"
+    shutil.rmtree(out, ignore_errors=True)
+    config = TrainConfig(
+        method=method,
+        output_dir=str(out),
+        max_steps=total_steps,
+        per_device_train_batch_size=args.batch_size,
+        target_modules=LORA_TARGETS,
+        bf16=args.bf16,
+        logging_steps=max(1, steps),  # one log line per block, timed apart and amortised at every 20 steps
+        save_steps=warmup + steps,  # one checkpoint, timed apart and amortised at every 500 steps
+        save_total_limit=1,
+    )
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    # (b)'s parts are timed during its timed blocks only; one-off parts (tokenisation, final save) apart
+    bare_timer, trainer_timer, once = Timer(sync), Timer(sync, enabled=False), Timer(sync)
+    bare = BareStep(model_dir, config, device, bare_timer, pad)
+    memory = PeakMemory(device)
+    seen: list[list[dict]] = []  # the rows of every batch (b) collated, in order
+    cycle: dict = {"b": [], "a": [], "b_cpu": [], "a_cpu": [], "b_mem": [], "a_mem": [], "load": []}
+    state = {"start": None, "inserted": 0.0, "excluded": 0.0, "cpu_start": 0.0, "cpu_excluded": 0.0}
+
+    class RecordingCollator(train_module.LeftPadCollator):
+        def __call__(self, rows):
+            seen.append(list(rows))
+            with trainer_timer.part("collation"):
+                return super().__call__(rows)
+
+    def run_bare_block() -> None:
+        batches = seen[-steps:]
+        memory.reset()
+        sync()
+        start, cpu = time.perf_counter(), time.process_time()
+        for rows in batches:
+            bare.step(rows)
+        sync()
+        cycle["a"].append(time.perf_counter() - start)
+        cycle["a_cpu"].append(time.process_time() - cpu)
+        cycle["a_mem"].append(memory.read())
+
+    class Interleave(TrainerCallback):
+        def on_step_begin(self, args_, state_, control, **kwargs):
+            done = state_.global_step
+            if done >= warmup and (done - warmup) % steps == 0:
+                sync()
+                now, cpu = time.perf_counter(), time.process_time()
+                if state["start"] is not None:  # a timed block of (b) just ended: time it, then run (a)'s
+                    trainer_timer.enabled = False
+                    cycle["b"].append(now - state["start"] - state["excluded"])
+                    cycle["b_cpu"].append(cpu - state["cpu_start"] - state["cpu_excluded"])
+                    cycle["b_mem"].append(memory.read())
+                    cycle["load"].append(os.getloadavg()[0])
+                    before = time.perf_counter()
+                    run_bare_block()
+                    state["inserted"] += time.perf_counter() - before
+                if done < warmup + rounds * steps:
+                    memory.reset()
+                    sync()
+                    trainer_timer.enabled = True
+                    state["start"], state["excluded"] = time.perf_counter(), 0.0
+                    state["cpu_start"], state["cpu_excluded"] = time.process_time(), 0.0
+
+        def on_train_end(self, args_, state_, control, **kwargs):
+            # the last block ends with the last step (its final save is timed apart by train's own code)
+            sync()
+            trainer_timer.enabled = False
+            if state["start"] is not None:
+                cycle["b"].append(time.perf_counter() - state["start"] - state["excluded"])
+                cycle["b_cpu"].append(time.process_time() - state["cpu_start"] - state["cpu_excluded"])
+                cycle["b_mem"].append(memory.read())
+                cycle["load"].append(os.getloadavg()[0])
+                run_bare_block()
+                state["start"] = None
+
+    make_trainer_class = train_module._make_trainer_class
+
+    def instrumented_trainer_class():
+        base, *callbacks = make_trainer_class()
+
+        class Instrumented(base):
+            def __init__(self, *a, **k):
+                super().__init__(*a, **k)
+                self.add_callback(Interleave())
+                self.add_callback(OptimiserClock())
+
+            def training_step(self, *a, **k):
+                with trainer_timer.part("training_step"):
+                    loss = super().training_step(*a, **k)
+                state["step_end"] = time.perf_counter()
+                return loss
+
+            def compute_loss(self, *a, **k):
+                with trainer_timer.part("forward + loss"):
+                    return super().compute_loss(*a, **k)
+
+            def log(self, *a, **k):
+                start, cpu = time.perf_counter(), time.process_time()
+                with trainer_timer.part("logging"):
+                    super().log(*a, **k)
+                state["excluded"] += time.perf_counter() - start
+                state["cpu_excluded"] += time.process_time() - cpu
+                trainer_timer.add("log lines", 1)
+
+            def _save_checkpoint(self, *a, **k):
+                start, cpu = time.perf_counter(), time.process_time()
+                with trainer_timer.part("checkpoint"):
+                    super()._save_checkpoint(*a, **k)
+                state["excluded"] += time.perf_counter() - start
+                state["cpu_excluded"] += time.process_time() - cpu
+                trainer_timer.add("checkpoints", 1)
+
+        return (Instrumented, *callbacks)
+
+    class OptimiserClock(TrainerCallback):
+        # clipping runs between training_step and on_pre_optimizer_step; the optimiser between the two hooks
+        def on_pre_optimizer_step(self, *a, **k):
+            sync()
+            self.start = time.perf_counter()
+            trainer_timer.add("clipping", self.start - state["step_end"])
+
+        def on_optimizer_step(self, *a, **k):
+            sync()
+            trainer_timer.add("optimiser", time.perf_counter() - self.start)
+
+    patches = {
+        "_make_trainer_class": instrumented_trainer_class,
+        "LeftPadCollator": RecordingCollator,
+        "encode_examples": once.wrap("tokenisation", train_module.encode_examples),
+        "_save_final": once.wrap("final save", train_module._save_final),
+    }
+    saved = {name: getattr(train_module, name) for name in patches}
+    for name, value in patches.items():
+        setattr(train_module, name, value)
+    start = time.perf_counter()
+    try:
+        train_module.train(str(model_dir), TASK, config)
+    finally:
+        for name, value in saved.items():
+            setattr(train_module, name, value)
+    whole = time.perf_counter() - start - state["inserted"]
+
+    # Per step: the timed blocks only (not the warm-up steps), both ways on the same batches.
+    timed_batches = seen[warmup : warmup + rounds * steps]
+    pad_share, real_tokens = padding_share(timed_batches)
+    n = rounds * steps
+    tb, ta = sum(cycle["b"]) / n, sum(cycle["a"]) / n
+    parts_b = {**trainer_timer.total, **once.total}
+    return {
+        "method": method,
+        "batch_size": args.batch_size,
+        "steps": n,
+        "rounds": rounds,
+        "ms_step": {"a": 1e3 * ta, "b": 1e3 * tb},
+        "us_token": {"a": 1e6 * ta * n / real_tokens, "b": 1e6 * tb * n / real_tokens},
+        "blocks_ms_step": {"a": [1e3 * x / steps for x in cycle["a"]], "b": [1e3 * x / steps for x in cycle["b"]]},
+        "peak_mb": {"a": max(cycle["a_mem"]) / 2**20, "b": max(cycle["b_mem"]) / 2**20},
+        "ratio": ta / tb,
+        "cpu_ms_step": {"a": 1e3 * sum(cycle["a_cpu"]) / n, "b": 1e3 * sum(cycle["b_cpu"]) / n},
+        "cpu_ratio": sum(cycle["a_cpu"]) / sum(cycle["b_cpu"]),
+        "load": cycle["load"],
+        "parts_ms_step": {
+            "a": {k: 1e3 * v / n for k, v in bare_timer.total.items()},
+            "b": {
+                "collation": 1e3 * parts_b.get("collation", 0) / n,
+                "forward + loss": 1e3 * parts_b.get("forward + loss", 0) / n,
+                "backward": 1e3 * (parts_b.get("training_step", 0) - parts_b.get("forward + loss", 0)) / n,
+                "clipping": 1e3 * parts_b.get("clipping", 0) / n,
+                "optimiser": 1e3 * parts_b.get("optimiser", 0) / n,
+            },
+        },
+        "log_ms": 1e3 * parts_b.get("logging", 0) / max(1, parts_b.get("log lines", 0)),
+        "checkpoint_ms": 1e3 * parts_b.get("checkpoint", 0) / max(1, parts_b.get("checkpoints", 0)),
+        "tokenisation_s": parts_b.get("tokenisation", 0.0),
+        "final_save_s": parts_b.get("final save", 0.0),
+        "run_s": whole,
+        "num_examples": None,
+        "pad_share": pad_share,
+        "random_pad_share": None,
+        "real_tokens_per_step": real_tokens / n,
+    }
+
+
+# ---------------------------------------------------------------------------- the H100 estimate
+def llama3_8b_host_walks(repeats: int = 5) -> dict:
+    """CPU ms of the per-step walks over every module / parameter that a Trainer step makes on a
+    Llama-3-8B with the paper's LoRA (q_proj, v_proj, lm_head), measured on a ``meta``-device
+    skeleton (no memory, no compute): ``model.train()``, ``model.zero_grad()``, and the parameter
+    walk of gradient clipping. The bare loop pays the last two as well."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM, LlamaConfig
+
+    config = LlamaConfig(
+        vocab_size=128256,
+        hidden_size=4096,
+        intermediate_size=14336,
+        num_hidden_layers=32,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        tie_word_embeddings=False,
+    )
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)
+    lora = LoraConfig(r=8, lora_alpha=16, lora_dropout=0.1, target_modules=["q_proj", "v_proj", "lm_head"])
+    model = get_peft_model(model, lora)
+    walks = {
+        "train()": model.train,
+        "zero_grad()": model.zero_grad,
+        "clipping walk": lambda: [p for p in model.parameters() if p.grad is not None],
+    }
+    out = {}
+    for name, walk in walks.items():
+        walk()
+        start = time.process_time()
+        for _ in range(repeats):
+            walk()
+        out[name] = 1e3 * (time.process_time() - start) / repeats
+    return out
+
+
+def estimate_h100(tokens_per_question: float, trainer_host_ms: float, walks: dict, batch_size: int = 4) -> dict:
+    """One epoch of OBQA (4,957 questions) on Llama-3-8B on one H100, from measured and stated parts.
+
+    Measured: ``tokens_per_question`` (mean prompt length of the training data with a real
+    tokenizer), ``trainer_host_ms`` (the trainer's own host time per step beyond the bare loop's,
+    CPU time on the tiny model) and ``walks`` (:func:`llama3_8b_host_walks`, CPU time on this host).
+    Stated: 7.50e9 non-embedding parameters; a LoRA step's ~4 N FLOPs per token (forward 2N, the
+    backward through the frozen weights 2N, no weight gradients but the adapter's); H100 SXM dense
+    bf16 peak 989 TFLOP/s at an assumed 40% for batches of 4 x ~100 tokens; 3.35 TB/s to read the
+    16 GB of bf16 weights twice a step; whichever bound is larger. Not measured (no GPU here): the
+    eager kernel launches (~3,000 a step, ~5 us each, which the host issues while the device works).
+    """
+    params = 7.50e9
+    steps = math.ceil(OBQA_TRAIN_QUESTIONS / batch_size)
+    tokens = tokens_per_question * batch_size
+    compute_s = 4 * params * tokens / (0.40 * 989e12)
+    memory_s = 2 * 16.06e9 / 3.35e12
+    host_ms = trainer_host_ms + sum(walks.values())
+    step_s = max(compute_s, memory_s) + host_ms / 1e3
+    return {
+        "steps": steps,
+        "tokens_per_step": tokens,
+        "compute_ms": 1e3 * compute_s,
+        "memory_ms": 1e3 * memory_s,
+        "walks_ms": walks,
+        "trainer_host_ms": trainer_host_ms,
+        "host_ms": host_ms,
+        "step_ms": 1e3 * step_s,
+        "epoch_min": steps * step_s / 60,
+        "paper_run_h": 10080 * step_s / 3600,
+    }
+
+
+# ---------------------------------------------------------------------------- models and main
+def model_folder(name: str, work: Path) -> Path:
+    if name == "tiny":
+        from lm_eval_evidential.testing.tiny import build_tiny_model
+
+        return build_tiny_model(work / "tiny", seed=0)
+    if name == "smollm2":
+        from lm_eval_evidential.testing.smollm2 import smollm2_checkpoint
+
+        return smollm2_checkpoint()
+    raise SystemExit(f"unknown model {name!r}: choose from tiny, smollm2")
+
+
+def report(model: str, r: dict, device) -> None:
+    a, b = r["ms_step"]["a"], r["ms_step"]["b"]
+    print(
+        f"{model:8} {r['method']:7} (a) bare step {a:10.1f} ms/step {r['us_token']['a']:9.1f} us/token "
+        f"{r['peak_mb']['a']:8.1f} MB added peak {r['cpu_ms_step']['a']:10.1f} CPU ms/step"
+    )
+    print(
+        f"{'':8} {'':7} (b) train     {b:10.1f} ms/step {r['us_token']['b']:9.1f} us/token "
+        f"{r['peak_mb']['b']:8.1f} MB added peak {r['cpu_ms_step']['b']:10.1f} CPU ms/step"
+    )
+    blocks = ", ".join(f"{x:.0f}/{y:.0f}" for x, y in zip(r["blocks_ms_step"]["a"], r["blocks_ms_step"]["b"]))
+    verdict = "met" if min(r["ratio"], r["cpu_ratio"]) >= GOAL else "NOT met"
+    print(
+        f"{'':17} throughput (b)/(a) = {r['ratio']:.2f} wall, {r['cpu_ratio']:.2f} CPU (goal >= {GOAL}: {verdict}); "
+        f"{r['steps']} steps each in {r['rounds']} interleaved blocks, a/b ms/step per block: {blocks}; "
+        f"1-min load {min(r['load']):.1f}-{max(r['load']):.1f}"
+    )
+    pa, pb = r["parts_ms_step"]["a"], r["parts_ms_step"]["b"]
+    rest_b = b - sum(pb.values())
+    rest_a = a - sum(pa.values())
+    cells = [f"{k} {pa.get(k, 0):.1f}/{pb[k]:.1f}" for k in pb] + [f"rest {rest_a:.1f}/{rest_b:.1f}"]
+    print(f"{'':17} where it goes, ms/step (a)/(b): " + "; ".join(cells))
+    log_amort = r["log_ms"] / USER_LOGGING_STEPS
+    ckpt_amort = r["checkpoint_ms"] / USER_SAVE_STEPS
+    epoch_steps = math.ceil(r["num_examples"] / r["batch_size"])
+    print(
+        f"{'':17} apart: a log line {r['log_ms']:.1f} ms ({log_amort:.2f} ms/step at every {USER_LOGGING_STEPS}), "
+        f"a checkpoint {r['checkpoint_ms']:.0f} ms ({ckpt_amort:.2f} ms/step at every {USER_SAVE_STEPS}), "
+        f"tokenisation {1e3 * r['tokenisation_s']:.0f} ms once per run "
+        f"({1e3 * r['tokenisation_s'] / epoch_steps:.2f} ms/step over one epoch of {epoch_steps} steps), "
+        f"final save {1e3 * r['final_save_s']:.0f} ms; with logging and checkpoints amortised "
+        f"(b)/(a) = {a / (b + log_amort + ckpt_amort):.2f}"
+    )
+    print(
+        f"{'':17} padding: {100 * r['pad_share']:.1f}% of the tokens in these batches are pads "
+        f"(random batches of the same data: {100 * r['random_pad_share']:.1f}%); "
+        f"{r['real_tokens_per_step']:.0f} real tokens per step"
+    )
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--models", default="tiny,smollm2", help="comma-separated: tiny, smollm2")
+    parser.add_argument("--methods", default="edl,ib_edl", help="comma-separated: edl, ib_edl, softmax")
+    parser.add_argument(
+        "--steps", type=int, default=None, help=f"timed steps per block and way (default: {DEFAULT_STEPS})"
+    )
+    parser.add_argument("--rounds", type=int, default=2, help="interleaved blocks of (b) then (a)")
+    parser.add_argument("--warmup", type=int, default=1, help="untimed steps of (b) before the first block")
+    parser.add_argument("--batch-size", type=int, default=4)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1: see the module doc)")
+    parser.add_argument(
+        "--device", default=None, help="default: cuda when available (where the Trainer runs), else cpu"
+    )
+    parser.add_argument("--bf16", action="store_true", help="bf16 autocast in both ways (GPU)")
+    parser.add_argument("--estimate", action="store_true", help="add the Llama-3-8B / H100 epoch estimate")
+    parser.add_argument("--json", help="also write the figures here")
+    args = parser.parse_args(argv)
+
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    import torch
+
+    from lm_eval_evidential.testing.tiny import sample_data_dir
+
+    os.environ.setdefault("EVIDENTIAL_DATA_DIR", str(sample_data_dir()))
+    torch.set_num_threads(args.threads)
+    # (b) runs where transformers' Trainer puts it (the GPU when there is one); (a) follows
+    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    print(
+        f"# {platform.machine()}, {os.cpu_count()} CPUs, device {device}, torch {torch.__version__}, "
+        f"threads {torch.get_num_threads()}, batch {args.batch_size}, task {TASK} train "
+        f"({os.environ['EVIDENTIAL_DATA_DIR']}), 1-min load at start {os.getloadavg()[0]:.1f}"
+    )
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="bench_train.") as tmp:
+        work = Path(tmp)
+        for model in args.models.split(","):
+            folder = model_folder(model, work)
+            for method in args.methods.split(","):
+                run_args = argparse.Namespace(**{**vars(args), "steps": args.steps or DEFAULT_STEPS.get(model, 2)})
+                r = measure(folder, method, run_args, device, work)
+                examples = _examples(folder)
+                r["random_pad_share"] = random_batch_padding(examples, args.batch_size)
+                r["num_examples"] = len(examples)
+                results[f"{model}/{method}"] = r
+                report(model, r, device)
+                sys.stdout.flush()
+        if args.estimate:
+            first = args.methods.split(",")[0]
+            tiny, real = results.get(f"tiny/{first}"), results.get(f"smollm2/{first}")
+            if tiny is None or real is None:
+                raise SystemExit(
+                    "--estimate needs --models tiny,smollm2 (host overhead from tiny, tokens from SmolLM2)"
+                )
+            trainer_host = max(0.0, tiny["cpu_ms_step"]["b"] - tiny["cpu_ms_step"]["a"])
+            est = estimate_h100(
+                real["real_tokens_per_step"] / args.batch_size, trainer_host, llama3_8b_host_walks(), args.batch_size
+            )
+            results["h100_estimate"] = est
+            walks = ", ".join(f"{k} {v:.1f}" for k, v in est["walks_ms"].items())
+            print(
+                f"Llama-3-8B, one H100, one OBQA epoch ({est['steps']} steps of {est['tokens_per_step']:.0f} tokens, "
+                f"SmolLM2's tokenizer on this data): device max(compute {est['compute_ms']:.1f}, weights "
+                f"{est['memory_ms']:.1f}) ms + host {est['host_ms']:.1f} ms (the trainer's own beyond the bare step "
+                f"{est['trainer_host_ms']:.1f} on tiny; per-step walks on a meta Llama-3-8B LoRA: {walks}) = "
+                f"{est['step_ms']:.1f} ms/step: {est['epoch_min']:.1f} min an epoch, "
+                f"{est['paper_run_h']:.2f} h for the paper's 10,080 steps (kernel launches not counted)"
+            )
+    print(f"# 1-min load at the end {os.getloadavg()[0]:.1f}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
+    return 0
+
+
+def _examples(folder: Path) -> list[dict]:
+    from transformers import AutoTokenizer
+
+    from lm_eval_evidential.training import trainer as train_module
+
+    task = train_module._load_task(TASK)
+    examples, _ = train_module.encode_examples(
+        task, train_module.training_docs(task), AutoTokenizer.from_pretrained(folder)
+    )
+    return examples
+
+
+if __name__ == "__main__":
+    sys.exit(main())
