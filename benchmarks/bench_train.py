@@ -158,20 +158,14 @@ class BareStep:
 
     def __init__(self, model_dir, config, device, timer: Timer, pad_id: int):
         import torch
-        from peft import LoraConfig, get_peft_model
+        from peft import get_peft_model
         from transformers import AutoModelForCausalLM, set_seed
+
+        from lm_eval_evidential.training.trainer import lora_config
 
         set_seed(config.seed)
         model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-        lora = LoraConfig(
-            r=config.lora_r,
-            lora_alpha=config.lora_alpha,
-            lora_dropout=config.lora_dropout,
-            target_modules=list(LORA_TARGETS),
-            bias=config.lora_bias,
-            task_type="CAUSAL_LM",
-        )
-        self.model = get_peft_model(model, lora).to(device).train()
+        self.model = get_peft_model(model, lora_config(config, LORA_TARGETS)).to(device).train()
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(self.params, lr=config.learning_rate, weight_decay=config.weight_decay)
         self.config, self.device, self.timer, self.pad_id = config, device, timer, pad_id

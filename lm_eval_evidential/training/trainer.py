@@ -386,6 +386,20 @@ def resolve_target_modules(
     return tuple(requested), []
 
 
+def lora_config(config: TrainConfig, targets: tuple[str, ...]):
+    """The ``peft.LoraConfig`` of ``config`` on ``targets`` (:func:`resolve_target_modules`)."""
+    from peft import LoraConfig
+
+    return LoraConfig(
+        r=config.lora_r,
+        lora_alpha=config.lora_alpha,
+        lora_dropout=config.lora_dropout,
+        target_modules=list(targets),
+        bias=config.lora_bias,
+        task_type="CAUSAL_LM",
+    )
+
+
 def _check_output_dir(config: TrainConfig, output_dir: Path) -> None:
     from lm_eval_evidential.records.io import check_output_folder
 
@@ -671,7 +685,7 @@ def train(pretrained, task, config: TrainConfig) -> Path:
     ``adapter_model.safetensors``) and, last, ``evidential_config.json``. Everything that
     can be refused (settings, output folder, target modules) is refused before training.
     """
-    from peft import LoraConfig, get_peft_model
+    from peft import get_peft_model
     from transformers import AutoTokenizer, set_seed
 
     from lm_eval_evidential.modeling.quiet import peft_wrapping
@@ -704,14 +718,7 @@ def train(pretrained, task, config: TrainConfig) -> Path:
     examples, answer_map = encode_examples(task_obj, docs, tokenizer, max_length)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
 
-    lora = LoraConfig(
-        r=config.lora_r,
-        lora_alpha=config.lora_alpha,
-        lora_dropout=config.lora_dropout,
-        target_modules=list(targets),
-        bias=config.lora_bias,
-        task_type="CAUSAL_LM",
-    )
+    lora = lora_config(config, targets)
     with peft_wrapping():  # transformers' is_gradient_checkpointing FutureWarning, read by peft
         model = get_peft_model(model, lora)
     if config.gradient_checkpointing:
