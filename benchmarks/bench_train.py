@@ -27,8 +27,8 @@ the throughput ratio (b)/(a) = t(a)/t(b) (goal >= 0.9), and where (b)'s time goe
 collation, forward + loss, backward, clipping, optimiser, the rest of the Trainer's step; then
 logging and checkpoints amortised, tokenisation (once per run, amortised over one epoch) and
 padding (the share of pad tokens in the batches used, and in the random batches the trainer made
-before it grouped them by length). ``--estimate`` adds one epoch of OBQA (4,957 questions) on
-Llama-3-8B on one H100 from measured parts (see :func:`estimate_h100`).
+before it grouped them by length). With both models, one epoch of OBQA (4,957 questions) on
+Llama-3-8B on one H100, estimated from measured parts (see :func:`estimate_h100`).
 
 ``--threads 1`` (the default) because the machine this was written on is shared: with more
 OpenMP threads than free cores, torch's threads spin-wait on each other and step times scatter by 10x.
@@ -533,7 +533,6 @@ def main(argv=None) -> int:
         "--device", default=None, help="default: cuda when available (where the Trainer runs), else cpu"
     )
     parser.add_argument("--bf16", action="store_true", help="bf16 autocast in both ways (GPU)")
-    parser.add_argument("--estimate", action="store_true", help="add the Llama-3-8B / H100 epoch estimate")
     parser.add_argument("--json", help="also write the figures here")
     args = parser.parse_args(argv)
 
@@ -565,13 +564,9 @@ def main(argv=None) -> int:
                 results[f"{model}/{method}"] = r
                 report(model, r, device)
                 sys.stdout.flush()
-        if args.estimate:
-            first = args.methods.split(",")[0]
-            tiny, real = results.get(f"tiny/{first}"), results.get(f"smollm2/{first}")
-            if tiny is None or real is None:
-                raise SystemExit(
-                    "--estimate needs --models tiny,smollm2 (host overhead from tiny, tokens from SmolLM2)"
-                )
+        first = args.methods.split(",")[0]
+        tiny, real = results.get(f"tiny/{first}"), results.get(f"smollm2/{first}")
+        if tiny is not None and real is not None:  # host overhead from the tiny model, tokens from SmolLM2's tokenizer
             trainer_host = max(0.0, tiny["cpu_ms_step"]["b"] - tiny["cpu_ms_step"]["a"])
             est = estimate_h100(
                 real["real_tokens_per_step"] / args.batch_size, trainer_host, llama3_8b_host_walks(), args.batch_size
