@@ -44,6 +44,8 @@ SCORE_COLORS = {
     "js_to_uniform": "#7b4173",  # plum
 }
 _SPARE_COLORS = ("#393b79", "#637939", "#8c6d31", "#843c39")
+#: The ``gid`` of reference lines (oracle, random), which legends list after the scores.
+REFERENCE_GID = "reference"
 
 
 def score_color(name: str, index: int = 0) -> str:
@@ -76,14 +78,15 @@ def save_figure(fig, path_without_suffix, formats: Sequence[str] = ("png", "svg"
     return out
 
 
-def plot_ksweep(rows: Sequence[dict], path_without_suffix, title: str | None = None) -> list[Path]:
-    """McNamara (2026) Figure 1 from :func:`~lm_eval_evidential.audits.ood.ksweep_rows` rows: AUROC and AUPR-In
-    against the number x of zero-evidence options appended.
+def ksweep_figure(rows: Sequence[dict], title: str | None = None):
+    """McNamara (2026) Figure 1 from :func:`~lm_eval_evidential.audits.ood.ksweep_rows` rows, as a Figure: AUROC
+    and AUPR-In against the number x of zero-evidence options appended.
 
     Two panels, one line per score and condition (solid = OOD-only expansion, where only K_OOD
     grows; dashed = matched expansion, where K_ID and K_OOD grow together). Each score keeps
-    its colour (:func:`score_color`). Written as ``<path>.png`` and ``<path>.svg`` (atomically); returns both paths.
-    Uses a bare ``matplotlib.figure.Figure``, so no pyplot state is touched.
+    its colour (:func:`score_color`). Scores often coincide (every score reaches AUROC 1.0 once
+    the OOD side has a zero-evidence option): the first score is drawn widest and each later
+    one narrower on top of it, so a line under another still shows as a border around it.
     """
     from matplotlib.figure import Figure
 
@@ -105,6 +108,7 @@ def plot_ksweep(rows: Sequence[dict], path_without_suffix, title: str | None = N
     styles = {"ood_only": ("-", "o", "OOD-only expansion"), "matched": ("--", "s", "matched expansion")}
     for ax, metric, label in zip(axes, ("auroc", "aupr_in"), ("AUROC", "AUPR-In")):
         for i, name in enumerate(names):
+            under = len(names) - 1 - i  # how many later scores may be drawn on top of this one
             for condition, (ls, marker, cond_label) in styles.items():
                 sel = sorted(
                     (r for r in rows if r["score"] == name and r["condition"] == condition), key=lambda r: r["extra"]
@@ -116,6 +120,9 @@ def plot_ksweep(rows: Sequence[dict], path_without_suffix, title: str | None = N
                         linestyle=ls,
                         marker=marker,
                         color=score_color(name, i),
+                        linewidth=1.5 + 1.2 * under,
+                        markersize=5 + 2.5 * under,
+                        zorder=2 + i,
                         label=f"{name} ({cond_label})",
                     )
         ax.set_xlabel(xlabel)
@@ -127,7 +134,13 @@ def plot_ksweep(rows: Sequence[dict], path_without_suffix, title: str | None = N
     # Below both panels, so the legend never hides a curve.
     fig.legend(handles, labels, loc="outside lower center", ncols=min(len(names), 3), fontsize="small")
     fig.suptitle(f"{title}\n{how}" if title else how, fontsize="medium")
-    return save_figure(fig, path_without_suffix)
+    return fig
+
+
+def plot_ksweep(rows: Sequence[dict], path_without_suffix, title: str | None = None) -> list[Path]:
+    """:func:`ksweep_figure` written as ``<path>.png`` and ``<path>.svg`` (atomically); returns both paths.
+    Uses a bare ``matplotlib.figure.Figure``, so no pyplot state is touched."""
+    return save_figure(ksweep_figure(rows, title=title), path_without_suffix)
 
 
 def _figure_and_axes(ax):
@@ -149,10 +162,13 @@ def plot_reliability_diagram(diagram: dict, ax=None, title: str | None = None):
     """Draw a reliability diagram from :func:`reliability_diagram` output; returns the Figure.
 
     Bars are per-bin accuracy, each with its number of examples above it; a hatched box spans
-    the gap from the bar to the bin's mean confidence (a dot), so a bin whose examples are all
-    wrong (accuracy 0, no bar) still shows as a box from 0 to its confidence. Empty bins draw
-    nothing. The x range is zoomed to the bins that hold examples (a max-probability confidence
-    is never below 1/K), and the dashed diagonal is perfect calibration. Draws on ``ax`` when
+    the gap from the bar to the bin's mean confidence, so a bin whose examples are all wrong
+    (accuracy 0, no bar) still shows as a box from 0 to its confidence. A dot marks each bin's
+    accuracy at the bin's mean confidence (not at the bin's centre), as sklearn's calibration
+    curve does: a calibrated bin's dot lies on the diagonal, and its distance above or below it
+    is the bin's calibration error. Empty bins draw nothing. The x range is zoomed to the bins
+    that hold examples (a max-probability confidence is never below 1/K), and the dashed
+    diagonal is perfect calibration. Draws on ``ax`` when
     given, otherwise on a new pyplot-free Figure (see ``_figure_and_axes``). ``title`` defaults
     to the ECE.
     """
@@ -189,7 +205,7 @@ def plot_reliability_diagram(diagram: dict, ax=None, title: str | None = None):
         linewidth=0.8,
         label="gap to mean confidence",
     )
-    ax.plot(centres, conf[filled], "o", color="#d62728", markersize=4, label="mean confidence")
+    ax.plot(conf[filled], acc[filled], "o", color="black", markersize=4, zorder=3, label="accuracy at mean confidence")
     tops = np.maximum(acc[filled], conf[filled])
     for x, top, n in zip(centres, tops, counts[filled]):
         ax.annotate(
@@ -240,8 +256,9 @@ def plot_risk_coverage(
     if show_reference:
         y = as_binary_labels(correct, "correct")
         oracle_cov, oracle_risk = risk_coverage_curve(y.astype(np.float64), y)
-        ax.plot(oracle_cov, oracle_risk, ":", color="black", label=f"oracle (AURC {oracle_risk.mean():.4f})")
-        ax.axhline(risk[-1], linestyle="--", color="gray", linewidth=1, label="random")
+        oracle_label = f"oracle (AURC {oracle_risk.mean():.4f})"
+        ax.plot(oracle_cov, oracle_risk, ":", color="black", label=oracle_label, gid=REFERENCE_GID)
+        ax.axhline(risk[-1], linestyle="--", color="gray", linewidth=1, label="random", gid=REFERENCE_GID)
     ax.set_xlim(0.0, 1.0)
     ax.set_xlabel("coverage")
     ax.set_ylabel("selective risk (error rate)")
@@ -251,11 +268,9 @@ def plot_risk_coverage(
     return fig
 
 
-def save_reliability_figure(records_by_task, path_without_suffix, n_bins: int = 15) -> list[Path]:
-    """Reliability diagrams (one panel per task, equal-width bins as in ``ece``), as .png and .svg.
-
-    A bare :class:`matplotlib.figure.Figure` (no pyplot state). Returns the two written paths.
-    """
+def reliability_figure(records_by_task, n_bins: int = 15):
+    """Reliability diagrams of ``{task: Records}`` (one panel per task, equal-width bins as in ``ece``), as a
+    bare :class:`matplotlib.figure.Figure` (no pyplot state); one legend below the panels."""
     from matplotlib.figure import Figure
 
     check_records_by_task(records_by_task, allow_fingerprint_mismatch=True)  # figures draw what the rows audited
@@ -264,7 +279,7 @@ def save_reliability_figure(records_by_task, path_without_suffix, n_bins: int = 
     n = len(records_by_task)
     ncols = min(n, 3)
     nrows = -(-n // ncols)
-    fig = Figure(figsize=(4.5 * ncols, 4.0 * nrows + 0.5), layout="constrained")
+    fig = Figure(figsize=(max(4.5 * ncols, 5.5), 4.0 * nrows + 0.5), layout="constrained")
     axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
     for ax, (task, r) in zip(axes, records_by_task.items()):
         diagram = collect([], reliability_diagram, r.max_prob, r.correct, n_bins)
@@ -272,20 +287,32 @@ def save_reliability_figure(records_by_task, path_without_suffix, n_bins: int = 
         ax.get_legend().remove()
     for ax in axes[n:]:
         ax.set_visible(False)
-    # One legend for all panels, below them, so no legend hides a bar.
+    # One legend for all panels, below them, so no legend hides a bar; two entries a row under one
+    # panel, where four side by side would be wider than the figure.
     handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside lower center", ncols=len(labels), fontsize="small")
-    return save_figure(fig, path_without_suffix)
+    fig.legend(handles, labels, loc="outside lower center", ncols=len(labels) if ncols > 1 else 2, fontsize="small")
+    return fig
+
+
+def save_reliability_figure(records_by_task, path_without_suffix, n_bins: int = 15) -> list[Path]:
+    """:func:`reliability_figure` written as .png and .svg; returns the two written paths."""
+    return save_figure(reliability_figure(records_by_task, n_bins=n_bins), path_without_suffix)
 
 
 def save_risk_coverage_figure(records, path_without_suffix, scores: Sequence[str] | None = None) -> list[Path]:
-    """Risk-coverage curves of scores on one task (oracle and random for reference), .png and .svg.
+    """:func:`risk_coverage_figure` written as .png and .svg; returns the two written paths."""
+    return save_figure(risk_coverage_figure(records, scores=scores), path_without_suffix)
+
+
+def risk_coverage_figure(records, scores: Sequence[str] | None = None):
+    """Risk-coverage curves of scores on one task (oracle and random for reference), as a Figure.
 
     ``scores`` defaults to the few that matter, :data:`~lm_eval_evidential.metrics.scores.OOD_DEFAULT_SCORES`
     (those the records can give); name others to see them. Scores whose curves coincide (the same
     ranking on this task, e.g. reciprocal vacuity and strength at one K) are drawn once, labelled
     ``a = b``. Each score keeps its colour (:func:`score_color`). Alpha scores asked of softmax
-    records raise ValueError. A bare Figure (no pyplot state). Returns the two written paths.
+    records raise ValueError. The legend lists the scores first, then the references. A bare
+    Figure (no pyplot state).
     """
     from matplotlib.figure import Figure
 
@@ -318,6 +345,14 @@ def save_risk_coverage_figure(records, path_without_suffix, scores: Sequence[str
         )
     ax.set_title(f"{records.task}: risk vs coverage (n={len(records)}, acc {np.mean(records.correct):.4f})")
     ax.set_xlabel("coverage (share of questions answered, most confident first)")
-    # Outside the axes: an inside legend hides the low-coverage end.
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="x-small")
-    return save_figure(fig, path_without_suffix)
+    # Outside the axes: an inside legend hides the low-coverage end. Scores first, then the references.
+    handles, labels = ax.get_legend_handles_labels()
+    order = sorted(range(len(labels)), key=lambda i: handles[i].get_gid() == REFERENCE_GID)
+    ax.legend(
+        [handles[i] for i in order],
+        [labels[i] for i in order],
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1.0),
+        fontsize="x-small",
+    )
+    return fig

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import matplotlib.colors as mcolors
 import numpy as np
+import pytest
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
@@ -95,3 +96,84 @@ def test_ksweep_axis_says_what_grows(tmp_path, monkeypatch):
         "OOD-only: $K_{OOD}$ = 4 + x while $K_{ID}$ stays" in title and "matched: $K_{ID}$ = $K_{OOD}$ = 4 + x" in title
     )
     assert sorted({line.get_xdata()[-1] for line in fig.axes[0].lines}) == [2]
+
+
+# ---- figures as a reader sees them: rendered, legends inside the canvas, nothing hidden
+
+
+def _rendered(fig, dpi=150):
+    """Draw ``fig`` as save_figure writes it (Agg, 150 dpi, constrained layout); the renderer."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    fig.set_dpi(dpi)
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    return canvas.get_renderer()
+
+
+def _ksweep_rows():
+    from lm_eval_evidential.audits.ood import ksweep_rows
+
+    return ksweep_rows(_records(seed=3), _records(seed=4, task="o"), max_extra=2)
+
+
+FIGURES = {
+    "reliability, one task": lambda: plots.reliability_figure({"a": _records(seed=1)}),
+    "reliability, two tasks": lambda: plots.reliability_figure({"a": _records(seed=1), "b": _records(seed=2)}),
+    "reliability, four tasks": lambda: plots.reliability_figure(
+        {t: _records(seed=i, task=t) for i, t in enumerate("abcd")}
+    ),
+    "risk-coverage": lambda: plots.risk_coverage_figure(_records(n=80)),
+    "risk-coverage, every score": lambda: plots.risk_coverage_figure(_records(n=80), scores=list(SCORES)),
+    "K sweep": lambda: plots.ksweep_figure(_ksweep_rows(), title="t → o"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FIGURES))
+def test_every_legend_lies_inside_the_rendered_canvas(name):
+    fig = FIGURES[name]()
+    renderer = _rendered(fig)
+    legends = [*fig.legends, *(ax.get_legend() for ax in fig.axes if ax.get_legend() is not None)]
+    assert legends, name
+    canvas = fig.bbox
+    for legend in legends:
+        box = legend.get_window_extent(renderer)
+        assert box.x0 >= canvas.x0 - 0.5 and box.x1 <= canvas.x1 + 0.5, (name, box, canvas)
+        assert box.y0 >= canvas.y0 - 0.5 and box.y1 <= canvas.y1 + 0.5, (name, box, canvas)
+
+
+def test_reliability_points_sit_at_the_bins_mean_confidence_not_their_centre():
+    conf = np.array([0.31, 0.32, 0.39, 0.52, 0.58, 0.91])
+    correct = np.array([False, True, True, True, False, True])
+    diagram = reliability_diagram(conf, correct, n_bins=10)
+    ax = plots.plot_reliability_diagram(diagram).axes[0]
+    (points,) = [line for line in ax.lines if line.get_label() == "accuracy at mean confidence"]
+    filled = np.asarray(diagram["counts"]) > 0
+    np.testing.assert_allclose(points.get_xdata(), np.asarray(diagram["mean_confidence"])[filled])
+    np.testing.assert_allclose(points.get_ydata(), np.asarray(diagram["accuracy"])[filled])
+    # A calibrated bin's point lies on the diagonal: accuracy 1 at mean confidence 0.91 is 0.09 above it.
+    assert np.isclose(points.get_xdata()[-1], 0.91) and points.get_ydata()[-1] == 1.0
+
+
+def test_risk_coverage_legend_lists_the_scores_then_oracle_and_random():
+    fig = plots.risk_coverage_figure(_records(n=80), scores=["reciprocal_vacuity", "max_prob", "neg_norm_entropy"])
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert [lab.split(" (")[0] for lab in labels] == [
+        "reciprocal_vacuity",
+        "max_prob",
+        "neg_norm_entropy",
+        "oracle",
+        "random",
+    ]
+
+
+def test_ksweep_a_line_under_another_stays_visible_as_a_wider_border():
+    """Every score reaches AUROC 1.0 once the OOD side has a zero-evidence option, so the lines coincide:
+    each earlier score is drawn wider (line and marker) and below the later ones."""
+    fig = plots.ksweep_figure(_ksweep_rows())
+    solid = [line for line in fig.axes[0].lines if line.get_linestyle() == "-"]
+    by_score = {line.get_label().split(" (")[0]: line for line in solid}
+    first, *rest = [by_score[s] for s in OOD_DEFAULT_SCORES]
+    for later in rest:
+        assert first.get_linewidth() > later.get_linewidth() and first.get_markersize() > later.get_markersize()
+        assert first.get_zorder() < later.get_zorder()

@@ -404,7 +404,7 @@ def test_orders_default_scores_cover_every_pair(out, capsys, tmp_path):
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["calibration", "{out}", "--task", "nope"], "run `lm_eval --model evidential --tasks nope --output_path"),
+        (["calibration", "{out}", "--task", "nope"], "lm_eval --model evidential --tasks nope --output_path"),
         (["selective", "{out}", "--task", "idt,nope"], "no records for task 'nope'"),
         (["atc", "{out}", "--id", "nope", "--target", "idt"], "lm_eval --model evidential --tasks nope"),
         (["orders", "{out}", "--task", "idt", "--scores", "max_prob,bogus"], "unknown score(s) ['bogus']"),
