@@ -105,7 +105,7 @@ def test_the_trainers_step_is_the_bare_step(tiny_model, obqa, tmp_path, monkeypa
 
 
 def test_length_grouped_batches_cover_every_question_once_and_pad_less(tiny_model, obqa, tmp_path, monkeypatch):
-    # One epoch of the Trainer's own dataloader (240 questions, batches of 4), with and without grouping:
+    # Epochs of the Trainer's own dataloader (240 questions, batches of 4), with and without grouping:
     # the same questions, each once; grouping changes which questions share a batch (so a run's numbers
     # differ from an ungrouped run's, not its data) and cuts the padding.
     from transformers import TrainerCallback
@@ -113,15 +113,20 @@ def test_length_grouped_batches_cover_every_question_once_and_pad_less(tiny_mode
     def pads(batches):
         return sum(len(b) * max(len(r["input_ids"]) for r in b) - sum(len(r["input_ids"]) for r in b) for b in batches)
 
-    class OneEpoch(TrainerCallback):
+    class ThreeEpochs(TrainerCallback):
+        # epochs 0, 1, and 1 again after other random draws (dropout, noise): the order is the epoch's alone,
+        # so a run resumed mid-epoch skips the batches it took before
         def on_train_begin(self, args, state, control, train_dataloader=None, **kwargs):
-            for _ in train_dataloader:
-                pass
+            for epoch in (0, 1, 1):
+                train_dataloader.set_epoch(epoch)
+                torch.rand(1000)
+                for _ in train_dataloader:
+                    pass
 
     runs = {}
     for grouped in (True, False):
         with monkeypatch.context() as mp:
-            batches = _instrument(mp, lambda trainer: OneEpoch())
+            batches = _instrument(mp, lambda trainer: ThreeEpochs())
             config = TrainConfig(
                 output_dir=str(tmp_path / f"run-{grouped}"),
                 max_steps=1,
@@ -129,7 +134,9 @@ def test_length_grouped_batches_cover_every_question_once_and_pad_less(tiny_mode
                 **{**FAST, "max_train_docs": None},
             )
             train(tiny_model, obqa, config)
-        runs[grouped] = batches[:60]
+        epochs = [batches[i : i + 60] for i in (0, 60, 120)]
+        assert epochs[1] == epochs[2] and epochs[0] != epochs[1], grouped
+        runs[grouped] = epochs[0]
     everything = sorted(tuple(r["input_ids"]) for b in runs[False] for r in b)
     assert len(everything) == 240
     for batches in runs.values():
