@@ -106,6 +106,7 @@ class Timer:
     def __init__(self, sync, enabled: bool = True):
         self.sync, self.enabled = sync, enabled
         self.total: dict[str, float] = {}
+        self.cpu: dict[str, float] = {}  # the same parts in this process's CPU seconds, which load moves less
 
     @contextlib.contextmanager
     def part(self, name: str):
@@ -113,16 +114,17 @@ class Timer:
             yield
             return
         self.sync()
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         try:
             yield
         finally:
             self.sync()
-            self.total[name] = self.total.get(name, 0.0) + time.perf_counter() - start
+            self.add(name, time.perf_counter() - start, time.process_time() - cpu)
 
-    def add(self, name: str, seconds: float) -> None:
+    def add(self, name: str, seconds: float, cpu_seconds: float = 0.0) -> None:
         if self.enabled:
             self.total[name] = self.total.get(name, 0.0) + seconds
+            self.cpu[name] = self.cpu.get(name, 0.0) + cpu_seconds
 
     def wrap(self, name: str, fn):
         def timed(*args, **kwargs):
@@ -130,6 +132,14 @@ class Timer:
                 return fn(*args, **kwargs)
 
         return timed
+
+
+def parts(cpu: dict, n: int) -> dict:
+    """CPU ms per step of each part of a step (the Trainer's training_step holds forward, loss and backward)."""
+    out = {k: 1e3 * cpu.get(k, 0.0) / n for k in ("collation", "forward + loss", "backward", "clipping", "optimiser")}
+    if "training_step" in cpu:
+        out["backward"] = 1e3 * (cpu["training_step"] - cpu.get("forward + loss", 0.0)) / n
+    return out
 
 
 def padding_share(batches: list[list[dict]]) -> tuple[float, int]:
@@ -249,6 +259,7 @@ def measure(model_dir: Path, method: str, args, device, work: Path) -> dict:
             for i in used[:warmup]:
                 bare.step(seen[i])
             bare_timer.total.clear()
+            bare_timer.cpu.clear()
         batches = [seen[i] for i in used[-steps:]]
         memory.reset()
         sync()
@@ -308,7 +319,7 @@ def measure(model_dir: Path, method: str, args, device, work: Path) -> dict:
             def training_step(self, *a, **k):
                 with trainer_timer.part("training_step"):
                     loss = super().training_step(*a, **k)
-                state["step_end"] = time.perf_counter()
+                state["step_end"], state["step_end_cpu"] = time.perf_counter(), time.process_time()
                 return loss
 
             def compute_loss(self, model, inputs, *a, **k):
@@ -338,12 +349,12 @@ def measure(model_dir: Path, method: str, args, device, work: Path) -> dict:
         # clipping runs between training_step and on_pre_optimizer_step; the optimiser between the two hooks
         def on_pre_optimizer_step(self, *a, **k):
             sync()
-            self.start = time.perf_counter()
-            trainer_timer.add("clipping", self.start - state["step_end"])
+            self.start, self.cpu = time.perf_counter(), time.process_time()
+            trainer_timer.add("clipping", self.start - state["step_end"], self.cpu - state["step_end_cpu"])
 
         def on_optimizer_step(self, *a, **k):
             sync()
-            trainer_timer.add("optimiser", time.perf_counter() - self.start)
+            trainer_timer.add("optimiser", time.perf_counter() - self.start, time.process_time() - self.cpu)
 
     patches = {
         "_make_trainer_class": instrumented_trainer_class,
@@ -382,16 +393,7 @@ def measure(model_dir: Path, method: str, args, device, work: Path) -> dict:
         "cpu_ms_step": {"a": 1e3 * sum(cycle["a_cpu"]) / n, "b": 1e3 * sum(cycle["b_cpu"]) / n},
         "cpu_ratio": sum(cycle["a_cpu"]) / sum(cycle["b_cpu"]),
         "load": cycle["load"],
-        "parts_ms_step": {
-            "a": {k: 1e3 * v / n for k, v in bare_timer.total.items()},
-            "b": {
-                "collation": 1e3 * parts_b.get("collation", 0) / n,
-                "forward + loss": 1e3 * parts_b.get("forward + loss", 0) / n,
-                "backward": 1e3 * (parts_b.get("training_step", 0) - parts_b.get("forward + loss", 0)) / n,
-                "clipping": 1e3 * parts_b.get("clipping", 0) / n,
-                "optimiser": 1e3 * parts_b.get("optimiser", 0) / n,
-            },
-        },
+        "parts_cpu_ms_step": {"a": parts(bare_timer.cpu, n), "b": parts(trainer_timer.cpu, n)},
         "log_ms": 1e3 * parts_b.get("logging", 0) / max(1, parts_b.get("log lines", 0)),
         "checkpoint_ms": 1e3 * parts_b.get("checkpoint", 0) / max(1, parts_b.get("checkpoints", 0)),
         "tokenisation_s": parts_b.get("tokenisation", 0.0),
@@ -537,11 +539,11 @@ def report(model: str, r: dict, device) -> None:
         f"{r['steps']} steps each in {r['rounds']} interleaved blocks, a/b ms/step per block: {blocks}; "
         f"1-min load {min(r['load']):.1f}-{max(r['load']):.1f}"
     )
-    pa, pb = r["parts_ms_step"]["a"], r["parts_ms_step"]["b"]
-    rest_b = b - sum(pb.values())
-    rest_a = a - sum(pa.values())
-    cells = [f"{k} {pa.get(k, 0):.1f}/{pb[k]:.1f}" for k in pb] + [f"rest {rest_a:.1f}/{rest_b:.1f}"]
-    print(f"{'':17} where it goes, ms/step (a)/(b): " + "; ".join(cells))
+    pa, pb = r["parts_cpu_ms_step"]["a"], r["parts_cpu_ms_step"]["b"]
+    rest_a = r["cpu_ms_step"]["a"] - sum(pa.values())
+    rest_b = r["cpu_ms_step"]["b"] - sum(pb.values())
+    cells = [f"{k} {pa[k]:.2f}/{pb[k]:.2f}" for k in pb] + [f"the rest {rest_a:.2f}/{rest_b:.2f}"]
+    print(f"{'':17} where it goes, CPU ms/step (a)/(b): " + "; ".join(cells))
     log_amort = r["log_ms"] / USER_LOGGING_STEPS
     ckpt_amort = r["checkpoint_ms"] / USER_SAVE_STEPS
     epoch_steps = math.ceil(r["num_examples"] / r["batch_size"])
