@@ -328,7 +328,7 @@ def only_the_new_report(ctx: Ctx) -> None:
     report = json.loads((folder / "report.json").read_text())
     assert report["ood_tasks"] == ["ood4"]
     figures = {name for names in report["figures"].values() for name in names}
-    assert sorted(p.name for p in folder.iterdir()) == sorted({"report.md", "report.json", *figures})
+    assert sorted(p.name for p in folder.iterdir()) == sorted({"report.md", "appendix.md", "report.json", *figures})
     assert not list(ctx.tmp.glob(".old_report*")), "temporary folders left behind"
 
 

@@ -350,8 +350,9 @@ def _signed(value: float, digits: int = 4) -> str:
     return f"{value if round(value, digits) else 0.0:+.{digits}f}"
 
 
-def sensitivity_lines(rows: list[dict]) -> list[str]:
-    """One line per score: its label and the largest AUROC/AUPR-In move under OOD-only expansion."""
+def sensitivity_lines(rows: list[dict], digits: int = 4) -> list[str]:
+    """One line per score: its label and the largest AUROC/AUPR-In move under OOD-only expansion (``digits``
+    decimals: the CLI's tables have 4, the report's 3)."""
     lines = []
     for name in dict.fromkeys(r["score"] for r in rows):
         mine = [r for r in rows if r["score"] == name]
@@ -365,8 +366,8 @@ def sensitivity_lines(rows: list[dict]) -> list[str]:
         x = worst["extra"]
         lines.append(
             f"{name}: K-sensitive ({x} zero-evidence option{'s' if x != 1 else ''} appended to the OOD side only "
-            f"move{'s' if x == 1 else ''} AUROC by {_signed(worst['delta_auroc'])}, AUPR-In by "
-            f"{_signed(worst['delta_aupr'])}; appended to both sides, "
+            f"move{'s' if x == 1 else ''} AUROC by {_signed(worst['delta_auroc'], digits)}, AUPR-In by "
+            f"{_signed(worst['delta_aupr'], digits)}; appended to both sides, "
             + ("they leave it exactly unchanged)" if still else "they move it too)")
         )
     return lines

@@ -1,4 +1,4 @@
-"""``lm-eval-evidential report``: a folder with report.md, report.json and figures (PNG + SVG).
+"""``lm-eval-evidential report``: a folder with report.md, appendix.md, report.json and figures (PNG + SVG).
 
 Under ``--k-policy assert`` a K-mismatched OOD task is not compared: the report lists it as
 refused with the error text and the remedies, and everything else is still written. Exit
@@ -89,5 +89,7 @@ def run(args) -> int:
     for s in report["skipped"]:
         print(f"not computed: {s['section']}: {s['reason']}", file=sys.stderr)
     n_figures = sum(len(v) for v in report["figures"].values())
-    print(f"wrote {Path(args.out_dir) / 'report.md'}, report.json and {n_figures} figure files")
+    print(
+        f"wrote {Path(args.out_dir) / 'report.md'}, appendix.md (every score), report.json and {n_figures} figure files"
+    )
     return EXIT_REFUSED if refused else EXIT_OK

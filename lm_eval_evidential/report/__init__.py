@@ -17,8 +17,8 @@
 Sections 2 and 3 use the *first* policy given. A section that cannot be computed on these
 records (e.g. the K sweep of softmax records, which have no alpha) is reported as skipped with
 the reason; everything else is still written. ``report.md`` shows the few scores that matter
-(:data:`~lm_eval_evidential.metrics.scores.OOD_DEFAULT_SCORES`) in its body and every score in
-an appendix. All files are written atomically, and the folder too (built beside, swapped in).
+(:data:`~lm_eval_evidential.metrics.scores.OOD_DEFAULT_SCORES`) and every score is in
+``appendix.md`` beside it. All files are written atomically, and the folder too (built beside, swapped in).
 
 The package, one module per step: :mod:`.data` builds the report's data (the sections, with
 their figures), :mod:`.controls` the K-matched controls side by side, :mod:`.summary` the
@@ -29,11 +29,12 @@ inputs and writes the folder; :mod:`.types` names every row the report makes.
 from lm_eval_evidential.report.controls import RESTRICT_CONTROL, control_rows
 from lm_eval_evidential.report.data import MISMATCH_STATEMENT
 from lm_eval_evidential.report.folder import build_report, is_report_folder
-from lm_eval_evidential.report.markdown import ILLUSTRATIVE_NOTE, render_markdown
+from lm_eval_evidential.report.markdown import APPENDIX_FILE, ILLUSTRATIVE_NOTE, render_appendix, render_markdown
 from lm_eval_evidential.report.summary import summarize
 from lm_eval_evidential.report.types import Report
 
 __all__ = [
+    "APPENDIX_FILE",
     "MISMATCH_STATEMENT",
     "ILLUSTRATIVE_NOTE",
     "RESTRICT_CONTROL",
@@ -43,4 +44,5 @@ __all__ = [
     "is_report_folder",
     "summarize",
     "render_markdown",
+    "render_appendix",
 ]

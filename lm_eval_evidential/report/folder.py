@@ -12,7 +12,7 @@ from lm_eval_evidential.metrics.detection import check_n_boot
 from lm_eval_evidential.records import OutputPathError, Records, atomic_folder, atomic_write_text, check_same_producer
 from lm_eval_evidential.records.io import write_json
 from lm_eval_evidential.report.data import check_policies, report_data
-from lm_eval_evidential.report.markdown import render_markdown
+from lm_eval_evidential.report.markdown import APPENDIX_FILE, render_appendix, render_markdown
 from lm_eval_evidential.report.types import Report
 
 
@@ -30,7 +30,8 @@ def build_report(
     n_bins: int = 15,
     allow_fingerprint_mismatch: bool = False,
 ) -> Report:
-    """Write ``report.md``, ``report.json`` and the figures (PNG + SVG) into ``out_dir``; return the report dict.
+    """Write ``report.md``, ``appendix.md`` (every score), ``report.json`` and the figures (PNG + SVG) into
+    ``out_dir``; return the report dict.
 
     ``k_policy`` is one policy or several (one OOD table each); the K sweep, ATC and the
     other per-pair sections use the first. ``scores`` restricts every section to those
@@ -86,6 +87,7 @@ def build_report(
         )
         write_json(staging / "report.json", report)
         atomic_write_text(staging / "report.md", render_markdown(report))
+        atomic_write_text(staging / APPENDIX_FILE, render_appendix(report))
         return report
 
 

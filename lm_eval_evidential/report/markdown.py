@@ -1,5 +1,6 @@
-"""``report.md`` from the report's data alone: the summary first, one section per audit with the few
-scores that matter, then an appendix with every score (tables ready to paste into a paper)."""
+"""``report.md`` and ``appendix.md`` from the report's data alone: ``report.md`` is what a reader acts on (the
+summary first, one section per audit with the few scores that matter); ``appendix.md`` has every score (tables
+ready to paste into a paper). A number said in two places is formatted by one function, so it reads the same."""
 
 from __future__ import annotations
 
@@ -10,6 +11,9 @@ from lm_eval_evidential.metrics.scores import OOD_DEFAULT_SCORES
 from lm_eval_evidential.report.data import ksweep_figure, risk_coverage_figure
 from lm_eval_evidential.report.format import format_ci, format_k, format_number, format_p
 from lm_eval_evidential.report.types import AuditRow, Report
+
+#: The file beside ``report.md`` with every score's tables.
+APPENDIX_FILE = "appendix.md"
 
 ILLUSTRATIVE_NOTE = (
     "These records come from the bundled tiny model (random weights, a few fine-tuning steps) on sample questions "
@@ -29,8 +33,8 @@ def _table(headers: Sequence[str], body: Sequence[Sequence]) -> list[str]:
 
 
 def _details(summary: str, lines: list[str]) -> list[str]:
-    """A collapsed block (GitHub and most Markdown viewers fold ``<details>``)."""
-    return ["<details>", f"<summary>{summary}</summary>", "", *lines, "</details>", ""] if lines else []
+    """An appendix section: a heading and its lines (nothing when there are none)."""
+    return [f"## {summary}", "", *lines] if lines else []
 
 
 def _figure(report: Report, name: str, caption: str) -> list[str]:
@@ -60,8 +64,8 @@ def _headline_rows(rows: Sequence[AuditRow], key: str = "score") -> list[AuditRo
 def render_markdown(report: Report) -> str:
     """``report.md`` from the dict :func:`build_report` returns (tables ready to paste into a paper).
 
-    The summary first, then one section per audit with the few scores that matter, then an
-    appendix with every score.
+    The summary first, then one section per audit with the few scores that matter; every score
+    is in :func:`render_appendix`'s file (:data:`APPENDIX_FILE`), which the summary links.
     """
     parts = [
         _md_header,
@@ -75,9 +79,22 @@ def render_markdown(report: Report) -> str:
         _md_atc,
         _md_orders,
         _md_not_computed,
-        _md_appendix,
     ]
     return "\n".join(line for part in parts for line in part(report)).rstrip() + "\n"
+
+
+def render_appendix(report: Report) -> str:
+    """``appendix.md``: every score's OOD, K-sweep, selective, ATC and score-order tables, and each refusal's
+    full text; :func:`render_markdown`'s report links it."""
+    lines = [
+        f"# Appendix: every score — {report['id_task']} (ID) vs {', '.join(report['ood_tasks'])}",
+        "",
+        "The tables of [report.md](report.md) with every score the records can give. ID = positive; every score is "
+        "oriented higher = more in-distribution.",
+        "",
+        *_md_appendix(report),
+    ]
+    return "\n".join(lines).rstrip() + "\n"
 
 
 def _md_header(report: Report) -> list[str]:
@@ -94,7 +111,7 @@ def _md_header(report: Report) -> list[str]:
             if meta.get("method") == "ib_edl"
             else ""
         ),
-        "- **Runs**: " + ", ".join(f"{t} {d or '(no date_id)'}" for t, d in report["runs"].items()),
+        _runs_line(report["runs"]),
         f"- **K policy**: {', '.join(policies)}"
         + (f" (K sweep, ATC and later sections use {policies[0]})" if len(policies) > 1 else ""),
         "- **Convention**: ID = positive (label 1); every score is oriented higher = more in-distribution.",
@@ -105,9 +122,61 @@ def _md_header(report: Report) -> list[str]:
     return lines
 
 
+def _runs_line(runs: dict) -> str:
+    """``Run: <date_id> (all 9 tasks)`` for one run; else each run once, with its tasks."""
+    by_run: dict = {}
+    for task, date_id in runs.items():
+        by_run.setdefault(date_id or "(no date_id)", []).append(task)
+    if len(by_run) == 1:
+        ((date_id, tasks),) = by_run.items()
+        return f"- **Run**: {date_id} (all {len(tasks)} tasks)" if len(tasks) > 1 else f"- **Run**: {date_id}"
+    return "- **Runs**: " + "; ".join(f"{d}: {', '.join(tasks)}" for d, tasks in by_run.items())
+
+
+def _delong_text(auroc_base, auroc_expanded, diff, p_value) -> str:
+    """The one way the report writes a K-sweep DeLong result (the summary quotes the K-sweep section's)."""
+    return (
+        f"{format_number(auroc_base)} → {format_number(auroc_expanded)} (Δ = {format_number(diff, signed=True)}, "
+        f"p = {format_p(p_value)})"
+    )
+
+
+def _takeaway(report: Report) -> str:
+    """The one sentence the summary opens with: where the K-matched comparisons stand against chance, and
+    how far changing K alone moves the headline score."""
+    s = report["summary"]
+    valid = s.get("valid") or []
+    if valid:
+        at = above = below = 0
+        for v in valid:
+            lo, hi = v["auroc_ci"] or (None, None)
+            if lo is None or hi is None or lo != lo or hi != hi or lo <= 0.5 <= hi:
+                at += 1  # no interval (undefined) counts as not shown to differ from chance
+            elif lo > 0.5:
+                above += 1
+            else:
+                below += 1
+        counts = [(at, "at chance (95% CI contains 0.5)"), (above, "above chance"), (below, "below chance")]
+        many = f"Of the {len(valid)} K-matched comparisons" if len(valid) > 1 else "The one K-matched comparison"
+        text = f"{many} ({s['headline_score']} AUROC): " + ", ".join(f"{n} {what}" for n, what in counts if n)
+    else:
+        text = "No comparison was K-matched, so none of them measures OOD detection"
+    arts = s.get("artefact") or []
+    if arts:
+        lo, hi = min(a["delta_auroc"] for a in arts), max(a["delta_auroc"] for a in arts)
+        size = format_number(lo, signed=True)
+        if format_number(hi, signed=True) != size:
+            size += f" to {format_number(hi, signed=True)}"
+        text += (
+            f"; one zero-evidence option appended to the OOD side alone, a change of K and not of the model, moves "
+            f"{arts[0]['score']}'s AUROC by {size}: a comparison across K reports a difference that is not there"
+        )
+    return text + "."
+
+
 def _md_summary(report: Report) -> list[str]:
     s, idt = report["summary"], report["id_task"]
-    lines = ["## Summary", ""]
+    lines = ["## Summary", "", f"**Takeaway.** {_takeaway(report)}", ""]
     if s.get("valid"):
         lines += [
             f"**Valid comparisons** (ID and OOD have the same number of options K; score: {s['headline_score']}):",
@@ -140,26 +209,25 @@ def _md_summary(report: Report) -> list[str]:
             f"- **Refused**: {idt} → {ref['ood_task']} (k_policy {', '.join(ref['policies'])}): {ref['reason']}. "
             f"{ref['suggestion']}"
         ]
-    for a in s.get("artefact", []):
-        m = a["matched_delta_auroc"]
-        matched = (
-            ""
-            if m is None
-            else (
-                "; appended to both sides it leaves it unchanged"
-                if m == 0
-                else f"; appended to both sides it moves by {format_number(m, signed=True)}"
+    arts = s.get("artefact", [])
+    if arts:
+        matched = [a["matched_delta_auroc"] for a in arts]
+        if all(m == 0 for m in matched):
+            both = "appended to both sides, it leaves every one exactly unchanged"
+        else:
+            both = "appended to both sides: " + ", ".join(
+                f"{a['ood_task']} {format_number(a['matched_delta_auroc'], signed=True)}" for a in arts
             )
-        )
-        big = a["largest"]
         lines += [
-            f"- **K artefact** ({idt} → {a['ood_task']}): one zero-evidence option appended to the OOD side only "
-            f"moves {a['score']} AUROC {format_number(a['auroc_base'])} → {format_number(a['auroc_one_extra'])} "
-            f"({format_number(a['delta_auroc'], signed=True)}, DeLong p = {format_p(a['p_value'])}){matched}; "
-            "the largest "
-            f"OOD-only move is {big['score']} {format_number(big['delta_auroc'], signed=True)} at x = {big['extra']}."
+            f"- **K artefact** ({arts[0]['score']} AUROC, one zero-evidence option appended to the OOD side only; "
+            "DeLong test on the same examples, as in the K-sweep section): "
+            + "; ".join(
+                f"{a['ood_task']} {_delong_text(a['auroc_base'], a['auroc_one_extra'], a['delta_auroc'], a['p_value'])}"
+                for a in arts
+            )
+            + f"; {both}."
         ]
-    lines += ["", "Details below; tables with every score are in the appendix.", ""]
+    lines += ["", f"Details below; tables with every score are in [{APPENDIX_FILE}]({APPENDIX_FILE}).", ""]
     return lines
 
 
@@ -295,25 +363,26 @@ def _md_ksweep(report: Report) -> list[str]:
         "## K sweep (McNamara (2026), Table 1 / Figure 1)",
         "",
         f"Zero-evidence options (α = λ) appended to the OOD side only (OOD-only) or to both sides (matched), model "
-        f"outputs fixed; Δ against x = 0. k_policy = {primary}. Full tables in the appendix.",
+        f"outputs fixed; Δ against x = 0. k_policy = {primary}. Full tables in {APPENDIX_FILE}.",
         "",
     ]
+    refused = [task for task, entry in report["ksweep"].items() if "refused" in entry]
+    if refused:
+        lines += [f"Not swept, refused under k_policy={primary} (K mismatch, see above): {', '.join(refused)}.", ""]
     for task, entry in report["ksweep"].items():
-        lines += [f"### {idt} → {task}", ""]
         if "refused" in entry:
-            lines += [f"Refused under k_policy={primary} (K mismatch, see above); not swept.", ""]
             continue
+        lines += [f"### {idt} → {task}", ""]
         if "skipped" in entry:
             lines += [f"Not computed: {entry['skipped']}", ""]
             continue
-        lines += [f"- {line}" for line in sensitivity_lines(entry["rows"])] + [""]
+        lines += [f"- {line}" for line in sensitivity_lines(entry["rows"], digits=3)] + [""]
         t = entry.get("delong_test")
         if t:
             lines += [
                 f"DeLong test ({t['score']}, OOD-only x = {t['extra']} vs x = 0, same examples): AUROC "
-                f"{format_number(t['auroc_base'])} → {format_number(t['auroc_expanded'])}, "
-                f"Δ = {format_number(t['diff'], signed=True)}, "
-                f"z = {format_number(t['z'], 2)}, p = {format_p(t['p_value'])}.",
+                f"{_delong_text(t['auroc_base'], t['auroc_expanded'], t['diff'], t['p_value'])}, "
+                f"z = {format_number(t['z'], 2)}.",
                 "",
             ]
         lines += _figure(report, ksweep_figure(idt, task), f"AUROC and AUPR-In of {idt} → {task} as K grows")
@@ -448,7 +517,7 @@ def _md_orders(report: Report) -> list[str]:
         "## Score-order equivalence",
         "",
         "Order-equivalent scores give identical AUROC, AUPR, PRR, AURC and ATC (Maaz et al. 2023), so each group "
-        "below is one choice, not several. Every pair is in the appendix.",
+        f"below is one choice, not several. Every pair is in {APPENDIX_FILE}.",
         "",
     ]
     for task, groups in _equivalence_groups(report["orders"]).items():
@@ -464,7 +533,7 @@ def _md_not_computed(report: Report) -> list[str]:
 
 
 def _md_appendix(report: Report) -> list[str]:
-    lines = ["## Appendix: every score", ""]
+    lines = []
     for policy, sec in report["ood"].items():
         lines += _details(
             f"OOD detection, k_policy = {policy} ({len(sec['rows'])} rows)",

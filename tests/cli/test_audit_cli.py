@@ -431,7 +431,7 @@ def test_report_opens_with_a_summary_of_valid_comparisons_refusals_and_the_k_art
     md = (rep / "report.md").read_text()
     data = json.loads((rep / "report.json").read_text())
     summary = data["summary"]
-    assert md.index("## Summary") < md.index("## Class counts (K)") < md.index("## Appendix")
+    assert md.index("## Summary") < md.index("## Class counts (K)") and "## Appendix" not in md
     assert "Illustrative only" not in md and summary["illustrative"] is False  # synthetic, not the tiny model
     # Valid = K-matched: ood4 under assert, mix under restrict (its K = 4 questions); ood5 never.
     valid = {v["ood_task"]: v for v in summary["valid"]}
@@ -456,10 +456,16 @@ def test_report_opens_with_a_summary_of_valid_comparisons_refusals_and_the_k_art
     )
     assert art["matched_delta_auroc"] == 0.0
     assert f"{sweep[('ood_only', 0)]['auroc']:.3f} → {sweep[('ood_only', 1)]['auroc']:.3f}" in head
-    # The body shows the few scores that matter; every score is in the appendix.
-    body, appendix = md.split("## Appendix")
-    assert "| ood4 | l2_norm |" not in body and "| ood4 | l2_norm |" in appendix
-    assert "-0.000" not in md
+    # The summary's artefact numbers are the K-sweep section's, written the same way.
+    test = data["ksweep"]["ood4"]["delong_test"]
+    said = f"{test['auroc_base']:.3f} → {test['auroc_expanded']:.3f} (Δ = {test['diff']:+.3f}, p = "
+    assert said in head and said in md.split("## K sweep")[1].split("\n## ")[0]
+    assert "**Takeaway.** " in head and "moves reciprocal_vacuity's AUROC by" in head
+    # report.md shows the few scores that matter; every score is in appendix.md beside it, linked.
+    appendix = (rep / "appendix.md").read_text()
+    assert "| ood4 | l2_norm |" not in md and "| ood4 | l2_norm |" in appendix
+    assert "[appendix.md](appendix.md)" in md and "[report.md](report.md)" in appendix
+    assert "-0.000" not in md + appendix
 
 
 def test_report_refuses_a_task_compared_with_itself(out_dir, tmp_path, capsys):
