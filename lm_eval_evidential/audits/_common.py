@@ -45,14 +45,19 @@ def record_scores(records: Records, names: Sequence[str], keep=None) -> dict[str
     return {name: compute_score(name, **inputs) for name in names}
 
 
-def check_records_by_task(records_by_task, allow_fingerprint_mismatch: bool = False) -> None:
-    """A ``{task: Records}`` mapping from one producer (FingerprintMismatchError unless allowed)."""
+def check_task_mapping(records_by_task) -> None:
+    """``records_by_task`` must map task name -> Records (ValueError naming the loader otherwise)."""
     if not isinstance(records_by_task, Mapping):
         raise ValueError(
             f"records_by_task must map task name -> Records, got {type(records_by_task).__name__}; "
             "load them with lm_eval_evidential.records.load_run(...).records"
         )
-    check_same_producer(list(records_by_task.values()), allow=allow_fingerprint_mismatch)
+
+
+def check_records_by_task(records_by_task) -> None:
+    """A ``{task: Records}`` mapping from one producer (FingerprintMismatchError unless checked together before)."""
+    check_task_mapping(records_by_task)
+    check_same_producer(list(records_by_task.values()))
 
 
 def no_alpha_reason(name: str, tasks: Sequence[str]) -> str:

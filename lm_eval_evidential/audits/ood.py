@@ -15,9 +15,11 @@ Vacuity is ``lambda K / S``, so across different K an AUROC partly measures K it
 
 Every function here first refuses records of different producers
 (:func:`~lm_eval_evidential.records.provenance.check_same_producer`, a
-``FingerprintMismatchError``) unless ``allow_fingerprint_mismatch=True``: the rule the CLI
-applies holds for Python callers too. Pure numpy + records: no torch, no lm_eval, no figures
-(those are in :mod:`lm_eval_evidential.plots`).
+``FingerprintMismatchError``) unless they were checked together before, where the user
+gives ``allow_fingerprint_mismatch``: :func:`~lm_eval_evidential.records.loading.load_run`,
+``build_report`` or :func:`~lm_eval_evidential.records.provenance.checked_together`. The
+check runs once, where records enter; the rule the CLI applies holds for Python callers too.
+Pure numpy + records: no torch, no lm_eval, no figures (those are in :mod:`lm_eval_evidential.plots`).
 """
 
 from __future__ import annotations
@@ -187,7 +189,6 @@ def ood_rows(
     n_boot: int = 1000,
     seed: int = 0,
     level: float = 0.95,
-    allow_fingerprint_mismatch: bool = False,
 ) -> list[dict]:
     """OOD-detection rows, one per score, for ID = ``id_records`` (label 1) vs ``ood_records`` (0).
 
@@ -206,9 +207,9 @@ def ood_rows(
       ``aupr_baseline`` (the ID share, AUPR-In at chance).
 
     ``scores`` defaults to every registered score computable from both sides. Records of
-    different producers raise ``FingerprintMismatchError`` unless ``allow_fingerprint_mismatch``.
+    different producers raise ``FingerprintMismatchError`` unless checked together before.
     """
-    check_same_producer([id_records, ood_records], allow=allow_fingerprint_mismatch)
+    check_same_producer([id_records, ood_records])
     check = k_check(id_records, ood_records, k_policy)
     names = resolve_scores(scores, id_records, ood_records)
     s_id = record_scores(id_records, names, check.keep_id)
@@ -271,7 +272,6 @@ def ksweep_rows(
     max_extra: int = 4,
     scores: Iterable[str] | None = None,
     k_policy: str = "assert",
-    allow_fingerprint_mismatch: bool = False,
 ) -> list[dict]:
     """McNamara (2026), Table 1, on saved records: AUROC/AUPR-In as zero-evidence classes are appended.
 
@@ -283,9 +283,9 @@ def ksweep_rows(
     :func:`~lm_eval_evidential.metrics.cardinality.classify_k_sensitivity` label ("K-sensitive" or
     "K-invariant"), the same on every row of that score. ``scores`` defaults to
     ``OOD_DEFAULT_SCORES``. Needs evidential records with one prior weight, from one producer
-    (unless ``allow_fingerprint_mismatch``).
+    (unless checked together before).
     """
-    check_same_producer([id_records, ood_records], allow=allow_fingerprint_mismatch)
+    check_same_producer([id_records, ood_records])
     check = k_check(id_records, ood_records, k_policy)
     lam = _require_alpha(id_records, ood_records)
     names = resolve_scores(scores, id_records, ood_records, default=OOD_DEFAULT_SCORES)
@@ -307,7 +307,6 @@ def ksweep_delong(
     extra: int = 1,
     score: str = "reciprocal_vacuity",
     k_policy: str = "assert",
-    allow_fingerprint_mismatch: bool = False,
 ) -> dict:
     """DeLong test of the OOD-only K inflation: AUROC with ``extra`` zero-evidence OOD classes vs none.
 
@@ -317,9 +316,9 @@ def ksweep_delong(
     diff, z, p_value}`` with ``diff = auroc_expanded - auroc_base``; ``z``/``p_value`` are NaN
     (with a warning) when the variance of the difference is 0. The sampling noise the test
     measures is that of the evaluation set; the shift itself is a deterministic artefact of K.
-    Records of different producers are refused unless ``allow_fingerprint_mismatch``.
+    Records of different producers are refused unless checked together before.
     """
-    check_same_producer([id_records, ood_records], allow=allow_fingerprint_mismatch)
+    check_same_producer([id_records, ood_records])
     check = k_check(id_records, ood_records, k_policy)
     lam = _require_alpha(id_records, ood_records)
     (score,) = check_score_names([score])

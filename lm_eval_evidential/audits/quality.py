@@ -73,7 +73,7 @@ ORDER_KEYS = ("task", "score_a", "score_b", "discordant_fraction", "order_equiva
 # ------------------------------------------------------------------ calibration
 
 
-def calibration_rows(records_by_task, n_bins: int = 15, *, allow_fingerprint_mismatch: bool = False) -> list[dict]:
+def calibration_rows(records_by_task, n_bins: int = 15) -> list[dict]:
     """One row per task: ``task, ece, adaptive_ece, nll, brier, acc`` (+ ``reason`` if NaN).
 
     Confidence = ``max_prob`` (the predicted class's ``E[p]``; softmax for ``method=softmax``),
@@ -81,9 +81,9 @@ def calibration_rows(records_by_task, n_bins: int = 15, *, allow_fingerprint_mis
     ``n_bins`` equal-count bins (:mod:`lm_eval_evidential.metrics.calibration`); ``nll`` (nats)
     and ``brier`` (summed over each row's own K classes) score the whole ``E[p]`` vector
     against the gold class. Lower is better for all four; ``acc`` is the accuracy. The tasks
-    must come from one producer (FingerprintMismatchError unless ``allow_fingerprint_mismatch``).
+    must come from one producer (FingerprintMismatchError unless checked together before).
     """
-    check_records_by_task(records_by_task, allow_fingerprint_mismatch)
+    check_records_by_task(records_by_task)
     rows = []
     for task, r in records_by_task.items():
         reasons: list[str] = []
@@ -116,9 +116,7 @@ def calibration_rows(records_by_task, n_bins: int = 15, *, allow_fingerprint_mis
 # ------------------------------------------------------------------ selective prediction
 
 
-def selective_rows(
-    records_by_task, scores: Sequence[str] | None = None, *, allow_fingerprint_mismatch: bool = False
-) -> list[dict]:
+def selective_rows(records_by_task, scores: Sequence[str] | None = None) -> list[dict]:
     """One row per (task, score): ``task, score, prr_0.5, prr_0.75, aurc, spearman`` (+ ``reason``).
 
     Does the score rank right answers above wrong ones? ``prr_<cap>``: prediction rejection
@@ -127,9 +125,9 @@ def selective_rows(
     rank correlation of score and correctness (higher is better). See
     :mod:`lm_eval_evidential.metrics.selective`. ``scores`` defaults to every score the task's
     records can give; an alpha score asked of softmax records is a NaN row with a reason. The
-    tasks must come from one producer (unless ``allow_fingerprint_mismatch``).
+    tasks must come from one producer (unless checked together before).
     """
-    check_records_by_task(records_by_task, allow_fingerprint_mismatch)
+    check_records_by_task(records_by_task)
     names = check_scores(scores)
     rows = []
     for task, r in records_by_task.items():
@@ -164,8 +162,6 @@ def atc_rows(
     id_records,
     target_records: Sequence,
     scores: Sequence[str] | None = None,
-    *,
-    allow_fingerprint_mismatch: bool = False,
 ) -> list[dict]:
     """Label-free accuracy estimates on each target task, compared with its true accuracy.
 
@@ -186,12 +182,12 @@ def atc_rows(
     higher (never lower) ATC estimate. When ID and target differ in K, every registered score's
     range moves with K (the table in :mod:`lm_eval_evidential.metrics.scores`), so the estimate mixes the accuracy
     shift with the class-count shift. ``scores`` defaults to the scores both the ID and every
-    target's records can give. ID and targets must come from one producer (unless
-    ``allow_fingerprint_mismatch``). The ATC estimates are
+    target's records can give. ID and targets must come from one producer (unless checked
+    together before). The ATC estimates are
     :func:`~lm_eval_evidential.metrics.accuracy_estimation.atc_by_score`'s.
     """
     targets = list(target_records) if not hasattr(target_records, "has_alpha") else [target_records]
-    check_records_by_task({r.task: r for r in (id_records, *targets)}, allow_fingerprint_mismatch)
+    check_records_by_task({r.task: r for r in (id_records, *targets)})
     names = check_scores(scores)
     id_task = id_records.task
     if names is None:
@@ -256,9 +252,7 @@ def atc_rows(
 # ------------------------------------------------------------------ orderings
 
 
-def order_rows(
-    records_by_task, scores: Sequence[str] | None = None, *, allow_fingerprint_mismatch: bool = False
-) -> list[dict]:
+def order_rows(records_by_task, scores: Sequence[str] | None = None) -> list[dict]:
     """One row per task and unordered score pair: ``task, score_a, score_b, discordant_fraction,
     order_equivalent`` (+ ``reason``).
 
@@ -269,9 +263,9 @@ def order_rows(
     :func:`lm_eval_evidential.metrics.score_orders.score_order_audit`'s. ``scores`` defaults to
     every score the task's records can give (alpha scores requested of softmax records are
     skipped, with NaN rows and a reason). The tasks must come from one producer (unless
-    ``allow_fingerprint_mismatch``).
+    checked together before).
     """
-    check_records_by_task(records_by_task, allow_fingerprint_mismatch)
+    check_records_by_task(records_by_task)
     names = check_scores(scores)
     rows = []
     for task, r in records_by_task.items():

@@ -68,8 +68,6 @@ def run(args) -> int:
     if len(args.id_task) != 1:
         raise ValueError(f"--id takes one task, got {args.id_task}")
     id_records, *targets = load(args, [*args.id_task, *args.target])
-    rows = quality.atc_rows(
-        id_records, targets, scores=args.scores, allow_fingerprint_mismatch=args.allow_fingerprint_mismatch
-    )
+    rows = quality.atc_rows(id_records, targets, scores=args.scores)
     written = [write_json(args.json_path, rows)] if args.json_path else []
     return print_rows(rows, COLUMNS, ("target_task", "score", "method"), written, _k_note(id_records, targets))

@@ -37,9 +37,7 @@ def run(args) -> int:
     from lm_eval_evidential.audits import quality
 
     records = dict(zip(args.tasks, load(args, args.tasks)))
-    rows = quality.calibration_rows(
-        records, n_bins=args.bins, allow_fingerprint_mismatch=args.allow_fingerprint_mismatch
-    )
+    rows = quality.calibration_rows(records, n_bins=args.bins)
     written = plots.save_reliability_figure(records, args.plot, n_bins=args.bins) if args.plot else []
     if args.json_path:
         written.append(write_json(args.json_path, rows))

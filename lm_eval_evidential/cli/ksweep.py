@@ -79,16 +79,13 @@ def run(args) -> int:
             max_extra=args.max_extra,
             scores=args.scores,
             k_policy=args.k_policy,
-            allow_fingerprint_mismatch=args.allow_fingerprint_mismatch,
         )
     except CardinalityMismatchError as exc:
         print_refusals([(args.id_task, args.ood_task, exc)])
         return EXIT_REFUSED
     test = None
     if args.max_extra >= 1:
-        test = ksweep_delong(
-            id_records, ood_records, k_policy=args.k_policy, allow_fingerprint_mismatch=args.allow_fingerprint_mismatch
-        )
+        test = ksweep_delong(id_records, ood_records, k_policy=args.k_policy)
     print(format_table(rows, TABLE_COLUMNS))
     print()
     for line in sensitivity_lines(rows):

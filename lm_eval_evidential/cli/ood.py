@@ -113,7 +113,6 @@ def run(args) -> int:
                 n_boot=args.n_boot,
                 seed=args.seed,
                 level=args.level,
-                allow_fingerprint_mismatch=args.allow_fingerprint_mismatch,
             )
         except CardinalityMismatchError as exc:
             refused.append((args.id_task, task, exc))

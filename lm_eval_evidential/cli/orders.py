@@ -35,6 +35,6 @@ def run(args) -> int:
     if args.scores is not None and len(args.scores) < 2:
         raise ValueError(f"--scores needs at least two scores to compare, got {args.scores}")
     records = dict(zip(args.tasks, load(args, args.tasks)))
-    rows = quality.order_rows(records, scores=args.scores, allow_fingerprint_mismatch=args.allow_fingerprint_mismatch)
+    rows = quality.order_rows(records, scores=args.scores)
     written = [write_json(args.json_path, rows)] if args.json_path else []
     return print_rows(rows, quality.ORDER_KEYS, ("task", "score_a", "score_b"), written)

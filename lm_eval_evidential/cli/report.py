@@ -74,7 +74,6 @@ def run(args) -> int:
         n_boot=args.n_boot,
         seed=args.seed,
         max_extra=args.max_extra,
-        allow_fingerprint_mismatch=args.allow_fingerprint_mismatch,
     )
     # One line per refused pair, its policies together; the remedies are in report.md.
     refused: dict[str, list] = {}

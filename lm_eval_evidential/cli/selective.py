@@ -41,9 +41,7 @@ def run(args) -> int:
     from lm_eval_evidential.audits import quality
 
     records = dict(zip(args.tasks, load(args, args.tasks)))
-    rows = quality.selective_rows(
-        records, scores=args.scores, allow_fingerprint_mismatch=args.allow_fingerprint_mismatch
-    )
+    rows = quality.selective_rows(records, scores=args.scores)
     written = []
     if args.plot:
         base = plots.figure_base(args.plot)

@@ -24,7 +24,9 @@ from lm_eval_evidential.records.loading import (
 )
 from lm_eval_evidential.records.provenance import (
     FingerprintMismatchError,
+    ProducerCheck,
     check_same_producer,
+    checked_together,
 )
 from lm_eval_evidential.records.schema import (
     META_KEY,
@@ -61,6 +63,8 @@ __all__ = [
     "atomic_write_text",
     "arrow_schema",
     "check_same_producer",
+    "checked_together",
+    "ProducerCheck",
     "predictive_probs",
     "find_record_files",
     "load_records",

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lm_eval_evidential.records.io import RECORDS_FILE_RE, file_safe_task, read_records_file
-from lm_eval_evidential.records.provenance import check_same_producer
+from lm_eval_evidential.records.provenance import checked_together
 from lm_eval_evidential.records.schema import Records
 
 logger = logging.getLogger(__name__)
@@ -143,7 +143,9 @@ def load_run(
     answer-token ids, package version), otherwise
     :class:`~lm_eval_evidential.records.provenance.FingerprintMismatchError` (a ValueError)
     is raised, unless ``allow_fingerprint_mismatch``, which lists the differences in
-    ``Run.fingerprint_warnings`` instead. Raises FileNotFoundError naming the ``lm_eval``
+    ``Run.fingerprint_warnings`` instead. This is the one check: the records come back marked
+    as checked together (:func:`~lm_eval_evidential.records.provenance.checked_together`), so
+    the audits given them do not check again. Raises FileNotFoundError naming the ``lm_eval``
     command to run when a task has no records or no single run has them all.
 
     >>> run = load_run("out", ["obqa_edl", "arc_c_edl"])        # doctest: +SKIP
@@ -159,7 +161,8 @@ def load_run(
     for task in names:
         logger.info("loading %s records from %s", task, runs[chosen][task])
         records[task] = read_records_file(runs[chosen][task])
-    warnings = check_same_producer(list(records.values()), allow=allow_fingerprint_mismatch)
+    checked, warnings = checked_together(list(records.values()), allow=allow_fingerprint_mismatch)
+    records = dict(zip(records, checked))  # marked: the audits given them do not check again
     complete = tuple(sorted(d for d, files in runs.items() if all(t in files for t in names)))
     return Run(Path(output_path), chosen, records, tuple(sorted(runs)), run is not None, tuple(warnings), complete)
 

@@ -20,6 +20,7 @@ files).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import struct
@@ -97,14 +98,38 @@ def differences(a: Mapping, b: Mapping) -> dict[str, tuple]:
     return out
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
+class ProducerCheck:
+    """The mark of records checked together to come from one producer (:func:`checked_together`).
+
+    Records that carry the same mark are not checked again by the audits they are given (the
+    check runs once, where the records enter, as scikit-learn skips nested parameter
+    validation); ``warnings`` lists the differences the user allowed (empty when none). The
+    mark holds for the metadata that was checked: records given other metadata (e.g.
+    ``dataclasses.replace(records, meta=...)``) are checked again.
+    """
+
+    warnings: tuple[str, ...] = ()
+    metas: tuple[Mapping, ...] = ()
+
+    def covers(self, records) -> bool:
+        """Whether ``records`` carry this mark and the metadata it was given for."""
+        return records.producer_check is self and any(records.meta is meta for meta in self.metas)
+
+
 def check_same_producer(records: Sequence, *, allow: bool = False) -> list[str]:
     """Raise :class:`FingerprintMismatchError` listing the differences, unless ``allow``.
 
-    With ``allow=True`` the differences are returned as warning lines instead.
+    With ``allow=True`` the differences are returned as warning lines instead. Records already
+    checked together (one :class:`ProducerCheck` mark: :func:`checked_together`,
+    :func:`~lm_eval_evidential.records.loading.load_run`, ``build_report``) pass without a
+    second check, with whatever the user allowed then.
     """
     if len(records) < 2:
         return []
     first = records[0]
+    if first.producer_check is not None and all(first.producer_check.covers(r) for r in records):
+        return []
     lines = []
     for other in records[1:]:
         for key, (va, vb) in differences(first.meta, other.meta).items():
@@ -116,6 +141,19 @@ def check_same_producer(records: Sequence, *, allow: bool = False) -> list[str]:
             + "\nre-run the tasks together in one lm_eval run, or pass --allow-fingerprint-mismatch to compare anyway"
         )
     return lines
+
+
+def checked_together(records: Sequence, *, allow: bool = False) -> tuple[list, list[str]]:
+    """``records`` checked once to come from one producer, and the differences ``allow`` let through.
+
+    Raises :class:`FingerprintMismatchError` on a difference unless ``allow`` (the user's
+    ``--allow-fingerprint-mismatch``). Returns copies of the records (same arrays) that share
+    one :class:`ProducerCheck` mark, so every audit they are given, and every subset of them,
+    skips the check; records of another check, or none, are checked when paired with them.
+    """
+    warnings = check_same_producer(records, allow=allow)
+    mark = ProducerCheck(tuple(warnings), tuple(r.meta for r in records))
+    return [dataclasses.replace(r, producer_check=mark) for r in records], warnings
 
 
 def merge_run_metas(task: str, metas: Iterable[Mapping]) -> dict:

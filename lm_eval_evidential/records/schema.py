@@ -20,9 +20,12 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from lm_eval_evidential.records.provenance import ProducerCheck
 
 logger = logging.getLogger(__name__)
 
@@ -342,6 +345,9 @@ class Records(Sequence):
     vacuity: np.ndarray
     max_prob: np.ndarray
     path: Path | None = field(default=None, compare=False)
+    #: Set when the records were checked together with others to come from one producer
+    #: (:func:`~lm_eval_evidential.records.provenance.checked_together`); audits skip the check then.
+    producer_check: ProducerCheck | None = field(default=None, compare=False, repr=False)
     # One attribute per optional field of RECORD_SCHEMA, default None (absent from the file), e.g.
     # ``name: np.ndarray | None = None``; tests/records/test_records.py checks they match.
 

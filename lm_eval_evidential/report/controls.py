@@ -48,7 +48,6 @@ def control_rows(
     *,
     scores: Sequence[str] | None = None,
     level: float = 0.95,
-    allow_fingerprint_mismatch: bool = False,
 ) -> list[ControlRow]:
     """What each K-matched control keeps and what it measures, side by side, per OOD dataset.
 
@@ -58,9 +57,8 @@ def control_rows(
     ``source, control, description, evaluated, n_source, n_kept, n_excluded, excluded,
     matched, error, auroc`` (``{score: {"auroc", "auroc_ci"}}``, DeLong CI at ``level``).
     A control absent from the records is listed with ``evaluated: false`` (evaluate it to compare).
-    Records of different producers are refused unless ``allow_fingerprint_mismatch``.
+    Records of different producers are refused unless checked together before.
     """
-    allow = allow_fingerprint_mismatch
     shipped = _shipped_controls()
     by_task = {r.task: r for r in ood_records}
     of = {r.task: (r.meta.get("control") or {}).get("of") for r in ood_records}
@@ -73,17 +71,15 @@ def control_rows(
         described = {c["task"]: c["control"] for c in shipped.get(source, [])}
         controls = list(dict.fromkeys([*described, *(t for t in by_task if of.get(t) == source)]))
         src = by_task.get(source)
-        rows.append(_control_row(id_records, src, source, "restrict", RESTRICT_CONTROL, src, scores, level, allow))
+        rows.append(_control_row(id_records, src, source, "restrict", RESTRICT_CONTROL, src, scores, level))
         for name in controls:
             rows.append(
-                _control_row(
-                    id_records, by_task.get(name), source, name, described.get(name, ""), src, scores, level, allow
-                )
+                _control_row(id_records, by_task.get(name), source, name, described.get(name, ""), src, scores, level)
             )
     return rows
 
 
-def _control_row(id_records, records, source, control, description, source_records, scores, level, allow) -> ControlRow:
+def _control_row(id_records, records, source, control, description, source_records, scores, level) -> ControlRow:
     summary = (records.meta.get("control") or {}) if records is not None else {}
     n_source = summary.get("n_questions", len(source_records) if source_records is not None else None)
     row = ControlRow(
@@ -104,9 +100,7 @@ def _control_row(id_records, records, source, control, description, source_recor
     try:
         policy = "restrict" if control == "restrict" else "assert"
         names = resolve_scores(scores, id_records, records, default=OOD_DEFAULT_SCORES[:2])
-        found = ood_rows(
-            id_records, records, scores=names, k_policy=policy, n_boot=0, level=level, allow_fingerprint_mismatch=allow
-        )
+        found = ood_rows(id_records, records, scores=names, k_policy=policy, n_boot=0, level=level)
     except CardinalityMismatchError as exc:
         row["error"] = str(exc).split(". ")[0]
         if control == "restrict":

@@ -102,7 +102,6 @@ def report_data(
     level: float,
     max_extra: int,
     n_bins: int,
-    allow_fingerprint_mismatch: bool,
 ) -> Report:
     """Every section of the report on checked inputs, its figures drawn into ``figures_dir``, the summary last."""
     all_records = [id_records, *ood_records]
@@ -128,18 +127,17 @@ def report_data(
         figures={},
         skipped=[],
     )
-    allow = {"allow_fingerprint_mismatch": allow_fingerprint_mismatch}
-    opts = {"scores": scores, "n_boot": n_boot, "seed": seed, "level": level, **allow}
+    opts = {"scores": scores, "n_boot": n_boot, "seed": seed, "level": level}
     for policy in policies:
         report["ood"][policy] = _ood_section(id_records, ood_records, policy, **opts)
     try:  # the K-matched controls side by side: what each keeps and what it measures
-        report["controls"] = control_rows(id_records, ood_records, scores=scores, level=level, **allow)
+        report["controls"] = control_rows(id_records, ood_records, scores=scores, level=level)
     except ValueError as exc:
         _skip(report, "controls", exc)
     accepted = _ksweep_section(
-        report, id_records, ood_records, figures_dir, policies[0], scores=scores, max_extra=max_extra, **allow
+        report, id_records, ood_records, figures_dir, policies[0], scores=scores, max_extra=max_extra
     )
-    _quality_sections(report, id_records, ood_records, accepted, figures_dir, scores=scores, n_bins=n_bins, **allow)
+    _quality_sections(report, id_records, ood_records, accepted, figures_dir, scores=scores, n_bins=n_bins)
     report["summary"] = summarize(report)
     return report
 
@@ -168,7 +166,6 @@ def _ksweep_section(
     *,
     scores,
     max_extra,
-    allow_fingerprint_mismatch: bool,
 ) -> list[Records]:
     """The K sweep (table, DeLong test, figure) of each pair ``policy`` accepts; returns those OOD records
     as ``policy`` evaluates them (restricted or whole)."""
@@ -182,9 +179,8 @@ def _ksweep_section(
         accepted.append(subset_records(r, check.keep_ood))
         entry = KSweepEntry()
         try:
-            allow = {"allow_fingerprint_mismatch": allow_fingerprint_mismatch}
-            entry["rows"] = ksweep_rows(id_records, r, max_extra=max_extra, scores=scores, k_policy=policy, **allow)
-            entry["delong_test"] = ksweep_delong(id_records, r, k_policy=policy, **allow) if max_extra >= 1 else None
+            entry["rows"] = ksweep_rows(id_records, r, max_extra=max_extra, scores=scores, k_policy=policy)
+            entry["delong_test"] = ksweep_delong(id_records, r, k_policy=policy) if max_extra >= 1 else None
             name = ksweep_figure(id_records.task, r.task)
             paths = plots.plot_ksweep(
                 entry["rows"], out / name, title=f"{id_records.task} → {r.task} (k_policy={policy})"
@@ -198,23 +194,20 @@ def _ksweep_section(
     return accepted
 
 
-def _quality_sections(
-    report: Report, id_records, ood_records, accepted, out: Path, *, scores, n_bins, allow_fingerprint_mismatch: bool
-) -> None:
+def _quality_sections(report: Report, id_records, ood_records, accepted, out: Path, *, scores, n_bins) -> None:
     """Per-task calibration, selective prediction and score orders (K plays no cross-set role there),
     then ATC from the ID task to the OOD tasks the first policy accepts."""
     from lm_eval_evidential.audits import quality
 
     by_task = {r.task: r for r in [id_records, *ood_records]}
-    allow = {"allow_fingerprint_mismatch": allow_fingerprint_mismatch}
     try:
-        report["calibration"] = quality.calibration_rows(by_task, n_bins=n_bins, **allow)
+        report["calibration"] = quality.calibration_rows(by_task, n_bins=n_bins)
         paths = plots.save_reliability_figure(by_task, out / "reliability", n_bins=n_bins)
         report["figures"]["reliability"] = [p.name for p in paths]
     except ValueError as exc:
         _skip(report, "calibration", exc)
     try:
-        report["selective"] = quality.selective_rows(by_task, scores=scores, **allow)
+        report["selective"] = quality.selective_rows(by_task, scores=scores)
         name = risk_coverage_figure(id_records.task)
         paths = plots.save_risk_coverage_figure(id_records, out / name, scores=scores)
         report["figures"][name] = [p.name for p in paths]
@@ -222,12 +215,12 @@ def _quality_sections(
         _skip(report, "selective", exc)
     try:
         if accepted:
-            report["atc"] = quality.atc_rows(id_records, accepted, scores=scores, **allow)
+            report["atc"] = quality.atc_rows(id_records, accepted, scores=scores)
         else:
             _skip(report, "atc", f"no OOD task is accepted under k_policy={report['policies'][0]}")
     except ValueError as exc:
         _skip(report, "atc", exc)
     try:
-        report["orders"] = quality.order_rows(by_task, scores=scores, **allow)
+        report["orders"] = quality.order_rows(by_task, scores=scores)
     except ValueError as exc:
         _skip(report, "orders", exc)

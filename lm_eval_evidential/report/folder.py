@@ -9,7 +9,7 @@ from pathlib import Path
 from lm_eval_evidential.metrics.calibration import check_n_bins
 from lm_eval_evidential.metrics.cardinality import check_max_extra
 from lm_eval_evidential.metrics.detection import check_n_boot
-from lm_eval_evidential.records import OutputPathError, Records, atomic_folder, atomic_write_text, check_same_producer
+from lm_eval_evidential.records import OutputPathError, Records, atomic_folder, atomic_write_text, checked_together
 from lm_eval_evidential.records.io import write_json
 from lm_eval_evidential.report.data import check_policies, report_data
 from lm_eval_evidential.report.markdown import APPENDIX_FILE, render_appendix, render_markdown
@@ -41,7 +41,8 @@ def build_report(
     skipped``, all rows JSON-ready (:class:`~lm_eval_evidential.report.types.Report`). An OOD
     task equal to the ID task is refused (ValueError). Records of different producers raise
     ``FingerprintMismatchError`` before anything is written, unless ``allow_fingerprint_mismatch``
-    (then the differences are in ``meta_warnings``).
+    (then the differences are in ``meta_warnings``) or they were checked together before
+    (:func:`~lm_eval_evidential.records.loading.load_run`): the one producer check of the report.
 
     The folder is written whole or not at all (:func:`~lm_eval_evidential.records.io.atomic_folder`):
     built beside ``out_dir`` and swapped in, so a killed or failed run never leaves files of two
@@ -62,8 +63,8 @@ def build_report(
             f"{same[0]!r} is both the ID task and an OOD task: comparing a task with itself gives AUROC 0.5 by "
             "construction; leave it out of the OOD tasks"
         )
-    all_records = [id_records, *ood_records]
-    check_same_producer(all_records, allow=allow_fingerprint_mismatch)
+    all_records, _ = checked_together([id_records, *ood_records], allow=allow_fingerprint_mismatch)
+    id_records, *ood_records = all_records  # marked: the audits below do not check again
     out = Path(out_dir)
     for r in all_records:
         if r.path is not None and out.resolve() in Path(r.path).resolve().parents:
@@ -83,7 +84,6 @@ def build_report(
             level=level,
             max_extra=max_extra,
             n_bins=n_bins,
-            allow_fingerprint_mismatch=allow_fingerprint_mismatch,
         )
         write_json(staging / "report.json", report)
         atomic_write_text(staging / "report.md", render_markdown(report))

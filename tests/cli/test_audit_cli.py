@@ -6,6 +6,7 @@ Synthetic records written like the harness does (``<out>/<model>/records_<task>_
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -32,6 +33,7 @@ from lm_eval_evidential.plots import plot_ksweep
 from lm_eval_evidential.records import (
     FingerprintMismatchError,
     Records,
+    checked_together,
     load_records,
     make_record,
     records_path,
@@ -169,13 +171,23 @@ def test_score_selection_is_validated(recs):
     for audit in (ood_rows, ksweep_rows, ksweep_delong):
         with pytest.raises(FingerprintMismatchError, match="method: id4='edl' vs sm4='softmax'"):
             audit(recs["id4"], sm)
-    # ... unless asked for explicitly.
-    rows = ood_rows(recs["id4"], sm, n_boot=0, allow_fingerprint_mismatch=True)
+    # ... unless asked for explicitly, once, where the records enter (then no audit checks again).
+    with pytest.raises(FingerprintMismatchError, match="method: id4='edl' vs sm4='softmax'"):
+        checked_together([recs["id4"], sm])
+    (id4, sm_allowed), allowed = checked_together([recs["id4"], sm], allow=True)
+    assert allowed == ["method: id4='edl' vs sm4='softmax'"]
+    rows = ood_rows(id4, sm_allowed, n_boot=0)
     assert [r["score"] for r in rows] == available_scores(False)
     with pytest.raises(ValueError, match="method=softmax"):
-        ood_rows(recs["id4"], sm, scores=["reciprocal_vacuity"], allow_fingerprint_mismatch=True)
+        ood_rows(id4, sm_allowed, scores=["reciprocal_vacuity"])
     with pytest.raises(ValueError, match="no alpha"):
-        ksweep_rows(recs["id4"], sm, allow_fingerprint_mismatch=True)
+        ksweep_rows(id4, sm_allowed)
+    # The mark covers the records checked together, with the metadata they were checked with:
+    # records not checked with them, or given other metadata since, are checked again.
+    assert ood_rows(id4, recs["ood4"], n_boot=0)  # unmarked, same producer: checked, and passes
+    for other in (sm, dataclasses.replace(sm_allowed, meta={**sm.meta, "pretrained": "another-llm"})):
+        with pytest.raises(FingerprintMismatchError, match="method: id4='edl' vs sm4='softmax'"):
+            ood_rows(id4, other, n_boot=0)
 
 
 # ---- K sweep ----
