@@ -55,7 +55,7 @@ if str(ROOT) not in sys.path:
 
 TASK = "obqa_edl"
 LORA_TARGETS = ("q_proj", "v_proj")
-DEFAULT_STEPS = {"tiny": 10, "smollm2": 2}  # timed steps per block and way; smollm2 takes ~2-10 s a step on 2 cores
+DEFAULT_STEPS = {"tiny": 30, "smollm2": 2}  # timed steps per block and way; smollm2 takes ~2-10 s a step on 2 cores
 GOAL = 0.9
 USER_LOGGING_STEPS, USER_SAVE_STEPS = 20, 500  # TrainConfig's defaults, for amortising
 OBQA_TRAIN_QUESTIONS = 4957  # allenai/openbookqa main train split

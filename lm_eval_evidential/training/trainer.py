@@ -534,6 +534,7 @@ def _make_trainer_class():
             self._term_count = 0
             self._warned: set[str] = set()
             self._params_for_flops: int | None = None
+            self._trainable: list | None = None
 
         def _get_train_sampler(self, *args, **kwargs):
             if not self.evidential_config.group_by_length:
@@ -544,6 +545,20 @@ def _make_trainer_class():
                 lengths=[len(example["input_ids"]) for example in dataset],
                 seed=self.args.seed,
             )
+
+        def _clip_grad_norm(self, model):
+            # The trainable (LoRA) parameters alone, listed once: the frozen ones have no gradient, so the norm
+            # is the same, without a walk over every tensor of the model per step. Sharded set-ups (FSDP,
+            # DeepSpeed, XLA) keep transformers' own. (transformers 4.x clips inline and never calls this.)
+            from accelerate.utils import DistributedType
+
+            plain = (DistributedType.NO, DistributedType.MULTI_GPU, DistributedType.MULTI_CPU)
+            if self.accelerator.distributed_type not in plain or self.is_fsdp_enabled or self.is_deepspeed_enabled:
+                return super()._clip_grad_norm(model)
+            if self._trainable is None:
+                self._trainable = [p for p in model.parameters() if p.requires_grad]
+            self.accelerator.unscale_gradients()
+            return torch.nn.utils.clip_grad_norm_(self._trainable, self.args.max_grad_norm)
 
         def floating_point_ops(self, inputs) -> int:
             # The Trainer's own estimate (6 · input tokens · non-embedding parameters) with the parameter

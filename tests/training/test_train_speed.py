@@ -57,7 +57,8 @@ def _instrument(monkeypatch, callback_factory):
 def test_the_trainers_step_is_the_bare_step(tiny_model, obqa, tmp_path, monkeypatch, method):
     # The LoRA weights before the first step and the gradients the optimiser is given, from inside the
     # Trainer; then the bare step (left_pad, forward with logits_to_keep=1, batch_loss, backward) on the
-    # same rows from the same weights. No dropout, no clipping: nothing random, nothing rescaled.
+    # same rows from the same weights, clipped by torch's clip_grad_norm_ over every parameter (a norm
+    # limit small enough to bite). No dropout: nothing random.
     from peft import LoraConfig, get_peft_model, set_peft_model_state_dict
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
 
@@ -82,7 +83,7 @@ def test_the_trainers_step_is_the_bare_step(tiny_model, obqa, tmp_path, monkeypa
         output_dir=str(tmp_path / "run"),
         max_steps=1,
         lora_dropout=0.0,
-        max_grad_norm=0.0,
+        max_grad_norm=1e-4,
         kl_anneal_epochs=0,  # the KL term at full weight from step 0, so it is in the gradient
         target_modules=("q_proj", "v_proj"),
         **FAST,
@@ -98,6 +99,8 @@ def test_the_trainers_step_is_the_bare_step(tiny_model, obqa, tmp_path, monkeypa
     batch = LeftPadCollator(tokenizer.pad_token_id)(batches[0])
     loss, _ = batch_loss(last_logits(bare, batch), batch, config, kl_weight=config.kl_weight)
     loss.backward()
+    norm = torch.nn.utils.clip_grad_norm_(bare.parameters(), config.max_grad_norm)
+    assert norm > 10 * config.max_grad_norm  # the limit bites
     bare_grads = {n: p.grad for n, p in bare.named_parameters() if p.requires_grad}
     assert set(bare_grads) == set(seen["grads"]) and bare_grads
     for name, grad in bare_grads.items():
