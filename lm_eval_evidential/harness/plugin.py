@@ -37,6 +37,9 @@ from pathlib import Path
 MODEL_NAME = "evidential"
 TASKS_DIR = Path(__file__).resolve().parent / "tasks"
 MODEL_TARGET = "lm_eval_evidential.harness.model:EvidentialLM"
+# --model evidential-vllm: the same scoring on vLLM (harness/vllm_model.py); vLLM is imported only when it is used.
+VLLM_MODEL_NAME = "evidential-vllm"
+VLLM_MODEL_TARGET = "lm_eval_evidential.harness.vllm_model:EvidentialVLLM"
 # lm_eval modules this plugin hooks, and the attribute each must define.
 HOOKED = {
     "lm_eval.models": None,
@@ -71,15 +74,17 @@ def _patch(owner, name: str, make_wrapper) -> None:
 
 
 def on_models_imported(module) -> None:
-    """Register ``--model evidential`` lazily (a string target: torch loads only when used).
+    """Register ``--model evidential`` and ``--model evidential-vllm`` lazily (string targets: torch and
+    vLLM load only when used).
 
     Done after lm_eval.models registered its own models, so the harness's lazy
     "import lm_eval.models when the registry is empty" still happens.
     """
     from lm_eval.api.registry import model_registry
 
-    if MODEL_NAME not in model_registry:
-        model_registry.register(MODEL_NAME, target=MODEL_TARGET)
+    for name, target in ((MODEL_NAME, MODEL_TARGET), (VLLM_MODEL_NAME, VLLM_MODEL_TARGET)):
+        if name not in model_registry:
+            model_registry.register(name, target=target)
     install_one_line_errors()
     _applied.add("lm_eval.models")
 
@@ -164,7 +169,7 @@ def on_evaluator_imported(module) -> None:
 def _is_evidential(model) -> bool:
     """``simple_evaluate``'s ``model`` is this package's (by name, or an instance of it)."""
     if isinstance(model, str):
-        return model == MODEL_NAME
+        return model in (MODEL_NAME, VLLM_MODEL_NAME)
     return type(model).__module__.startswith("lm_eval_evidential.")
 
 

