@@ -717,10 +717,13 @@ class EvidentialLM(HFLM):
             "pretrained": self._pretrained_name,
             "gguf_file": self._gguf_file,
             "peft": None if self._peft_path is None else str(self._peft_path),
-            "dtype": str(self.model.dtype).removeprefix("torch."),
+            "dtype": self._records_dtype(),
             "revision": self._revision,
             **self._identity,
         }
+
+    def _records_dtype(self) -> str:
+        return str(self.model.dtype).removeprefix("torch.")
 
     def set_cache_hook(self, cache_hook) -> None:
         # lm_eval's response cache (--use_cache) is keyed by the request text only: it would

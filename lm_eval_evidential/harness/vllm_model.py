@@ -184,6 +184,7 @@ class EvidentialVLLM(VLLM):
         self._pretrained_name = str(pretrained)
         self._peft_path = peft
         self._revision = revision or "main"
+        self._gguf_file = None
         self._dtype_arg = dtype
         self.evidence = EvidenceLedger()
         self.adapter_mode = None
@@ -266,25 +267,12 @@ class EvidentialVLLM(VLLM):
 
     def records_meta(self) -> dict:
         """``--model evidential``'s producer keys, plus ``backend`` and how the adapter ran (``adapter_mode``)."""
-        ib_edl = self.head.method == "ib_edl"
-        dtype = self._dtype_arg
-        if self.data_parallel_size <= 1:
-            dtype = str(self.model.llm_engine.model_config.dtype).removeprefix("torch.")
-        return {
-            "method": self.head.method,
-            "prior_weight": self.head.prior_weight,
-            "num_noises": self.head.num_noises if ib_edl else None,
-            "sigma_mult": self.head.sigma_mult if ib_edl else None,
-            "seed": self.head.seed if ib_edl else None,
-            "pretrained": self._pretrained_name,
-            "gguf_file": None,
-            "peft": None if self._peft_path is None else str(self._peft_path),
-            "dtype": dtype,
-            "revision": self._revision,
-            **self._identity,
-            "backend": "vllm",
-            "adapter_mode": self.adapter_mode,
-        }
+        return {**EvidentialLM.records_meta(self), "backend": "vllm", "adapter_mode": self.adapter_mode}
+
+    def _records_dtype(self) -> str:
+        if self.data_parallel_size > 1:  # no engine in this process: the replicas load with the dtype asked for
+            return str(self._dtype_arg)
+        return str(self.model.llm_engine.model_config.dtype).removeprefix("torch.")
 
     def set_cache_hook(self, cache_hook) -> None:
         # As --model evidential: lm_eval's response cache is keyed by the prompt only.
