@@ -3,7 +3,7 @@
 lm-eval's own ``VLLM`` model loads the engine (every one of its model_args: ``tensor_parallel_size``,
 ``data_parallel_size``, ``gpu_memory_utilization``, ``max_model_len``, …, and any other vLLM engine
 argument); the scoring is ``--model evidential``'s, the same functions, not a copy
-(:data:`SHARED`): requests grouped into questions, the single-token and distinct-answer checks,
+(``EvidentialVLLM.SHARED``): requests grouped into questions, the single-token and distinct-answer checks,
 the prompt-length check, the head (:mod:`lm_eval_evidential.modeling.heads`), the evidence filed
 for the records. Only the forward pass differs (:meth:`EvidentialVLLM._forward_unique`): each
 distinct prompt is one vLLM request of one output token,
@@ -98,27 +98,32 @@ harness_logger = logging.getLogger("lm_eval.evidential")
 #: vLLM's upper bound on ``SamplingParams.logprob_token_ids`` (vllm/sampling_params.py MAX_LOGPROB_TOKEN_IDS).
 MAX_IDS_PER_REQUEST = 128
 
-#: ``--model evidential``'s scoring, used as is: the methods are the same functions (see the module docstring).
-SHARED = (
-    "loglikelihood",
-    "_plan",
-    "_answer_ids",
-    "_answer_ids_at_tail",
-    "_tail_answers",
-    "_tail_check",
-    "_encode_prompts",
-    "_too_long_fix",
-    "_identity",
-    "loglikelihood_rolling",
-    "generate_until",
-    "create_from_arg_string",
-    "create_from_arg_obj",
+#: ``EvidentialLM``'s own attributes that belong to transformers (loading, devices, the forward pass); every
+#: other one — the scoring — is taken by :class:`EvidentialVLLM` as it is, unless it defines its own.
+TRANSFORMERS_ONLY = frozenset(
+    {
+        "__init__",
+        "_global_rank",
+        "_get_config",
+        "_create_model",
+        "_last_logits",
+        "_auto_batch_size",
+        "_forward_unique",
+        "_records_dtype",
+        "set_cache_hook",
+    }
 )
 
 
 def _shared(cls):
-    for name in SHARED:
-        setattr(cls, name, EvidentialLM.__dict__[name])
+    """Give ``cls`` ``--model evidential``'s scoring: the same functions, not copies (listed in ``cls.SHARED``)."""
+    shared = []
+    for name, value in EvidentialLM.__dict__.items():
+        if name.startswith(("__", "_abc")) or name in TRANSFORMERS_ONLY or name in cls.__dict__:
+            continue
+        setattr(cls, name, value)
+        shared.append(name)
+    cls.SHARED = tuple(shared)
     return cls
 
 

@@ -125,6 +125,15 @@ def test_a_text_choice_task_is_refused_by_the_same_answer_check(base_engine):
         base_engine.loglikelihood([request])
 
 
+def test_the_scoring_is_the_transformers_backends_own_functions():
+    from lm_eval_evidential.harness.model import EvidentialLM
+    from lm_eval_evidential.harness.vllm_model import EvidentialVLLM
+
+    for name in ("loglikelihood", "_plan", "_answer_ids", "_answer_ids_at_tail", "_encode_prompts"):
+        assert name in EvidentialVLLM.SHARED and getattr(EvidentialVLLM, name) is getattr(EvidentialLM, name)
+    assert EvidentialVLLM._forward_unique is not EvidentialLM._forward_unique
+
+
 def test_bad_arguments_are_refused_before_the_engine_starts(smollm2):
     with pytest.raises(EvidentialInputError, match="method"):
         vllm_lm(smollm2, method="bayes")
