@@ -30,7 +30,6 @@ import logging
 from functools import cached_property
 
 import torch
-from tqdm import tqdm
 
 from lm_eval_evidential.harness.adapters import lora_rank, merged_checkpoint, why_merged
 from lm_eval_evidential.harness.evidence import EvidenceLedger
@@ -250,10 +249,7 @@ class EvidentialVLLM(VLLM):
                         detokenize=False,
                     )
                 )
-        bar = tqdm(total=len(order), desc="evidential-vllm: prompts", disable=disable_tqdm or self.rank != 0)
-        outputs = self._model_generate(prompts, generate=True, sampling_params=params)
-        bar.update(len(order))
-        bar.close()
+        outputs = self._model_generate(prompts, generate=True, sampling_params=params)  # vLLM's own progress bar
         got: dict[str, dict[int, float]] = {c: {} for c in order}
         for c, out in zip(owners, outputs, strict=True):
             got[c].update({int(t): float(lp.logprob) for t, lp in out.outputs[0].logprobs[0].items()})
