@@ -97,6 +97,7 @@ class Child:
     fsize: int | None = None
     read_only: str | None = None
     prepare: Callable | None = None
+    unreadable: str | None = None  # a file made unreadable (mode 000) for the child, root included
 
 
 @dataclass(frozen=True)
@@ -133,6 +134,7 @@ class Ctx:
 
     def fmt(self, text: str) -> str:
         text = text.replace("{other_adapter}", str(self.extra.get("other_adapter")))
+        text = text.replace("{checkpoint}", str(self.extra.get("checkpoint")))
         return text.format(
             out=self.out, tmp=self.tmp, rec=self.rec(), folder=self.folder, model=self.model, adapter=self.adapter
         )
@@ -396,6 +398,124 @@ def stale_records_temp(ctx: Ctx) -> None:
 def stale_gone(ctx: Ctx) -> None:
     assert not ctx.extra["stale"].exists()
     assert len(list((ctx.tmp / "o").rglob("records_obqa_edl_*.parquet"))) == 1
+
+
+# ----------------------------------------------------------------------------- inputs: identities, non-files (issue 26)
+
+OTHER_DATE = "2026-03-02T11-00-00.000002"
+
+
+def with_meta(of: str = "id4", drop: tuple[str, ...] = (), **changes):
+    """The records file of task ``of`` whose metadata lost ``drop`` and got ``changes`` (columns untouched)."""
+
+    def make(ctx: Ctx) -> Path:
+        path = ctx.rec(of)
+        table = pq.read_table(path)
+        meta = {k: v for k, v in json.loads(table.schema.metadata[META_KEY]).items() if k not in drop}
+        pq.write_table(table.replace_schema_metadata({META_KEY: json.dumps({**meta, **changes}).encode()}), path)
+        return path
+
+    return make
+
+
+def nested_metadata(ctx: Ctx) -> Path:
+    """Metadata JSON nested 100,000 deep (json.loads raises RecursionError)."""
+    path = ctx.rec()
+    table = pq.read_table(path)
+    raw = b'{"task": "id4", "schema_version": 1, "method": "edl", "x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    pq.write_table(table.replace_schema_metadata({META_KEY: raw}), path)
+    return path
+
+
+def copied_as(source: str, target: str, date: str = DATE):
+    """The records file of ``source`` copied over ``target``'s name (and date): a file under a name not its own."""
+
+    def make(ctx: Ctx) -> Path:
+        dest = records_path(ctx.folder, target, date)
+        dest.unlink(missing_ok=True)
+        shutil.copy(ctx.rec(source), dest)
+        return dest
+
+    return make
+
+
+def dated(date: str):
+    """id4's records stamped (metadata date_id) as written by the run ``date``, under its own name."""
+
+    def make(ctx: Ctx) -> Path:
+        return with_meta(date_id=date)(ctx)
+
+    return make
+
+
+def second_run_renamed_in(ctx: Ctx) -> Path:
+    """A second run's ood4 records (date_id OTHER_DATE) renamed into the first run's date."""
+    rec = _records("ood4", 50, 4, 3.0, 9)
+    path = ctx.rec("ood4")
+    write_records(path, Records(**{**rec.__dict__, "meta": {**rec.meta, "date_id": OTHER_DATE}}))
+    return path
+
+
+def same_questions(ctx: Ctx) -> None:
+    """id4 and ood4 both say they were evaluated on the same questions (one data_source): ood4 is id4's
+    file with every stated identity (name, metadata task, task column) made ood4's."""
+    source = {"dataset": "allenai/openbookqa", "configs": ["main"], "sha256": "0123456789abcdef"}
+    for task in ("id4", "ood4"):
+        rec = _records("id4", 60, 4, 1.0, 1)
+        rows = [{**r, "task": task} for r in rec]
+        write_records(ctx.rec(task), Records.from_rows(rows, task=task, meta={**rec.meta, "data_source": source}))
+
+
+def replaced_by(kind: str, task: str = "id4"):
+    """The records file of ``task`` replaced by something that is not a readable regular file."""
+
+    def make(ctx: Ctx) -> Path:
+        path = ctx.rec(task)
+        path.unlink()
+        if kind == "fifo":
+            os.mkfifo(path)
+        elif kind == "folder":
+            path.mkdir()
+            (path / "part-0.parquet").write_bytes(b"PAR1")
+        elif kind == "loop":
+            path.symlink_to(path.name)
+        elif kind == "dangling":
+            path.symlink_to(ctx.tmp / "moved-away.parquet")
+        return path
+
+    return make
+
+
+def adapter_beside(kind: str):
+    """A copy of the tiny adapter as ``{tmp}/work/checkpoint-1`` with ``kind`` beside it: a FIFO named
+    ``run.yaml``, a YAML file larger than the lookup reads, a damaged ``adapter_config.json`` or a
+    truncated ``adapter_model.safetensors``."""
+
+    def make(ctx: Ctx) -> None:
+        work = ctx.tmp / "work"
+        shutil.copytree(ctx.adapter, work / "checkpoint-1")
+        if kind == "fifo-yaml":
+            os.mkfifo(work / "run.yaml")
+        elif kind == "huge-yaml":
+            with open(work / "huge.yaml", "wb") as fh:
+                fh.truncate(64 * 1024 * 1024)
+        elif kind == "bad-config":
+            (work / "checkpoint-1" / "adapter_config.json").write_text('{"peft_type": "LORA", "r": 8,')
+        elif kind == "config-not-an-object":
+            (work / "checkpoint-1" / "adapter_config.json").write_text("[1, 2]")
+        elif kind == "truncated-weights":
+            weights = work / "checkpoint-1" / "adapter_model.safetensors"
+            weights.write_bytes(weights.read_bytes()[:100])
+        elif kind == "weights-cut-in-the-data":
+            weights = work / "checkpoint-1" / "adapter_model.safetensors"
+            weights.write_bytes(weights.read_bytes()[:-10])
+        elif kind == "nested-evidential-config":
+            (work / "checkpoint-1" / "evidential_config.json").write_text("[" * 100_000 + "]" * 100_000)
+        elif kind == "fifo-evidential-config":
+            os.mkfifo(work / "checkpoint-1" / "evidential_config.json")
+        ctx.extra["checkpoint"] = work / "checkpoint-1"
+
+    return make
 
 
 # ----------------------------------------------------------------------------- the catalogue
@@ -1453,6 +1573,328 @@ CATALOGUE = [
         ["ood", "{out}", "--id", "id4", "--ood", "ood5", "--n-boot", "0"],
         Exit(2, r"refused id4 vs ood5"),
     ),
+    # -- issue 26, class 1: every identity a records file states agrees with every other
+    (
+        L,
+        "name-says-another-task",
+        copied_as("id4", "ood4"),
+        Refused(RecordsError, r"file name says task 'ood4', its metadata says 'id4'"),
+    ),
+    (
+        L,
+        "metadata-says-another-task",
+        with_meta(task="ood4"),
+        Refused(RecordsError, r"file name says task 'id4', its metadata says 'ood4'"),
+    ),
+    (L, "metadata-task-missing", with_meta(drop=("task",)), Refused(RecordsError, r"metadata names no task")),
+    (L, "metadata-task-not-text", with_meta(task=7), Refused(RecordsError, r"metadata names no task \(got 7\)")),
+    (
+        L,
+        "name-says-another-run",
+        dated(OTHER_DATE),
+        Refused(RecordsError, r"file name says run '" + DATE + "', its metadata says run '" + OTHER_DATE),
+    ),
+    (
+        L,
+        "renamed-into-another-run",
+        second_run_renamed_in,
+        Refused(RecordsError, r"says run '" + OTHER_DATE + "'; a file of another run was renamed"),
+    ),
+    (L, "own-run-accepted", dated(DATE), Accepted(lambda r, c: r.meta["date_id"] == DATE and r.task == "id4")),
+    (
+        L,
+        "method-unknown",
+        with_meta(method="evidential"),
+        Refused(RecordsError, r"names method 'evidential', not one of edl, ib_edl, softmax"),
+    ),
+    (L, "method-missing", with_meta(drop=("method",)), Refused(RecordsError, r"metadata names no method")),
+    (L, "method-not-text", with_meta(method=["edl"]), Refused(RecordsError, r"names method \['edl'\]")),
+    (
+        L,
+        "edl-alpha-not-softplus-of-logits",
+        edited(column="logits", row=2, value=bump(1, 0.5)),
+        Refused(
+            RecordsError,
+            r"row 2: stored alpha .* \(class 1\) does not follow from the record's logit .*softplus\(logit\) \+ "
+            r"prior_weight",
+        ),
+    ),
+    (L, "edl-alpha-under-another-prior", with_meta(prior_weight=0.5), Refused(RecordsError, r"does not follow")),
+    (L, "ib-edl-alpha-free-above-the-prior", with_meta(method="ib_edl"), Accepted(lambda r, c: r.method == "ib_edl")),
+    (L, "softmax-named-edl", with_meta("sm4", method="edl"), Refused(RecordsError, r"alpha nan is not finite")),
+    (L, "metadata-nested-too-deep", nested_metadata, Refused(RecordsError, r"nested too deeply")),
+    (
+        C,
+        "audit-of-a-file-copied-under-another-task",
+        Cmd(["ood", "{out}", "--id", "id4", "--ood", "ood4", "--n-boot", "0"], copied_as("id4", "ood4")),
+        Exit(1, r"file name says task 'ood4', its metadata says 'id4'"),
+    ),
+    (
+        C,
+        "audit-of-a-second-run-renamed-in",
+        Cmd(["ood", "{out}", "--id", "id4", "--ood", "ood4", "--n-boot", "0"], second_run_renamed_in),
+        Exit(1, r"a file of another run was renamed into this one"),
+    ),
+    (
+        C,
+        "ood-on-the-same-questions",
+        Cmd(["ood", "{out}", "--id", "id4", "--ood", "ood4", "--n-boot", "0"], same_questions),
+        Exit(1, r"--id id4 and --ood ood4 were evaluated on the same questions .*AUROC 0\.5"),
+    ),
+    (
+        C,
+        "atc-on-the-same-questions",
+        Cmd(["atc", "{out}", "--id", "id4", "--target", "ood4"], same_questions),
+        Exit(1, r"--id id4 and --target ood4 were evaluated on the same questions .*perfect accuracy estimate"),
+    ),
+    (
+        C,
+        "ksweep-on-the-same-questions",
+        Cmd(["ksweep", "{out}", "--id", "id4", "--ood", "ood4"], same_questions),
+        Exit(1, r"evaluated on the same questions"),
+    ),
+    (
+        C,
+        "report-on-the-same-questions",
+        Cmd(["report", "{out}", "--id", "id4", "--ood", "ood4", "--out", "{tmp}/r"], same_questions),
+        Exit(1, r"evaluated on the same questions"),
+    ),
+    # -- class 2: one parser for task names, one self-comparison rule
+    (C, "id-empty", ["ood", "{out}", "--id", "", "--ood", "ood4"], Exit(1, r"--id: .*no task name in ''")),
+    (C, "id-only-spaces", ["ksweep", "{out}", "--id", "  ", "--ood", "ood4"], Exit(1, r"no task name in '  '")),
+    (
+        C,
+        "id-with-a-leading-space-is-the-task",
+        ["ood", "{out}", "--id", " id4", "--ood", "id4"],
+        Exit(1, r"--id and --ood both name 'id4'"),
+    ),
+    (
+        C,
+        "id-with-a-newline",
+        ["ood", "{out}", "--id", "id4\nood4", "--ood", "ood5"],
+        Exit(1, r"task name 'id4\\nood4' contains a control character"),
+    ),
+    (
+        C,
+        "id-a-comma-list",
+        ["ood", "{out}", "--id", "id4,ood5", "--ood", "ood4"],
+        Exit(1, r"'id4,ood5' is a list, this option takes one task"),
+    ),
+    (
+        C,
+        "ksweep-ood-a-comma-list",
+        ["ksweep", "{out}", "--id", "id4", "--ood", "ood4,ood5"],
+        Exit(1, r"'ood4,ood5' is a list"),
+    ),
+    (
+        C,
+        "atc-id-a-comma-list",
+        ["atc", "{out}", "--id", "id4,ood4", "--target", "ood5"],
+        Exit(1, r"'id4,ood4' is a list"),
+    ),
+    (
+        C,
+        "atc-target-is-the-id-task",
+        ["atc", "{out}", "--id", "id4", "--target", "ood4,id4"],
+        Exit(1, r"--id and --target both name 'id4'.*perfect accuracy estimate"),
+    ),
+    (C, "atc-id-empty", ["atc", "{out}", "--id", "", "--target", "ood4"], Exit(1, r"no task name in ''")),
+    (
+        C,
+        "report-ood-is-the-id-task",
+        ["report", "{out}", "--id", "id4", "--ood", "id4", "--out", "{tmp}/r"],
+        Exit(1, r"--id and --ood both name 'id4'"),
+    ),
+    (
+        C,
+        "ksweep-ood-is-the-id-task-with-spaces",
+        ["ksweep", "{out}", "--id", "id4", "--ood", " id4 "],
+        Exit(1, r"--id and --ood both name 'id4'"),
+    ),
+    (
+        C,
+        "task-list-with-a-nul",
+        ["calibration", "{out}", "--task", "id4,oo\x01d4"],
+        Exit(1, r"contains a control character"),
+    ),
+    (C, "task-list-only-commas", ["selective", "{out}", "--task", " , ,"], Exit(1, r"no task names in ' , ,'")),
+    (C, "task-list-with-spaces-accepted", ["calibration", "{out}", "--task", " id4 , ood4"], Exit(0, r"id4")),
+    # -- classes 3 and 4: only regular files are read; an unreadable one is named with its real cause and fix
+    (
+        L,
+        "records-path-a-fifo",
+        replaced_by("fifo"),
+        Refused(OSError, r"records file .* is a FIFO \(named pipe\), not a regular file"),
+    ),
+    (
+        L,
+        "records-path-a-folder",
+        replaced_by("folder"),
+        Refused(OSError, r"records file .* is a folder, not a regular file"),
+    ),
+    (
+        L,
+        "records-path-a-symlink-loop",
+        replaced_by("loop"),
+        Refused(OSError, r"Too many levels of symbolic links: it is a symbolic link that leads back to itself"),
+    ),
+    (
+        L,
+        "records-path-a-dangling-symlink",
+        replaced_by("dangling"),
+        Refused(OSError, r"symbolic link to .*moved-away\.parquet, which does not exist; restore the target"),
+    ),
+    (
+        C,
+        "audit-with-a-fifo-in-the-run",
+        Cmd(["ood", "{out}", "--id", "id4", "--ood", "ood4"], replaced_by("fifo", "ood4")),
+        Exit(1, r"error: cannot read records file .*records_ood4_.* is a FIFO"),
+    ),
+    (
+        C,
+        "audit-with-a-folder-named-like-records",
+        Cmd(["calibration", "{out}", "--task", "ood5"], replaced_by("folder", "ood5")),
+        Exit(1, r"is a folder, not a regular file"),
+    ),
+    (
+        C,
+        "audit-with-a-symlink-loop-in-the-run",
+        Cmd(["calibration", "{out}", "--task", "ood5"], replaced_by("loop", "ood5")),
+        Exit(1, r"symbolic link that leads back to itself"),
+    ),
+    (
+        C,
+        "audit-with-a-dangling-symlink-in-the-run",
+        Cmd(["calibration", "{out}", "--task", "ood5"], replaced_by("dangling", "ood5")),
+        Exit(1, r"which does not exist; restore the target or remove the link"),
+    ),
+    (
+        S,
+        "audit-of-an-unreadable-records-file",
+        Child(["calibration", "{out}", "--task", "ood5"], unreadable="{folder}/records_ood5_" + DATE + ".parquet"),
+        Exit(1, r"Permission denied: you have no permission to read it; make it readable"),
+    ),
+    (
+        M,
+        "fifo-yaml-beside-the-adapter",
+        Cmd(f"{TINY},peft={{checkpoint}}", adapter_beside("fifo-yaml")),
+        Warned(r"run\.yaml .*is a FIFO \(named pipe\), not a regular file"),
+    ),
+    (
+        M,
+        "huge-yaml-beside-the-adapter",
+        Cmd(f"{TINY},peft={{checkpoint}}", adapter_beside("huge-yaml")),
+        Warned(r"huge\.yaml: it is 67,108,864 bytes, more than"),
+    ),
+    # -- class 5: damaged adapter files named before any weights load
+    (
+        M,
+        "adapter-config-not-json",
+        Cmd(f"{TINY},peft={{checkpoint}}", adapter_beside("bad-config")),
+        Refused(IE, r"adapter_config\.json is not valid JSON .*the adapter is damaged"),
+    ),
+    (
+        M,
+        "adapter-config-not-an-object",
+        Cmd(f"{TINY},peft={{checkpoint}}", adapter_beside("config-not-an-object")),
+        Refused(IE, r"adapter_config\.json is not a JSON object"),
+    ),
+    (
+        M,
+        "adapter-weights-cut-in-the-header",
+        Cmd(f"{TINY},peft={{checkpoint}}", adapter_beside("truncated-weights")),
+        Refused(IE, r"adapter_model\.safetensors is not a whole safetensors file: its header says"),
+    ),
+    (
+        M,
+        "adapter-weights-cut-in-the-data",
+        Cmd(f"{TINY},peft={{checkpoint}}", adapter_beside("weights-cut-in-the-data")),
+        Refused(
+            IE,
+            r"adapter_model\.safetensors is not a whole safetensors file: its tensors need [\d,]+ bytes, the file has",
+        ),
+    ),
+    (
+        M,
+        "adapter-metadata-nested-too-deep",
+        Cmd(f"{TINY},peft={{checkpoint}}", adapter_beside("nested-evidential-config")),
+        Refused(ValueError, r"evidential_config\.json: its JSON is nested too deeply"),
+    ),
+    (
+        M,
+        "adapter-metadata-a-fifo",
+        Cmd(f"{TINY},peft={{checkpoint}}", adapter_beside("fifo-evidential-config")),
+        Refused(OSError, r"evidential_config\.json: it is a FIFO \(named pipe\), not a regular file"),
+    ),
+    # -- class 6: limits the stock CLI leaves raw are one error: line under --model evidential
+    (
+        E,
+        "eval-limit-zero",
+        [
+            "--model",
+            "evidential",
+            "--model_args",
+            TINY,
+            "--tasks",
+            "obqa_edl",
+            "--limit",
+            "0",
+            "--output_path",
+            "{tmp}/o",
+        ],
+        Exit(1, r"(?m)^lm-eval-evidential eval: error: --limit 0(\.0)?: give a positive number of questions"),
+    ),
+    (
+        E,
+        "eval-limit-negative",
+        [
+            "--model",
+            "evidential",
+            "--model_args",
+            TINY,
+            "--tasks",
+            "obqa_edl",
+            "--limit",
+            "-1",
+            "--output_path",
+            "{tmp}/o",
+        ],
+        Exit(1, r"error: --limit -1(\.0)?: give a positive number"),
+    ),
+    (
+        E,
+        "eval-batch-size-zero",
+        [
+            "--model",
+            "evidential",
+            "--model_args",
+            TINY,
+            "--tasks",
+            "obqa_edl",
+            "--batch_size",
+            "0",
+            "--output_path",
+            "{tmp}/o",
+        ],
+        Exit(1, r"error: --batch_size 0: give a positive whole number"),
+    ),
+    (
+        E,
+        "eval-metadata-nested-too-deep",
+        [
+            "--model",
+            "evidential",
+            "--model_args",
+            TINY,
+            "--tasks",
+            "obqa_edl",
+            "--metadata",
+            '{{"a": ' + "[" * 50_000 + "]" * 50_000 + "}}",
+            "--output_path",
+            "{tmp}/o",
+        ],
+        Exit(1, r"error: an input is nested too deeply to read.*\(RecursionError"),
+    ),
 ]
 
 
@@ -1467,6 +1909,10 @@ def _snapshot(root: Path) -> dict[str, str]:
     }
 
 
+def _assert_unchanged(before: dict, root: Path) -> None:
+    assert _snapshot(root) == before, "files changed or written beside the inputs"
+
+
 def _exception_class(spec):
     if isinstance(spec, str):  # classes of layers that import torch/lm_eval: resolved when the row runs
         from lm_eval_evidential.harness.datasets import DatasetError
@@ -1477,7 +1923,12 @@ def _exception_class(spec):
 
 
 def _run_loader(ctx, make, caplog):
-    return read_records_file(make(ctx))
+    path = make(ctx)
+    before = _snapshot(ctx.tmp.parent)
+    try:
+        return read_records_file(path)
+    finally:  # reading never changes or adds a file
+        assert _snapshot(ctx.tmp.parent) == before, "the loader changed or wrote files"
 
 
 def _run_dataset(ctx, make, caplog):
@@ -1540,6 +1991,8 @@ def model_ctx(ctx, tiny_model, request, monkeypatch):
         return original(self, *args, **kwargs)
 
     monkeypatch.setattr(EvidentialLM, "_create_model", spy)
+    if "adapter" in request.node.name:
+        ctx.adapter = request.getfixturevalue("tiny_adapter")
     if "other_adapter" in request.node.name or "another-base" in request.node.name:
         ctx.extra["other_adapter"] = request.getfixturevalue("other_adapter")
     return ctx
@@ -1640,6 +2093,10 @@ def _run_child(ctx: Ctx, child: Child) -> tuple[int, str, str]:
     if ro is not None:
         ro.mkdir(parents=True, exist_ok=True)
         ro.chmod(0o555)
+    locked = Path(ctx.fmt(child.unreadable)) if child.unreadable else None
+    if locked is not None:
+        mode = locked.stat().st_mode
+        locked.chmod(0)
     env = {
         **os.environ,
         "MPLBACKEND": "Agg",
@@ -1654,11 +2111,13 @@ def _run_child(ctx: Ctx, child: Child) -> tuple[int, str, str]:
             text=True,
             env=env,
             timeout=600,
-            preexec_fn=_fault(child.fsize, ro is not None),
+            preexec_fn=_fault(child.fsize, ro is not None or locked is not None),
         )
     finally:
         if ro is not None:
             ro.chmod(0o755)
+        if locked is not None:
+            locked.chmod(mode)
     if proc.returncode == 97:
         pytest.skip("cannot drop the capabilities that let root write into a read-only folder here")
     return proc.returncode, proc.stdout, proc.stderr
@@ -1691,6 +2150,9 @@ def test_hostile_input(entry, make, expected, request, capsys, caplog):
             cmd.prepare(ctx)
     elif cmd.prepare is not None:
         raise AssertionError("prepare is for cli/eval/model rows")
+    if entry == M:  # loading a model never changes or adds a file beside its inputs
+        before = _snapshot(ctx.tmp.parent)
+        request.addfinalizer(lambda: _assert_unchanged(before, ctx.tmp.parent))
     if isinstance(expected, Refused):
         with pytest.raises(_exception_class(expected.exc)) as err:
             run(ctx, make, caplog)

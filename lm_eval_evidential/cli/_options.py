@@ -31,18 +31,50 @@ def describe(doc: str | None) -> str:
     return text[:1].upper() + text[1:]
 
 
+def _no_control_characters(name: str, text: str, what: str) -> str:
+    import unicodedata
+
+    if any(unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp") for ch in name):
+        raise argparse.ArgumentTypeError(
+            f"{what} name {text!r} contains a control character (a newline, tab or NUL); no {what} name has one — "
+            "retype it"
+        )
+    return name
+
+
 def comma_list(what: str):
     """An argparse ``type`` for comma-separated names: ``"a, b,a"`` -> ``["a", "b"]`` (duplicates
-    dropped, order kept). The one parser of comma lists in the CLI; an empty list is a usage error."""
+    dropped, order kept, spaces around each name removed). The one parser of comma lists in the CLI;
+    an empty list, or a name with a control character (newline, tab, NUL), is a usage error."""
 
     def parse(text: str) -> list[str]:
         names = list(dict.fromkeys(t.strip() for t in text.split(",") if t.strip()))
         if not names:
             raise argparse.ArgumentTypeError(f"no {what} names in {text!r}; give one or more, separated by commas")
-        return names
+        return [_no_control_characters(name, text, what) for name in names]
 
     parse.__name__ = f"{what} list"  # argparse names the type in its messages
     return parse
+
+
+def task_name(text: str) -> str:
+    """An argparse ``type`` for an option that takes ONE task: the name without surrounding spaces.
+
+    The one parser of single task names (``--id``, ``ksweep --ood``), with :func:`comma_list` for
+    lists: an empty name, a control character and a comma list (``a,b``) are usage errors.
+    """
+    name = text.strip()
+    if not name:
+        raise argparse.ArgumentTypeError(f"no task name in {text!r}; give one task, e.g. obqa_edl")
+    _no_control_characters(name, text, "task")
+    if "," in name:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is a list, this option takes one task; give one task (lists go to --ood, --target or --task)"
+        )
+    return name
+
+
+task_name.__name__ = "task name"
 
 
 def score_list(text: str) -> list[str]:
@@ -107,7 +139,7 @@ def add_audit_parser(
             help="task name(s), comma-separated, all from one run",
         )
     if id_help:
-        p.add_argument("--id", dest="id_task", required=True, metavar="TASK", help=id_help)
+        p.add_argument("--id", dest="id_task", required=True, type=task_name, metavar="TASK", help=id_help)
     if k_policy:
         add_k_policy(p)
     if scores:
@@ -224,13 +256,42 @@ def print_refusals(refusals) -> None:
         print(f"why: {MISMATCH_REASON}", file=sys.stderr)
 
 
-def refuse_self_comparison(id_task: str, ood_tasks) -> None:
-    """A task compared with itself: both sides are the same questions, AUROC 0.5 by construction."""
-    if id_task in ood_tasks:
+#: What comparing a task with itself gives, per option naming the other side.
+_SELF = {
+    "--ood": "AUROC 0.5 by construction",
+    "--target": "a perfect accuracy estimate by construction",
+}
+
+
+def refuse_self_comparison(id_task: str, others, option: str = "--ood") -> None:
+    """The one rule for every command that compares two tasks: never a task with itself.
+
+    By name here (names are parsed by :func:`task_name`/:func:`comma_list`, so ``' a'`` is ``a``);
+    by content after loading (:func:`refuse_same_questions`).
+    """
+    if id_task in others:
         raise ValueError(
-            f"the ID and the OOD task are both {id_task!r}: comparing a task with itself gives AUROC 0.5 by "
-            "construction; pass a different OOD task"
+            f"--id and {option} both name {id_task!r}: comparing a task with itself gives {_SELF[option]}; pass a "
+            f"different {option} task"
         )
+
+
+def refuse_same_questions(id_records, others, option: str = "--ood") -> None:
+    """Two differently named tasks whose records say they were evaluated on the same questions (the same
+    ``data_source``: dataset, configs and content hash of the evaluated docs) are one task compared with
+    itself — a records file copied under another name."""
+    mine = id_records.meta.get("data_source")
+    if not isinstance(mine, dict) or not mine.get("sha256"):
+        return
+    for other in others:
+        theirs = other.meta.get("data_source")
+        if other.task != id_records.task and theirs == mine:
+            raise ValueError(
+                f"--id {id_records.task} and {option} {other.task} were evaluated on the same questions (data_source "
+                f"{mine.get('dataset')} {mine.get('configs')}, content hash {mine.get('sha256')}): one is a copy of "
+                f"the other, comparing them gives {_SELF[option]}; re-run the evaluation of {other.task} "
+                f"({other.path or 'records'})"
+            )
 
 
 def check_outputs(args) -> None:

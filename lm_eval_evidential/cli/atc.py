@@ -18,6 +18,9 @@ from ._options import (
     comma_list,
     load,
     print_rows,
+    refuse_same_questions,
+    refuse_self_comparison,
+    task_name,
 )
 
 COLUMNS = ("id_task", "target_task", "score", "method", "estimate", "true_acc", "abs_error")
@@ -37,7 +40,7 @@ def add_parser(sub) -> None:
         "--id",
         dest="id_task",
         required=True,
-        type=comma_list("task"),
+        type=task_name,
         metavar="T",
         help="the labelled in-distribution task",
     )
@@ -65,9 +68,9 @@ def _k_note(id_records, targets) -> list[str]:
 def run(args) -> int:
     from lm_eval_evidential.audits import quality
 
-    if len(args.id_task) != 1:
-        raise ValueError(f"--id takes one task, got {args.id_task}")
-    id_records, *targets = load(args, [*args.id_task, *args.target])
+    refuse_self_comparison(args.id_task, args.target, "--target")
+    id_records, *targets = load(args, [args.id_task, *args.target])
+    refuse_same_questions(id_records, targets, "--target")
     rows = quality.atc_rows(id_records, targets, scores=args.scores)
     written = [write_json(args.json_path, rows)] if args.json_path else []
     return print_rows(rows, COLUMNS, ("target_task", "score", "method"), written, _k_note(id_records, targets))

@@ -15,7 +15,9 @@ from ._options import (
     format_table,
     load,
     print_refusals,
+    refuse_same_questions,
     refuse_self_comparison,
+    task_name,
 )
 
 TABLE_COLUMNS = ("condition", "extra", "k_id", "k_ood", "score", "auroc", "delta_auroc", "aupr_in", "delta_aupr")
@@ -39,7 +41,7 @@ def add_parser(sub) -> None:
             "(matched), recompute AUROC and AUPR-In on the same fixed alphas. ID = positive."
         ),
     )
-    p.add_argument("--ood", dest="ood_task", required=True, metavar="TASK", help="one OOD task")
+    p.add_argument("--ood", dest="ood_task", required=True, type=task_name, metavar="TASK", help="one OOD task")
     p.add_argument(
         "--max-extra",
         dest="max_extra",
@@ -72,6 +74,7 @@ def run(args) -> int:
 
     refuse_self_comparison(args.id_task, [args.ood_task])
     id_records, ood_records = load(args, [args.id_task, args.ood_task])
+    refuse_same_questions(id_records, [ood_records])
     try:
         rows = ksweep_rows(
             id_records,

@@ -17,6 +17,7 @@ from ._options import (
     load,
     non_negative_int,
     print_refusals,
+    refuse_same_questions,
     refuse_self_comparison,
 )
 
@@ -102,6 +103,7 @@ def run(args) -> int:
 
     refuse_self_comparison(args.id_task, args.ood_tasks)
     id_records, *all_ood = load(args, [args.id_task, *args.ood_tasks])
+    refuse_same_questions(id_records, all_ood)
     rows, refused = [], []
     for task, ood_records in zip(args.ood_tasks, all_ood):
         try:

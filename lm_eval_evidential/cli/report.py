@@ -12,7 +12,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ._options import add_audit_parser, comma_list, load, non_negative_int
+from ._options import (
+    add_audit_parser,
+    comma_list,
+    load,
+    non_negative_int,
+    refuse_same_questions,
+    refuse_self_comparison,
+)
 
 
 def add_parser(sub) -> None:
@@ -64,7 +71,9 @@ def run(args) -> int:
     from lm_eval_evidential.cli.main import EXIT_OK, EXIT_REFUSED
     from lm_eval_evidential.report import build_report
 
+    refuse_self_comparison(args.id_task, args.ood_tasks)
     id_records, *ood = load(args, [args.id_task, *args.ood_tasks])
+    refuse_same_questions(id_records, ood)
     report = build_report(
         id_records,
         ood,

@@ -139,6 +139,7 @@ def check_load_args(pretrained, kwargs: dict) -> None:
                 "(adapter_config.json + adapter_model.safetensors) or by `lm-eval-evidential train`"
             )
             raise EvidentialInputError(f"peft={peft} is not a PEFT adapter folder (no adapter_config.json); {hint}")
+        check_adapter_files(peft)
     dtype = kwargs.get("dtype")
     if isinstance(dtype, str) and dtype != "auto" and not isinstance(getattr(torch, dtype, None), torch.dtype):
         raise EvidentialInputError(f"dtype={dtype} is not a torch dtype; use float32, bfloat16, float16 or auto")
@@ -168,6 +169,71 @@ def check_context(max_length, config) -> None:
         f"n_positions or n_ctx in its config.json); pass max_length={context} or less: a longer prompt runs past "
         "the positions the model was trained on"
     )
+
+
+_DAMAGED_ADAPTER_FIX = (
+    "the adapter is damaged (a copy cut short or an edited file?): copy it again, or save it again with PEFT's "
+    "save_pretrained or `lm-eval-evidential train`"
+)
+
+
+def safetensors_damage(path) -> str | None:
+    """What is wrong with a safetensors file's layout, or None when it is whole.
+
+    The format is an 8-byte little-endian header length, that many bytes of JSON naming each
+    tensor's byte range, then the data: a file cut short misses bytes its header promises.
+    Only the header is read (:func:`~lm_eval_evidential.records.io.open_regular_file`).
+    """
+    import json
+    import struct
+
+    from lm_eval_evidential.records.io import open_regular_file
+
+    with open_regular_file(path, what="adapter weights file") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size < 8:
+            return f"it is {size} bytes, shorter than a safetensors header"
+        (length,) = struct.unpack("<Q", fh.read(8))
+        if 8 + length > size:
+            return f"its header says {length:,} bytes of header follow, the file has {size - 8:,}"
+        try:
+            header = json.loads(fh.read(length))
+        except (ValueError, RecursionError):
+            return "its header is not valid JSON"
+    try:
+        end = max((int(t["data_offsets"][1]) for n, t in header.items() if n != "__metadata__"), default=0)
+    except (AttributeError, KeyError, TypeError, ValueError, IndexError):
+        return "its header does not give each tensor's byte range"
+    if 8 + length + end > size:
+        return f"its tensors need {8 + length + end:,} bytes, the file has {size:,}"
+    return None
+
+
+def check_adapter_files(peft) -> None:
+    """A local adapter's ``adapter_config.json`` is a JSON object and each ``adapter_model*.safetensors``
+    holds every byte its header promises: checked before any weights load, naming the damaged file
+    (PEFT would fail later with a bare ``JSONDecodeError`` or ``SafetensorError``)."""
+    import json
+
+    from lm_eval_evidential.records.io import InputFileError, read_regular_file
+
+    folder = Path(str(peft))
+    config = folder / "adapter_config.json"
+    try:
+        data = json.loads(read_regular_file(config, what="adapter config", max_bytes=16 << 20))
+    except InputFileError as exc:
+        raise EvidentialInputError(f"peft={peft}: {exc}") from None
+    except (ValueError, RecursionError) as exc:
+        raise EvidentialInputError(f"{config} is not valid JSON ({exc}); {_DAMAGED_ADAPTER_FIX}") from None
+    if not isinstance(data, dict):
+        raise EvidentialInputError(f"{config} is not a JSON object; {_DAMAGED_ADAPTER_FIX}")
+    for weights in sorted(folder.glob("adapter_model*.safetensors")):
+        try:
+            problem = safetensors_damage(weights)
+        except InputFileError as exc:
+            raise EvidentialInputError(f"peft={peft}: {exc}") from None
+        if problem:
+            raise EvidentialInputError(f"{weights} is not a whole safetensors file: {problem}; {_DAMAGED_ADAPTER_FIX}")
 
 
 _ADAPTER_FIT_HINT = (
@@ -258,6 +324,10 @@ def _unknown_arg_error(exc: TypeError) -> Exception:
     )
 
 
+#: The largest YAML file beside an adapter read as a possible IB-EDL run config (theirs are a few KiB).
+REFERENCE_CONFIG_MAX_BYTES = 1 << 20
+
+
 def reference_head_settings(adapter_dir) -> dict | None:
     """Head settings of a checkpoint written by the IB-EDL reference code (Li et al. 2025), else None.
 
@@ -273,10 +343,15 @@ def reference_head_settings(adapter_dir) -> dict | None:
     if adapter_dir is None or not (Path(str(adapter_dir)) / "adapter_config.json").is_file():
         return None
     found: dict[str, dict] = {}
+    from lm_eval_evidential.records.io import InputFileError, read_regular_file
+
     for path in sorted(Path(str(adapter_dir)).resolve().parent.glob("*.yaml")):
-        try:
-            cfg = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError):
+        try:  # only regular files, and no more than a run config can be: a FIFO or a huge file never blocks
+            cfg = yaml.safe_load(read_regular_file(path, what="YAML file", max_bytes=REFERENCE_CONFIG_MAX_BYTES))
+        except InputFileError as exc:
+            logger.warning("skipped %s while looking for the IB-EDL run config beside the adapter: %s", path.name, exc)
+            continue
+        except (OSError, UnicodeDecodeError, RecursionError, yaml.YAMLError):
             continue
         if not (isinstance(cfg, dict) and isinstance(cfg.get("model"), dict) and "train_cfg" in cfg):
             continue  # not a reference run config

@@ -151,6 +151,8 @@ def on_evaluator_imported(module) -> None:
         def simple_evaluate(*args, **kwargs):
             settings = simple_signature.bind(*args, **kwargs).arguments
             tracker = settings.get("evaluation_tracker")
+            if _is_evidential(settings.get("model")):
+                check_run_limits(settings.get("limit"), settings.get("batch_size"))
             if _is_evidential(settings.get("model")) and tracker is not None:
                 if tracker.output_path:
                     from lm_eval_evidential.records.io import check_writable_folder
@@ -164,6 +166,35 @@ def on_evaluator_imported(module) -> None:
 
     _patch(module, "simple_evaluate", make_simple_wrapper)
     _applied.add("lm_eval.evaluator")
+
+
+def check_run_limits(limit, batch_size) -> None:
+    """``--limit`` and ``--batch_size`` of an evidential run, refused before the weights load when they
+    cannot describe a run: a limit of 0 or below (lm_eval would fail later with a traceback, or
+    evaluate nothing), a batch size of 0 or below. (Stock models keep lm_eval's own handling.)"""
+    from lm_eval_evidential.harness.model import EvidentialInputError
+
+    if limit is not None:
+        try:
+            value = float(limit)
+        except (TypeError, ValueError):
+            value = float("nan")
+        if not value > 0:
+            raise EvidentialInputError(
+                f"--limit {limit}: give a positive number of questions per task (e.g. --limit 100), or a fraction "
+                "of each task below 1 (e.g. --limit 0.1); leave it out to evaluate every question"
+            )
+    text = str(batch_size).strip() if batch_size is not None else ""
+    if text and not text.startswith("auto"):
+        try:
+            size = int(text)
+        except ValueError:
+            size = 0
+        if size < 1:
+            raise EvidentialInputError(
+                f"--batch_size {batch_size}: give a positive whole number of questions per batch (e.g. "
+                "--batch_size 8), or auto to find the largest that fits"
+            )
 
 
 def _is_evidential(model) -> bool:

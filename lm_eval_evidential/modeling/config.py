@@ -15,13 +15,14 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from lm_eval_evidential.records.io import atomic_write_text
+from lm_eval_evidential.records.io import InputFileError, atomic_write_text, read_regular_file
+from lm_eval_evidential.records.schema import RECORD_METHODS
 
 METADATA_FILE = "evidential_config.json"
 METADATA_FORMAT = 1
 # Settings of the evidence head that an adapter's metadata supplies to --model evidential as defaults.
 HEAD_KEYS = ("method", "prior_weight", "num_noises", "sigma_mult")
-METHODS = ("edl", "ib_edl", "softmax")
+METHODS = RECORD_METHODS  # one list: the methods records may name are the methods there are
 
 
 @dataclass(frozen=True)
@@ -70,12 +71,19 @@ def read_metadata(adapter_dir) -> dict | None:
     if adapter_dir is None:
         return None
     path = Path(str(adapter_dir)) / METADATA_FILE
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():
         return None
-    try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
+    try:  # a regular file of a few KiB: a FIFO, a huge or a deeply nested file is refused, never read on
+        meta = json.loads(read_regular_file(path, what="adapter metadata", max_bytes=1 << 20))
+    except InputFileError:
+        raise
+    except (OSError, ValueError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         raise ValueError(f"cannot read {path}: {exc}; delete it or re-run `lm-eval-evidential train`") from exc
+    except RecursionError:
+        raise ValueError(
+            f"cannot read {path}: its JSON is nested too deeply; this package never writes such a file — delete it "
+            "or re-run `lm-eval-evidential train`"
+        ) from None
     if not isinstance(meta, dict) or meta.get("method") not in METHODS:
         raise ValueError(f"{path} has no valid 'method' (one of {', '.join(METHODS)}); was it written by this package?")
     return meta

@@ -18,6 +18,7 @@ import math
 import os
 import re
 import shutil
+import stat
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -122,7 +123,7 @@ def write_error(exc: OSError, path) -> OSError:
     if code is None:
         found = re.search(r"\[errno (\d+)\]", str(exc), re.IGNORECASE)
         code = int(found[1]) if found else None
-    if isinstance(exc, OutputWriteError) or code not in _WRITE_FIXES:
+    if isinstance(exc, (OutputWriteError, InputFileError)) or code not in _WRITE_FIXES:
         return exc
     return OutputWriteError(
         code, f"cannot write {path}: {os.strerror(code)}; nothing was replaced — {_WRITE_FIXES[code]}", str(path)
@@ -169,12 +170,149 @@ def write_records(path: str | os.PathLike, records: Records) -> Path:
     return path
 
 
+class InputFileError(OSError):
+    """An input that cannot be read as a file (a FIFO or device, a folder, a symlink loop or a dangling
+    link, no read permission, larger than its bound); the message names the real cause and its fix."""
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+_READ_FIXES = {
+    errno.ELOOP: "it is a symbolic link that leads back to itself (a loop); point the link at the real file",
+    errno.EACCES: "you have no permission to read it; make it readable (chmod u+r) or run as a user who can read it",
+    errno.EPERM: "you have no permission to read it; make it readable (chmod u+r) or run as a user who can read it",
+    errno.ENOTDIR: "a part of the path above it is a file, not a folder; correct the path",
+    errno.ENAMETOOLONG: "the path is longer than the file system allows; use a shorter path",
+}
+
+
+def _kind(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    ):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def read_error(exc: OSError, path, what: str = "file") -> OSError:
+    """``exc``, raised while opening ``path`` to read it, as an :class:`InputFileError` naming the real
+    cause (its errno) and the fix; a dangling symbolic link names its missing target."""
+    path = Path(path)
+    code = exc.errno
+    if isinstance(exc, InputFileError):
+        return exc
+    if code == errno.ENOENT and path.is_symlink():
+        cause = (
+            f"it is a symbolic link to {os.readlink(path)}, which does not exist; restore the target or remove the link"
+        )
+    elif code == errno.ENOENT:
+        cause = "it does not exist; check the path"
+    elif code in _READ_FIXES:
+        cause = _READ_FIXES[code]
+    else:
+        return exc
+    return InputFileError(code, f"cannot read {what} {path}: {os.strerror(code)}: {cause}", str(path))
+
+
+def open_regular_file(path, *, what: str = "file", max_bytes: int | None = None):
+    """``path`` opened for binary reading, only if it is a regular file of at most ``max_bytes``.
+
+    The file is opened without blocking (``O_NONBLOCK``: a FIFO has no writer to wait for) and
+    checked on the open descriptor (no race with a rename), so a FIFO, device, socket or folder
+    never blocks a reader or feeds it without end: :class:`InputFileError` names what it is. An
+    open that fails (a symlink loop, a dangling link, no permission) names its errno and fix.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise read_error(exc, path, what) from exc
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise InputFileError(
+                errno.EINVAL,
+                f"cannot read {what} {path}: it is {_kind(info.st_mode)}, not a regular file; only regular files "
+                "are read — replace it by the file itself",
+                str(path),
+            )
+        if max_bytes is not None and info.st_size > max_bytes:
+            raise InputFileError(
+                errno.EFBIG,
+                f"cannot read {what} {path}: it is {info.st_size:,} bytes, more than the {max_bytes:,} bytes such a "
+                "file can be; it is not one — move it elsewhere",
+                str(path),
+            )
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_regular_file(path, *, what: str = "file", max_bytes: int) -> bytes:
+    """The bytes of ``path`` through :func:`open_regular_file` (a regular file of at most ``max_bytes``);
+    at most ``max_bytes`` are read even if the file grows meanwhile."""
+    with open_regular_file(path, what=what, max_bytes=max_bytes) as fh:
+        data = fh.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise InputFileError(
+            errno.EFBIG, f"cannot read {what} {path}: it grew beyond {max_bytes:,} bytes while read", str(path)
+        )
+    return data
+
+
+def check_records_identity(path: Path, meta: dict) -> None:
+    """Every identity the file states agrees: the task and the run's date_id in its name
+    (``records_<task>_<date_id>.parquet``) with those in its metadata, and a method is named.
+
+    A file copied under another task's name or another run's date is refused naming both values
+    (the task column is checked against the metadata's task by the schema).
+    """
+    method = meta.get("method")
+    if method is None:
+        raise RecordsError(
+            f"{path}: the records metadata names no method (edl, ib_edl or softmax); it was not written by "
+            "lm-eval-evidential or was edited — re-run the evaluation"
+        )
+    task = meta.get("task")
+    if not isinstance(task, str) or not task:
+        raise RecordsError(f"{path}: the records metadata names no task (got {task!r}); re-run the evaluation")
+    named = RECORDS_FILE_RE.match(path.name)
+    if named is None:
+        return
+    if named["task"] != file_safe_task(task):
+        raise RecordsError(
+            f"{path}: the file name says task {named['task']!r}, its metadata says {task!r}; the file was copied "
+            "or renamed — read it under its own name "
+            f"({records_path(path.parent, task, named['date_id']).name}) or re-run the evaluation"
+        )
+    date_id = meta.get("date_id")
+    if date_id is not None and date_id != named["date_id"]:
+        raise RecordsError(
+            f"{path}: the file name says run {named['date_id']!r}, its metadata says run {date_id!r}; a file of "
+            "another run was renamed into this one — records of two runs are never mixed; move it back "
+            f"({records_path(path.parent, task, str(date_id)).name}) or re-run the evaluation"
+        )
+
+
 def read_records_file(path: str | os.PathLike) -> Records:
-    """Read one records file, validating its schema version and shape."""
+    """Read one records file, validating its schema version, shape and identity.
+
+    Only a regular file is read (:func:`open_regular_file`: a FIFO or folder is refused, an
+    unreadable path names its errno and fix); its name, metadata and columns must agree
+    (:func:`check_records_identity`).
+    """
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     path = Path(path)
+    open_regular_file(path, what="records file").close()
     try:
         parquet = pq.ParquetFile(path, pre_buffer=False)
     except (pa.ArrowInvalid, OSError) as exc:
@@ -184,7 +322,8 @@ def read_records_file(path: str | os.PathLike) -> Records:
     with parquet:
         table = _ColumnsOnDemand(parquet, path)
         meta = _parse_meta(table.schema.metadata, path)
-        records = Records._from_table(table, task=str(meta.get("task", path.stem)), path=path)
+        check_records_identity(path, meta)
+        records = Records._from_table(table, task=meta["task"], path=path)
     # Arrow's allocator keeps freed decode buffers; return them now that only numpy arrays remain.
     pa.default_memory_pool().release_unused()
     return records

@@ -147,6 +147,10 @@ class RecordsError(ValueError):
     """A records file is missing, truncated, corrupted or of another schema version."""
 
 
+#: The methods records can come from (``modeling.config.METHODS``; this layer cannot import it).
+RECORD_METHODS = ("edl", "ib_edl", "softmax")
+
+
 def predictive_probs(logits: np.ndarray, alpha: np.ndarray | None) -> np.ndarray:
     """The predictive distribution of NaN-padded record rows: ``E[p] = α/S`` for evidential records
     (:func:`lm_eval_evidential.metrics.dirichlet.expected_probs`), the softmax of the logits when
@@ -408,6 +412,12 @@ class Records(Sequence):
                 f"{path}: records schema version {version!r}, this package reads version "
                 f"{SCHEMA_VERSION}; re-run the evaluation with this version of lm-eval-evidential"
             )
+        method = meta.get("method", "edl")
+        if method not in RECORD_METHODS:
+            raise RecordsError(
+                f"{path}: the records metadata names method {method!r}, not one of {', '.join(RECORD_METHODS)}; "
+                "the file was edited or written by another program — re-run the evaluation"
+            )
         missing = [f for f in RECORD_FIELDS if f not in table.column_names]
         if missing:
             raise RecordsError(f"{path}: records file lacks the fields {missing}")
@@ -442,6 +452,7 @@ class Records(Sequence):
                 f"{path}: doc_id {int(values[counts > 1][0])} appears more than once; records of two runs were mixed"
             )
         _validate_evidence(path, meta, k, evidence, alpha, col)
+        _validate_edl_alpha(path, meta, k, logits, alpha)
         _validate_derived(path, meta, k, logits, alpha, col)
         _validate_task_column(path, table.column("task"), task)
         return cls(task=task, meta=meta, path=path, **columns)
@@ -483,6 +494,11 @@ def _parse_meta(schema_metadata, path) -> dict:
         meta = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise RecordsError(f"{path}: records metadata is not valid JSON ({exc}); the file is corrupted") from exc
+    except RecursionError:
+        raise RecordsError(
+            f"{path}: records metadata is JSON nested too deeply to read; this package never writes such metadata "
+            "— the file was edited, re-run the evaluation"
+        ) from None
     if not isinstance(meta, dict):
         raise RecordsError(f"{path}: records metadata must be a JSON object, got {type(meta).__name__}")
     return meta
@@ -577,6 +593,27 @@ def _validate_evidence(path, meta: dict, k: np.ndarray, evidence: np.ndarray, al
         )
 
 
+def _validate_edl_alpha(path, meta: dict, k: np.ndarray, logits: np.ndarray, alpha: np.ndarray) -> None:
+    """For ``method=edl`` the stored alpha is the record's logits through the head: softplus(z) + λ
+    (:func:`lm_eval_evidential.modeling.heads.edl_alpha`; IB-EDL's alpha depends on noise draws and
+    σ not stored here, so only its floor λ is checked, by :func:`_validate_values`)."""
+    if meta.get("method", "edl") != "edl" or len(k) == 0:
+        return
+    lam = float(meta.get("prior_weight", 1.0))
+    real = np.arange(alpha.shape[1])[None, :] < k[:, None]
+    with np.errstate(invalid="ignore", over="ignore"):
+        want = np.logaddexp(0.0, logits) + lam
+        bad = real & ~np.isclose(alpha, want, rtol=1e-9, atol=1e-12)
+    if bad.any():
+        row = int(np.flatnonzero(bad.any(axis=1))[0])
+        j = int(np.flatnonzero(bad[row])[0])
+        raise RecordsError(
+            f"{path}: row {row}: stored alpha {float(alpha[row, j])!r} (class {j}) does not follow from the record's "
+            f"logit {float(logits[row, j])!r} (method=edl: softplus(logit) + prior_weight = {float(want[row, j])!r}); "
+            "the file was edited or its metadata names the wrong method — re-run the evaluation"
+        )
+
+
 def _validate_task_column(path, column, task: str) -> None:
     """Every row's ``task`` is the file's task (records of two tasks are never mixed in one file)."""
     import pyarrow.compute as pc
@@ -665,6 +702,6 @@ def _rows_to_table(rows: Sequence[Mapping], *, task: str, meta: Mapping):
     names = [f.name for f in RECORD_SCHEMA if not f.optional or any(r.get(f.name) is not None for r in rows)]
     columns = {name: [r[name] for r in rows] for name in names}
     columns["task"] = [task] * len(rows)
-    full_meta = {"schema_version": SCHEMA_VERSION, "task": task, **dict(meta)}
+    full_meta = {"schema_version": SCHEMA_VERSION, **dict(meta), "task": task}  # the rows' task is the file's
     schema = arrow_schema(names).with_metadata({META_KEY: json.dumps(full_meta, sort_keys=True).encode()})
     return pa.table(columns, schema=schema)

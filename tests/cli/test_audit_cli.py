@@ -485,6 +485,6 @@ def test_report_refuses_a_task_compared_with_itself(out_dir, tmp_path, capsys):
         main(["report", str(out_dir), "--id", "id4", "--ood", "ood4,id4", "--out", str(tmp_path / "r")]) == 1
     )  # an error in what was asked, not a K refusal
     err = capsys.readouterr().err
-    assert "'id4' is both the ID task and an OOD task" in err and "Traceback" not in err
+    assert "--id and --ood both name 'id4'" in err and "Traceback" not in err
     assert main(["ood", str(out_dir), "--id", "id4", "--ood", "id4"]) == 1
     assert "comparing a task with itself" in capsys.readouterr().err

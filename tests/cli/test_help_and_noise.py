@@ -156,7 +156,7 @@ def test_which_run_was_read_is_said_truthfully(tmp_path, capsys):
             )
             for i in range(3)
         ]
-        return Records.from_rows(rows, task=task, meta={"method": "edl", "prior_weight": 1.0})
+        return Records.from_rows(rows, task=task, meta={"method": "ib_edl", "prior_weight": 1.0})
 
     old, new, newest = "2026-01-01T00-00-00.000001", "2026-02-01T00-00-00.000001", "2026-03-01T00-00-00.000001"
     for date, tasks in ((old, ("a", "b")), (new, ("a",)), (newest, ("a",))):

@@ -59,7 +59,8 @@ def _records(task, n, *, seed, k=None, scale=1.5, softmax=False, all_correct=Fal
         right = all_correct or rng.random() < p[pred]
         gold = pred if right else int(rng.choice([j for j in range(ki) if j != pred]))
         rows.append(make_record(task=task, doc_id=i, labels=list("ABCDE"[:ki]), gold=gold, logits=z, alpha=alpha))
-    return Records.from_rows(rows, task=task, meta={"method": "softmax" if softmax else "edl", "prior_weight": 1.0})
+    method = "softmax" if softmax else "ib_edl" if boost else "edl"  # boosted alpha is no longer softplus(z) + 1
+    return Records.from_rows(rows, task=task, meta={"method": method, "prior_weight": 1.0})
 
 
 @pytest.fixture(scope="module")
@@ -413,7 +414,7 @@ def test_orders_default_scores_cover_every_pair(out, capsys, tmp_path):
         (["calibration", "{out}", "--task", " , "], "no task names"),
         (["calibration", "{out}", "--task", "idt", "--run", "2000-01-01T00-00-00.0"], "no run '2000-01-01T00-00-00.0'"),
         (["calibration", "{out}/missing", "--task", "idt"], "does not exist"),
-        (["atc", "{out}", "--id", "idt,soft", "--target", "idt"], "--id takes one task"),
+        (["atc", "{out}", "--id", "idt,soft", "--target", "idt"], "'idt,soft' is a list, this option takes one task"),
         (["calibration", "{out}", "--task", "idt", "--bins", "0"], "must be a positive integer"),
         (["calibration", "{out}"], "--task"),
         (["atc", "{out}", "--id", "idt"], "--target"),

@@ -97,7 +97,7 @@ def test_records_file_names_stay_in_the_folder_and_the_file_keeps_the_task_name(
 
     rows = [make_record(task=name, doc_id=0, labels=["A", "B"], gold=0, logits=[0.5, -0.5], alpha=[2.0, 1.5])]
     folder = tmp_path / "out"
-    written = write_run_records(folder, {name: Records.from_rows(rows, task=name, meta={"method": "edl"})})
+    written = write_run_records(folder, {name: Records.from_rows(rows, task=name, meta={"method": "ib_edl"})})
     path = written[name]
     assert path.parent == folder and path.resolve().parent == folder.resolve()
     assert not path.name.startswith(".") and len(path.name.encode()) <= 255 and "\x00" not in path.name

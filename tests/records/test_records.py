@@ -63,7 +63,7 @@ def test_derived_fields_are_consistent():
 
 
 def test_softmax_records_have_no_evidence(tmp_path):
-    rec = sample(method="softmax")
+    rec = sample("t", method="softmax")
     write_records(records_path(tmp_path, "t", "2026-01-01T00-00-00.000001"), rec)
     back = load_records(tmp_path, "t")
     assert back[0]["alpha"] is None and back[0]["evidence"] is None and np.isnan(back.vacuity).all()
