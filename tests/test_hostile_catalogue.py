@@ -518,6 +518,18 @@ def adapter_beside(kind: str):
     return make
 
 
+def report_says_limited(ctx: Ctx) -> None:
+    md = (ctx.tmp / "r" / "report.md").read_text()
+    summary = md.split("## Summary", 1)[1]
+    assert "A subset, evaluated with `--limit`.** id4 (--limit 100)" in summary, summary[:400]
+    assert json.loads((ctx.tmp / "r" / "report.json").read_text())["summary"]["limited"] == {"id4": 100.0}
+
+
+def records_keep_the_limit(ctx: Ctx) -> None:
+    [path] = (ctx.tmp / "o").rglob("records_obqa_edl_*.parquet")
+    assert read_records_file(path).meta["limit"] == 3
+
+
 # ----------------------------------------------------------------------------- the catalogue
 
 L, D, C, M, E, T, S = "loader", "dataset", "cli", "model", "eval", "train", "subprocess"
@@ -1894,6 +1906,48 @@ CATALOGUE = [
             "{tmp}/o",
         ],
         Exit(1, r"error: an input is nested too deeply to read.*\(RecursionError"),
+    ),
+    # -- class 7: a report of a --limit run says so in its summary
+    (
+        C,
+        "report-of-a-limit-run-says-so",
+        Cmd(
+            [
+                "report",
+                "{out}",
+                "--id",
+                "id4",
+                "--ood",
+                "ood4",
+                "--n-boot",
+                "0",
+                "--max-extra",
+                "1",
+                "--out",
+                "{tmp}/r",
+            ],
+            with_meta(limit=100.0),
+        ),
+        Exit(0, r"", writes=("{tmp}/r/*",), check=report_says_limited),
+    ),
+    (
+        E,
+        "eval-limit-kept-in-the-records",
+        [
+            "--model",
+            "evidential",
+            "--model_args",
+            TINY,
+            "--device",
+            "cpu",
+            "--tasks",
+            "obqa_edl",
+            "--limit",
+            "3",
+            "--output_path",
+            "{tmp}/o",
+        ],
+        Exit(0, r"", writes=("{tmp}/o/*/*",), check=records_keep_the_limit),
     ),
 ]
 

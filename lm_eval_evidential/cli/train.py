@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import sys
 
 
 def _field_type(annotation) -> type:
@@ -63,12 +64,18 @@ def config_from_args(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
+    from lm_eval_evidential.training.interrupt import TrainingInterrupted
     from lm_eval_evidential.training.trainer import train
 
     config = config_from_args(args)  # a ValueError is an error (exit status 1), said by cli.main
     if config.output_dir is None:
         raise ValueError("--output-dir is required")
-    out = train(args.pretrained, args.task, config)
+    try:
+        out = train(args.pretrained, args.task, config)
+    except TrainingInterrupted as stopped:  # SIGTERM/SIGINT: the checkpoint is saved; say where, exit as signalled
+        if os.environ.get("RANK", "0") == "0":
+            print(f"lm-eval-evidential train: {stopped}", file=sys.stderr, flush=True)
+        return stopped.exit_status
     if os.environ.get("RANK", "0") == "0":  # one line per run, not per process under accelerate/torchrun
         print(f"{config.method}: adapter in {out}")
     return 0

@@ -60,12 +60,15 @@ def complete(
     system_instruction=None,
     fewshot_as_multiturn=False,
     samples=None,
+    limit=None,
 ):
     """Build this evaluation's records and add them and their metrics to ``results`` (see module docstring).
 
     Called on every rank (it gathers across them); returns ``results`` unchanged on other ranks.
     ``samples`` is ``evaluate()``'s (``--samples``): lm_eval then numbers the chosen docs 0, 1, …
     in dataset order, and the records keep each question's own index in the dataset instead.
+    ``limit`` is ``--limit`` (None: every question), kept in each task's records metadata so a
+    report built from them says that it covers a subset.
     """
     from lm_eval_evidential.harness.evidence import EvidenceLedger
 
@@ -93,6 +96,7 @@ def complete(
             **task_meta(task, questions, name),
             **prompting,
             "num_fewshot": task.get_config("num_fewshot") or 0,
+            "limit": limit,
         }
         records[name] = _records_from_rows(rows[name], name, meta)
         add_metrics(results, name, task, records[name])

@@ -140,6 +140,7 @@ def on_evaluator_imported(module) -> None:
                 system_instruction=settings["system_instruction"],
                 fewshot_as_multiturn=settings["fewshot_as_multiturn"],
                 samples=settings["samples"],
+                limit=settings["limit"],
             )
 
         return evaluate

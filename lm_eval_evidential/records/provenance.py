@@ -28,7 +28,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 # Keys that describe the task or the run, not the producer.
-TASK_KEYS = frozenset({"task", "date_id", "answer_tokens", "task_version", "config_source", "data_source", "control"})
+TASK_KEYS = frozenset(
+    {"task", "date_id", "answer_tokens", "task_version", "config_source", "data_source", "control", "limit"}
+)
 # Where a producer was loaded from -> the key that identifies it by content.
 LOCATION_KEYS = {"pretrained": "model_sha256", "peft": "adapter_sha256"}
 

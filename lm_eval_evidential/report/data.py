@@ -113,6 +113,7 @@ def report_data(
         meta=meta,
         meta_warnings=meta_warnings,
         illustrative=any(is_illustrative(r.meta) for r in all_records),
+        limits={r.task: r.meta.get("limit") for r in all_records},
         runs={r.task: r.meta.get("date_id") or _date_id_of(r) for r in all_records},
         k_histograms={r.task: k_histogram(r.k) for r in all_records},
         policies=policies,

@@ -176,7 +176,18 @@ def _takeaway(report: Report) -> str:
 
 def _md_summary(report: Report) -> list[str]:
     s, idt = report["summary"], report["id_task"]
-    lines = ["## Summary", "", f"**Takeaway.** {_takeaway(report)}", ""]
+    lines = ["## Summary", ""]
+    if s.get("limited"):
+        subsets = ", ".join(
+            f"{task} (--limit {limit:g})" if isinstance(limit, (int, float)) else f"{task} (--limit {limit})"
+            for task, limit in s["limited"].items()
+        )
+        lines += [
+            f"> **A subset, evaluated with `--limit`.** {subsets}: every number below describes only the questions "
+            "evaluated, not the full tasks; re-run the evaluation without `--limit` for the benchmark's numbers.",
+            "",
+        ]
+    lines += [f"**Takeaway.** {_takeaway(report)}", ""]
     if s.get("valid"):
         lines += [
             f"**Valid comparisons** (ID and OOD have the same number of options K; score: {s['headline_score']}):",

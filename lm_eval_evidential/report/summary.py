@@ -84,6 +84,7 @@ def summarize(report: Report) -> Summary:
             entry["policies"].append(policy)
     return Summary(
         illustrative=report["illustrative"],
+        limited={task: limit for task, limit in report["limits"].items() if limit is not None},
         headline_score=score,
         valid=list(valid.values()),
         mismatched=[m for t, m in mismatched.items() if t not in valid],

@@ -130,6 +130,7 @@ class Summary(TypedDict):
     """What a reader acts on (:func:`~lm_eval_evidential.report.summary.summarize`)."""
 
     illustrative: bool
+    limited: dict[str, float]  # task -> the --limit its records were evaluated with (absent: every question)
     headline_score: str | None
     valid: list[ValidComparison]
     mismatched: list[MismatchedComparison]
@@ -146,6 +147,7 @@ class Report(TypedDict):
     meta: dict[str, Any]
     meta_warnings: list[str]
     illustrative: bool
+    limits: dict[str, float | None]
     runs: dict[str, str | None]
     k_histograms: dict[str, dict[int, int]]
     policies: list[str]

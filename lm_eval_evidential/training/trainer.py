@@ -34,6 +34,7 @@ from pathlib import Path
 from lm_eval_evidential.modeling.config import METADATA_FILE, METADATA_FORMAT, write_metadata
 from lm_eval_evidential.modeling.encoding import answer_token_ids, last_position_logits, left_pad
 from lm_eval_evidential.training.config import PAPER_TARGET_MODULES, TrainConfig
+from lm_eval_evidential.training.interrupt import TrainingInterrupted, make_save_on_signal
 
 logger = logging.getLogger(__name__)
 
@@ -763,12 +764,13 @@ def train(pretrained, task, config: TrainConfig) -> Path:
         _say(args, note)
     _say(args, f"LoRA on {', '.join(targets)}; {describe_kl_schedule(config, epoch_steps)}")
     trainer_cls, callback_cls, clock_cls = _make_trainer_class()
+    on_signal = make_save_on_signal()()
     trainer = trainer_cls(
         model=model,
         args=args,
         train_dataset=examples,
         data_collator=LeftPadCollator(0 if pad is None else pad),
-        callbacks=[callback_cls(metadata), clock_cls(config, epoch_steps)],
+        callbacks=[callback_cls(metadata), clock_cls(config, epoch_steps), on_signal],
         evidential_config=config,
         epoch_steps=epoch_steps,
     )
@@ -782,5 +784,8 @@ def train(pretrained, task, config: TrainConfig) -> Path:
     )
     with peft_wrapping():  # the Trainer reads the same deprecated property of the PEFT model
         trainer.train(resume_from_checkpoint=resume)
+    step = trainer.state.global_step
+    if on_signal.received is not None and step < trainer.state.max_steps:
+        raise TrainingInterrupted(on_signal.received, output_dir / f"checkpoint-{step}", step)
     _save_final(trainer, output_dir, metadata)
     return output_dir.resolve()
