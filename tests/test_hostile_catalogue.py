@@ -1061,19 +1061,19 @@ CATALOGUE = [
         C,
         "ood-task-against-itself",
         ["ood", "{out}", "--id", "id4", "--ood", "id4"],
-        Exit(1, r"the ID and the OOD task are both 'id4': comparing a task with itself"),
+        Exit(1, r"--id and --ood both name 'id4': comparing a task with itself"),
     ),
     (
         C,
         "ksweep-task-against-itself",
         ["ksweep", "{out}", "--id", "ood4", "--ood", "ood4"],
-        Exit(1, r"the ID and the OOD task are both 'ood4'"),
+        Exit(1, r"--id and --ood both name 'ood4'"),
     ),
     (
         C,
         "report-task-against-itself",
         ["report", "{out}", "--id", "id4", "--ood", "ood4,id4", "--n-boot", "0", "--out", "{tmp}/r"],
-        Exit(1, r"'id4' is both the ID task and an OOD task"),
+        Exit(1, r"--id and --ood both name 'id4'"),
     ),
     (C, "ood-empty-task-list", ["ood", "{out}", "--id", "id4", "--ood", ",,"], Exit(1, r"no task names in ',,'")),
     (
