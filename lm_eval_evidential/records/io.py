@@ -78,12 +78,16 @@ def check_output_file(path, *, option: str = "output") -> Path:
     return p
 
 
-class OutputWriteError(OSError):
-    """A file or folder could not be written (no permission, a read-only disk, a file-size limit,
-    a full disk); the message names the path and the fix, and nothing was replaced."""
+class _ExplainedOSError(OSError):
+    """An OSError whose message (``strerror``) already names the path, the cause and the fix."""
 
     def __str__(self) -> str:
         return str(self.strerror)
+
+
+class OutputWriteError(_ExplainedOSError):
+    """A file or folder could not be written (no permission, a read-only disk, a file-size limit,
+    a full disk); the message names the path and the fix, and nothing was replaced."""
 
 
 _WRITE_FIXES = {
@@ -170,12 +174,9 @@ def write_records(path: str | os.PathLike, records: Records) -> Path:
     return path
 
 
-class InputFileError(OSError):
+class InputFileError(_ExplainedOSError):
     """An input that cannot be read as a file (a FIFO or device, a folder, a symlink loop or a dangling
     link, no read permission, larger than its bound); the message names the real cause and its fix."""
-
-    def __str__(self) -> str:
-        return str(self.strerror)
 
 
 _READ_FIXES = {

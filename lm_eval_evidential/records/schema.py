@@ -581,16 +581,24 @@ def _validate_evidence(path, meta: dict, k: np.ndarray, evidence: np.ndarray, al
                 )
         return
     want = alpha - float(meta.get("prior_weight", 1.0))
-    with np.errstate(invalid="ignore"):
-        bad = real & ~np.isclose(evidence, want, rtol=1e-9, atol=1e-12)
-    if bad.any():
-        row = int(np.flatnonzero(bad.any(axis=1))[0])
-        j = int(np.flatnonzero(bad[row])[0])
+    found = _first_mismatch(evidence, want, real)
+    if found:
+        row, j = found
         raise RecordsError(
             f"{path}: row {row}: stored evidence {float(evidence[row, j])!r} (class {j}) does not follow from the "
             f"record's alpha {float(alpha[row, j])!r} (expected alpha - prior_weight = {float(want[row, j])!r}); "
             "the file was edited — re-run the evaluation"
         )
+
+
+def _first_mismatch(stored: np.ndarray, want: np.ndarray, real: np.ndarray) -> tuple[int, int] | None:
+    """(row, class) of the first real option whose stored value is not ``want`` (float64 rounding allowed)."""
+    with np.errstate(invalid="ignore"):
+        bad = real & ~np.isclose(stored, want, rtol=1e-9, atol=1e-12)
+    if not bad.any():
+        return None
+    row = int(np.flatnonzero(bad.any(axis=1))[0])
+    return row, int(np.flatnonzero(bad[row])[0])
 
 
 def _validate_edl_alpha(path, meta: dict, k: np.ndarray, logits: np.ndarray, alpha: np.ndarray) -> None:
@@ -603,10 +611,9 @@ def _validate_edl_alpha(path, meta: dict, k: np.ndarray, logits: np.ndarray, alp
     real = np.arange(alpha.shape[1])[None, :] < k[:, None]
     with np.errstate(invalid="ignore", over="ignore"):
         want = np.logaddexp(0.0, logits) + lam
-        bad = real & ~np.isclose(alpha, want, rtol=1e-9, atol=1e-12)
-    if bad.any():
-        row = int(np.flatnonzero(bad.any(axis=1))[0])
-        j = int(np.flatnonzero(bad[row])[0])
+    found = _first_mismatch(alpha, want, real)
+    if found:
+        row, j = found
         raise RecordsError(
             f"{path}: row {row}: stored alpha {float(alpha[row, j])!r} (class {j}) does not follow from the record's "
             f"logit {float(logits[row, j])!r} (method=edl: softplus(logit) + prior_weight = {float(want[row, j])!r}); "
