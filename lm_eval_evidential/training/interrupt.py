@@ -73,3 +73,30 @@ def make_save_on_signal():
             return control
 
     return SaveOnSignal
+
+
+def epoch_seeded(sampler, seed: int):
+    """``sampler`` made resumable: a ``transformers`` ``LengthGroupedSampler`` draws each epoch's order
+    from the global RNG when the epoch starts, so a run resumed inside a later epoch would see another
+    order than the uninterrupted run; the same grouping is drawn here from a generator seeded by
+    ``seed`` and the epoch (``set_epoch``, which the Trainer calls), as accelerate does for random
+    sampling. Any other sampler is returned as it is."""
+    import torch
+    from transformers.trainer_pt_utils import LengthGroupedSampler, get_length_grouped_indices
+
+    if type(sampler) is not LengthGroupedSampler:
+        return sampler
+
+    class EpochSeededLengthGroupedSampler(LengthGroupedSampler):
+        def __init__(self):
+            super().__init__(sampler.batch_size, lengths=sampler.lengths)
+            self.epoch = 0
+
+        def set_epoch(self, epoch: int) -> None:
+            self.epoch = epoch
+
+        def __iter__(self):
+            generator = torch.Generator().manual_seed(seed + self.epoch)
+            return iter(get_length_grouped_indices(self.lengths, self.batch_size, generator=generator))
+
+    return EpochSeededLengthGroupedSampler()

@@ -34,7 +34,7 @@ from pathlib import Path
 from lm_eval_evidential.modeling.config import METADATA_FILE, METADATA_FORMAT, write_metadata
 from lm_eval_evidential.modeling.encoding import answer_token_ids, last_position_logits, left_pad
 from lm_eval_evidential.training.config import PAPER_TARGET_MODULES, TrainConfig
-from lm_eval_evidential.training.interrupt import TrainingInterrupted, make_save_on_signal
+from lm_eval_evidential.training.interrupt import TrainingInterrupted, epoch_seeded, make_save_on_signal
 
 logger = logging.getLogger(__name__)
 
@@ -567,6 +567,10 @@ def _make_trainer_class():
             if self._params_for_flops is None:
                 self._params_for_flops = super().floating_point_ops({"input_ids": torch.ones(1)}) // 6
             return 6 * inputs["input_ids"].numel() * self._params_for_flops
+
+        def _get_train_sampler(self, *args, **kwargs):
+            seed = self.args.data_seed if self.args.data_seed is not None else self.args.seed
+            return epoch_seeded(super()._get_train_sampler(*args, **kwargs), seed)  # resumable mid-epoch
 
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
             logits = last_logits(model, inputs)
