@@ -94,11 +94,15 @@ def run_lm_eval(argv: list[str]) -> int:
         text = error_text(exc) + plugin.nearest_task_names(exc)
         print(f"lm-eval-evidential eval: {'refused' if refused else 'error'}: {text}", file=sys.stderr)
         return EXIT_REFUSED if refused else EXIT_ERROR
-    except (MemoryError, RecursionError) as exc:  # limits of this process, not bugs: one line for our model
-        if os.environ.get("LM_EVAL_EVIDENTIAL_TRACEBACK") or model_name(argv) != "evidential":
+    except (MemoryError, RecursionError, ImportError) as exc:  # limits of this process: one line for our model
+        if (
+            os.environ.get("LM_EVAL_EVIDENTIAL_TRACEBACK")
+            or model_name(argv) != "evidential"
+            or (isinstance(exc, ImportError) and not _out_of_address_space(exc))
+        ):
             raise
         detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-        what = RESOURCE_ERRORS[MemoryError if isinstance(exc, MemoryError) else RecursionError]
+        what = RESOURCE_ERRORS[RecursionError if isinstance(exc, RecursionError) else MemoryError]
         print(f"lm-eval-evidential eval: error: {what} ({detail})", file=sys.stderr)
         return EXIT_ERROR
     finally:
@@ -118,6 +122,12 @@ RESOURCE_ERRORS = {
         "task YAML, an adapter's JSON) nests beyond Python's recursion limit; flatten it"
     ),
 }
+
+
+def _out_of_address_space(exc: ImportError) -> bool:
+    """A native library that could not be mapped for lack of address space (``ulimit -v``): the loader says
+    ``failed to map segment from shared object`` or ``Cannot allocate memory``, not a missing module."""
+    return any(text in str(exc) for text in ("failed to map segment", "Cannot allocate memory"))
 
 
 def model_name(argv: list[str]) -> str | None:
