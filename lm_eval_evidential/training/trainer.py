@@ -471,6 +471,12 @@ def _training_arguments(config: TrainConfig, output_dir: Path, accelerator: bool
     if config.gradient_checkpointing:
         # transformers 5 renamed the argument (the old name still works there, with a warning).
         extra["activation_checkpointing" if "activation_checkpointing" in names else "gradient_checkpointing"] = True
+    if config.group_by_length:
+        # transformers' LengthGroupedSampler (5.x's name; 4.x's boolean), made resumable by interrupt.epoch_seeded.
+        if "train_sampling_strategy" in names:
+            extra["train_sampling_strategy"] = "group_by_length"
+        else:
+            extra["group_by_length"] = True
     if config.bf16 and not accelerator and not torch.backends.mps.is_available():
         # transformers refuses bf16 without a GPU unless told that the CPU is meant (CPU autocast, same path).
         extra["use_cpu"] = True
@@ -506,20 +512,6 @@ def _make_trainer_class():
 
     import torch
     from transformers import Trainer, TrainerCallback
-    from transformers.trainer_pt_utils import LengthGroupedSampler
-
-    class EpochSeededLengthGroupedSampler(LengthGroupedSampler):
-        """transformers' length-grouped order (random groups of 50 batches, sorted within), drawn from
-        ``seed + epoch`` alone: a run resumed mid-epoch skips the very batches it took before (the Trainer
-        sets the epoch), whatever the random draws in between (dropout, IB-EDL noise)."""
-
-        def __init__(self, batch_size: int, lengths: list[int], seed: int):
-            super().__init__(batch_size, lengths=lengths, generator=torch.Generator())
-            self.seed = seed
-            self.set_epoch(0)
-
-        def set_epoch(self, epoch: int) -> None:
-            self.generator.manual_seed(self.seed + int(epoch))
 
     class EvidentialTrainer(Trainer):
         # compute_loss returns a per-micro-batch mean; let the Trainer divide by accumulation steps.
@@ -536,16 +528,6 @@ def _make_trainer_class():
             self._warned: set[str] = set()
             self._params_for_flops: int | None = None
             self._trainable: list | None = None
-
-        def _get_train_sampler(self, *args, **kwargs):
-            if not self.evidential_config.group_by_length:
-                return super()._get_train_sampler(*args, **kwargs)
-            dataset = self.train_dataset
-            return EpochSeededLengthGroupedSampler(
-                self.args.train_batch_size * self.args.gradient_accumulation_steps,
-                lengths=[len(example["input_ids"]) for example in dataset],
-                seed=self.args.seed,
-            )
 
         def _clip_grad_norm(self, model):
             # The trainable (LoRA) parameters alone, listed once: the frozen ones have no gradient, so the norm
