@@ -530,6 +530,19 @@ def records_keep_the_limit(ctx: Ctx) -> None:
     assert read_records_file(path).meta["limit"] == 3
 
 
+def mirror_fifo(ctx: Ctx) -> None:
+    """The offline mirror's ARC-Challenge split replaced by a FIFO (nothing ever writes to it)."""
+    path = ctx.mirror / ARC
+    path.unlink()
+    os.mkfifo(path)
+
+
+def report_json_fifo(ctx: Ctx) -> None:
+    """A folder that looks like a previous report, but its report.json is a FIFO."""
+    (ctx.tmp / "r").mkdir()
+    os.mkfifo(ctx.tmp / "r" / "report.json")
+
+
 # ----------------------------------------------------------------------------- the catalogue
 
 L, D, C, M, E, T, S = "loader", "dataset", "cli", "model", "eval", "train", "subprocess"
@@ -1948,6 +1961,21 @@ CATALOGUE = [
             "{tmp}/o",
         ],
         Exit(0, r"", writes=("{tmp}/o/*/*",), check=records_keep_the_limit),
+    ),
+    (
+        D,
+        "mirror-split-a-fifo",
+        mirror_fifo,
+        Refused(
+            OSError,
+            r"task 'arc_c_edl': offline mirror file .*test\.jsonl: it is a FIFO \(named pipe\), not a regular file",
+        ),
+    ),
+    (
+        C,
+        "report-out-with-a-fifo-report-json",
+        Cmd(["report", "{out}", "--id", "id4", "--ood", "ood4", "--out", "{tmp}/r"], report_json_fifo),
+        Exit(1, r"--out .*/r is a folder with other files in it"),
     ),
 ]
 

@@ -168,14 +168,16 @@ def mirror_file(root: str | os.PathLike, dataset_path: str, config: str | None, 
 
 
 def read_jsonl(path: Path, *, task: str) -> list[dict]:
-    if not path.is_file():
+    from lm_eval_evidential.records.io import open_regular_file
+
+    if not path.is_file() and not path.exists():
         raise MirrorFileNotFound(
             f"task {task!r}: offline mirror file {path} not found ({MIRROR_ENV}={os.environ.get(MIRROR_ENV)}); "
             f"write the split there in the hub dataset's schema, one JSON record per line, or unset {MIRROR_ENV} "
             "to use the hub"
         )
     rows = []
-    with open(path, "rb") as fh:
+    with open_regular_file(path, what=f"task {task!r}: offline mirror file") as fh:  # a FIFO or folder: said
         for lineno, raw in enumerate(fh, 1):
             try:
                 line = raw.decode("utf-8")

@@ -419,7 +419,7 @@ def _one_line_error_types() -> tuple[type, ...]:
         ("lm_eval_evidential.harness.model", ("EvidentialInputError",)),
         ("lm_eval_evidential.harness.datasets", ("DatasetError",)),
         ("lm_eval_evidential.metrics.cardinality", ("CardinalityMismatchError",)),
-        ("lm_eval_evidential.records.io", ("OutputPathError", "OutputWriteError")),
+        ("lm_eval_evidential.records.io", ("OutputPathError", "OutputWriteError", "InputFileError")),
     ):
         module = sys.modules.get(module_name)
         types += [getattr(module, n) for n in names if module is not None and hasattr(module, n)]

@@ -27,6 +27,8 @@ import struct
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+from lm_eval_evidential.records.io import open_regular_file, read_regular_file
+
 # Keys that describe the task or the run, not the producer.
 TASK_KEYS = frozenset(
     {"task", "date_id", "answer_tokens", "task_version", "config_source", "data_source", "control", "limit"}
@@ -194,15 +196,19 @@ def merge_run_metas(task: str, metas: Iterable[Mapping]) -> dict:
 
 
 # ---------------------------------------------------------------------- identity by content
+#: The largest JSON file of a model folder that is hashed by content (tokenizer.json is tens of MB).
+_JSON_MAX_BYTES = 1 << 30
+
+
 def _canonical_json(path: Path) -> bytes:
-    data = json.loads(path.read_text(encoding="utf-8"))
+    data = json.loads(read_regular_file(path, what="model file", max_bytes=_JSON_MAX_BYTES))
     if isinstance(data, dict):
         data = {k: v for k, v in data.items() if k not in _LOCATION_FIELDS}
     return json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
 
 
 def _hash_whole_file(path: Path, digest) -> None:
-    with open(path, "rb") as fh:
+    with open_regular_file(path, what="model file") as fh:  # a FIFO named like a model file never blocks
         for block in iter(lambda: fh.read(1 << 20), b""):
             digest.update(block)
 
@@ -213,7 +219,7 @@ def _hash_safetensors(path: Path, digest) -> None:
     The safetensors library reads tensors but does not expose their byte ranges, so the
     8-byte length + JSON header (the format's whole specification) is read here.
     """
-    with open(path, "rb") as fh:
+    with open_regular_file(path, what="model weights file") as fh:
         try:
             (size,) = struct.unpack("<Q", fh.read(8))
             header = fh.read(size)

@@ -10,7 +10,7 @@ from lm_eval_evidential.metrics.calibration import check_n_bins
 from lm_eval_evidential.metrics.cardinality import check_max_extra
 from lm_eval_evidential.metrics.detection import check_n_boot
 from lm_eval_evidential.records import OutputPathError, Records, atomic_folder, atomic_write_text, checked_together
-from lm_eval_evidential.records.io import write_json
+from lm_eval_evidential.records.io import read_regular_file, write_json
 from lm_eval_evidential.report.data import check_policies, report_data
 from lm_eval_evidential.report.markdown import APPENDIX_FILE, render_appendix, render_markdown
 from lm_eval_evidential.report.types import Report
@@ -94,7 +94,7 @@ def build_report(
 def is_report_folder(path) -> bool:
     """Whether ``path`` holds a report written by :func:`build_report` (its report.json)."""
     try:
-        report = json.loads((Path(path) / "report.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        report = json.loads(read_regular_file(Path(path) / "report.json", what="report", max_bytes=1 << 30))
+    except (OSError, ValueError, RecursionError):
         return False
     return isinstance(report, dict) and "id_task" in report and "mismatch_statement" in report
