@@ -26,6 +26,10 @@ def test_demo_runs_end_to_end(tmp_path):
     assert "refused obqa_edl vs csqa_edl" in proc.stderr and "{5: " in proc.stderr
     assert out.count("-> exit status 2") == 2 and out.count("-> exit status 0") == 3  # ood refusal, report refusal
     assert "csqa4_edl" in out and "matched" in out
+    # The demo says which scores the real fifth option moved for this model, and why, in one sentence.
+    (story,) = [line for line in out.splitlines() if line.startswith("what moved, and why: ")]
+    assert "(csqa_edl, K = 5, against csqa4_edl, the same source at K = 4) moved AUROC" in story
+    assert "max_prob" in story and "reciprocal_vacuity" in story and story.count(". ") == 0
     assert "ILLUSTRATIVE ONLY" in out and "meta-llama/Meta-Llama-3-8B" in out
     demo = tmp_path / "demo"
     for name in (
@@ -33,7 +37,9 @@ def test_demo_runs_end_to_end(tmp_path):
         "ksweep.svg",
         "ksweep.json",
         "ood_matched.json",
+        "ood_mismatched.json",
         "report/report.md",
+        "report/appendix.md",
         "report/report.json",
     ):
         assert (demo / name).is_file(), name

@@ -4,7 +4,8 @@
 2. fine-tune EDL and IB-EDL LoRA adapters briefly on the bundled OBQA-format sample questions;
 3. run the stock ``lm_eval`` CLI with ``--model evidential`` on the bundled ID and OOD samples;
 4. audit the records: the refusal on a K mismatch (csqa_edl, K=5 vs OBQA's 4), the matched
-   control (csqa4_edl), the K sweep table and figure, and a report folder.
+   control (csqa4_edl), the mismatch computed on purpose with one sentence on which scores the
+   real fifth option moved for this model and why, the K sweep table and figure, and a report folder.
 
 The tiny model's numbers are illustrative only.
 """
@@ -181,7 +182,20 @@ def run(args) -> int:
         ),
         (
             "ood … --id obqa_edl --ood csqa_edl --k-policy report   (the artefact, on purpose)",
-            ["ood", "--id", "obqa_edl", "--ood", "csqa_edl", "--k-policy", "report", "--n-boot", "200", *scores],
+            [
+                "ood",
+                "--id",
+                "obqa_edl",
+                "--ood",
+                "csqa_edl",
+                "--k-policy",
+                "report",
+                "--n-boot",
+                "200",
+                *scores,
+                "--json",
+                str(out / "ood_mismatched.json"),
+            ],
             EXIT_OK,
         ),
         (
@@ -223,6 +237,11 @@ def run(args) -> int:
         if code != expected:
             say(f"demo: expected exit status {expected} from `{command}`, got {code}")
             return EXIT_ERROR
+        if "--k-policy" in rest and "report" in rest:
+            story = real_option_story(primary, out / "ood_matched.json", out / "ood_mismatched.json")
+            if story:
+                say(f"what moved, and why: {story}")
+                say()
 
     heading("done")
     say(f"records:      {primary}/**/records_<task>_<date>.parquet  (lm_eval_evidential.load_records)")
@@ -238,6 +257,20 @@ def run(args) -> int:
     say("  lm-eval-evidential report out --id obqa_edl --ood arc_c_edl,csqa4_edl,mmlu_math_edl \\")
     say("    --k-policy restrict --out report")
     return 0
+
+
+def real_option_story(output_path: Path, matched_json: Path, mismatched_json: Path) -> str | None:
+    """The demo's one sentence on csqa_edl (K = 5) against csqa4_edl (K = 4): which scores the real fifth option
+    moved for this model, and why (:func:`~lm_eval_evidential.audits.explain.real_option_sentence`)."""
+    import json
+
+    from lm_eval_evidential.audits.explain import real_option_sentence
+    from lm_eval_evidential.records import load_run
+
+    run = load_run(output_path, ["obqa_edl", "csqa_edl", "csqa4_edl"])
+    matched = [r for r in json.loads(matched_json.read_text()) if r["ood_task"] == "csqa4_edl"]
+    mismatched = json.loads(mismatched_json.read_text())
+    return real_option_sentence(run["obqa_edl"], run["csqa_edl"], run["csqa4_edl"], mismatched, matched)
 
 
 #: Lines third-party code prints on our behalf that tell the user nothing: lm_eval runs `git describe`

@@ -118,6 +118,7 @@ def report_data(
         k_histograms={r.task: k_histogram(r.k) for r in all_records},
         policies=policies,
         mismatch_statement=MISMATCH_STATEMENT,
+        k_effect=[],
         ood={},
         controls=[],
         ksweep={},
@@ -135,12 +136,41 @@ def report_data(
         report["controls"] = control_rows(id_records, ood_records, scores=scores, level=level)
     except ValueError as exc:
         _skip(report, "controls", exc)
+    report["k_effect"] = _k_effect(id_records, ood_records, report["controls"], **allow)
     accepted = _ksweep_section(
         report, id_records, ood_records, figures_dir, policies[0], scores=scores, max_extra=max_extra
     )
     _quality_sections(report, id_records, ood_records, accepted, figures_dir, scores=scores, n_bins=n_bins)
     report["summary"] = summarize(report)
     return report
+
+
+def _k_effect(id_records: Records, ood_records: Sequence[Records], controls, **allow) -> list[str]:
+    """For each OOD task with more options than the ID task and a K-matched control among the OOD tasks, the
+    sentence on which scores its real extra option moved and why; the K-mismatched AUROC is computed for that
+    sentence only (``k_policy="report"``), never reported as a result."""
+    from lm_eval_evidential.audits.explain import real_option_sentence
+    from lm_eval_evidential.metrics.scores import OOD_DEFAULT_SCORES
+
+    by_task = {r.task: r for r in ood_records}
+    sentences: list[str] = []
+    done: set[str] = set()
+    for row in controls:
+        source, control = by_task.get(row["source"]), by_task.get(row["control"])
+        if source is None or control is None or row["source"] in done or not row["evaluated"] or row["error"]:
+            continue
+        if not source.has_alpha or not (source.k.min() == source.k.max() > id_records.k.max()):
+            continue
+        try:
+            mismatched = ood_rows(id_records, source, scores=OOD_DEFAULT_SCORES, k_policy="report", n_boot=0, **allow)
+            matched = ood_rows(id_records, control, scores=OOD_DEFAULT_SCORES, n_boot=0, **allow)
+        except ValueError:  # a K refusal of the control, or scores these records cannot give: nothing to say
+            continue
+        sentence = real_option_sentence(id_records, source, control, mismatched, matched)
+        if sentence:
+            sentences.append(sentence)
+            done.add(row["source"])
+    return sentences
 
 
 def _ood_section(id_records: Records, ood_records: Sequence[Records], policy: str, **opts) -> OODSection:

@@ -37,7 +37,7 @@ def build_report(
     other per-pair sections use the first. ``scores`` restricts every section to those
     score names (default: every score the records can give; the K sweep and the risk-coverage
     figure default to ``OOD_DEFAULT_SCORES``). The dict has the sections ``summary, meta,
-    k_histograms, policies, ood, controls, ksweep, calibration, selective, atc, orders, figures,
+    k_histograms, policies, k_effect, ood, controls, ksweep, calibration, selective, atc, orders, figures,
     skipped``, all rows JSON-ready (:class:`~lm_eval_evidential.report.types.Report`). An OOD
     task equal to the ID task is refused (ValueError). Records of different producers raise
     ``FingerprintMismatchError`` before anything is written, unless ``allow_fingerprint_mismatch``

@@ -220,6 +220,7 @@ def _md_summary(report: Report) -> list[str]:
             f"- **Refused**: {idt} → {ref['ood_task']} (k_policy {', '.join(ref['policies'])}): {ref['reason']}. "
             f"{ref['suggestion']}"
         ]
+    lines += [f"- **What K does to this model**: {sentence}" for sentence in report.get("k_effect", [])]
     arts = s.get("artefact", [])
     if arts:
         matched = [a["matched_delta_auroc"] for a in arts]

@@ -152,6 +152,10 @@ class Report(TypedDict):
     k_histograms: dict[str, dict[int, int]]
     policies: list[str]
     mismatch_statement: str
+    #: One sentence per OOD task with more options than the ID task and a K-matched control among the OOD tasks:
+    #: which scores the real extra option moved for this model, and why
+    #: (:func:`~lm_eval_evidential.audits.explain.real_option_sentence`).
+    k_effect: list[str]
     ood: dict[str, OODSection]
     controls: list[ControlRow]
     ksweep: dict[str, KSweepEntry]
