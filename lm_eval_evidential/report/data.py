@@ -136,7 +136,7 @@ def report_data(
         report["controls"] = control_rows(id_records, ood_records, scores=scores, level=level)
     except ValueError as exc:
         _skip(report, "controls", exc)
-    report["k_effect"] = _k_effect(id_records, ood_records, report["controls"], **allow)
+    report["k_effect"] = _k_effect(id_records, ood_records, report["controls"])
     accepted = _ksweep_section(
         report, id_records, ood_records, figures_dir, policies[0], scores=scores, max_extra=max_extra
     )
@@ -145,7 +145,7 @@ def report_data(
     return report
 
 
-def _k_effect(id_records: Records, ood_records: Sequence[Records], controls, **allow) -> list[str]:
+def _k_effect(id_records: Records, ood_records: Sequence[Records], controls) -> list[str]:
     """For each OOD task with more options than the ID task and a K-matched control among the OOD tasks, the
     sentence on which scores its real extra option moved and why; the K-mismatched AUROC is computed for that
     sentence only (``k_policy="report"``), never reported as a result."""
@@ -162,8 +162,8 @@ def _k_effect(id_records: Records, ood_records: Sequence[Records], controls, **a
         if not source.has_alpha or not (source.k.min() == source.k.max() > id_records.k.max()):
             continue
         try:
-            mismatched = ood_rows(id_records, source, scores=OOD_DEFAULT_SCORES, k_policy="report", n_boot=0, **allow)
-            matched = ood_rows(id_records, control, scores=OOD_DEFAULT_SCORES, n_boot=0, **allow)
+            mismatched = ood_rows(id_records, source, scores=OOD_DEFAULT_SCORES, k_policy="report", n_boot=0)
+            matched = ood_rows(id_records, control, scores=OOD_DEFAULT_SCORES, n_boot=0)
         except ValueError:  # a K refusal of the control, or scores these records cannot give: nothing to say
             continue
         sentence = real_option_sentence(id_records, source, control, mismatched, matched)
