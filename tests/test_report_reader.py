@@ -16,23 +16,29 @@ LETTERS = "ABCDE"
 MAX_REPORT_LINES = 320
 
 
-def _records(task, ks, shift, seed) -> Records:
+def _model(task, ks, evidence_of, seed=0) -> Records:
+    """Records of one question per entry of ``ks`` (its K) whose evidence is ``evidence_of(rng, k)``."""
     rng = np.random.default_rng(seed)
     rows = []
     for i, k in enumerate(ks):
-        z = rng.normal(shift, 1.5, size=int(k))
+        e = np.asarray(evidence_of(rng, int(k)), dtype=float)[: int(k)]
         rows.append(
             make_record(
                 task=task,
                 doc_id=i,
                 labels=list(LETTERS[:k]),
                 gold=int(rng.integers(k)),
-                logits=z,
-                alpha=np.logaddexp(0.0, z) + 1.0,
+                logits=np.log(np.expm1(np.maximum(e, 1e-9))),
+                alpha=e + 1.0,
             )
         )
     meta = {"method": "edl", "prior_weight": 1.0, "pretrained": "synthetic-llm", "date_id": "2026-01-01T00-00-00.1"}
     return Records.from_rows(rows, task=task, meta=meta)
+
+
+def _records(task, ks, shift, seed) -> Records:
+    """Softplus evidence of normal logits around ``shift``."""
+    return _model(task, ks, lambda rng, k: np.logaddexp(0.0, rng.normal(shift, 1.5, size=k)), seed)
 
 
 @pytest.fixture(scope="module")
@@ -94,25 +100,6 @@ def test_the_takeaway_is_said_in_one_sentence_from_the_numbers(report):
 # ---- the demo's story: which scores a real extra option moved for the model at hand, and why
 
 
-def _model(task, k, evidence_of, n=80, seed=0) -> Records:
-    """Records whose evidence per question is ``evidence_of(rng)`` (length k)."""
-    rng = np.random.default_rng(seed)
-    rows = []
-    for i in range(n):
-        e = np.asarray(evidence_of(rng), dtype=float)[:k]
-        rows.append(
-            make_record(
-                task=task,
-                doc_id=i,
-                labels=list(LETTERS[:k]),
-                gold=int(rng.integers(k)),
-                logits=np.log(np.expm1(np.maximum(e, 1e-9))),
-                alpha=e + 1.0,
-            )
-        )
-    return Records.from_rows(rows, task=task, meta={"method": "edl", "prior_weight": 1.0})
-
-
 def _story(id_rec, ood_rec, control):
     from lm_eval_evidential.audits.explain import real_option_sentence
     from lm_eval_evidential.audits.ood import ood_rows
@@ -125,9 +112,11 @@ def _story(id_rec, ood_rec, control):
 
 def test_flat_evidence_loses_max_prob_not_vacuity_and_the_sentence_says_so():
     """Every letter about the same evidence e: u = λ/(e + λ) whatever K, max-prob about 1/K."""
-    flat = lambda rng: np.full(5, rng.uniform(1.0, 3.0)) + rng.normal(0, 0.01, 5)  # noqa: E731
+    flat = lambda rng, k: np.full(k, rng.uniform(1.0, 3.0)) + rng.normal(0, 0.01, k)  # noqa: E731
     story, mismatched, matched = _story(
-        _model("idt", 4, flat, seed=1), _model("five", 5, flat, seed=2), _model("four", 4, flat, seed=3)
+        _model("idt", [4] * 80, flat, seed=1),
+        _model("five", [5] * 80, flat, seed=2),
+        _model("four", [4] * 80, flat, seed=3),
     )
     auroc = {r["score"]: r["auroc"] for r in mismatched}
     assert auroc["max_prob"] == 1.0 and abs(auroc["reciprocal_vacuity"] - 0.5) < 0.15  # the oracle: the AUROC rows
@@ -140,9 +129,11 @@ def test_flat_evidence_loses_max_prob_not_vacuity_and_the_sentence_says_so():
 def test_an_extra_option_without_evidence_moves_vacuity_and_the_sentence_says_so():
     """Fixed total evidence per question spread unevenly over four letters, the fifth letter none: S grows by λ
     alone, so u = λK/S jumps from 4/12 to 5/13 on every question while max-prob barely moves."""
-    uneven = lambda rng: np.r_[rng.dirichlet(np.ones(4)) * 8.0, 0.0]  # noqa: E731
+    uneven = lambda rng, k: np.r_[rng.dirichlet(np.ones(4)) * 8.0, np.zeros(k - 4)]  # noqa: E731
     story, mismatched, _ = _story(
-        _model("idt", 4, uneven, seed=1), _model("five", 5, uneven, seed=2), _model("four", 4, uneven, seed=3)
+        _model("idt", [4] * 80, uneven, seed=1),
+        _model("five", [5] * 80, uneven, seed=2),
+        _model("four", [4] * 80, uneven, seed=3),
     )
     auroc = {r["score"]: r["auroc"] for r in mismatched}
     assert auroc["reciprocal_vacuity"] == 1.0 and auroc["max_prob"] < 0.8
@@ -155,16 +146,18 @@ def test_an_extra_option_without_evidence_moves_vacuity_and_the_sentence_says_so
 def test_no_story_where_it_does_not_apply():
     from lm_eval_evidential.audits.explain import real_option_sentence
 
-    flat = lambda rng: np.full(5, 2.0)  # noqa: E731
-    four = _model("four", 4, flat)
-    assert real_option_sentence(four, _model("other", 4, flat), four, [], []) is None  # no extra option
+    flat = lambda rng, k: np.full(k, 2.0)  # noqa: E731
+    four = _model("four", [4] * 80, flat)
+    assert real_option_sentence(four, _model("other", [4] * 80, flat), four, [], []) is None  # no extra option
 
 
 def test_the_report_says_what_a_real_extra_option_did_to_this_model(tmp_path):
     """csqa_edl (K = 5) is refused as a comparison, but the report still says, in one sentence, which scores its
     fifth option moved against its K-matched control csqa4_edl, and why."""
-    flat = lambda rng: np.full(5, rng.uniform(1.0, 3.0)) + rng.normal(0, 0.01, 5)  # noqa: E731
-    records = [_model(t, k, flat, seed=s) for t, k, s in (("obqa_edl", 4, 1), ("csqa_edl", 5, 2), ("csqa4_edl", 4, 3))]
+    flat = lambda rng, k: np.full(k, rng.uniform(1.0, 3.0)) + rng.normal(0, 0.01, k)  # noqa: E731
+    records = [
+        _model(t, [k] * 80, flat, seed=s) for t, k, s in (("obqa_edl", 4, 1), ("csqa_edl", 5, 2), ("csqa4_edl", 4, 3))
+    ]
     data = build_report(records[0], records[1:], tmp_path / "r", n_boot=0, max_extra=1)
     story, _, _ = _story(*records)
     assert data["k_effect"] == [story]
