@@ -1709,7 +1709,7 @@ CATALOGUE = [
         C,
         "ksweep-ood-a-comma-list",
         ["ksweep", "{out}", "--id", "id4", "--ood", "ood4,ood5"],
-        Exit(1, r"'ood4,ood5' is a list"),
+        Exit(1, r"'ood4,ood5' is a list, this option takes one task; ksweep sweeps one OOD task: run it once per task"),
     ),
     (
         C,

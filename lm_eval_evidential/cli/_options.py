@@ -57,24 +57,29 @@ def comma_list(what: str):
     return parse
 
 
-def task_name(text: str) -> str:
+def one_task(list_hint: str = "lists go to --ood, --target or --task"):
     """An argparse ``type`` for an option that takes ONE task: the name without surrounding spaces.
 
     The one parser of single task names (``--id``, ``ksweep --ood``), with :func:`comma_list` for
-    lists: an empty name, a control character and a comma list (``a,b``) are usage errors.
+    lists: an empty name, a control character and a comma list (``a,b``) are usage errors; the
+    comma list's message ends with ``list_hint``, what to do instead for this option.
     """
-    name = text.strip()
-    if not name:
-        raise argparse.ArgumentTypeError(f"no task name in {text!r}; give one task, e.g. obqa_edl")
-    _no_control_characters(name, text, "task")
-    if "," in name:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is a list, this option takes one task; give one task (lists go to --ood, --target or --task)"
-        )
-    return name
+
+    def parse(text: str) -> str:
+        name = text.strip()
+        if not name:
+            raise argparse.ArgumentTypeError(f"no task name in {text!r}; give one task, e.g. obqa_edl")
+        _no_control_characters(name, text, "task")
+        if "," in name:
+            raise argparse.ArgumentTypeError(f"{text!r} is a list, this option takes one task; {list_hint}")
+        return name
+
+    parse.__name__ = "task name"  # argparse names the type in its messages
+    return parse
 
 
-task_name.__name__ = "task name"
+#: ``--id`` of every audit command: one task.
+task_name = one_task("give one task (lists go to --ood, --target or --task)")
 
 
 def score_list(text: str) -> list[str]:

@@ -14,10 +14,10 @@ from ._options import (
     add_audit_parser,
     format_table,
     load,
+    one_task,
     print_refusals,
     refuse_same_questions,
     refuse_self_comparison,
-    task_name,
 )
 
 TABLE_COLUMNS = ("condition", "extra", "k_id", "k_ood", "score", "auroc", "delta_auroc", "aupr_in", "delta_aupr")
@@ -41,7 +41,10 @@ def add_parser(sub) -> None:
             "(matched), recompute AUROC and AUPR-In on the same fixed alphas. ID = positive."
         ),
     )
-    p.add_argument("--ood", dest="ood_task", required=True, type=task_name, metavar="TASK", help="one OOD task")
+    one_ood_task = one_task(
+        "ksweep sweeps one OOD task: run it once per task (`ood --ood A,B` compares several in one table)"
+    )
+    p.add_argument("--ood", dest="ood_task", required=True, type=one_ood_task, metavar="TASK", help="one OOD task")
     p.add_argument(
         "--max-extra",
         dest="max_extra",
