@@ -95,49 +95,14 @@ def run_lm_eval(argv: list[str]) -> int:
         print(f"lm-eval-evidential eval: {'refused' if refused else 'error'}: {text}", file=sys.stderr)
         return EXIT_REFUSED if refused else EXIT_ERROR
     except (MemoryError, RecursionError, ImportError) as exc:  # limits of this process: one line for our model
-        if (
-            os.environ.get("LM_EVAL_EVIDENTIAL_TRACEBACK")
-            or model_name(argv) != "evidential"
-            or (isinstance(exc, ImportError) and not _out_of_address_space(exc))
-        ):
+        text = plugin.resource_error_text(exc, argv)
+        if text is None or os.environ.get("LM_EVAL_EVIDENTIAL_TRACEBACK"):
             raise
-        detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-        what = RESOURCE_ERRORS[RecursionError if isinstance(exc, RecursionError) else MemoryError]
-        print(f"lm-eval-evidential eval: error: {what} ({detail})", file=sys.stderr)
+        print(f"lm-eval-evidential eval: error: {text}", file=sys.stderr)
         return EXIT_ERROR
     finally:
         plugin.NO_OUTPUT_PATH_POLICY = previous
     return EXIT_OK
-
-
-#: The one line for a limit of this process that the stock CLI leaves as a traceback.
-RESOURCE_ERRORS = {
-    MemoryError: (
-        "out of memory: this process may not allocate what the evaluation needs (an address-space limit, "
-        "`ulimit -v`, or the machine's memory); raise the limit, or lower batch_size or max_length, or use a "
-        "smaller model or dtype=bfloat16"
-    ),
-    RecursionError: (
-        "an input is nested too deeply to read: a JSON or YAML argument or file (--metadata, --model_args, a "
-        "task YAML, an adapter's JSON) nests beyond Python's recursion limit; flatten it"
-    ),
-}
-
-
-def _out_of_address_space(exc: ImportError) -> bool:
-    """A native library that could not be mapped for lack of address space (``ulimit -v``): the loader says
-    ``failed to map segment from shared object`` or ``Cannot allocate memory``, not a missing module."""
-    return any(text in str(exc) for text in ("failed to map segment", "Cannot allocate memory"))
-
-
-def model_name(argv: list[str]) -> str | None:
-    """The ``--model`` an lm_eval command line names (None when it names none)."""
-    for i, arg in enumerate(argv):
-        if arg == "--model" and i + 1 < len(argv):
-            return argv[i + 1]
-        if arg.startswith("--model="):
-            return arg.split("=", 1)[1]
-    return None
 
 
 def _check_output_path(argv: list[str]) -> None:

@@ -426,6 +426,50 @@ def _one_line_error_types() -> tuple[type, ...]:
     return tuple(types)
 
 
+#: The one line for a limit of this process that the stock CLI leaves as a traceback.
+RESOURCE_ERRORS = {
+    MemoryError: (
+        "out of memory: this process may not allocate what the evaluation needs (an address-space limit, "
+        "`ulimit -v`, or the machine's memory); raise the limit, or lower batch_size or max_length, or use a "
+        "smaller model or dtype=bfloat16"
+    ),
+    RecursionError: (
+        "an input is nested too deeply to read: a JSON or YAML argument or file (--metadata, --model_args, a "
+        "task YAML, an adapter's JSON) nests beyond Python's recursion limit; flatten it"
+    ),
+}
+
+
+def _out_of_address_space(exc: ImportError) -> bool:
+    """A native library that could not be mapped for lack of address space (``ulimit -v``): the loader says
+    ``failed to map segment from shared object`` or ``Cannot allocate memory``, not a missing module."""
+    return any(text in str(exc) for text in ("failed to map segment", "Cannot allocate memory"))
+
+
+def resource_error_text(exc: BaseException, argv: list[str]) -> str | None:
+    """The one line for ``exc`` when it is a limit of this process (out of memory, an input nested too
+    deeply) in a ``--model evidential`` run named by ``argv``; None otherwise (stock models keep lm_eval's
+    own traceback; an ImportError of a missing module is a bug)."""
+    if model_name(argv) not in (MODEL_NAME, VLLM_MODEL_NAME) or not isinstance(
+        exc, (MemoryError, RecursionError, ImportError)
+    ):
+        return None
+    if isinstance(exc, ImportError) and not _out_of_address_space(exc):
+        return None
+    detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return f"{RESOURCE_ERRORS[RecursionError if isinstance(exc, RecursionError) else MemoryError]} ({detail})"
+
+
+def model_name(argv: list[str]) -> str | None:
+    """The ``--model`` an lm_eval command line names (None when it names none)."""
+    for i, arg in enumerate(argv):
+        if arg == "--model" and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith("--model="):
+            return arg.split("=", 1)[1]
+    return None
+
+
 def install_one_line_errors() -> None:
     """An uncaught error of this package that states an expected condition prints as one line.
 
@@ -437,8 +481,14 @@ def install_one_line_errors() -> None:
         return
 
     def excepthook(exc_type, exc, tb):
-        if isinstance(exc, _one_line_error_types()) and not os.environ.get("LM_EVAL_EVIDENTIAL_TRACEBACK"):
+        if os.environ.get("LM_EVAL_EVIDENTIAL_TRACEBACK"):
+            return previous(exc_type, exc, tb)
+        if isinstance(exc, _one_line_error_types()):
             print(f"error: {exc}", file=sys.stderr)
+            return
+        text = resource_error_text(exc, sys.argv[1:])  # plain `lm_eval --model evidential` out of memory
+        if text is not None:
+            print(f"error: {text}", file=sys.stderr)
             return
         previous(exc_type, exc, tb)
 

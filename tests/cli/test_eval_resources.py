@@ -57,3 +57,22 @@ def test_a_missing_module_stays_a_bug(failing):
     failing(ImportError("No module named 'nowhere'"))
     with pytest.raises(ImportError, match="nowhere"):
         run_lm_eval([*ARGV, "evidential"])
+
+
+@pytest.mark.parametrize("model, one_line", [("evidential", True), ("hf", False)])
+def test_plain_lm_eval_says_it_in_one_line_for_evidential_only(model, one_line, monkeypatch, capsys):
+    import sys
+
+    from lm_eval_evidential.harness import plugin
+
+    monkeypatch.setattr(sys, "excepthook", sys.__excepthook__)
+    monkeypatch.setattr(sys, "argv", ["lm_eval", "--model", model, "--tasks", "obqa_edl"])
+    monkeypatch.delenv("LM_EVAL_EVIDENTIAL_TRACEBACK", raising=False)
+    plugin.install_one_line_errors()
+    try:
+        raise MemoryError
+    except MemoryError as exc:
+        sys.excepthook(type(exc), exc, exc.__traceback__)
+    err = capsys.readouterr().err
+    assert ("error: out of memory" in err and "Traceback" not in err) == one_line, err
+    assert one_line or "Traceback" in err
