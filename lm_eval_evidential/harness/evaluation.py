@@ -191,7 +191,7 @@ def task_rows(name: str, task, questions, prior_weight: float, chosen: list[int]
     by_doc = defaultdict(list)
     for request in task.instances:
         by_doc[request.doc_id].append(request)
-    doc_ids, labels, golds, logits, alphas = sorted(by_doc), [], [], [], []
+    doc_ids, labels, golds, logits, alphas, phantoms = sorted(by_doc), [], [], [], [], []
     for doc_id in doc_ids:
         requests = sorted(by_doc[doc_id], key=lambda r: r.idx)
         continuations = [r.args[1] for r in requests]
@@ -205,6 +205,7 @@ def task_rows(name: str, task, questions, prior_weight: float, chosen: list[int]
             raise RuntimeError(f"task {name!r} doc {doc_id}: the model filed no evidence for this question")
         logits.append(question.logits)
         alphas.append(question.alpha)
+        phantoms.append(question.phantom_logits)
     evidential = questions is not None and any(a is not None for a in alphas)
     return make_records(
         task=name,
@@ -214,6 +215,7 @@ def task_rows(name: str, task, questions, prior_weight: float, chosen: list[int]
         logits=logits,
         alpha=alphas if evidential else None,
         prior_weight=prior_weight,
+        optional={"phantom_logits": phantoms} if questions is not None else None,
     )
 
 

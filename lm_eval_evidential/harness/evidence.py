@@ -23,8 +23,9 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class QuestionEvidence:
-    """What the model computed for one question: the K answer logits and, for evidential
-    methods, the Dirichlet alpha (None for ``method=softmax``)."""
+    """What the model computed for one question: the K answer logits, for evidential methods the
+    Dirichlet alpha (None for ``method=softmax``), and the logits of the labels after the
+    question's last one (" E".. after " A".." D", as many as passed the single-token rule)."""
 
     task: str | None
     doc_id: int | None
@@ -32,6 +33,7 @@ class QuestionEvidence:
     token_ids: tuple[int, ...]
     logits: tuple[float, ...]
     alpha: tuple[float, ...] | None
+    phantom_logits: tuple[float, ...] = ()
 
 
 class EvidenceLedger:

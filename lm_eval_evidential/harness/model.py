@@ -14,6 +14,7 @@ question's evidence goes to the model's ledger, keyed by (task, doc)
 from __future__ import annotations
 
 import logging
+import math
 import os
 from collections import defaultdict
 from dataclasses import dataclass
@@ -27,7 +28,14 @@ from tqdm import tqdm
 
 from lm_eval_evidential.harness.evidence import EvidenceLedger, QuestionEvidence
 from lm_eval_evidential.modeling.config import HeadConfig, head_defaults
-from lm_eval_evidential.modeling.encoding import last_position_logits, left_pad, prompt_tail
+from lm_eval_evidential.modeling.encoding import (
+    PHANTOM_COUNT,
+    last_position_logits,
+    left_pad,
+    phantom_labels,
+    phantom_token_ids,
+    prompt_tail,
+)
 from lm_eval_evidential.modeling.heads import apply_head_batch
 from lm_eval_evidential.modeling.quiet import progress_options
 from lm_eval_evidential.records.provenance import adapter_sha256, model_sha256
@@ -87,6 +95,7 @@ class _Question:
     answer_ids: tuple[int, ...]
     copies: list[list[int]]  # per choice: the positions of its request (and of padding copies)
     where: str
+    phantom_ids: tuple[int, ...] = ()  # the next labels' tokens (" E".." H" after " A".." D")
 
 
 def _looks_local(value: str) -> bool:
@@ -284,6 +293,20 @@ _HEAD_ARGS = {
 }
 
 
+def check_phantom_count(value) -> int:
+    """``phantom_count`` from --model_args: a whole number 0..26 (0 keeps no phantom logits)."""
+    try:
+        number = float(value)
+        if isinstance(value, bool) or not number.is_integer() or not 0 <= number <= 26:
+            raise ValueError(value)
+    except (TypeError, ValueError, OverflowError):
+        raise EvidentialInputError(
+            f"phantom_count={value!r} in --model_args must be a whole number from 0 to 26 (the labels after a "
+            f"question's last one whose logits the records keep; default {PHANTOM_COUNT}), e.g. phantom_count=4"
+        ) from None
+    return int(number)
+
+
 def head_config(settings: dict) -> HeadConfig:
     """The head from ``settings`` (strings or numbers from --model_args or an adapter's metadata),
     each bad value named with an example; HeadConfig's own range checks as EvidentialInputError."""
@@ -314,7 +337,10 @@ def _unknown_arg_error(exc: TypeError) -> Exception:
     found = re.search(r"unexpected keyword argument '([^']+)'", str(exc))
     if not found:
         return exc
-    known = (set(inspect.signature(HFLM.__init__).parameters) | set(_HEAD_ARGS)) - {"self", "kwargs"}
+    known = (set(inspect.signature(HFLM.__init__).parameters) | set(_HEAD_ARGS) | {"phantom_count"}) - {
+        "self",
+        "kwargs",
+    }
     near = difflib.get_close_matches(found[1], sorted(known), n=1)
     hint = f"did you mean {near[0]}=? Check" if near else "check"
     return EvidentialInputError(
@@ -420,10 +446,11 @@ def _gguf_error(gguf_file: str, exc: Exception) -> Exception:
 
 class EvidentialLM(HFLM):
     """See the module docstring. Extra model_args: ``method`` (edl | ib_edl | softmax),
-    ``prior_weight`` (λ, default 1), ``num_noises`` (20), ``sigma_mult`` (0), ``seed`` (0).
-    When ``peft`` is a folder written by ``lm-eval-evidential train`` (it holds
-    ``evidential_config.json``), the first four default to the values trained with; model_args
-    given explicitly win."""
+    ``prior_weight`` (λ, default 1), ``num_noises`` (20), ``sigma_mult`` (0), ``seed`` (0),
+    ``phantom_count`` (4: the logits of up to that many labels after each question's last one,
+    " E".." H" after " A".." D", kept in the records from the same forward pass). When ``peft``
+    is a folder written by ``lm-eval-evidential train`` (it holds ``evidential_config.json``),
+    the first four default to the values trained with; model_args given explicitly win."""
 
     def __init__(
         self,
@@ -433,6 +460,7 @@ class EvidentialLM(HFLM):
         num_noises: int | None = None,
         sigma_mult: float | None = None,
         seed: int | None = None,
+        phantom_count: int = PHANTOM_COUNT,
         **kwargs,
     ) -> None:
         from lm_eval_evidential.harness.plugin import check_harness
@@ -445,6 +473,7 @@ class EvidentialLM(HFLM):
         settings = {**stored, **{k: v for k, v in given.items() if v is not None}}
         # Validate the head before loading gigabytes of weights.
         self.head = head_config({**settings, **({} if seed is None else {"seed": seed})})
+        self.phantom_count = check_phantom_count(phantom_count)
         self._max_length_arg = kwargs.get("max_length")
         self._pretrained_name = str(pretrained)
         self._peft_path = kwargs.get("peft")
@@ -634,6 +663,36 @@ class EvidentialLM(HFLM):
             return full
         return answer_ids
 
+    def _phantom_ids(self, context: str, context_ids: list[int], continuations, answer_ids) -> tuple[int, ...]:
+        """The tokens of the labels after the question's last one (:func:`phantom_labels`) that pass the
+        single-token rule after this prompt (:func:`phantom_token_ids`); () when there are none.
+
+        Resolved like the answers (:meth:`_answer_ids_at_tail`): in full on the first prompt with a
+        given tail, and reused for every later prompt that ends in the tail's own tokens when the
+        check on the tail alone agrees; otherwise in full on each prompt (``phantom_count`` more
+        tokenisations of that prompt).
+        """
+        phantoms = phantom_labels(continuations, self.phantom_count)
+        if not phantoms:
+            return ()
+        tail = prompt_tail(context)
+        known = self._tail_phantoms.get((tail, phantoms, answer_ids)) if tail is not None else None
+        if known is not None:
+            tail_ids, ids = known
+            if len(context_ids) > len(tail_ids) and context_ids[len(context_ids) - len(tail_ids) :] == tail_ids:
+                return ids
+        ids = phantom_token_ids(context_ids, [self.tok_encode(context + p) for p in phantoms], answer_ids)
+        if tail is not None and known is None:
+            encoded = self.tokenizer([tail, *(tail + p for p in phantoms)], add_special_tokens=False)["input_ids"]
+            if phantom_token_ids(encoded[0], encoded[1:], answer_ids) == ids:
+                self._tail_phantoms[(tail, phantoms, answer_ids)] = (list(encoded[0]), ids)
+        return ids
+
+    @cached_property
+    def _tail_phantoms(self) -> dict:
+        """(tail, phantom labels, answer ids) -> (tail ids, phantom ids), checked on a whole prompt."""
+        return {}
+
     @cached_property
     def _tail_answers(self) -> dict:
         """(tail, choices) -> (tail ids, answer ids, checked on a whole prompt) or _FULL_CHECK; this tokenizer's."""
@@ -687,10 +746,11 @@ class EvidentialLM(HFLM):
         plans = self._plan(requests)
         needed: dict[str, dict[int, None]] = defaultdict(dict)  # a prompt's answer ids, first seen first
         for plan in plans:
-            needed[plan.context].update(dict.fromkeys(plan.answer_ids))
+            needed[plan.context].update(dict.fromkeys(plan.answer_ids + plan.phantom_ids))
         tail_k = max((len(p.answer_ids) for p in plans), default=0) if self.head.needs_sigma else 0
         answer_order = {c: list(v) for c, v in needed.items()}
         row_of, values, tails = self._forward_unique(self._context_ids, answer_order, tail_k, disable_tqdm)
+        kept = values.tolist()  # phantom logits are read per question (their number varies)
 
         results: list[Any] = [None] * len(requests)
         # The head runs once per group of questions with the same K (not once per question);
@@ -720,6 +780,9 @@ class EvidentialLM(HFLM):
             log_probs = torch.log(out.probs).tolist()
             preds = torch.argmax(out.probs, dim=1).tolist()
             for i, plan in enumerate(group):
+                row = kept[row_of[plan.context]]
+                phantom = [row[answer_order[plan.context].index(a)] for a in plan.phantom_ids]
+                finite = next((j for j, v in enumerate(phantom) if not math.isfinite(v)), len(phantom))
                 self.evidence.file(
                     QuestionEvidence(
                         task=plan.task,
@@ -728,6 +791,7 @@ class EvidentialLM(HFLM):
                         token_ids=plan.answer_ids,
                         logits=tuple(logits[i]),
                         alpha=None if alpha is None else tuple(alpha[i]),
+                        phantom_logits=tuple(phantom[:finite]),  # up to a float16 overflow, like the answers
                     )
                 )
                 for j, copies in enumerate(plan.copies):
@@ -777,7 +841,8 @@ class EvidentialLM(HFLM):
             where = f"task {task!r} doc {doc_id}"
             continuations = tuple(requests[c[0]].args[1] for c in copies)
             answer_ids = self._answer_ids_at_tail(context, self._context_ids[context], continuations, task, where)
-            plans.append(_Question(task, doc_id, context, continuations, answer_ids, copies, where))
+            phantom_ids = self._phantom_ids(context, self._context_ids[context], continuations, answer_ids)
+            plans.append(_Question(task, doc_id, context, continuations, answer_ids, copies, where, phantom_ids))
         return plans
 
     def records_meta(self) -> dict:
@@ -789,6 +854,7 @@ class EvidentialLM(HFLM):
             "num_noises": self.head.num_noises if ib_edl else None,
             "sigma_mult": self.head.sigma_mult if ib_edl else None,
             "seed": self.head.seed if ib_edl else None,
+            "phantom_count": self.phantom_count,
             "pretrained": self._pretrained_name,
             "gguf_file": self._gguf_file,
             "peft": None if self._peft_path is None else str(self._peft_path),

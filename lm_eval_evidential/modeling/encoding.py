@@ -16,7 +16,16 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-__all__ = ["AnswerTokenError", "answer_token_ids", "prompt_tail", "left_pad", "last_position_logits"]
+__all__ = [
+    "AnswerTokenError",
+    "PHANTOM_COUNT",
+    "answer_token_ids",
+    "phantom_labels",
+    "phantom_token_ids",
+    "prompt_tail",
+    "left_pad",
+    "last_position_logits",
+]
 
 
 class AnswerTokenError(ValueError):
@@ -54,6 +63,67 @@ def answer_token_ids(
             f"{where}: answer labels {list(answers)} share token ids {ids}; each label must be its own token"
         )
     return ids
+
+
+#: Phantom options kept per question by default: the labels after a question's last one (" E".." H"
+#: after " A".." D"), as many as McNamara (2026), Table 1 appends (x <= 4).
+PHANTOM_COUNT = 4
+
+_LABEL_RUNS = ("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz", "0123456789")
+
+
+def phantom_labels(labels: Sequence[str], count: int = PHANTOM_COUNT) -> tuple[str, ...]:
+    """The next ``count`` labels after a question's own: ``(" E", " F")`` after ``(" A", .., " D")``.
+
+    The labels must share one prefix and end in consecutive letters (or digits) of one run,
+    A-Z, a-z or 0-9; the phantoms continue that run (never past its end). Any other labels
+    (texts, gaps such as A, B, D) have no phantoms: the empty tuple.
+
+    Examples
+    --------
+    >>> phantom_labels([" A", " B", " C", " D"], 2)
+    (' E', ' F')
+    >>> phantom_labels(["X", "Y", "Z"], 4)
+    ()
+    >>> phantom_labels([" yes", " no"], 4)
+    ()
+    """
+    if not labels or count <= 0:
+        return ()
+    prefix, first = labels[0][:-1], labels[0][-1:]
+    run = next((r for r in _LABEL_RUNS if first and first in r), None)
+    if run is None:
+        return ()
+    start = run.index(first)
+    if list(labels) != [prefix + run[start + i] for i in range(len(labels)) if start + i < len(run)]:
+        return ()
+    end = start + len(labels)
+    return tuple(prefix + c for c in run[end : end + count])
+
+
+def phantom_token_ids(
+    prompt_ids: Sequence[int], encoded: Sequence[Sequence[int]], taken: Sequence[int]
+) -> tuple[int, ...]:
+    """The single tokens the phantom labels append to the prompt, up to the first that is not one.
+
+    ``encoded[i]`` is the encoding of ``prompt + phantom_labels(...)[i]``; a phantom is kept while
+    it is ``prompt_ids`` plus exactly one token that no answer (``taken``) nor earlier phantom has,
+    the single-token rule of :func:`answer_token_ids`. Phantom j is therefore always the j-th next
+    label, never a later one standing in for a label that failed.
+
+    Examples
+    --------
+    >>> phantom_token_ids([1, 5], [[1, 5, 11], [1, 5, 12, 3], [1, 5, 13]], taken=[9, 10])
+    (11,)
+    """
+    prompt_ids, seen, ids = list(prompt_ids), set(taken), []
+    for whole in encoded:
+        whole = list(whole)
+        if len(whole) != len(prompt_ids) + 1 or whole[: len(prompt_ids)] != prompt_ids or whole[-1] in seen:
+            break
+        ids.append(int(whole[-1]))
+        seen.add(int(whole[-1]))
+    return tuple(ids)
 
 
 # Longer last lines (a question rather than a template's cue such as "Answer:") are not shared

@@ -172,7 +172,7 @@ def load_records(output_path: str | os.PathLike, task: str, *, run: str | None =
 
     :func:`load_run` for one task: the newest run there that has ``task`` unless ``run`` (a
     date_id such as ``2026-11-21T20-15-03.123456``) names one; logs which file it read. The
-    result is a sequence of mappings with exactly the fields of ``RECORD_FIELDS`` plus
-    columnar arrays.
+    result is a sequence of mappings with exactly the fields of ``RECORD_FIELDS`` and
+    ``OPTIONAL_FIELDS`` (None where the file has none) plus columnar arrays.
     """
     return load_run(output_path, [task], run=run)[task]

@@ -31,7 +31,17 @@ from lm_eval_evidential.records.io import open_regular_file, read_regular_file
 
 # Keys that describe the task or the run, not the producer.
 TASK_KEYS = frozenset(
-    {"task", "date_id", "answer_tokens", "task_version", "config_source", "data_source", "control", "limit"}
+    {
+        "task",
+        "date_id",
+        "answer_tokens",
+        "task_version",
+        "config_source",
+        "data_source",
+        "control",
+        "limit",
+        "phantom_count",
+    }
 )
 # Where a producer was loaded from -> the key that identifies it by content.
 LOCATION_KEYS = {"pretrained": "model_sha256", "peft": "adapter_sha256"}

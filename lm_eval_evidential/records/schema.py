@@ -95,6 +95,14 @@ RECORD_SCHEMA = (
     RecordField("max_prob", "float64", "max E[p] (α/S, or the softmax of the logits for softmax)"),
     RecordField("pred", "int32", "argmax E[p] (first index on ties)"),
     RecordField("correct", "bool", "pred == gold"),
+    RecordField(
+        "phantom_logits",
+        "list<float64>",
+        'logits of the labels after the question\'s last one (" E".." H" after " A".." D": the '
+        "``phantom_count`` model_arg, default 4, of them that are single tokens), from the same forward pass; "
+        "absent for ``--model hf`` and in files written before they were kept",
+        optional=True,
+    ),
 )
 #: The fields every records file has, in file order.
 RECORD_FIELDS = tuple(f.name for f in RECORD_SCHEMA if not f.optional)
@@ -331,7 +339,9 @@ class Records(Sequence):
 
     Per-example access (``records[i]``, iteration) builds a dict; audits use the columns:
     ``k``, ``gold``, ``pred``, ``correct``, ``strength``, ``vacuity``, ``max_prob`` (1-D) and
-    ``logits``, ``evidence``, ``alpha``, ``probs`` (NaN right-padded (n, K_max) float64).
+    ``logits``, ``evidence``, ``alpha``, ``probs`` (NaN right-padded (n, K_max) float64), and
+    ``phantom_logits`` ((n, P_max), NaN right-padded beyond each row's own; None when the file
+    has none).
     """
 
     task: str
@@ -352,8 +362,21 @@ class Records(Sequence):
     #: Set when the records were checked together with others to come from one producer
     #: (:func:`~lm_eval_evidential.records.provenance.checked_together`); audits skip the check then.
     producer_check: ProducerCheck | None = field(default=None, compare=False, repr=False)
-    # One attribute per optional field of RECORD_SCHEMA, default None (absent from the file), e.g.
-    # ``name: np.ndarray | None = None``; tests/records/test_records.py checks they match.
+    # One attribute per optional field of RECORD_SCHEMA, default None (absent from the file);
+    # tests/records/test_schema_table.py checks they match.
+    phantom_logits: np.ndarray | None = None
+
+    @property
+    def has_phantoms(self) -> bool:
+        """Whether these records keep phantom logits (files from before them, ``--model hf``: no)."""
+        return self.phantom_logits is not None
+
+    @property
+    def n_phantom(self) -> np.ndarray:
+        """Phantom logits per row (0 where the records keep none)."""
+        if self.phantom_logits is None:
+            return np.zeros(len(self.doc_id), dtype=np.int64)
+        return (~np.isnan(self.phantom_logits)).sum(axis=1).astype(np.int64)
 
     @property
     def method(self) -> str:
@@ -455,6 +478,7 @@ class Records(Sequence):
         _validate_edl_alpha(path, meta, k, logits, alpha)
         _validate_derived(path, meta, k, logits, alpha, col)
         _validate_task_column(path, table.column("task"), task)
+        _validate_phantoms(path, columns.get("phantom_logits"))
         return cls(task=task, meta=meta, path=path, **columns)
 
 
@@ -484,6 +508,17 @@ def _read_column(f: RecordField, column, n: int, k: np.ndarray | None, path) -> 
         return _padded(column, n, k, f.name)
     except RecordsError as exc:
         raise RecordsError(f"{path}: {exc}") from None
+
+
+def _validate_phantoms(path, phantom: np.ndarray | None) -> None:
+    """Phantom logits, where a file has them, are finite (NaN is only the right padding)."""
+    if phantom is None or not np.isinf(phantom).any():
+        return
+    row = int(np.flatnonzero(np.isinf(phantom).any(axis=1))[0])
+    raise RecordsError(
+        f"{path}: row {row}: non-finite phantom logit {float(phantom[row][np.isinf(phantom[row])][0])!r}; the file "
+        "was edited or produced by a broken run — re-run the evaluation"
+    )
 
 
 def _parse_meta(schema_metadata, path) -> dict:

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from lm_eval_evidential.records import (
+    OPTIONAL_FIELDS,
     RECORD_FIELDS,
     Records,
     RecordsError,
@@ -48,7 +49,7 @@ def test_round_trip_keeps_every_field(tmp_path):
     assert back.path == path
     assert len(back) == len(rec)
     for a, b in zip(rec, back):
-        assert set(b) == set(RECORD_FIELDS)
+        assert set(b) == set(RECORD_FIELDS) | set(OPTIONAL_FIELDS)
         assert a == b
     assert back.alpha.dtype == np.float64 and np.isnan(back.alpha[back.k < back.k.max()][:, -1]).all()
 
@@ -245,3 +246,63 @@ def test_a_records_file_given_as_the_output_folder_names_the_folder_to_pass(tmp_
     assert f"{file} is a records file, not a folder" in message and f"{file.parent}, works" in message
     assert "no records" not in message
     assert len(load_run(file.parent, ["obqa_edl"])["obqa_edl"]) == 3  # the folder it names does work
+
+
+def _with_phantoms(n=6, seed=1):
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(n):
+        k, p = int(rng.integers(3, 6)), int(rng.integers(0, 5))
+        z = rng.normal(size=k)
+        rows.append(
+            make_record(
+                task="t",
+                doc_id=i,
+                labels="ABCDE"[:k],
+                gold=0,
+                logits=z,
+                alpha=(np.logaddexp(0, z) + 1.0).tolist(),
+                optional={"phantom_logits": rng.normal(size=p).tolist()},
+            )
+        )
+    return rows
+
+
+def test_phantom_logits_round_trip(tmp_path):
+    rows = _with_phantoms()
+    rec = Records.from_rows(rows, task="t", meta={"method": "edl", "prior_weight": 1.0, "phantom_count": 4})
+    write_records(records_path(tmp_path, "t", "2026-01-01T00-00-00.000001"), rec)
+    back = load_records(tmp_path, "t")
+    assert [r["phantom_logits"] for r in back] == [r["phantom_logits"] for r in rows]
+    assert back.n_phantom.tolist() == [len(r["phantom_logits"]) for r in rows]
+    assert back.phantom_logits.shape == (len(rows), max(len(r["phantom_logits"]) for r in rows))
+
+
+def test_records_without_phantom_logits_still_load(tmp_path):
+    """A file written before phantom logits existed (no such column) loads, with none."""
+    import pyarrow.parquet as pq
+
+    rec = sample()
+    table = rec.to_table()
+    assert "phantom_logits" not in table.column_names
+    path = records_path(tmp_path, "obqa_edl", "2026-01-01T00-00-00.000001")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, path)
+    back = load_records(tmp_path, "obqa_edl")
+    assert back.phantom_logits is None and not back.has_phantoms
+    assert back[0]["phantom_logits"] is None and back.n_phantom.tolist() == [0] * len(rec)
+
+
+def test_non_finite_phantom_logit_refused(tmp_path):
+    import pyarrow.parquet as pq
+
+    from lm_eval_evidential.records import _rows_to_table
+
+    rows = _with_phantoms()
+    i = next(j for j, r in enumerate(rows) if r["phantom_logits"])
+    rows[i]["phantom_logits"][0] = float("inf")
+    path = records_path(tmp_path, "t", "2026-01-01T00-00-00.000001")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(_rows_to_table(rows, task="t", meta={"method": "edl", "prior_weight": 1.0}), path)
+    with pytest.raises(RecordsError, match="non-finite phantom logit"):
+        load_records(tmp_path, "t")

@@ -14,7 +14,6 @@ from lm_eval_evidential.records import (
     OPTIONAL_FIELDS,
     RECORD_FIELDS,
     RECORD_SCHEMA,
-    RecordField,
     Records,
     RecordsError,
     arrow_schema,
@@ -53,50 +52,35 @@ def test_the_class_the_file_and_the_docs_follow_the_table(tmp_path):
     assert list(rec[0]) == [f.name for f in RECORD_SCHEMA] == list(_rows()[0])
     for f in RECORD_SCHEMA:  # the module's table is made from the fields
         assert f"| {f.name} " in schema_module.__doc__ and f.doc in schema_module.__doc__
-    assert not OPTIONAL_FIELDS  # today; the test below adds one
-
-
-@dataclasses.dataclass(frozen=True)
-class _RecordsWithPhantom(Records):
-    phantom_logits: np.ndarray | None = None
+    assert OPTIONAL_FIELDS == ("phantom_logits",)
 
 
 @pytest.fixture
-def phantom_field(monkeypatch):
-    """The table with one more optional row: a list of any length (the logits of options beyond K)."""
-    field = RecordField("phantom_logits", "list<float64>", "logits of the letters after the K-th", optional=True)
-    table = (*RECORD_SCHEMA, field)
-    monkeypatch.setattr(schema_module, "RECORD_SCHEMA", table)
-    monkeypatch.setattr(schema_module, "OPTIONAL_FIELDS", ("phantom_logits",))
-    monkeypatch.setattr(schema_module, "_FIELD", {f.name: f for f in table})
-    return field
+def phantom_field():
+    """The optional row: a list of any length (the logits of options beyond K)."""
+    return next(f for f in RECORD_SCHEMA if f.name == "phantom_logits")
 
 
-def _read(path) -> _RecordsWithPhantom:
+def _read(path) -> Records:
     table = pq.read_table(path)
-    return _RecordsWithPhantom._from_table(table, task="t", path=path)
+    return Records._from_table(table, task="t", path=path)
 
 
 def test_an_optional_field_is_one_row_old_files_load_and_unchanged_runs_write_the_same_bytes(tmp_path, phantom_field):
     old = tmp_path / "old"
-    with pytest.MonkeyPatch.context() as undo:  # a file written by the table without the new row
-        undo.setattr(schema_module, "RECORD_SCHEMA", RECORD_SCHEMA)
-        undo.setattr(schema_module, "OPTIONAL_FIELDS", ())
-        before = write_records(records_path(old, "t", DATE), _RecordsWithPhantom.from_rows(_rows(), task="t", meta={}))
+    # a file without the optional column, as every file written before it was added
+    before = write_records(records_path(old, "t", DATE), Records.from_rows(_rows(), task="t", meta={}))
+    assert "phantom_logits" not in pq.read_schema(before).names
     back = _read(before)
     assert back.phantom_logits is None and back[1]["phantom_logits"] is None
     # A run that gives no phantom values writes the file it always wrote, byte for byte.
-    same = write_records(
-        records_path(tmp_path / "new", "t", DATE), _RecordsWithPhantom.from_rows(_rows(), task="t", meta={})
-    )
+    same = write_records(records_path(tmp_path / "new", "t", DATE), Records.from_rows(_rows(), task="t", meta={}))
     assert same.read_bytes() == before.read_bytes()
     # A run that gives them keeps them: any length per row (0 included), in the writer's Arrow type.
     phantom = [[0.5, -1.0], [], [2.0], [1.0, 2.0, 3.0]]
     rows = _rows(optional={"phantom_logits": phantom})
     assert [r["phantom_logits"] for r in rows] == phantom
-    path = write_records(
-        records_path(tmp_path / "with", "t", DATE), _RecordsWithPhantom.from_rows(rows, task="t", meta={})
-    )
+    path = write_records(records_path(tmp_path / "with", "t", DATE), Records.from_rows(rows, task="t", meta={}))
     assert pq.read_schema(path).field("phantom_logits").type == pa.list_(pa.float64())
     back = _read(path)
     assert [back[i]["phantom_logits"] for i in range(len(back))] == phantom
@@ -105,7 +89,7 @@ def test_an_optional_field_is_one_row_old_files_load_and_unchanged_runs_write_th
 
 def test_an_optional_field_is_type_checked_when_present(tmp_path, phantom_field):
     rows = _rows(optional={"phantom_logits": [[1.0]] * 4})
-    table = _RecordsWithPhantom.from_rows(rows, task="t", meta={}).to_table()
+    table = Records.from_rows(rows, task="t", meta={}).to_table()
     i = table.column_names.index("phantom_logits")
     bad = table.set_column(i, "phantom_logits", pa.array([["x"]] * 4, pa.list_(pa.string())))
     path = tmp_path / f"records_t_{DATE}.parquet"
