@@ -10,6 +10,7 @@ import numpy as np
 
 from lm_eval_evidential.metrics._validation import UndefinedMetricWarning
 from lm_eval_evidential.metrics.scores import (
+    SCORES,
     available_scores,
     check_score_names,
     compute_score,
@@ -42,6 +43,8 @@ def record_scores(records: Records, names: Sequence[str], keep=None) -> dict[str
     """``{score: values}`` for the examples of ``records`` selected by ``keep`` (default all):
     the one way every audit and figure computes a record's scores."""
     inputs = score_inputs(records, keep)
+    if any(SCORES[name].needs_logits for name in names):  # the logit scores (neg_energy, max_logit)
+        inputs["logits"] = records.logits if keep is None or np.all(keep) else records.logits[keep]
     return {name: compute_score(name, **inputs) for name in names}
 
 

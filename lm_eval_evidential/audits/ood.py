@@ -35,9 +35,11 @@ from lm_eval_evidential.metrics.cardinality import (
     CardinalityMismatchError,
     KCheck,
     check_cardinality,
+    check_phantom_mode,
     classify_k_sensitivity,
     k_histogram,
     ksweep,
+    phantom_scores,
 )
 from lm_eval_evidential.metrics.detection import (
     aupr_in,
@@ -45,13 +47,12 @@ from lm_eval_evidential.metrics.detection import (
     delong_test,
     detection_report,
 )
-from lm_eval_evidential.metrics.dirichlet import expand_classes
+from lm_eval_evidential.metrics.dirichlet import edl_alpha
 from lm_eval_evidential.metrics.scores import (
     OOD_DEFAULT_SCORES,
     SCORES,
     available_scores,
     check_score_names,
-    compute_score,
 )
 from lm_eval_evidential.records import Records, check_same_producer
 
@@ -71,6 +72,7 @@ __all__ = [
     "ksweep_rows",
     "ksweep_delong",
     "sensitivity_lines",
+    "phantom_evidence_line",
 ]
 
 OOD_ROW_KEYS = (
@@ -102,6 +104,11 @@ KSWEEP_ROW_KEYS = (
     "delta_auroc",
     "delta_aupr",
     "sensitivity",
+    "phantom",
+    "phantom_evidence_id",
+    "phantom_evidence_ood",
+    "invariant_evidence_id",
+    "invariant_evidence_ood",
 )
 
 
@@ -248,13 +255,15 @@ def ood_rows(
     return rows
 
 
-def _require_alpha(*records: Records) -> float:
-    """The shared prior weight of evidential records; ValueError for softmax or unequal lambdas."""
+def _require_alpha(*records: Records, phantom: str = "zero") -> float:
+    """The shared prior weight of the records; ValueError for unequal lambdas, and for softmax records
+    unless ``phantom="model"`` (the one mode defined without evidence: renormalised probabilities)."""
     no_alpha = [r.task for r in records if not r.has_alpha]
-    if no_alpha:
+    if no_alpha and phantom != "model":
         raise ValueError(
-            f"the K sweep appends zero-evidence classes to Dirichlet alphas, but the records of {no_alpha} are "
-            "method=softmax and have no alpha; evaluate with an evidential method (edl, ib_edl)"
+            f"the K sweep with --phantom {phantom} appends to Dirichlet alphas, but the records of {no_alpha} are "
+            "method=softmax and have no alpha; use --phantom model (the softmax over the answer and phantom "
+            "logits) or evaluate with an evidential method (edl, ib_edl)"
         )
     lams = {r.prior_weight for r in records}
     if len(lams) != 1:
@@ -265,6 +274,42 @@ def _require_alpha(*records: Records) -> float:
     return lams.pop()
 
 
+def _side(records: Records, keep, phantom: str, names) -> dict:
+    """``ksweep``'s inputs for one side: alpha (for softmax records ``exp(z - max z)``, whose ``alpha / S``
+    is the softmax, so appended ``exp(z_phantom - max z)`` renormalises it), logits, and in model mode
+    the phantom options' concentrations by the records' head and their logits."""
+    k = records.k[keep]
+    z = records.logits[keep]
+    needs_logits = any(SCORES[n].needs_logits for n in names)
+    out = {"logits": z if needs_logits else None, "phantom": None, "phantom_logits": None}
+    zp = records.phantom_logits[keep]
+    if records.has_alpha:
+        out["alpha"] = records.alpha[keep]
+    else:
+        shift = np.fmax(np.nanmax(z, axis=1), np.nanmax(np.where(np.isnan(zp), -np.inf, zp), axis=1, initial=-np.inf))
+        out["alpha"] = np.exp(z - shift[:, None])
+    if phantom != "model":
+        return out
+    if not records.has_phantoms:
+        raise ValueError(
+            f"--phantom model needs the phantom options' logits, but the records of {records.task} have none (written "
+            "before lm-eval-evidential kept them, or by --model hf); re-run the evaluation with --model evidential"
+        )
+    if records.method == "ib_edl":
+        raise ValueError(
+            f"--phantom model cannot give IB-EDL evidence for a phantom option ({records.task}): it needs that "
+            "option's sigma (the last K + x vocabulary logits of a (K + x)-option head) and its noise draws, which "
+            "the records do not keep; --phantom zero and --phantom count work on IB-EDL records, and method=edl "
+            "records of the same checkpoint give the model's own phantom evidence"
+        )
+    if records.has_alpha:
+        out["phantom"] = edl_alpha(zp, records.prior_weight) if zp.shape[1] else np.full((k.size, 0), np.nan)
+    else:
+        out["phantom"] = np.exp(zp - shift[:, None])
+    out["phantom_logits"] = zp if needs_logits else None
+    return out
+
+
 def ksweep_rows(
     id_records: Records,
     ood_records: Records,
@@ -272,8 +317,15 @@ def ksweep_rows(
     max_extra: int = 4,
     scores: Iterable[str] | None = None,
     k_policy: str = "assert",
+    phantom: str = "zero",
 ) -> list[dict]:
-    """McNamara (2026), Table 1, on saved records: AUROC/AUPR-In as zero-evidence classes are appended.
+    """McNamara (2026), Table 1, on saved records: AUROC/AUPR-In as phantom options are appended.
+
+    ``phantom`` (:data:`~lm_eval_evidential.metrics.cardinality.PHANTOM_MODES`) says how: ``zero``
+    (zero-evidence options, the paper's Table 1), ``model`` (the model's own next labels, " E"..,
+    from the records' phantom logits: for EDL their evidence by the head, for softmax records the
+    probabilities renormalised over the grown options; IB-EDL refused, its phantom sigma is not
+    kept) or ``count`` (only vacuity's K grows).
 
     The K check runs first under ``k_policy``; the sweep then runs on the kept examples'
     fixed alphas (:func:`lm_eval_evidential.metrics.cardinality.ksweep`): ``x = 0..max_extra`` classes
@@ -287,17 +339,30 @@ def ksweep_rows(
     """
     check_same_producer([id_records, ood_records])
     check = k_check(id_records, ood_records, k_policy)
-    lam = _require_alpha(id_records, ood_records)
+    phantom = check_phantom_mode(phantom)
+    lam = _require_alpha(id_records, ood_records, phantom=phantom)
     names = resolve_scores(scores, id_records, ood_records, default=OOD_DEFAULT_SCORES)
+    a = _side(id_records, check.keep_id, phantom, names)
+    b = _side(ood_records, check.keep_ood, phantom, names)
     rows = ksweep(
-        id_records.alpha[check.keep_id],
-        ood_records.alpha[check.keep_ood],
+        a["alpha"],
+        b["alpha"],
         prior_weight=lam,
         max_extra=max_extra,
         scores=names,
+        phantom=phantom,
+        phantom_id=a["phantom"],
+        phantom_ood=b["phantom"],
+        logits_id=a["logits"],
+        logits_ood=b["logits"],
+        phantom_logits_id=a["phantom_logits"],
+        phantom_logits_ood=b["phantom_logits"],
     )
+    if not (id_records.has_alpha and ood_records.has_alpha):  # softmax: no evidence to compare
+        undefined = ("phantom_evidence_id", "phantom_evidence_ood", "invariant_evidence_id", "invariant_evidence_ood")
+        rows = [{**row, **dict.fromkeys(undefined, float("nan"))} for row in rows]
     labels = classify_k_sensitivity(rows)
-    return [{**row, "sensitivity": labels[row["score"]]} for row in rows]
+    return [{key: {**row, "sensitivity": labels[row["score"]]}[key] for key in KSWEEP_ROW_KEYS} for row in rows]
 
 
 def ksweep_delong(
@@ -307,27 +372,32 @@ def ksweep_delong(
     extra: int = 1,
     score: str = "reciprocal_vacuity",
     k_policy: str = "assert",
+    phantom: str = "zero",
 ) -> dict:
-    """DeLong test of the OOD-only K inflation: AUROC with ``extra`` zero-evidence OOD classes vs none.
+    """DeLong test of the OOD-only K inflation: AUROC with ``extra`` phantom OOD options vs none.
 
-    Both AUROCs are on the same examples (only the OOD side's alphas gain ``extra`` classes
-    with ``alpha = lambda``), so they are correlated and DeLong's paired test applies. Returns
-    ``{id_task, ood_task, score, condition: "ood_only", extra, auroc_expanded, auroc_base,
-    diff, z, p_value}`` with ``diff = auroc_expanded - auroc_base``; ``z``/``p_value`` are NaN
-    (with a warning) when the variance of the difference is 0. The sampling noise the test
-    measures is that of the evaluation set; the shift itself is a deterministic artefact of K.
-    Records of different producers are refused unless checked together before.
+    Both AUROCs are on the same examples (only the OOD side gains ``extra`` options, appended
+    as ``phantom`` says: zero evidence, the model's own, or vacuity's count), so they are
+    correlated and DeLong's paired test applies. Returns ``{id_task, ood_task, score,
+    condition: "ood_only", extra, phantom, auroc_expanded, auroc_base, diff, z, p_value}`` with
+    ``diff = auroc_expanded - auroc_base``; ``z``/``p_value`` are NaN (with a warning) when the
+    variance of the difference is 0. The sampling noise the test measures is that of the
+    evaluation set; the shift itself is a deterministic artefact of K. Records of different
+    producers are refused unless checked together before.
     """
     check_same_producer([id_records, ood_records])
     check = k_check(id_records, ood_records, k_policy)
-    lam = _require_alpha(id_records, ood_records)
+    phantom = check_phantom_mode(phantom)
+    lam = _require_alpha(id_records, ood_records, phantom=phantom)
     (score,) = check_score_names([score])
-    alpha_id = id_records.alpha[check.keep_id]
-    alpha_ood = ood_records.alpha[check.keep_ood]
-    grown, k_grown = expand_classes(alpha_ood, extra, lam)
-    s_id = compute_score(score, probs=None, k=id_records.k[check.keep_id], alpha=alpha_id, prior_weight=lam)
-    s_ood = compute_score(score, probs=None, k=ood_records.k[check.keep_ood], alpha=alpha_ood, prior_weight=lam)
-    s_grown = compute_score(score, probs=None, k=k_grown, alpha=grown, prior_weight=lam)
+    a = _side(id_records, check.keep_id, phantom, [score])
+    b = _side(ood_records, check.keep_ood, phantom, [score])
+    common = {"phantom": phantom, "prior_weight": lam, "scores": [score]}
+    s_id = phantom_scores(a["alpha"], 0, logits=a["logits"], **common)[0][score]
+    s_ood = phantom_scores(b["alpha"], 0, logits=b["logits"], **common)[0][score]
+    s_grown = phantom_scores(
+        b["alpha"], extra, phantom_alpha=b["phantom"], logits=b["logits"], phantom_logits=b["phantom_logits"], **common
+    )[0][score]
     y = np.concatenate((np.ones(s_id.size, dtype=bool), np.zeros(s_ood.size, dtype=bool)))
     auc_x, auc_0, diff, z, p = delong_test(y, np.concatenate((s_id, s_grown)), np.concatenate((s_id, s_ood)))
     return {
@@ -336,6 +406,7 @@ def ksweep_delong(
         "score": score,
         "condition": "ood_only",
         "extra": int(extra),
+        "phantom": phantom,
         "auroc_expanded": auc_x,
         "auroc_base": auc_0,
         "diff": diff,
@@ -347,6 +418,25 @@ def ksweep_delong(
 def _signed(value: float, digits: int = 4) -> str:
     """``+0.3628``; a value that rounds to zero prints as ``+0.0000``, never ``-0.0000``."""
     return f"{value if round(value, digits) else 0.0:+.{digits}f}"
+
+
+_KIND = {"zero": "zero-evidence", "model": "model-evidence", "count": "counted"}
+
+
+def phantom_evidence_line(rows: list[dict]) -> str | None:
+    """Proposition 1 on the sweep's first OOD-only step: the appended options' mean evidence against
+    the evidence S_K/K - lambda that would leave vacuity unchanged (None when undefined: softmax)."""
+    first = next((r for r in rows if r["condition"] == "ood_only" and r["extra"] == 1), None)
+    if first is None or first["invariant_evidence_ood"] != first["invariant_evidence_ood"]:
+        return None
+    e, inv = first["phantom_evidence_ood"], first["invariant_evidence_ood"]
+    side = "below" if e < inv else "above" if e > inv else "at"
+    effect = {"below": "raises OOD vacuity", "above": "lowers OOD vacuity", "at": "leaves vacuity unchanged"}[side]
+    return (
+        f"Proposition 1 (McNamara 2026): an appended option leaves vacuity unchanged when its evidence is "
+        f"S_K/K - lambda, on average {inv:.4g} on the OOD side; the --phantom {first['phantom']} option has {e:.4g} "
+        f"(x=1), {side} it, so it {effect}"
+    )
 
 
 def sensitivity_lines(rows: list[dict], digits: int = 4) -> list[str]:
@@ -364,7 +454,8 @@ def sensitivity_lines(rows: list[dict], digits: int = 4) -> list[str]:
         still = all(r["delta_auroc"] == 0.0 and r["delta_aupr"] == 0.0 for r in matched)
         x = worst["extra"]
         lines.append(
-            f"{name}: K-sensitive ({x} zero-evidence option{'s' if x != 1 else ''} appended to the OOD side only "
+            f"{name}: K-sensitive ({x} {_KIND[worst.get('phantom', 'zero')]} option{'s' if x != 1 else ''} appended "
+            "to the OOD side only "
             f"move{'s' if x == 1 else ''} AUROC by {_signed(worst['delta_auroc'], digits)}, AUPR-In by "
             f"{_signed(worst['delta_aupr'], digits)}; appended to both sides, "
             + ("they leave it exactly unchanged)" if still else "they move it too)")

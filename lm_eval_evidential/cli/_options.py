@@ -168,6 +168,19 @@ def add_k_policy(parser) -> None:
     )
 
 
+def add_phantom(parser) -> None:
+    from lm_eval_evidential.metrics.cardinality import PHANTOM_MODES
+
+    parser.add_argument(
+        "--phantom",
+        choices=PHANTOM_MODES,
+        default="zero",
+        help="how the K sweep appends options: zero (default; zero evidence, McNamara 2026 Table 1), model (the "
+        "model's own next labels ' E'.. from the records' phantom logits; EDL and softmax records), count (only "
+        "vacuity's K grows: u = (K+x)/S, every other score unchanged)",
+    )
+
+
 def add_output_path(parser) -> None:
     parser.add_argument("output_path", help="the folder given to lm_eval --output_path")
     parser.add_argument("--run", default=None, help="a run's date_id (default: the newest run that has every task)")

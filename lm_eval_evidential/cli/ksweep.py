@@ -1,9 +1,12 @@
 """``lm-eval-evidential ksweep``: McNamara (2026), Table 1 / Figure 1 on saved records.
 
-Appends zero-evidence classes (alpha = lambda) to the OOD side only and to both sides, with
-the model outputs fixed, and reports how each score's AUROC/AUPR-In moves: a K-sensitive
-score changes although nothing about the model did. Exit status as for ``ood`` (2: refused
-for a K mismatch under ``--k-policy assert``; 1: other errors).
+Appends phantom options to the OOD side only and to both sides, with the model outputs fixed,
+and reports how each score's AUROC/AUPR-In moves: a K-sensitive score changes although nothing
+about the model did. ``--phantom`` says which options: ``zero`` (zero evidence, the paper's
+idealisation), ``model`` (the model's own " E".. from the records' phantom logits) or
+``count`` (vacuity's K alone). Each row gives the mean phantom evidence beside Proposition 1's
+invariance value S_K/K - lambda. Exit status as for ``ood`` (2: refused for a K mismatch under
+``--k-policy assert``; 1: other errors).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from lm_eval_evidential.records.io import write_json
 
 from ._options import (
     add_audit_parser,
+    add_phantom,
     format_table,
     load,
     one_task,
@@ -20,7 +24,19 @@ from ._options import (
     refuse_self_comparison,
 )
 
-TABLE_COLUMNS = ("condition", "extra", "k_id", "k_ood", "score", "auroc", "delta_auroc", "aupr_in", "delta_aupr")
+TABLE_COLUMNS = (
+    "condition",
+    "extra",
+    "k_id",
+    "k_ood",
+    "score",
+    "auroc",
+    "delta_auroc",
+    "aupr_in",
+    "delta_aupr",
+    "phantom_evidence_ood",
+    "invariant_evidence_ood",
+)
 
 
 def add_parser(sub) -> None:
@@ -50,8 +66,9 @@ def add_parser(sub) -> None:
         dest="max_extra",
         type=int,
         default=4,
-        help="largest number of appended classes (default 4, at most 64)",
+        help="largest number of appended classes (default 4, at most 64; --phantom model: as many as the records keep)",
     )
+    add_phantom(p)
     p.add_argument("--plot", default=None, metavar="FILE", help="write the Figure 1 plot as FILE.png and FILE.svg")
 
 
@@ -69,6 +86,7 @@ def run(args) -> int:
     from lm_eval_evidential.audits.ood import (
         ksweep_delong,
         ksweep_rows,
+        phantom_evidence_line,
         sensitivity_lines,
     )
     from lm_eval_evidential.cli.main import EXIT_REFUSED
@@ -85,16 +103,20 @@ def run(args) -> int:
             max_extra=args.max_extra,
             scores=args.scores,
             k_policy=args.k_policy,
+            phantom=args.phantom,
         )
     except CardinalityMismatchError as exc:
         print_refusals([(args.id_task, args.ood_task, exc)])
         return EXIT_REFUSED
     test = None
     if args.max_extra >= 1:
-        test = ksweep_delong(id_records, ood_records, k_policy=args.k_policy)
+        test = ksweep_delong(id_records, ood_records, k_policy=args.k_policy, phantom=args.phantom)
     print(format_table(rows, TABLE_COLUMNS))
     print()
     for line in sensitivity_lines(rows):
+        print(line)
+    line = phantom_evidence_line(rows)
+    if line:
         print(line)
     if test is not None:
         print(delong_line(test))
@@ -105,6 +127,7 @@ def run(args) -> int:
                 "id_task": args.id_task,
                 "ood_task": args.ood_task,
                 "k_policy": args.k_policy,
+                "phantom": args.phantom,
                 "rows": rows,
                 "delong_test": test,
             },

@@ -22,6 +22,9 @@ name                        formula                               alpha  K-sensi
 ``l2_to_uniform``           ``||p - 1/K||_2``                     no     yes: range ``[0, sqrt(1 - 1/K)]``
 ``js_to_uniform``           ``JS(p, U_K) = H(m) - H(p)/2          no     yes: range ``[0, JS(vertex, U_K)]``
                             - log(K)/2``, ``m = (p + U_K) / 2``
+``neg_energy``              ``logsumexp_i z_i`` (= -energy)         no     yes: every appended option adds ``e^{z}``
+``max_logit``               ``max_i z_i``                         no     no: an appended option changes it only by
+                                                                         becoming the top option itself
 ==========================  ====================================  =====  ============================================
 
 "alpha" = needs Dirichlet alpha (absent for ``method=softmax`` records). ``neg_mutual_information``
@@ -35,7 +38,15 @@ which is order-isomorphic to it, so every rank-based metric (AUROC, AUPR, FPR95)
 2023, Theorem 2); across rows of different K they are not.
 
 "K-sensitive in theory" means the score's range or value depends on K itself, so comparing
-sets with different K confounds the score with the class count (McNamara 2026, §3). Which ones
+sets with different K confounds the score with the class count (McNamara 2026, §3). The
+registry's ``k_sensitive`` flag states it as a property: appending an option that gets no
+more support than the row's least-supported one (logit, hence evidence, at most the lowest
+real one) changes a K-sensitive score and leaves a K-insensitive one unchanged.
+
+``neg_energy`` and ``max_logit`` read the answer logits ``z`` (records always keep them), not
+``p`` or alpha: the energy score of Liu et al. (2020) and the maximum logit of Hendrycks et al.
+(2022), oriented higher = more ID. They are computed only when asked for by name
+(``available_scores(..., has_logits=True)``). Which ones
 move on actual data is measured by :func:`lm_eval_evidential.metrics.cardinality.ksweep`.
 References
 ----------
@@ -46,6 +57,10 @@ References
        the uniform vector).
 .. [3] McNamara, C. (2026). Rethinking vacuity for OOD detection in evidential deep learning.
        arXiv:2605.06382, section 3 (why K-sensitive scores confound OOD detection).
+.. [4] Liu, W., Wang, X., Owens, J. and Li, Y. (2020). Energy-based out-of-distribution
+       detection. *NeurIPS* (the energy score, -logsumexp of the logits).
+.. [5] Hendrycks, D., Basart, S., Mazeika, M. et al. (2022). Scaling out-of-distribution
+       detection for real-world settings. *ICML* (the maximum logit).
 """
 
 from __future__ import annotations
@@ -72,27 +87,33 @@ OOD_DEFAULT_SCORES = ("reciprocal_vacuity", "max_prob", "neg_norm_entropy")
 
 @dataclass(frozen=True)
 class ScoreSpec:
-    """A registered score: ``fn(probs, k, mask, alpha, prior_weight) -> (n,)`` on validated arrays."""
+    """A registered score: ``fn(probs, k, mask, alpha, prior_weight, logits) -> (n,)`` on validated arrays.
+
+    ``needs_alpha``/``needs_logits``: the inputs it reads beyond ``probs``; ``k_sensitive``: whether
+    appending an option with no more support than the least-supported one changes it (module docstring).
+    """
 
     name: str
     fn: Callable[..., np.ndarray]
     needs_alpha: bool
     description: str
+    k_sensitive: bool = True
+    needs_logits: bool = False
 
 
-def _reciprocal_vacuity(p, k, mask, alpha, lam):
+def _reciprocal_vacuity(p, k, mask, alpha, lam, z=None):
     return _masked_sum(alpha, mask) / (lam * k)
 
 
-def _max_prob(p, k, mask, alpha, lam):
+def _max_prob(p, k, mask, alpha, lam, z=None):
     return _masked_max(p, mask)
 
 
-def _neg_entropy(p, k, mask, alpha, lam):
+def _neg_entropy(p, k, mask, alpha, lam, z=None):
     return -_entropy_of(p, mask)
 
 
-def _neg_norm_entropy(p, k, mask, alpha, lam):
+def _neg_norm_entropy(p, k, mask, alpha, lam, z=None):
     if (k < 2).any():
         i = int(np.flatnonzero(k < 2)[0])
         raise ValueError(
@@ -102,32 +123,42 @@ def _neg_norm_entropy(p, k, mask, alpha, lam):
     return -_entropy_of(p, mask) / np.log(k)
 
 
-def _strength(p, k, mask, alpha, lam):
+def _strength(p, k, mask, alpha, lam, z=None):
     return _masked_sum(alpha, mask)
 
 
-def _neg_expected_entropy(p, k, mask, alpha, lam):
+def _neg_expected_entropy(p, k, mask, alpha, lam, z=None):
     return -_expected_entropy_of(alpha, mask)
 
 
-def _neg_mutual_information(p, k, mask, alpha, lam):
+def _neg_mutual_information(p, k, mask, alpha, lam, z=None):
     return _expected_entropy_of(alpha, mask) - _entropy_of(p, mask)
 
 
-def _l2_norm(p, k, mask, alpha, lam):
+def _l2_norm(p, k, mask, alpha, lam, z=None):
     return np.sqrt(_masked_sum(p * p, mask))
 
 
-def _l1_to_uniform(p, k, mask, alpha, lam):
+def _l1_to_uniform(p, k, mask, alpha, lam, z=None):
     return _masked_sum(np.abs(p - 1.0 / k[:, None]), mask)
 
 
-def _l2_to_uniform(p, k, mask, alpha, lam):
+def _l2_to_uniform(p, k, mask, alpha, lam, z=None):
     d = p - 1.0 / k[:, None]
     return np.sqrt(_masked_sum(d * d, mask))
 
 
-def _js_to_uniform(p, k, mask, alpha, lam):
+def _neg_energy(p, k, mask, alpha, lam, z=None):
+    from scipy.special import logsumexp
+
+    return logsumexp(np.where(np.isnan(z), -np.inf, z), axis=1)  # NaN padding contributes e^-inf = 0
+
+
+def _max_logit(p, k, mask, alpha, lam, z=None):
+    return np.nanmax(z, axis=1)
+
+
+def _js_to_uniform(p, k, mask, alpha, lam, z=None):
     m = 0.5 * (p + 1.0 / k[:, None])
     return _entropy_of(m, mask) - 0.5 * _entropy_of(p, mask) - 0.5 * np.log(k)
 
@@ -148,11 +179,13 @@ SCORES: dict[str, ScoreSpec] = {
         ScoreSpec(
             "js_to_uniform", _js_to_uniform, False, "Jensen-Shannon divergence JS(p, U_K) (ATC-JS, Maaz et al. 2023)"
         ),
+        ScoreSpec("neg_energy", _neg_energy, False, "logsumexp_i z_i, minus the energy (Liu et al. 2020)", True, True),
+        ScoreSpec("max_logit", _max_logit, False, "max_i z_i, the maximum logit (Hendrycks et al. 2022)", False, True),
     )
 }
 
 
-def available_scores(has_alpha: bool) -> list[str]:
+def available_scores(has_alpha: bool, has_logits: bool = False) -> list[str]:
     r"""Registered score names computable from records with (``True``) or without Dirichlet alpha.
 
     Parameters
@@ -160,6 +193,8 @@ def available_scores(has_alpha: bool) -> list[str]:
     has_alpha : bool
         Whether Dirichlet alpha is available (False for ``method=softmax`` records, which have
         no evidence, so vacuity and strength are undefined).
+    has_logits : bool, default=False
+        Whether the answer logits are passed too (the logit scores ``neg_energy``, ``max_logit``).
 
     Returns
     -------
@@ -172,7 +207,11 @@ def available_scores(has_alpha: bool) -> list[str]:
     >>> available_scores(False)
     ['max_prob', 'neg_entropy', 'neg_norm_entropy', 'l2_norm', 'l1_to_uniform', 'l2_to_uniform', 'js_to_uniform']
     """
-    return [name for name, spec in SCORES.items() if has_alpha or not spec.needs_alpha]
+    return [
+        name
+        for name, spec in SCORES.items()
+        if (has_alpha or not spec.needs_alpha) and (has_logits or not spec.needs_logits)
+    ]
 
 
 def check_score_names(names) -> list[str]:
@@ -230,7 +269,7 @@ def _check_simplex(p, mask) -> None:
         )
 
 
-def compute_score(name: str, *, probs, k, alpha=None, prior_weight: float = 1.0) -> np.ndarray:
+def compute_score(name: str, *, probs, k, alpha=None, prior_weight: float = 1.0, logits=None) -> np.ndarray:
     r"""Score ``name`` per example; higher = more in-distribution / more confident.
 
     The formula of each name is in the table of this module's docstring, e.g.
@@ -253,6 +292,8 @@ def compute_score(name: str, *, probs, k, alpha=None, prior_weight: float = 1.0)
         Dirichlet concentrations (needed by the alpha-based scores).
     prior_weight : float > 0, default=1.0
         The prior weight ``lambda``.
+    logits : array-like of shape (n_samples, K_max), optional
+        The answer logits, NaN right-padded like ``probs`` (needed by the logit scores).
 
     Returns
     -------
@@ -261,7 +302,8 @@ def compute_score(name: str, *, probs, k, alpha=None, prior_weight: float = 1.0)
     Raises
     ------
     ValueError
-        For an unknown name, and for an alpha-based score when ``alpha`` is None.
+        For an unknown name, for an alpha-based score when ``alpha`` is None, and for a logit
+        score when ``logits`` is None.
 
     Examples
     --------
@@ -282,6 +324,15 @@ def compute_score(name: str, *, probs, k, alpha=None, prior_weight: float = 1.0)
             "method=softmax, where there is no evidence and vacuity/strength are undefined; use one of "
             f"{', '.join(available_scores(False))}"
         )
+    if spec.needs_logits:
+        if logits is None:
+            raise ValueError(f"score {name!r} reads the answer logits, but logits is None; pass logits=")
+        z, k_z, _ = _padded(logits, "logits")
+        if not np.array_equal(np.asarray(k), k_z):
+            raise ValueError("k disagrees with the logits' non-NaN count per row; rows must be NaN right-padded")
+        if not np.isfinite(z[~np.isnan(z)]).all():
+            raise ValueError("logits must be finite")
+        return spec.fn(None, k_z, None, None, lam, z)
     if alpha is None and probs is None:
         raise ValueError("probs is None and no alpha was given to derive it from")
     if alpha is not None:
@@ -315,4 +366,4 @@ def compute_score(name: str, *, probs, k, alpha=None, prior_weight: float = 1.0)
             f"k disagrees with the scores' input at example {i}: k = {int(k_arr[i])} but the row has "
             f"{int(k_rows[i])} non-NaN values; rows must be NaN right-padded beyond their own K"
         )
-    return spec.fn(p, k_rows, mask, a if alpha is not None else None, lam)
+    return spec.fn(p, k_rows, mask, a if alpha is not None else None, lam, None)

@@ -16,7 +16,22 @@ SETTINGS = settings(max_examples=40, deadline=None)
 
 OBQA = np.full(500, 4)
 ARC_C = np.r_[np.full(4, 3), np.full(1165, 4), np.full(3, 5)]
-ROW_KEYS = ["condition", "extra", "k_id", "k_ood", "score", "auroc", "aupr_in", "delta_auroc", "delta_aupr"]
+ROW_KEYS = [
+    "condition",
+    "extra",
+    "k_id",
+    "k_ood",
+    "score",
+    "auroc",
+    "aupr_in",
+    "delta_auroc",
+    "delta_aupr",
+    "phantom",
+    "phantom_evidence_id",
+    "phantom_evidence_ood",
+    "invariant_evidence_id",
+    "invariant_evidence_ood",
+]
 
 
 # ---------------------------------------------------------------- check_cardinality
