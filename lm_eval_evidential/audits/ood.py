@@ -71,6 +71,7 @@ __all__ = [
     "ood_rows",
     "ksweep_rows",
     "ksweep_delong",
+    "forced_k_scores",
     "sensitivity_lines",
     "phantom_evidence_line",
 ]
@@ -92,6 +93,8 @@ OOD_ROW_KEYS = (
     "aupr_out",
     "fpr95",
     "aupr_baseline",
+    "forced_k",
+    "phantom",
 )
 KSWEEP_ROW_KEYS = (
     "condition",
@@ -196,8 +199,17 @@ def ood_rows(
     n_boot: int = 1000,
     seed: int = 0,
     level: float = 0.95,
+    force_k: int | None = None,
+    phantom: str = "model",
 ) -> list[dict]:
     """OOD-detection rows, one per score, for ID = ``id_records`` (label 1) vs ``ood_records`` (0).
+
+    ``force_k`` scores the OOD side at that K (:func:`forced_k_scores`: each question's own
+    options plus phantom options by ``phantom``): with ``phantom="model"`` it reproduces the
+    published bug of McNamara (2026)'s Implementation A, 4-option ARC scored at K = 5 with the
+    model's real " E" logit. Never a default: the forced K differs from the ID side's, so the
+    ``assert`` policy refuses it unless ``k_policy="report"`` asks for it explicitly (rows then
+    say ``matched: false``, ``forced_k`` and ``phantom``).
 
     The K check runs first under ``k_policy`` (see the module docstring); under ``assert`` a
     K mismatch raises :class:`CardinalityMismatchError` whose message gives both K histograms.
@@ -217,11 +229,18 @@ def ood_rows(
     different producers raise ``FingerprintMismatchError`` unless checked together before.
     """
     check_same_producer([id_records, ood_records])
-    check = k_check(id_records, ood_records, k_policy)
+    k_ood_all = ood_records.k if force_k is None else _forced_k(ood_records, force_k)
+    check = check_cardinality(
+        id_records.k, k_ood_all, policy=k_policy, id_name=id_records.task, ood_name=ood_records.task
+    )
     names = resolve_scores(scores, id_records, ood_records)
     s_id = record_scores(id_records, names, check.keep_id)
-    s_ood = record_scores(ood_records, names, check.keep_ood)
-    k_id, k_ood = id_records.k[check.keep_id], ood_records.k[check.keep_ood]
+    if force_k is None:
+        s_ood = record_scores(ood_records, names, check.keep_ood)
+    else:
+        forced = forced_k_scores(ood_records, force_k, scores=names, phantom=phantom)
+        s_ood = {name: values[check.keep_ood] for name, values in forced.items()}
+    k_id, k_ood = id_records.k[check.keep_id], k_ood_all[check.keep_ood]
     n_id, n_ood = int(k_id.size), int(k_ood.size)
     y = np.concatenate((np.ones(n_id, dtype=bool), np.zeros(n_ood, dtype=bool)))
     common = {
@@ -250,9 +269,58 @@ def ood_rows(
             "aupr_out": rep["aupr_out"],
             "fpr95": rep["fpr_at_tpr"],
             "aupr_baseline": rep["aupr_baseline"],
+            "forced_k": None if force_k is None else int(force_k),
+            "phantom": None if force_k is None else phantom,
         }
         rows.append({key: row[key] for key in OOD_ROW_KEYS})
     return rows
+
+
+def _forced_k(records: Records, force_k) -> np.ndarray:
+    """Every row's K set to ``force_k``; ValueError for a K below some question's own."""
+    if isinstance(force_k, bool) or not isinstance(force_k, (int, np.integer)) or force_k < 1:
+        raise ValueError(f"force_k must be a whole number >= 1, got {force_k!r}")
+    if records.k.size and int(records.k.max()) > force_k:
+        raise ValueError(
+            f"force_k={force_k} is below the K of {int((records.k > force_k).sum())} {records.task} questions "
+            f"(up to {int(records.k.max())}); a forced K can add phantom options, never remove real ones"
+        )
+    return np.full(records.k.shape, int(force_k), dtype=np.int64)
+
+
+def forced_k_scores(
+    records: Records, force_k: int, *, scores: Iterable[str] | None = None, phantom: str = "model"
+) -> dict[str, np.ndarray]:
+    """Each question's scores at ``force_k`` options: its own plus ``force_k - K`` phantom options.
+
+    McNamara (2026), section 4.3: the published IB-EDL code scored ARC-C and ARC-E (4 options) with
+    ``n_labels = 5``, i.e. with the model's real " E" logit as a fifth class (Implementation A,
+    Tables 3-4). ``phantom="model"`` reproduces that from the records' phantom logits (EDL: the
+    head's evidence; softmax: the renormalised probabilities; IB-EDL refused, its phantom sigma is
+    not kept); ``"count"`` the K of vacuity alone (Tables 5-6's "5 (mismatch)" rows); ``"zero"``
+    zero-evidence options (Table 1).
+    """
+    phantom = check_phantom_mode(phantom)
+    k_forced = _forced_k(records, force_k)
+    names = resolve_scores(scores, records)
+    _require_alpha(records, phantom=phantom)
+    out = {name: np.full(len(records), np.nan) for name in names}
+    for k in np.unique(records.k):
+        group = records.k == k
+        side = _side(records, group, phantom, names)
+        values, _ = phantom_scores(
+            side["alpha"],
+            int(k_forced[0] - k),
+            phantom=phantom,
+            prior_weight=records.prior_weight,
+            scores=names,
+            phantom_alpha=side["phantom"],
+            logits=side["logits"],
+            phantom_logits=side["phantom_logits"],
+        )
+        for name in names:
+            out[name][group] = values[name]
+    return out
 
 
 def _require_alpha(*records: Records, phantom: str = "zero") -> float:

@@ -8,6 +8,8 @@ reported, the accepted ones are tabulated and written; or records of different p
 
 from __future__ import annotations
 
+import sys
+
 from lm_eval_evidential.records.io import write_json
 
 from ._options import (
@@ -55,6 +57,7 @@ def display_rows(rows: list[dict]) -> list[dict]:
             "k_ood": display_k(r["k_ood"]),
             "dropped": f"{r['n_dropped']['id']}/{r['n_dropped']['ood']}",
             "matched": "yes" if r["matched"] else "NO",
+            "forced_k": "" if r.get("forced_k") is None else f"{r['forced_k']} ({r['phantom']} phantom)",
         }
         for r in rows
     ]
@@ -94,6 +97,23 @@ def add_parser(sub) -> None:
     )
     p.add_argument("--seed", type=non_negative_int, default=0, help="bootstrap seed")
     p.add_argument("--level", type=float, default=0.95, help="confidence level of both intervals")
+    p.add_argument(
+        "--force-k",
+        dest="force_k",
+        type=int,
+        default=None,
+        metavar="K",
+        help="score the OOD task(s) at K options, each question's own plus phantom options: with --phantom model "
+        "the reproduction of the published bug (McNamara 2026, Implementation A: 4-option ARC at K = 5 with the "
+        "real ' E'); refused by the K check unless --k-policy report asks for it",
+    )
+    p.add_argument(
+        "--phantom",
+        choices=("zero", "model", "count"),
+        default="model",
+        help="with --force-k: model (default; the model's own next labels from the records' phantom logits), count "
+        "(only vacuity's K: Tables 5-6's '5 (mismatch)' rows) or zero (zero-evidence options)",
+    )
 
 
 def run(args) -> int:
@@ -115,11 +135,14 @@ def run(args) -> int:
                 n_boot=args.n_boot,
                 seed=args.seed,
                 level=args.level,
+                force_k=args.force_k,
+                phantom=args.phantom,
             )
         except CardinalityMismatchError as exc:
             refused.append((args.id_task, task, exc))
     if rows:
-        print(format_table(display_rows(rows), TABLE_COLUMNS))
+        forced = ("forced_k",) if args.force_k is not None else ()
+        print(format_table(display_rows(rows), TABLE_COLUMNS + forced))
         if not all(r["matched"] for r in rows):
             print(
                 "\nWARNING: rows with matched = NO compare different class counts K; their AUROC/AUPR partly "
@@ -129,5 +152,11 @@ def run(args) -> int:
         write_json(args.json_path, rows)
     if refused:
         print_refusals(refused)
+        if args.force_k is not None:
+            print(
+                f"--force-k {args.force_k} scores the OOD side at a K the ID side does not have, on purpose (the "
+                "reproduction of a published bug): add --k-policy report to compute it",
+                file=sys.stderr,
+            )
         return EXIT_REFUSED
     return EXIT_OK
