@@ -30,7 +30,7 @@ import importlib
 import logging
 import sys
 
-COMMANDS = ("eval", "ood", "ksweep", "report", "calibration", "selective", "atc", "orders", "train", "demo")
+COMMANDS = ("eval", "ood", "ksweep", "tables", "report", "calibration", "selective", "atc", "orders", "train", "demo")
 
 EXIT_OK = 0
 EXIT_ERROR = 1

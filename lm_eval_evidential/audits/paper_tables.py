@@ -1,0 +1,226 @@
+"""McNamara (2026)'s Tables 1 and 3-6 from one evaluation run, with the published values beside ours.
+
+The paper fine-tunes Llama-3-8B on OBQA (ID) and scores ARC-C, ARC-E, CSQA and MMLU Math as OOD,
+with max-prob (MP) and reciprocal vacuity (UM), ID = positive:
+
+- **Table 1** (standard EDL, OBQA -> ARC-C): the K sweep with zero-evidence options appended
+  to the OOD side only or to both sides (:func:`~lm_eval_evidential.audits.ood.ksweep_rows`;
+  any ``phantom`` mode here).
+- **Tables 3-4** (Implementation A; IB-EDL, standard EDL): each 4-option OOD task scored at
+  K = 5 with the model's real " E" ("5 (mismatch)", :func:`~lm_eval_evidential.audits.ood.forced_k_scores`
+  with ``phantom="model"``) against K = 4 ("4 (correct)"); CSQA as-is (K = 5) against its
+  "removed E" control (``csqa4_edl``).
+- **Tables 5-6** (Implementation B): the same rows where "5 (mismatch)" leaves max-prob exactly
+  unchanged; ``phantom="count"`` (vacuity's K alone) is the one construction with that
+  property, so it is what these rows are computed with here.
+
+Each row has AUPR_base (the ID share), MP and UM AUROC and AUPR-In, and on the second row of each
+dataset the deltas (second minus first, the paper's "drop"). The OOD side of the ARC and MMLU
+rows keeps only its questions with the ID task's K (``k_policy="restrict"``: ARC has a few 3- and
+5-option questions), so the two rows differ by K alone. The published values are shown where the
+setting matches (ID task ``obqa_edl``, the same OOD task, the table's method); they are for
+Llama-3-8B, ours for the records' model: compare the pattern (the deltas), not the values.
+
+References
+----------
+.. [1] McNamara, C. (2026). Rethinking vacuity for OOD detection in evidential deep learning.
+       arXiv:2605.06382 (Tables 1, 3-6).
+"""
+
+from __future__ import annotations
+
+from lm_eval_evidential.audits.ood import (
+    CardinalityMismatchError,
+    k_check,
+    ksweep_rows,
+    ood_rows,
+    subset_records,
+)
+from lm_eval_evidential.records import Records
+
+__all__ = ["PUBLISHED", "PUBLISHED_TABLE1", "DATASETS", "paper_tables"]
+
+#: Our task for each of the paper's datasets (CSQA's "removed E" row is its control ``csqa4_edl``).
+DATASETS = {"arc_c_edl": "ARC-C", "arc_e_edl": "ARC-E", "csqa_edl": "CSQA", "mmlu_math_edl": "MMLU Math"}
+METRICS = ("aupr_base", "mp_auroc", "mp_aupr", "um_auroc", "um_aupr")
+
+#: McNamara (2026), Tables 3-6 (Llama-3-8B fine-tuned on OBQA): (dataset, row) -> METRICS.
+PUBLISHED = {
+    3: {  # Implementation A, IB-EDL (sigma_mult = 0)
+        ("ARC-C", "mismatch"): (0.299, 0.910, 0.922, 0.947, 0.944),
+        ("ARC-C", "correct"): (0.299, 0.653, 0.472, 0.642, 0.446),
+        ("ARC-E", "mismatch"): (0.174, 0.902, 0.897, 0.940, 0.917),
+        ("ARC-E", "correct"): (0.174, 0.581, 0.257, 0.580, 0.234),
+        ("CSQA", "mismatch"): (0.291, 0.915, 0.921, 0.913, 0.859),
+        ("CSQA", "correct"): (0.337, 0.651, 0.449, 0.612, 0.399),
+    },
+    4: {  # Implementation A, standard EDL
+        ("ARC-C", "mismatch"): (0.299, 0.865, 0.879, 0.850, 0.862),
+        ("ARC-C", "correct"): (0.299, 0.614, 0.394, 0.613, 0.393),
+        ("ARC-E", "mismatch"): (0.174, 0.854, 0.848, 0.836, 0.817),
+        ("ARC-E", "correct"): (0.174, 0.557, 0.206, 0.556, 0.203),
+        ("CSQA", "mismatch"): (0.291, 0.862, 0.877, 0.841, 0.848),
+        ("CSQA", "correct"): (0.337, 0.566, 0.381, 0.564, 0.371),
+    },
+    5: {  # Implementation B, IB-EDL
+        ("MMLU Math", "mismatch"): (0.516, 0.871, 0.887, 0.936, 0.932),
+        ("MMLU Math", "correct"): (0.516, 0.871, 0.887, 0.804, 0.765),
+        ("ARC-C", "mismatch"): (0.303, 0.583, 0.371, 0.912, 0.912),
+        ("ARC-C", "correct"): (0.303, 0.583, 0.371, 0.576, 0.364),
+        ("ARC-E", "mismatch"): (0.180, 0.479, 0.171, 0.902, 0.893),
+        ("ARC-E", "correct"): (0.180, 0.479, 0.171, 0.477, 0.177),
+        ("CSQA", "mismatch"): (0.291, 0.916, 0.924, 0.911, 0.908),
+        ("CSQA", "correct"): (0.337, 0.711, 0.560, 0.714, 0.551),
+    },
+    6: {  # Implementation B, standard EDL
+        ("MMLU Math", "mismatch"): (0.516, 0.896, 0.888, 0.950, 0.964),
+        ("MMLU Math", "correct"): (0.516, 0.896, 0.888, 0.907, 0.910),
+        ("ARC-C", "mismatch"): (0.303, 0.563, 0.337, 0.850, 0.855),
+        ("ARC-C", "correct"): (0.303, 0.563, 0.337, 0.571, 0.351),
+        ("ARC-E", "mismatch"): (0.180, 0.510, 0.186, 0.835, 0.812),
+        ("ARC-E", "correct"): (0.180, 0.510, 0.186, 0.517, 0.199),
+        ("CSQA", "mismatch"): (0.291, 0.860, 0.862, 0.846, 0.839),
+        ("CSQA", "correct"): (0.337, 0.619, 0.411, 0.623, 0.443),
+    },
+}
+#: McNamara (2026), Table 1 (standard EDL, OBQA -> ARC-C, zero-evidence options): (condition, x) -> (AUROC, AUPR).
+PUBLISHED_TABLE1 = {
+    **{(c, 0): (0.570, 0.351) for c in ("ood_only", "matched")},
+    ("ood_only", 1): (0.842, 0.845),
+    ("ood_only", 2): (0.888, 0.901),
+    ("ood_only", 3): (0.909, 0.921),
+    ("ood_only", 4): (0.922, 0.935),
+    **{("matched", x): (0.570, 0.351) for x in range(1, 5)},
+}
+#: Which table each (implementation, method) is; the softmax baseline has none.
+TABLE_OF = {("A", "ib_edl"): 3, ("A", "edl"): 4, ("B", "ib_edl"): 5, ("B", "edl"): 6}
+_PHANTOM_OF = {"A": "model", "B": "count"}
+_SCORES = ("max_prob", "reciprocal_vacuity")
+
+
+def _metrics(rows: list[dict]) -> dict:
+    by = {r["score"]: r for r in rows}
+    mp, um = by["max_prob"], by["reciprocal_vacuity"]
+    return {
+        "aupr_base": mp["aupr_baseline"],
+        "mp_auroc": mp["auroc"],
+        "mp_aupr": mp["aupr_in"],
+        "um_auroc": um["auroc"],
+        "um_aupr": um["aupr_in"],
+        "n_ood": mp["n_ood"],
+        "k_ood": mp["k_ood"],
+    }
+
+
+def _undefined(reason: str) -> dict:
+    return {**dict.fromkeys(METRICS, float("nan")), "n_ood": 0, "k_ood": None, "reason": reason}
+
+
+def _same_k(id_records: Records, ood_records: Records) -> Records:
+    """The OOD questions with the ID task's K (the paper's 4-option comparison), refused when there are none."""
+    return subset_records(ood_records, k_check(id_records, ood_records, "restrict").keep_ood)
+
+
+def _pair(id_records: Records, ood_records: Records, implementation: str, k_forced: int, allow: bool) -> list[dict]:
+    """(mismatch, correct) rows of one 4-option OOD task."""
+    kept = _same_k(id_records, ood_records)
+    common = {"scores": _SCORES, "n_boot": 0, "allow_fingerprint_mismatch": allow}
+    correct = {**_metrics(ood_rows(id_records, kept, **common)), "row": "correct"}
+    try:
+        rows = ood_rows(
+            id_records, kept, **common, k_policy="report", force_k=k_forced, phantom=_PHANTOM_OF[implementation]
+        )
+        mismatch = {**_metrics(rows), "row": "mismatch"}
+    except ValueError as exc:  # IB-EDL under model phantoms, records without phantom logits
+        mismatch = {**_undefined(str(exc)), "row": "mismatch"}
+    return [mismatch, correct]
+
+
+def paper_tables(
+    id_records: Records,
+    ood: dict[str, Records],
+    *,
+    phantom: str = "zero",
+    max_extra: int = 4,
+    allow_fingerprint_mismatch: bool = False,
+) -> dict:
+    """The data of McNamara (2026)'s Tables 1 and 3-6 for ``id_records`` and the OOD records ``ood``.
+
+    ``ood`` maps task names to records; the tasks of :data:`DATASETS` (and ``csqa4_edl``, CSQA's
+    "removed E" row) are used, others ignored. Returns ``{"table1": {task: ksweep rows with the
+    published (AUROC, AUPR) where the setting matches}, "A": [...], "B": [...], "method",
+    "published_tables": {"A": n or None, "B": n or None}}``; each implementation's list has,
+    per dataset, the rows "mismatch" and "correct" (keys ``dataset, task, k_label, row,`` the
+    :data:`METRICS`, their ``delta_*`` on the second row, ``published`` (the paper's values or
+    None) and ``reason`` where a row cannot be computed).
+    """
+    method = id_records.method
+    matches_id = id_records.task == "obqa_edl"
+    out: dict = {"method": method, "id_task": id_records.task, "table1": {}}
+    allow = allow_fingerprint_mismatch
+    for task, records in ood.items():
+        if task not in DATASETS or task == "csqa_edl":
+            continue
+        try:
+            rows = ksweep_rows(
+                id_records,
+                _same_k(id_records, records),
+                max_extra=max_extra,
+                scores=["reciprocal_vacuity"],
+                phantom=phantom,
+                allow_fingerprint_mismatch=allow,
+            )
+        except (CardinalityMismatchError, ValueError) as exc:
+            out["table1"][task] = {"reason": str(exc), "rows": []}
+            continue
+        published = matches_id and task == "arc_c_edl" and method == "edl" and phantom == "zero"
+        for r in rows:
+            r["published"] = PUBLISHED_TABLE1.get((r["condition"], r["extra"])) if published else None
+        out["table1"][task] = {"rows": rows}
+    for implementation in ("A", "B"):
+        table = TABLE_OF.get((implementation, method))
+        out.setdefault("published_tables", {})[implementation] = table if matches_id else None
+        rows: list[dict] = []
+        for task, dataset in DATASETS.items():
+            if task not in ood or (implementation == "A" and task == "mmlu_math_edl"):
+                continue
+            if task == "csqa_edl":
+                pair = [{**_metrics(_as_is(id_records, ood[task], allow)), "row": "mismatch"}]
+                if "csqa4_edl" in ood:
+                    pair.append(
+                        {
+                            **_metrics(
+                                ood_rows(
+                                    id_records,
+                                    ood["csqa4_edl"],
+                                    scores=_SCORES,
+                                    n_boot=0,
+                                    allow_fingerprint_mismatch=allow,
+                                )
+                            ),
+                            "row": "correct",
+                        }
+                    )
+                else:
+                    pair.append(
+                        {**_undefined("csqa4_edl (CSQA with option E removed) is not in this run"), "row": "correct"}
+                    )
+                labels = ("5 (as-is)", '4 (removed "E")')
+            else:
+                pair = _pair(id_records, ood[task], implementation, 5, allow)
+                labels = ("5 (mismatch)", "4 (correct)")
+            for r, label in zip(pair, labels):
+                r.update(dataset=dataset, task=task, k_label=label)
+                published = PUBLISHED.get(table, {}).get((dataset, r["row"])) if matches_id and table else None
+                r["published"] = None if published is None else dict(zip(METRICS, published))
+            first, second = pair
+            for m in METRICS:
+                second[f"delta_{m}"] = second[m] - first[m]
+            rows += pair
+        out[implementation] = rows
+    return out
+
+
+def _as_is(id_records: Records, records: Records, allow: bool) -> list[dict]:
+    """CSQA scored with its own K = 5 against a K = 4 ID task (the paper's "5 (as-is)" row)."""
+    return ood_rows(id_records, records, scores=_SCORES, n_boot=0, k_policy="report", allow_fingerprint_mismatch=allow)
