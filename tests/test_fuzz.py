@@ -43,6 +43,7 @@ from lm_eval_evidential.metrics.scores import SCORES, compute_score
 from lm_eval_evidential.metrics.selective import aurc, prr
 from lm_eval_evidential.records import (
     META_KEY,
+    OPTIONAL_FIELDS,
     RECORD_FIELDS,
     SCHEMA_VERSION,
     RecordsError,
@@ -255,7 +256,7 @@ def _check_loaded(rec, table) -> None:
     """
     n = table.num_rows
     assert len(rec) == n and rec.k.shape == (n,) and rec.logits.shape[0] == n
-    assert all(set(rec[i]) == set(RECORD_FIELDS) for i in range(n))
+    assert all(set(rec[i]) == set(RECORD_FIELDS) | set(OPTIONAL_FIELDS) for i in range(n))
     if n == 0:
         return
     k = rec.k
@@ -286,6 +287,7 @@ def _check_loaded(rec, table) -> None:
                 k=k,
                 alpha=rec.alpha if rec.has_alpha else None,
                 prior_weight=rec.prior_weight,
+                logits=rec.logits,
             )
             assert v.shape == (n,) and np.isfinite(v).all(), (name, v)
     assert np.isfinite(probs[real]).all() and (probs[real] >= 0).all() and (probs[real] <= 1 + 1e-12).all()

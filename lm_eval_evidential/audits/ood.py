@@ -350,7 +350,7 @@ def _side(records: Records, keep, phantom: str, names) -> dict:
     z = records.logits[keep]
     needs_logits = any(SCORES[n].needs_logits for n in names)
     out = {"logits": z if needs_logits else None, "phantom": None, "phantom_logits": None}
-    zp = records.phantom_logits[keep]
+    zp = records.phantom_logits[keep] if records.has_phantoms else np.empty((k.size, 0))
     if records.has_alpha:
         out["alpha"] = records.alpha[keep]
     else:

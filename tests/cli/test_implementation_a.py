@@ -28,7 +28,7 @@ def _records(task, logits, phantoms):
             gold=0,
             logits=z,
             alpha=[math.log1p(math.exp(v)) + 1.0 for v in z],
-            phantom_logits=p,
+            optional={"phantom_logits": p},
         )
         for i, (z, p) in enumerate(zip(logits, phantoms))
     ]

@@ -37,7 +37,7 @@ def _records(task, ks, shift, seed, method):
                 gold=0,
                 logits=z,
                 alpha=None if method == "softmax" else np.logaddexp(0, z) + 1.0,
-                phantom_logits=rng.normal(shift - 1, 1.5, size=4),
+                optional={"phantom_logits": rng.normal(shift - 1, 1.5, size=4)},
             )
         )
     meta = {"method": method, "prior_weight": 1.0, "pretrained": "synthetic-llm", "phantom_count": 4}

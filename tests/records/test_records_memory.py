@@ -53,7 +53,7 @@ probs = rec.probs
 y = rec.doc_id < n // 2  # ID = the first half, positive
 aucs = {}
 for name in SCORES:
-    score = compute_score(name, probs=probs, k=rec.k, alpha=rec.alpha, prior_weight=rec.prior_weight)
+    score = compute_score(name, probs=probs, k=rec.k, alpha=rec.alpha, prior_weight=rec.prior_weight, logits=rec.logits)
     aucs[name] = auroc(y, score)
     del score
 fields = ("doc_id", "k", "gold", "pred", "correct", "logits", "evidence", "alpha", "strength", "vacuity", "max_prob")
