@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ._options import (
     add_audit_parser,
+    add_phantom,
     comma_list,
     load,
     non_negative_int,
@@ -65,6 +66,7 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--max-extra", dest="max_extra", type=int, default=4, help="largest K-sweep expansion (default 4, at most 64)"
     )
+    add_phantom(p)
 
 
 def run(args) -> int:
@@ -83,6 +85,7 @@ def run(args) -> int:
         n_boot=args.n_boot,
         seed=args.seed,
         max_extra=args.max_extra,
+        phantom=args.phantom,
     )
     # One line per refused pair, its policies together; the remedies are in report.md.
     refused: dict[str, list] = {}

@@ -102,6 +102,7 @@ def report_data(
     level: float,
     max_extra: int,
     n_bins: int,
+    phantom: str = "zero",
 ) -> Report:
     """Every section of the report on checked inputs, its figures drawn into ``figures_dir``, the summary last."""
     all_records = [id_records, *ood_records]
@@ -138,7 +139,14 @@ def report_data(
         _skip(report, "controls", exc)
     report["k_effect"] = _k_effect(id_records, ood_records, report["controls"])
     accepted = _ksweep_section(
-        report, id_records, ood_records, figures_dir, policies[0], scores=scores, max_extra=max_extra
+        report,
+        id_records,
+        ood_records,
+        figures_dir,
+        policies[0],
+        scores=scores,
+        max_extra=max_extra,
+        phantom=phantom,
     )
     _quality_sections(report, id_records, ood_records, accepted, figures_dir, scores=scores, n_bins=n_bins)
     report["summary"] = summarize(report)
@@ -197,6 +205,7 @@ def _ksweep_section(
     *,
     scores,
     max_extra,
+    phantom: str = "zero",
 ) -> list[Records]:
     """The K sweep (table, DeLong test, figure) of each pair ``policy`` accepts; returns those OOD records
     as ``policy`` evaluates them (restricted or whole)."""
@@ -210,8 +219,14 @@ def _ksweep_section(
         accepted.append(subset_records(r, check.keep_ood))
         entry = KSweepEntry()
         try:
-            entry["rows"] = ksweep_rows(id_records, r, max_extra=max_extra, scores=scores, k_policy=policy)
-            entry["delong_test"] = ksweep_delong(id_records, r, k_policy=policy) if max_extra >= 1 else None
+            entry["rows"] = ksweep_rows(
+                id_records, r, max_extra=max_extra, scores=scores, k_policy=policy, phantom=phantom
+            )
+            entry["delong_test"] = (
+                ksweep_delong(id_records, r, k_policy=policy, phantom=phantom)
+                if max_extra >= 1 and any(row["extra"] >= 1 for row in entry["rows"])
+                else None
+            )
             name = ksweep_figure(id_records.task, r.task)
             paths = plots.plot_ksweep(
                 entry["rows"], out / name, title=f"{id_records.task} → {r.task} (k_policy={policy})"

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from lm_eval_evidential.metrics.calibration import check_n_bins
-from lm_eval_evidential.metrics.cardinality import check_max_extra
+from lm_eval_evidential.metrics.cardinality import check_max_extra, check_phantom_mode
 from lm_eval_evidential.metrics.detection import check_n_boot
 from lm_eval_evidential.records import OutputPathError, Records, atomic_folder, atomic_write_text, checked_together
 from lm_eval_evidential.records.io import read_regular_file, write_json
@@ -29,6 +29,7 @@ def build_report(
     max_extra: int = 4,
     n_bins: int = 15,
     allow_fingerprint_mismatch: bool = False,
+    phantom: str = "zero",
 ) -> Report:
     """Write ``report.md``, ``appendix.md`` (every score), ``report.json`` and the figures (PNG + SVG) into
     ``out_dir``; return the report dict.
@@ -36,8 +37,9 @@ def build_report(
     ``k_policy`` is one policy or several (one OOD table each); the K sweep, ATC and the
     other per-pair sections use the first. ``scores`` restricts every section to those
     score names (default: every score the records can give; the K sweep and the risk-coverage
-    figure default to ``OOD_DEFAULT_SCORES``). The dict has the sections ``summary, meta,
-    k_histograms, policies, k_effect, ood, controls, ksweep, calibration, selective, atc, orders, figures,
+    figure default to ``OOD_DEFAULT_SCORES``). ``phantom`` is the K sweep's mode (``zero``, ``model``
+    or ``count``: :func:`~lm_eval_evidential.audits.ood.ksweep_rows`). The dict has the sections ``summary,
+    meta, k_histograms, policies, k_effect, ood, controls, ksweep, calibration, selective, atc, orders, figures,
     skipped``, all rows JSON-ready (:class:`~lm_eval_evidential.report.types.Report`). An OOD
     task equal to the ID task is refused (ValueError). Records of different producers raise
     ``FingerprintMismatchError`` before anything is written, unless ``allow_fingerprint_mismatch``
@@ -53,6 +55,7 @@ def build_report(
     policies = check_policies(k_policy)
     check_n_boot(n_boot)  # size options refused before any work (a section would otherwise only be skipped)
     check_max_extra(max_extra)
+    check_phantom_mode(phantom)
     check_n_bins(n_bins)
     ood_records = list(ood_records)
     if not ood_records:
@@ -84,6 +87,7 @@ def build_report(
             level=level,
             max_extra=max_extra,
             n_bins=n_bins,
+            phantom=phantom,
         )
         write_json(staging / "report.json", report)
         atomic_write_text(staging / "report.md", render_markdown(report))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from lm_eval_evidential.audits.ood import sensitivity_lines
+from lm_eval_evidential.audits.ood import phantom_evidence_line, sensitivity_lines
 from lm_eval_evidential.metrics.scores import OOD_DEFAULT_SCORES
 from lm_eval_evidential.report.data import ksweep_figure, risk_coverage_figure
 from lm_eval_evidential.report.format import format_ci, format_k, format_number, format_p
@@ -371,10 +371,16 @@ def _md_controls(report: Report) -> list[str]:
 
 def _md_ksweep(report: Report) -> list[str]:
     idt, primary = report["id_task"], report["policies"][0]
+    modes = {r.get("phantom", "zero") for e in report["ksweep"].values() for r in e.get("rows", [])} or {"zero"}
+    appended = {
+        "zero": "Zero-evidence options (α = λ)",
+        "model": "The model's own next options (\" E\".. from the records' phantom logits)",
+        "count": "Options counted in vacuity's K alone (u = λ(K+x)/S, every other score unchanged)",
+    }[min(modes)]
     lines = [
         "## K sweep (McNamara (2026), Table 1 / Figure 1)",
         "",
-        f"Zero-evidence options (α = λ) appended to the OOD side only (OOD-only) or to both sides (matched), model "
+        f"{appended} appended to the OOD side only (OOD-only) or to both sides (matched), model "
         f"outputs fixed; Δ against x = 0. k_policy = {primary}. Full tables in {APPENDIX_FILE}.",
         "",
     ]
@@ -388,7 +394,9 @@ def _md_ksweep(report: Report) -> list[str]:
         if "skipped" in entry:
             lines += [f"Not computed: {entry['skipped']}", ""]
             continue
-        lines += [f"- {line}" for line in sensitivity_lines(entry["rows"], digits=3)] + [""]
+        lines += [f"- {line}" for line in sensitivity_lines(entry["rows"], digits=3)]
+        prop1 = phantom_evidence_line(entry["rows"])
+        lines += ([f"- {prop1}"] if prop1 else []) + [""]
         t = entry.get("delong_test")
         if t:
             lines += [

@@ -92,3 +92,18 @@ def test_cli_prints_markdown_and_json(run_dir, tmp_path, capsys):
     assert f"McNamara (2026) Table {5 if method == 'ib_edl' else 6}, Llama-3-8B" in text
     assert '4 (removed "E")' in text
     assert set(json.loads(out.read_text())) >= {"table1", "A", "B", "method"}
+
+
+def test_report_takes_the_phantom_mode(run_dir, tmp_path):
+    root, method = run_dir
+    args = ["report", str(root), "--id", "obqa_edl", "--ood", "mmlu_math_edl", "--n-boot", "0", "--max-extra", "2"]
+    phantom = "model" if method == "edl" else "count"
+    assert main([*args, "--out", str(tmp_path / "r"), "--phantom", phantom]) == 0
+    report = json.loads((tmp_path / "r" / "report.json").read_text())
+    rows = report["ksweep"]["mmlu_math_edl"]["rows"]
+    assert {r["phantom"] for r in rows} == {phantom} and report["ksweep"]["mmlu_math_edl"]["delong_test"][
+        "phantom"
+    ] == phantom
+    text = (tmp_path / "r" / "report.md").read_text()
+    assert ("model's own next options" if phantom == "model" else "vacuity's K alone") in text
+    assert "Proposition 1 (McNamara 2026)" in text
