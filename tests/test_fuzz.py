@@ -542,9 +542,11 @@ def test_compute_score_on_zero_examples_is_empty(name):
     """0 examples (shape (0, 0) or (0, K)) give an empty score array, not an IndexError."""
     for width in (0, 4):
         with strict_numpy():
-            v = compute_score(name, probs=None, k=np.zeros(0, dtype=np.int64), alpha=np.zeros((0, width)))
+            v = compute_score(
+                name, probs=None, k=np.zeros(0, dtype=np.int64), alpha=np.zeros((0, width)), logits=np.zeros((0, width))
+            )
         assert v.shape == (0,)
-        if not SCORES[name].needs_alpha:
+        if not SCORES[name].needs_alpha and not SCORES[name].needs_logits:
             with strict_numpy():
                 v = compute_score(name, probs=np.zeros((0, width)), k=np.zeros(0, dtype=np.int64))
             assert v.shape == (0,)

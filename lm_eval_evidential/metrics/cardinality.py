@@ -32,7 +32,6 @@ __all__ = [
     "ksweep",
     "classify_k_sensitivity",
     "PHANTOM_MODES",
-    "check_phantom_mode",
     "phantom_scores",
 ]
 
@@ -341,7 +340,14 @@ def phantom_scores(
 
     The scoring of one side of :func:`ksweep` at one ``x``; with ``phantom="model"`` and the
     real next-label concentrations it is the forced-K scoring of McNamara (2026)'s
-    Implementation A (a 4-option task scored at K = 5 with its real " E").
+    Implementation A (a 4-option task scored at K = 5 with its real " E"). Each row is scored on
+
+    .. math::
+
+        (\alpha_1, \dots, \alpha_K, \alpha_{K+1}, \dots, \alpha_{K+x}), \qquad
+        \alpha_{K+j} = \lambda \ (\text{zero}), \ \text{the model's own} \ (\text{model}),
+
+    or, for ``count``, on the K real options with vacuity's count ``K + x`` (``u = lambda (K + x) / S``).
 
     Parameters
     ----------

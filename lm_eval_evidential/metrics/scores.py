@@ -151,11 +151,13 @@ def _l2_to_uniform(p, k, mask, alpha, lam, z=None):
 def _neg_energy(p, k, mask, alpha, lam, z=None):
     from scipy.special import logsumexp
 
+    if z.shape[0] == 0:
+        return np.zeros(0)
     return logsumexp(np.where(np.isnan(z), -np.inf, z), axis=1)  # NaN padding contributes e^-inf = 0
 
 
 def _max_logit(p, k, mask, alpha, lam, z=None):
-    return np.nanmax(z, axis=1)
+    return np.nanmax(z, axis=1) if z.shape[0] else np.zeros(0)
 
 
 def _js_to_uniform(p, k, mask, alpha, lam, z=None):

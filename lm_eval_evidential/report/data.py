@@ -123,6 +123,7 @@ def report_data(
         ood={},
         controls=[],
         ksweep={},
+        implementation_a=[],
         calibration=[],
         selective=[],
         atc=[],
@@ -148,6 +149,7 @@ def report_data(
         max_extra=max_extra,
         phantom=phantom,
     )
+    report["implementation_a"] = _implementation_a(report, id_records, accepted)
     _quality_sections(report, id_records, ood_records, accepted, figures_dir, scores=scores, n_bins=n_bins)
     report["summary"] = summarize(report)
     return report
@@ -179,6 +181,42 @@ def _k_effect(id_records: Records, ood_records: Sequence[Records], controls) -> 
             sentences.append(sentence)
             done.add(row["source"])
     return sentences
+
+
+def _implementation_a(report: Report, id_records: Records, accepted) -> list:
+    """McNamara (2026)'s Implementation A beside the K-matched number: each accepted OOD task whose questions
+    all have the ID task's K, scored as it is and at K + 1 with the model's own next option (" E" after
+    " A".." D"), for max-prob and reciprocal vacuity; a task the records cannot do it for is skipped with why."""
+    rows = []
+    k_id = k_histogram(id_records.k)
+    for r in accepted:
+        if len(k_id) != 1 or not len(r) or k_histogram(r.k) != {next(iter(k_id)): len(r)} or not r.has_phantoms:
+            continue  # mixed K, or records from before phantom logits were kept: nothing to reproduce
+        k = next(iter(k_id))
+        common = {
+            "scores": ["max_prob", "reciprocal_vacuity"] if r.has_alpha else ["max_prob"],
+            "n_boot": 0,
+        }
+        try:
+            matched = ood_rows(id_records, r, **common)
+            forced = ood_rows(id_records, r, k_policy="report", force_k=k + 1, phantom="model", **common)
+        except ValueError as exc:
+            _skip(report, f"implementation A {r.task}", exc)
+            continue
+        for a, b in zip(matched, forced):
+            rows.append(
+                {
+                    "ood_task": r.task,
+                    "score": a["score"],
+                    "k": k,
+                    "auroc": a["auroc"],
+                    "aupr_in": a["aupr_in"],
+                    "forced_k": k + 1,
+                    "auroc_forced": b["auroc"],
+                    "aupr_in_forced": b["aupr_in"],
+                }
+            )
+    return rows
 
 
 def _ood_section(id_records: Records, ood_records: Sequence[Records], policy: str, **opts) -> OODSection:

@@ -74,6 +74,7 @@ def render_markdown(report: Report) -> str:
         _md_ood,
         _md_controls,
         _md_ksweep,
+        _md_implementation_a,
         _md_calibration,
         _md_selective,
         _md_atc,
@@ -407,6 +408,35 @@ def _md_ksweep(report: Report) -> list[str]:
             ]
         lines += _figure(report, ksweep_figure(idt, task), f"AUROC and AUPR-In of {idt} → {task} as K grows")
     return lines
+
+
+def _md_implementation_a(report: Report) -> list[str]:
+    rows = report.get("implementation_a") or []
+    if not rows:
+        return []
+    lines = [
+        "## Implementation A (McNamara (2026), §4.3, Tables 3–4)",
+        "",
+        "The published bug reproduced, never a default: each OOD task scored at K + 1 with the model's own next "
+        'option (" E" after " A".." D", from the records\' phantom logits), beside the K-matched number. '
+        "The forced rows compare different K and are not a valid OOD result.",
+        "",
+    ]
+    body = [
+        [
+            r["ood_task"],
+            r["score"],
+            format_number(r["auroc"]),
+            format_number(r["aupr_in"]),
+            r["forced_k"],
+            format_number(r["auroc_forced"]),
+            format_number(r["aupr_in_forced"]),
+        ]
+        for r in rows
+    ]
+    k = rows[0]["k"]
+    headers = ["OOD task", "score", f"AUROC (K = {k})", "AUPR-In", "forced K", "AUROC (forced)", "AUPR-In (forced)"]
+    return lines + _table(headers, body)
 
 
 def _ksweep_table(rows: Sequence[AuditRow]) -> list[str]:

@@ -159,6 +159,7 @@ class Report(TypedDict):
     ood: dict[str, OODSection]
     controls: list[ControlRow]
     ksweep: dict[str, KSweepEntry]
+    implementation_a: list[AuditRow]
     calibration: list[AuditRow]
     selective: list[AuditRow]
     atc: list[AuditRow]

@@ -195,16 +195,19 @@ def test_padding_validation_errors():
 
 # ---------------------------------------------------------------- scores.py
 
+# The scores of p and alpha (the logit scores, neg_energy and max_logit, are tested in test_phantom_sweep.py).
+PROB_SCORES = [name for name, spec in S.SCORES.items() if not spec.needs_logits]
+
 
 @SETTINGS
 @given(ragged_logits, lambdas)
 def test_every_score_matches_brute_force_loop(rows, lam):
     alpha = D.edl_alpha(pad(rows), lam)
     probs, k = D.expected_probs(alpha), D.class_counts(alpha)
-    got = {name: S.compute_score(name, probs=probs, k=k, alpha=alpha, prior_weight=lam) for name in S.SCORES}
+    got = {name: S.compute_score(name, probs=probs, k=k, alpha=alpha, prior_weight=lam) for name in PROB_SCORES}
     for i in range(len(rows)):
         ref = oracle_scores(alpha[i, : k[i]].tolist(), lam)
-        assert set(ref) == set(S.SCORES)
+        assert set(ref) == set(PROB_SCORES)
         for name, value in ref.items():
             np.testing.assert_allclose(got[name][i], value, rtol=1e-9, atol=1e-12, err_msg=name)
 
@@ -224,7 +227,7 @@ def test_js_to_uniform_matches_scipy_distance_squared(rows):
 def test_orientation_confident_beats_flat_for_every_score():
     alpha = np.array([[50.0, 1.0, 1.0, 1.0], [1.0, 1.0, 1.0, 1.0]])
     probs, k = D.expected_probs(alpha), D.class_counts(alpha)
-    for name in S.SCORES:
+    for name in PROB_SCORES:
         v = S.compute_score(name, probs=probs, k=k, alpha=alpha)
         assert v[0] > v[1], name
 
@@ -232,7 +235,7 @@ def test_orientation_confident_beats_flat_for_every_score():
 def test_probs_can_be_derived_from_alpha():
     alpha = pad([[3.0, 1.0, 2.0], [1.0, 4.0]])
     k = D.class_counts(alpha)
-    for name in S.SCORES:
+    for name in PROB_SCORES:
         np.testing.assert_array_equal(
             S.compute_score(name, probs=None, k=k, alpha=alpha),
             S.compute_score(name, probs=D.expected_probs(alpha), k=k, alpha=alpha),
@@ -243,7 +246,7 @@ def test_alpha_and_probs_of_different_width_and_mismatch():
     alpha = pad([[3.0, 1.0, 2.0], [1.0, 4.0]])
     k = D.class_counts(alpha)
     wide = np.hstack([D.expected_probs(alpha), np.full((2, 2), np.nan)])  # extra all-NaN columns
-    for name in S.SCORES:
+    for name in PROB_SCORES:
         np.testing.assert_array_equal(
             S.compute_score(name, probs=wide, k=k, alpha=alpha), S.compute_score(name, probs=None, k=k, alpha=alpha)
         )
@@ -254,9 +257,10 @@ def test_alpha_and_probs_of_different_width_and_mismatch():
 def test_registry_api_and_errors():
     assert S.OOD_DEFAULT_SCORES == ("reciprocal_vacuity", "max_prob", "neg_norm_entropy")
     assert set(S.OOD_DEFAULT_SCORES) <= set(S.SCORES)
-    assert S.available_scores(True) == list(S.SCORES)
+    assert S.available_scores(True, has_logits=True) == list(S.SCORES)
+    assert S.available_scores(True) == PROB_SCORES
     no_alpha = S.available_scores(False)
-    assert set(no_alpha) == {n for n, spec in S.SCORES.items() if not spec.needs_alpha}
+    assert set(no_alpha) == {n for n, spec in S.SCORES.items() if not spec.needs_alpha and not spec.needs_logits}
     assert {"reciprocal_vacuity", "strength", "neg_mutual_information"}.isdisjoint(no_alpha)
     for name, spec in S.SCORES.items():
         assert spec.name == name and f"``{name}``" in S.__doc__  # documented once, in the table
