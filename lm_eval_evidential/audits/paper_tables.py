@@ -121,10 +121,10 @@ def _same_k(id_records: Records, ood_records: Records) -> Records:
     return subset_records(ood_records, k_check(id_records, ood_records, "restrict").keep_ood)
 
 
-def _pair(id_records: Records, ood_records: Records, implementation: str, k_forced: int, allow: bool) -> list[dict]:
+def _pair(id_records: Records, ood_records: Records, implementation: str, k_forced: int) -> list[dict]:
     """(mismatch, correct) rows of one 4-option OOD task."""
     kept = _same_k(id_records, ood_records)
-    common = {"scores": _SCORES, "n_boot": 0, "allow_fingerprint_mismatch": allow}
+    common = {"scores": _SCORES, "n_boot": 0}
     correct = {**_metrics(ood_rows(id_records, kept, **common)), "row": "correct"}
     try:
         rows = ood_rows(
@@ -142,7 +142,6 @@ def paper_tables(
     *,
     phantom: str = "zero",
     max_extra: int = 4,
-    allow_fingerprint_mismatch: bool = False,
 ) -> dict:
     """The data of McNamara (2026)'s Tables 1 and 3-6 for ``id_records`` and the OOD records ``ood``.
 
@@ -157,7 +156,6 @@ def paper_tables(
     method = id_records.method
     matches_id = id_records.task == "obqa_edl"
     out: dict = {"method": method, "id_task": id_records.task, "table1": {}}
-    allow = allow_fingerprint_mismatch
     for task, records in ood.items():
         if task not in DATASETS or task == "csqa_edl":
             continue
@@ -168,7 +166,6 @@ def paper_tables(
                 max_extra=max_extra,
                 scores=["reciprocal_vacuity"],
                 phantom=phantom,
-                allow_fingerprint_mismatch=allow,
             )
         except (CardinalityMismatchError, ValueError) as exc:
             out["table1"][task] = {"reason": str(exc), "rows": []}
@@ -185,7 +182,7 @@ def paper_tables(
             if task not in ood or (implementation == "A" and task == "mmlu_math_edl"):
                 continue
             if task == "csqa_edl":
-                pair = [{**_metrics(_as_is(id_records, ood[task], allow)), "row": "mismatch"}]
+                pair = [{**_metrics(_as_is(id_records, ood[task])), "row": "mismatch"}]
                 if "csqa4_edl" in ood:
                     pair.append(
                         {
@@ -195,7 +192,6 @@ def paper_tables(
                                     ood["csqa4_edl"],
                                     scores=_SCORES,
                                     n_boot=0,
-                                    allow_fingerprint_mismatch=allow,
                                 )
                             ),
                             "row": "correct",
@@ -207,7 +203,7 @@ def paper_tables(
                     )
                 labels = ("5 (as-is)", '4 (removed "E")')
             else:
-                pair = _pair(id_records, ood[task], implementation, 5, allow)
+                pair = _pair(id_records, ood[task], implementation, 5)
                 labels = ("5 (mismatch)", "4 (correct)")
             for r, label in zip(pair, labels):
                 r.update(dataset=dataset, task=task, k_label=label)
@@ -221,6 +217,6 @@ def paper_tables(
     return out
 
 
-def _as_is(id_records: Records, records: Records, allow: bool) -> list[dict]:
+def _as_is(id_records: Records, records: Records) -> list[dict]:
     """CSQA scored with its own K = 5 against a K = 4 ID task (the paper's "5 (as-is)" row)."""
-    return ood_rows(id_records, records, scores=_SCORES, n_boot=0, k_policy="report", allow_fingerprint_mismatch=allow)
+    return ood_rows(id_records, records, scores=_SCORES, n_boot=0, k_policy="report")

@@ -127,7 +127,6 @@ def run(args) -> int:
         id_records,
         dict(zip(args.ood_tasks, ood)),
         phantom=args.phantom,
-        allow_fingerprint_mismatch=args.allow_fingerprint_mismatch,
     )
     pretrained = str(id_records.meta.get("peft") or id_records.meta.get("pretrained") or "the records' model")
     lines = [f"## McNamara (2026) tables: {args.id_task} (ID) against {', '.join(args.ood_tasks)}", ""]

@@ -14,6 +14,7 @@ from lm_eval_evidential.audits.ood import ksweep_delong, ksweep_rows
 from lm_eval_evidential.metrics.dirichlet import edl_alpha
 from lm_eval_evidential.metrics.scores import SCORES, compute_score
 from lm_eval_evidential.records import Records, make_record
+from lm_eval_evidential.records.provenance import checked_together
 
 META = {"prior_weight": 1.0, "pretrained": "synthetic-llm", "phantom_count": 4}
 
@@ -113,10 +114,10 @@ def test_model_mode_refusals():
     rid, rood = _records("id", 20, 4, 1.0, 9), _records("ood", 20, 4, 0.0, 10)
     ib = _records("ood", 20, 4, 0.0, 10, method="ib_edl")
     with pytest.raises(ValueError, match="IB-EDL evidence for a phantom option"):
-        ksweep_rows(rid, ib, phantom="model", allow_fingerprint_mismatch=True)
+        ksweep_rows(*checked_together([rid, ib], allow=True)[0], phantom="model")
     old = Records.from_rows([{**r, "phantom_logits": None} for r in rood], task="ood", meta={"method": "edl", **META})
     with pytest.raises(ValueError, match="have none"):
-        ksweep_rows(rid, old, phantom="model", allow_fingerprint_mismatch=True)
+        ksweep_rows(rid, old, phantom="model")
     with pytest.raises(ValueError, match="unknown phantom mode"):
         ksweep_rows(rid, rood, phantom="ones")
 
