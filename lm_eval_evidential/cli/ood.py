@@ -14,7 +14,7 @@ from lm_eval_evidential.records.io import write_json
 
 from ._options import (
     add_audit_parser,
-    comma_list,
+    add_ood_tasks,
     format_table,
     load,
     non_negative_int,
@@ -80,14 +80,7 @@ def add_parser(sub) -> None:
             "so by default a comparison across different class counts K is refused (exit status 2)."
         ),
     )
-    p.add_argument(
-        "--ood",
-        dest="ood_tasks",
-        required=True,
-        type=comma_list("task"),
-        metavar="T1,T2",
-        help="OOD task(s), comma-separated",
-    )
+    add_ood_tasks(p)
     p.add_argument(
         "--n-boot",
         dest="n_boot",

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ._options import (
     add_audit_parser,
+    add_ood_tasks,
     add_phantom,
     comma_list,
     load,
@@ -38,14 +39,7 @@ def add_parser(sub) -> None:
         help="write a Markdown + JSON report (OOD tables per K policy, K sweep, calibration, selective, ATC, orders)",
         description="Every audit of an ID task against OOD tasks, as paper-ready Markdown tables, JSON and figures.",
     )
-    p.add_argument(
-        "--ood",
-        dest="ood_tasks",
-        required=True,
-        type=comma_list("task"),
-        metavar="T1,T2",
-        help="OOD task(s), comma-separated",
-    )
+    add_ood_tasks(p)
     p.add_argument("--out", dest="out_dir", required=True, metavar="DIR", help="folder to write the report into")
     p.add_argument(
         "--k-policy",

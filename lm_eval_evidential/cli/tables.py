@@ -13,7 +13,7 @@ import math
 
 from lm_eval_evidential.records.io import write_json
 
-from ._options import add_audit_parser, add_phantom, comma_list, load, refuse_self_comparison
+from ._options import add_audit_parser, add_ood_tasks, add_phantom, load, refuse_self_comparison
 
 IMPLEMENTATION = {
     "A": 'Implementation A (Tables 3-4): the OOD task scored at K = 5 with the model\'s real " E" (--phantom model)',
@@ -32,14 +32,7 @@ def add_parser(sub) -> None:
         json=True,
         help="McNamara (2026) Tables 1 and 3-6 from one run, with the published values where the setting matches",
     )
-    p.add_argument(
-        "--ood",
-        dest="ood_tasks",
-        required=True,
-        type=comma_list("task"),
-        metavar="T1,T2",
-        help="OOD tasks of the run, e.g. arc_c_edl,arc_e_edl,csqa_edl,csqa4_edl,mmlu_math_edl",
-    )
+    add_ood_tasks(p, "OOD tasks of the run, e.g. arc_c_edl,arc_e_edl,csqa_edl,csqa4_edl,mmlu_math_edl")
     add_phantom(p)
 
 
