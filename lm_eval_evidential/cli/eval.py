@@ -11,6 +11,8 @@ what ``--model evidential`` is before the stock help.
 
 from __future__ import annotations
 
+import itertools
+
 HELP_PREAMBLE = """\
 lm-eval-evidential eval: the stock lm_eval CLI with this package's plugin; every argument is lm_eval's,
 and lm_eval's own help follows.
@@ -105,11 +107,35 @@ def run_lm_eval(argv: list[str]) -> int:
     return EXIT_OK
 
 
+def _option(argv: list[str], *names: str) -> str | None:
+    """The value of the first of ``names`` in ``argv`` (``--name value`` or ``--name=value``), else None."""
+    given = next((argv[i + 1] for i, a in enumerate(argv[:-1]) if a in names), None)
+    return next((a.split("=", 1)[1] for a in argv if a.split("=", 1)[0] in names and "=" in a), given)
+
+
 def _check_output_path(argv: list[str]) -> None:
-    """An --output_path nobody can write to is refused before the model loads, not after the evaluation."""
+    """An --output_path nobody can write to is refused before the model loads, not after the evaluation; a
+    ``--model evidential`` run without one (and without ``--config``, which may name one) is refused at once,
+    before the harness indexes its tasks (``simple_evaluate``'s hook refuses it too, for every other way)."""
+    from lm_eval_evidential.harness import plugin
     from lm_eval_evidential.records.io import check_writable_folder
 
-    given = next((argv[i + 1] for i, a in enumerate(argv[:-1]) if a in ("--output_path", "-o")), None)
-    given = next((a.split("=", 1)[1] for a in argv if a.startswith("--output_path=")), given)
+    given = _option(argv, "--output_path", "-o")
     if given:
         check_writable_folder(given)
+    elif (
+        plugin.NO_OUTPUT_PATH_POLICY == "refuse"
+        and plugin.model_name(argv) in (plugin.MODEL_NAME, plugin.VLLM_MODEL_NAME)
+        and _option(argv, "--config", "-C") is None
+    ):
+        plugin.no_output_path(_tasks(argv))
+
+
+def _tasks(argv: list[str]) -> list[str]:
+    """The task names after ``--tasks``/``-t`` (comma- or space-separated, as lm_eval takes them), for messages."""
+    for i, arg in enumerate(argv):
+        name, _, value = arg.partition("=")
+        if name in ("--tasks", "-t"):
+            values = [value] if value else list(itertools.takewhile(lambda a: not a.startswith("-"), argv[i + 1 :]))
+            return [t for v in values for t in v.split(",") if t]
+    return []

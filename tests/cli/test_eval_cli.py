@@ -86,6 +86,19 @@ def test_eval_refuses_a_run_that_keeps_nothing_before_the_weights_load(
     assert plugin.NO_OUTPUT_PATH_POLICY == "warn"  # plain lm_eval in the same process still only warns
 
 
+def test_eval_refuses_it_before_the_harness_indexes_its_tasks(tiny_model, our_tasks_only, monkeypatch, capsys):
+    """Said at once, not after lm_eval has read its thousands of task files; the tasks named as given."""
+    import lm_eval.tasks
+
+    monkeypatch.setattr(lm_eval.tasks.TaskManager, "__init__", lambda *a, **k: pytest.fail("tasks were indexed"))
+    argv = _argv(tiny_model)
+    at = argv.index("obqa_edl")
+    argv[at : at + 1] = ["obqa_edl,csqa4_edl", "mmlu_math_edl"]  # lm_eval takes commas and spaces
+    assert main(argv) == EXIT_ERROR
+    line = capsys.readouterr().err.strip()
+    assert "no --output_path: the evidential records of obqa_edl, csqa4_edl, mmlu_math_edl" in line
+
+
 def test_eval_with_no_output_path_runs_and_keeps_nothing(
     tiny_model, use_mirror, our_tasks_only, tmp_path, monkeypatch, capsys, at_exit
 ):
