@@ -1977,6 +1977,18 @@ CATALOGUE = [
         Cmd(["report", "{out}", "--id", "id4", "--ood", "ood4", "--out", "{tmp}/r"], report_json_fifo),
         Exit(1, r"--out .*/r is a folder with other files in it"),
     ),
+    (
+        T,
+        "train-task-a-comma-list",
+        ["train", "--pretrained", "{model}", "--task", "obqa_edl,csqa_edl", "--output-dir", "{tmp}/t"],
+        Exit(1, r"'obqa_edl,csqa_edl' is a list, this option takes one task"),
+    ),
+    (
+        T,
+        "train-task-empty",
+        ["train", "--pretrained", "{model}", "--task", " ", "--output-dir", "{tmp}/t"],
+        Exit(1, r"no task name in ' '"),
+    ),
 ]
 
 

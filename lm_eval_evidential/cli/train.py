@@ -37,7 +37,14 @@ def add_parser(sub) -> None:
         ),
     )
     p.add_argument("--pretrained", required=True, help="base model: hub id or local folder")
-    p.add_argument("--task", required=True, help="an lm-eval task whose docs have single-token answers, e.g. obqa_edl")
+    from lm_eval_evidential.cli._options import task_name
+
+    p.add_argument(
+        "--task",
+        required=True,
+        type=task_name,
+        help="an lm-eval task whose docs have single-token answers, e.g. obqa_edl",
+    )
     for f in dataclasses.fields(TrainConfig):
         flag = "--" + f.name.replace("_", "-")
         flags = (flag, *f.metadata.get("flags", ()))
