@@ -20,7 +20,8 @@ Outcomes: ``Refused`` (that exception class, message matching), ``Exit`` (that s
 ``error:`` line matching, never a traceback), ``Warned`` (a logged warning matching), ``Accepted``.
 Every ``cli``, ``eval``, ``train`` and ``subprocess`` row also checks the file system: the inputs
 are byte-identical afterwards and nothing was written except the paths the row allows (a refusal
-writes nothing). docs/reliability.md says what the table promises (`pytest --collect-only` lists the cases).
+writes nothing); ``loader`` and ``model`` rows check that reading changed and added no file.
+docs/reliability.md says what the table promises (`pytest --collect-only` lists the cases).
 """
 
 from __future__ import annotations
