@@ -8,7 +8,8 @@ lm-eval 0.4.13 has no plugin discovery, so :mod:`lm_eval_evidential._import_hook
   (``include_defaults=True``) also indexes this package's task folder, after lm_eval's and
   before the user's ``include_path`` (a user's task of the same name wins). Arguments,
   positional or not, and ``tm.include_path`` are exactly as stock; ``include_defaults=False``
-  is untouched.
+  is untouched. Every TaskManager resolves ``<stock task>_edl`` to that task's lettered view when
+  asked for it by name (:mod:`lm_eval_evidential.harness.lettered`); nothing more is indexed.
 - ``lm_eval.evaluator``: ``simple_evaluate`` with ``--model evidential`` first checks that the
   output folder can be written (before any weights load); after ``evaluate()`` returns,
   :func:`lm_eval_evidential.harness.evaluation.complete`
@@ -95,20 +96,34 @@ def on_task_manager_imported(module) -> None:
 
     def make_wrapper(original):
         def __init__(self, *args, **kwargs):
+            from lm_eval_evidential.harness.lettered import install
+
             bound = signature.bind(self, *args, **kwargs)
             bound.apply_defaults()
             _task_managers[:] = [weakref.ref(self)]  # the newest one, for nearest_task_names
             if not bound.arguments["include_defaults"]:
-                return original(self, *args, **kwargs)
+                original(self, *args, **kwargs)
+                install(self)
+                return
             given = bound.arguments["include_path"]
             user = [] if given is None else list(given) if isinstance(given, (list, tuple)) else [given]
             bound.arguments["include_path"] = [TASKS_DIR, *user]
             original(*bound.args, **bound.kwargs)
             self.include_path = given  # as the caller gave it
+            install(self)
 
         return __init__
 
+    def make_match_wrapper(original):
+        def match_tasks(self, task_list):
+            from lm_eval_evidential.harness.lettered import match_views
+
+            return match_views(self, task_list, original(self, task_list))
+
+        return match_tasks
+
     _patch(module.TaskManager, "__init__", make_wrapper)
+    _patch(module.TaskManager, "match_tasks", make_match_wrapper)
     _applied.add("lm_eval.tasks.manager")
 
 

@@ -1,0 +1,469 @@
+"""Lettered views of lm-eval's stock multiple-choice tasks: ``--tasks hellaswag_edl``.
+
+A stock multiple-choice task that asks by answer *text* (arc_challenge, hellaswag, piqa, sciq,
+truthfulqa_mc1, winogrande, …) cannot be scored by an EDL checkpoint, which is a K-class
+classifier over answer letters. Its lettered view, named ``<stock task>_edl``, shows the same
+questions with lettered options in this package's prompt (the family of obqa_edl, McNamara 2026
+Table 7) and scores the answers " A", " B", … — each question with its own K.
+
+Nothing is indexed ahead of time: the TaskManager's index is wrapped (:class:`LetteredIndex`)
+so that a name ``X_edl`` that is not already a task, where ``X`` is, resolves to a view on the
+first lookup. Every other name, and every TaskManager that is never asked for a view, costs
+nothing more than before.
+
+How a view is built from the stock task (everything after the stock task's own ``process_docs``,
+splits and ``doc_to_text`` / ``doc_to_choice`` / ``doc_to_target``):
+
+- the question is the stock ``doc_to_text`` with its trailing answer cue (a last line
+  ``Answer:`` or ``A:``) and surrounding blank space removed, since the lettered prompt adds its
+  own ``Answer:``;
+- the options are the stock choices, lettered A, B, … in their stock order;
+- the gold is the stock target (an index, or a choice's text);
+- **shuffled gold position**: where the stock task stores the gold at a fixed position
+  (``doc_to_target`` a constant, e.g. sciq's 3, truthfulqa_mc1's 0), the options are shown in
+  the order of :data:`SHUFFLE_RULE` and the gold follows them; ``order`` in each doc (logged
+  with ``--log_samples``) and ``lettered_view.orders`` in the records' metadata give it;
+- **several contexts** (lm-eval's ``multiple_input``, winogrande): the K contexts share the
+  text after them; the view shows the sentence with a blank ``_`` where the contexts differ
+  and the K differing parts as options (the contexts' common prefix is cut back to a word start);
+- refused, naming the task (and doc): a stock task that is not multiple_choice, whose choices
+  are already answer letters (run it as it is), with several gold answers, or with more than 26
+  options.
+
+With ``EVIDENTIAL_DATA_DIR`` set, the stock task's splits are read from the offline mirror
+(``<root>/<dataset_path>/<dataset_name or default>/<split>.jsonl``, the hub dataset's own schema)
+instead of the hub, exactly as for the shipped ``*_edl`` tasks.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import string
+from collections.abc import Callable
+from typing import Any
+
+from lm_eval_evidential.harness import datasets as mcqa_datasets
+from lm_eval_evidential.harness.evidential_task import EvidentialMCQATask
+
+logger = logging.getLogger(__name__)
+
+VIEW_SUFFIX = "_edl"
+LETTERS = string.ascii_uppercase
+ANSWER_TOKENS = [f" {letter}" for letter in LETTERS]
+VIEW_VERSION = 1.0
+PROMPT = (
+    "Return the label of the correct answer for the question below.\n\n{{question}}\nChoices:\n"
+    "{% for letter in letters %}{{letter}}) {{options[loop.index0]}}\n{% endfor %}Answer:"
+)
+SHUFFLE_RULE = (
+    "options ranked by sha256(f'{seed}:{question}:{stock position}') ascending, question = the stock doc_to_text; "
+    "the gold follows its option"
+)
+# A last line that is the stock prompt's own answer cue ("Answer:", "A:").
+_ANSWER_CUE = re.compile(r"(?:^|\n)[ \t]*(?:Answer|A)[ \t]*:[ \t]*\Z")
+_ONE_LETTER = re.compile(r"\(?[A-Za-z0-9]\)?\.?")
+
+
+class LetteredViewError(mcqa_datasets.DatasetError):
+    """A stock task (or one of its docs) that cannot be shown as a lettered view; the message says why."""
+
+
+def view_name(stock: str) -> str:
+    """``hellaswag`` -> ``hellaswag_edl``."""
+    return f"{stock}{VIEW_SUFFIX}"
+
+
+def stock_name(name: str) -> str | None:
+    """``hellaswag_edl`` -> ``hellaswag``; None for a name without the suffix."""
+    return name[: -len(VIEW_SUFFIX)] if name.endswith(VIEW_SUFFIX) and len(name) > len(VIEW_SUFFIX) else None
+
+
+def question_text(prompt: str) -> str:
+    """The stock prompt without its trailing answer cue (the lettered prompt ends in its own ``Answer:``).
+
+    Examples
+    --------
+    >>> question_text("Question: Why is the sky blue?\\nAnswer:")
+    'Question: Why is the sky blue?'
+    >>> question_text("Q: Which is larger?\\nA:")
+    'Q: Which is larger?'
+    >>> question_text("The trophy did not fit in the case.")
+    'The trophy did not fit in the case.'
+    """
+    return _ANSWER_CUE.sub("", prompt.strip()).strip()
+
+
+def shuffled_order(question: str, k: int, *, seed: int = 0) -> list[int]:
+    """The stock positions of a question's options in the order a gold-shuffling view shows them.
+
+    Position ``i`` is ranked by ``sha256(f"{seed}:{question}:{i}")``, smallest first
+    (:func:`~lm_eval_evidential.harness.datasets.removal_order` with the positions as labels): the
+    same on every run and machine, independent of the option texts and of which one is gold, so
+    a gold stored at a fixed stock position lands on each letter equally often over questions.
+
+    Examples
+    --------
+    >>> order = shuffled_order("Which gas do plants take in?", 4)
+    >>> sorted(order), order == shuffled_order("Which gas do plants take in?", 4)
+    ([0, 1, 2, 3], True)
+    """
+    return mcqa_datasets.removal_order(question, [str(i) for i in range(k)], seed=seed)
+
+
+def blank_rendering(contexts: list[str], continuation: str, delimiter: str = " ") -> tuple[str, list[str]]:
+    """A several-context question (winogrande) as one sentence with a blank and K fillers.
+
+    The contexts' common prefix, cut back to the start of a word, stays in the sentence;
+    each context's rest is its option; ``_`` marks the blank, followed by the shared
+    continuation.
+
+    Examples
+    --------
+    >>> blank_rendering(["The cup fell off the shelf because the shelf",
+    ...                  "The cup fell off the shelf because the cup"], "was tilted.")
+    ('The cup fell off the shelf because the _ was tilted.', ['shelf', 'cup'])
+    """
+    prefix = contexts[0]
+    for context in contexts[1:]:
+        n = 0
+        while n < min(len(prefix), len(context)) and prefix[n] == context[n]:
+            n += 1
+        prefix = prefix[:n]
+    if any(len(c) > len(prefix) for c in contexts) and not prefix.endswith((" ", "\n")):
+        prefix = prefix[: max(prefix.rfind(" "), prefix.rfind("\n")) + 1]
+    options = [c[len(prefix) :].strip() for c in contexts]
+    return f"{prefix}_{delimiter}{continuation}".strip(), options
+
+
+def _fixed_target(config) -> bool:
+    """The stock ``doc_to_target`` is a constant index: the gold sits at one position in every question."""
+    target = config.doc_to_target
+    return (isinstance(target, int) and not isinstance(target, bool)) or (
+        isinstance(target, str) and target.strip().isdigit()
+    )
+
+
+def _stock_split_docs(stock, split: str):
+    """The stock task's docs of ``split`` after its own ``process_docs`` (as ``training_docs()`` etc. do)."""
+    config = stock.config
+    if split not in stock.dataset:
+        return None
+    docs = stock.dataset[split]
+    return config.process_docs(docs) if config.process_docs is not None else docs
+
+
+class LetteredViewTask(EvidentialMCQATask):
+    """The lettered view of one stock multiple-choice task (see the module docstring).
+
+    Built by :class:`LetteredIndex` with ``metadata.stock_task`` and a ``stock_builder`` (the
+    TaskManager's way to build the stock task); the stock task is built, and its data loaded,
+    when the view's dataset is.
+    """
+
+    def __init__(self, config: dict | None = None, **kwargs) -> None:
+        config = dict(config or {})
+        build_stock: Callable[[], Any] = config.pop("stock_builder")
+        declared = config.pop("stock_output_type", None)
+        if declared not in (None, "multiple_choice"):  # refused before its data loads
+            raise LetteredViewError(_not_multiple_choice(config["task"], config["metadata"]["stock_task"], declared))
+        # The stock task is built (its data loaded) now, as it would be for --tasks <stock task>; the view
+        # takes its splits, dataset and default number of shots.
+        self.stock = build_stock()
+        check_stock(self.stock, config["task"])
+        stock_config = self.stock.config
+        for key in (
+            "training_split",
+            "validation_split",
+            "test_split",
+            "fewshot_split",
+            "dataset_path",
+            "dataset_name",
+        ):
+            config.setdefault(key, getattr(stock_config, key))
+        if stock_config.num_fewshot is not None:
+            config.setdefault("num_fewshot", stock_config.num_fewshot)
+        sampler = (
+            (stock_config.fewshot_config or {}).get("sampler")
+            if isinstance(stock_config.fewshot_config, dict)
+            else None
+        )
+        if isinstance(sampler, str):
+            config.setdefault("fewshot_config", {"sampler": sampler})
+        super().__init__(config, **kwargs)
+
+    @property
+    def stock_task_name(self) -> str:
+        return self.config.metadata["stock_task"]
+
+    @property
+    def shuffle_seed(self) -> int:
+        seed = (self.config.metadata or {}).get("shuffle_seed", 0)
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise LetteredViewError(
+                f"task {self.config.task!r}: metadata.shuffle_seed must be an integer, got {seed!r}"
+            )
+        return seed
+
+    def load_docs(self, split: str) -> list[dict]:
+        stock = self.stock
+        rows = _stock_split_docs(stock, split)
+        if rows is None:
+            raise LetteredViewError(
+                f"task {self.config.task!r}: the stock task {self.stock_task_name!r} has no split {split!r}"
+            )
+        shuffle = _fixed_target(stock.config)
+        docs, orders = [], []
+        for index, row in enumerate(rows):
+            question, options, gold = self._lettered(stock, row, index, split)
+            order = (
+                shuffled_order(question, len(options), seed=self.shuffle_seed) if shuffle else list(range(len(options)))
+            )
+            docs.append(
+                {
+                    "doc_id": index,
+                    "source_id": f"{split}/{index}",
+                    "question": question,
+                    "options": [options[i] for i in order],
+                    "letters": list(LETTERS[: len(options)]),
+                    "gold": order.index(gold),
+                    "k": len(options),
+                    "answer_tokens": list(ANSWER_TOKENS),
+                    "order": order,
+                }
+            )
+            orders.append(order)
+        if not docs:
+            raise LetteredViewError(f"task {self.config.task!r}: split {split!r} of {self.stock_task_name!r} is empty")
+        if split == self.eval_split:
+            self.view_summary = {
+                "stock_task": self.stock_task_name,
+                "stock_version": (stock.config.metadata or {}).get("version"),
+                "shuffled": shuffle,
+                "shuffle_rule": SHUFFLE_RULE if shuffle else None,
+                "shuffle_seed": self.shuffle_seed if shuffle else None,
+                "several_contexts": bool(getattr(stock, "multiple_input", 0)),
+                "orders": orders if shuffle else None,
+            }
+        return docs
+
+    def _lettered(self, stock, doc, index: int, split: str) -> tuple[str, list[str], int]:
+        where = f"task {self.config.task!r} (view of {self.stock_task_name!r}), {split} doc {index}"
+        text = stock.doc_to_text(doc)
+        choices = stock.doc_to_choice(doc)
+        if not isinstance(choices, list) or not choices:
+            raise LetteredViewError(f"{where}: doc_to_choice gave {choices!r}, not a list of choices")
+        choices = [str(c) for c in choices]
+        if len(choices) > len(LETTERS):
+            raise LetteredViewError(
+                f"{where}: {len(choices)} options, more than the {len(LETTERS)} letters A..Z a lettered view can "
+                "show; drop the question or evaluate the stock task with --model hf"
+            )
+        if getattr(stock, "multiple_input", 0):
+            gold = text
+            question, options = blank_rendering(choices, str(stock.doc_to_target(doc)), stock.config.target_delimiter)
+            if any(not o for o in options):
+                raise LetteredViewError(f"{where}: its {len(choices)} contexts do not differ ({choices!r})")
+        else:
+            target = stock.doc_to_target(doc)
+            gold = choices.index(target) if isinstance(target, str) and target in choices else target
+            question, options = question_text(str(text)), choices
+        if any(not option.strip() for option in options):
+            raise LetteredViewError(f"{where}: an option is empty ({options!r}); a lettered view cannot show it")
+        if hasattr(gold, "item"):
+            gold = gold.item()
+        if isinstance(gold, list):
+            raise LetteredViewError(
+                f"{where}: several gold answers {gold!r}; a K-class view needs exactly one (evaluate the stock task "
+                "with --model hf)"
+            )
+        if isinstance(gold, bool) or not isinstance(gold, int) or not 0 <= gold < len(options):
+            raise LetteredViewError(f"{where}: target {gold!r} is not one of the {len(options)} choices' indices")
+        return question, options, gold
+
+    def download(self, dataset_kwargs: dict | None = None, **kwargs) -> None:
+        super().download(dataset_kwargs, **kwargs)
+        if self.eval_split in self.dataset:
+            self._data_source = stock_data_source(self.stock, list(self.dataset[self.eval_split]))
+
+    @property
+    def fingerprint(self) -> dict:
+        return {**super().fingerprint, "lettered_view": getattr(self, "view_summary", None)}
+
+    def dump_config(self) -> dict:
+        config = dict(super().dump_config())
+        summary = {k: v for k, v in (getattr(self, "view_summary", None) or {}).items() if k != "orders"}
+        config["metadata"] = {**(config.get("metadata") or {}), "lettered_view": summary}
+        return config
+
+
+def check_stock(stock, view: str) -> None:
+    """Refuse a stock task that has no lettered view, saying why."""
+    name = stock.config.task
+    if stock.OUTPUT_TYPE != "multiple_choice":
+        raise LetteredViewError(_not_multiple_choice(view, name, stock.OUTPUT_TYPE))
+    doc = stock.eval_docs[0]
+    choices = stock.doc_to_choice(doc)
+    if not getattr(stock, "multiple_input", 0) and all(_ONE_LETTER.fullmatch(str(c).strip()) for c in choices):
+        raise LetteredViewError(
+            f"task {view!r}: the choices of {name!r} are already answer labels {choices!r}; run {name!r} itself "
+            "with --model evidential"
+        )
+
+
+def _not_multiple_choice(view: str, stock: str, output_type: str) -> str:
+    return f"task {view!r}: {stock!r} is a {output_type} task; lettered views exist for multiple_choice tasks only"
+
+
+def stock_data_source(stock, docs: list[dict]) -> dict:
+    """The view's data source: the stock task's dataset (and revision), with the view docs' content hash."""
+    import hashlib
+    import json
+
+    kwargs = dict(stock.config.dataset_kwargs or {})
+    digest = hashlib.sha256(json.dumps(docs, sort_keys=True, ensure_ascii=False, default=str).encode()).hexdigest()
+    return {
+        "origin": mcqa_datasets.data_origin(kwargs),
+        "dataset": stock.config.dataset_path,
+        "configs": [stock.config.dataset_name],
+        "revision": kwargs.get("revision"),
+        "files": kwargs.get("data_files"),
+        "sha256": digest[:16],
+        "stock_task": stock.config.task,
+    }
+
+
+# ------------------------------------------------------------------ building the stock task
+def _mirror_download(self, dataset_kwargs=None, **kwargs) -> None:
+    """``download`` of a stock task under ``EVIDENTIAL_DATA_DIR``: its declared splits from the mirror."""
+    import datasets
+
+    config = self.config
+    splits = [s for s in (config.training_split, config.validation_split, config.test_split) if s]
+    fewshot = (config.fewshot_config or {}).get("split") if isinstance(config.fewshot_config, dict) else None
+    splits += [s for s in (config.fewshot_split, fewshot) if s and s not in splits]
+    eval_split = config.test_split or config.validation_split
+    loaded = {}
+    for split in dict.fromkeys(splits):
+        try:
+            rows = mcqa_datasets.load_split(
+                task=config.task, dataset_path=config.dataset_path, configs=[config.dataset_name], split=split
+            )
+        except mcqa_datasets.MirrorFileNotFound:
+            if split == eval_split:
+                raise
+            continue  # a training split the mirror does not hold: only needed for few-shot examples
+        loaded[split] = datasets.Dataset.from_list(rows)
+    self.dataset = datasets.DatasetDict(loaded)
+
+
+def build_stock(factory, entry):
+    """Build the stock task of ``entry`` as the TaskManager's factory would, reading the offline mirror if set."""
+    import os
+
+    from lm_eval.api.task import ConfigurableTask
+
+    if not os.environ.get(mcqa_datasets.MIRROR_ENV):
+        return factory.build(entry, overrides=None, registry={})
+    cfg = factory._load_full_config(entry, None)
+    for key in ("tag", "group", "task_list"):
+        cfg.pop(key, None)
+    cls = cfg.pop("class", ConfigurableTask)
+    mirrored = type(
+        f"Mirrored{cls.__name__}",
+        (cls,),
+        {
+            "download": _mirror_download,
+            # A split the mirror does not hold (training, few-shot) is absent, as where a stock task declares none.
+            "has_training_docs": lambda self: self.config.training_split in self.dataset,
+            "has_validation_docs": lambda self: self.config.validation_split in self.dataset,
+            "fewshot_docs": lambda self: (
+                None
+                if self.fewshot_cfg.split is not None and self.fewshot_cfg.split not in self.dataset
+                else cls.fewshot_docs(self)
+            ),
+        },
+    )
+    return mirrored(config=cfg)
+
+
+# ------------------------------------------------------------------ the index
+class LetteredIndex(dict):
+    """A TaskManager's index (``{name: Entry}``) that resolves ``X_edl`` to ``X``'s lettered view on lookup.
+
+    Only a name not already in the index, ending in ``_edl``, whose stock name is a task, group or tag
+    is affected; the view's entry is added then (once). Iteration and ``len`` are the stock index's.
+    """
+
+    def __init__(self, index: dict, factory) -> None:
+        super().__init__(index)
+        self._factory = factory
+
+    def _view(self, name) -> bool:
+        if not isinstance(name, str) or dict.__contains__(self, name):
+            return False
+        stock = stock_name(name)
+        if stock is None or not dict.__contains__(self, stock):
+            return False
+        self[name] = view_entry(name, dict.__getitem__(self, stock), self._factory)
+        return True
+
+    def __contains__(self, name) -> bool:
+        return dict.__contains__(self, name) or self._view(name)
+
+    def __missing__(self, name):
+        if self._view(name):
+            return dict.__getitem__(self, name)
+        raise KeyError(name)
+
+    def get(self, name, default=None):
+        return self[name] if name in self else default
+
+
+def view_entry(name: str, stock_entry, factory):
+    """The index entry of ``name``, the view of ``stock_entry``: a view task, or for a group or tag a group of views."""
+    from lm_eval.tasks._index import Entry, Kind
+
+    if stock_entry.kind in (Kind.TASK, Kind.PY_TASK):
+        cfg = {
+            "task": name,
+            "class": LetteredViewTask,
+            "stock_builder": lambda: build_stock(factory, stock_entry),
+            "stock_output_type": (stock_entry.cfg or {}).get("output_type"),
+            "doc_to_text": PROMPT,
+            "metadata": {"version": VIEW_VERSION, "stock_task": stock_entry.name, "answer_tokens": ANSWER_TOKENS},
+        }
+        return Entry(name=name, kind=Kind.PY_TASK, yaml_path=None, cfg=cfg)
+    if stock_entry.kind == Kind.TAG:
+        members = sorted(stock_entry.tags)
+        version = None
+    else:
+        raw = stock_entry.cfg or {}
+        members = raw.get("task") or []
+        version = (raw.get("metadata") or {}).get("version") if isinstance(raw.get("metadata"), dict) else None
+        for member in members:
+            if not isinstance(member, str) and not (isinstance(member, dict) and isinstance(member.get("task"), str)):
+                raise LetteredViewError(
+                    f"task {name!r}: group {stock_entry.name!r} defines a member inline ({member!r}); only groups of "
+                    "named tasks have a lettered view"
+                )
+    views = [view_name(m) if isinstance(m, str) else {**m, "task": view_name(m["task"])} for m in members]
+    cfg = {
+        "group": name,
+        "task": views,
+        "aggregate_metric_list": [{"metric": "acc", "aggregation": "mean", "weight_by_size": True}],
+        "metadata": {"version": VIEW_VERSION, "stock_group": stock_entry.name, "stock_version": version},
+    }
+    return Entry(name=name, kind=Kind.GROUP, yaml_path=None, cfg=cfg)
+
+
+def install(manager) -> None:
+    """Make ``manager`` (a constructed TaskManager) resolve lettered views by name."""
+    if not isinstance(manager._index, LetteredIndex):
+        manager._index = LetteredIndex(manager._index, manager._factory)
+
+
+def match_views(manager, patterns, matched: list[str]) -> list[str]:
+    """``TaskManager.match_tasks`` plus each exact (non-glob) pattern that names a lettered view."""
+    extra = [p for p in patterns if isinstance(p, str) and p not in matched and p in manager._index]
+    return sorted({*matched, *extra})

@@ -1,0 +1,221 @@
+"""Lettered views of stock multiple-choice tasks (``--tasks hellaswag_edl``), on our own fixtures in each hub schema."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from . import lettered_fixtures as fixtures
+from .test_model import make_lm
+
+VIEWS = ["arc_challenge", "hellaswag", "winogrande", "piqa", "truthfulqa_mc1", "sciq"]
+
+
+@pytest.fixture(scope="module")
+def lettered_mirror(tmp_path_factory):
+    return fixtures.write(tmp_path_factory.mktemp("lettered") / "data")
+
+
+@pytest.fixture(scope="module")
+def manager(lettered_mirror):
+    """One TaskManager (lm_eval's defaults, the package's tasks, a user's MMLU-Pro-schema task) for the module."""
+    import os
+
+    from lm_eval.tasks import TaskManager
+
+    folder = lettered_mirror.parent / "user_tasks"
+    folder.mkdir(exist_ok=True)
+    (folder / "my_mmlu_pro.yaml").write_text(fixtures.MY_MMLU_PRO_YAML)
+    before = os.environ.get("EVIDENTIAL_DATA_DIR")
+    os.environ["EVIDENTIAL_DATA_DIR"] = str(lettered_mirror)
+    yield TaskManager(include_path=str(folder))
+    if before is None:
+        os.environ.pop("EVIDENTIAL_DATA_DIR", None)
+    else:
+        os.environ["EVIDENTIAL_DATA_DIR"] = before
+
+
+@pytest.fixture(scope="module")
+def views(manager):
+    names = [f"{t}_edl" for t in [*VIEWS, "my_mmlu_pro"]]
+    return manager.load(names)["tasks"]
+
+
+@pytest.mark.parametrize("stock", [*VIEWS, "my_mmlu_pro"])
+def test_view_shows_the_stock_question_lettered_with_its_own_k_and_gold(views, stock):
+    from lm_eval_evidential.harness.lettered import question_text, shuffled_order
+
+    task = views[f"{stock}_edl"]
+    docs = list(task.eval_docs)
+    want = fixtures.expected(stock)
+    assert len(docs) == len(want)
+    shuffled = stock in ("sciq", "truthfulqa_mc1")  # the stock gold sits at a fixed position
+    for doc, (question, options, gold) in zip(docs, want):
+        k = len(options)
+        assert doc["k"] == k and doc["letters"] == list("ABCDEFGHIJ"[:k])
+        assert task.doc_to_choice(doc) == doc["letters"]
+        order = shuffled_order(doc["question"], k) if shuffled else list(range(k))
+        assert doc["order"] == order and sorted(order) == list(range(k))
+        assert doc["options"] == [options[i] for i in order]
+        assert doc["options"][task.doc_to_target(doc)] == options[gold]  # gold = the stock target, followed
+        prompt = task.doc_to_text(doc)
+        assert prompt.startswith("Return the label of the correct answer for the question below.\n\n")
+        assert prompt.endswith("".join(f"{x}) {o}\n" for x, o in zip(doc["letters"], doc["options"])) + "Answer:")
+        if stock == "truthfulqa_mc1":  # the stock primer is kept; the question is its last line
+            assert doc["question"].endswith(f"\n\nQ: {question}")
+        else:
+            assert doc["question"] == question_text(question) == question.strip()
+    if stock == "my_mmlu_pro":
+        assert [d["k"] for d in docs] == [10, 3]
+
+
+def test_shuffle_moves_a_fixed_gold_off_its_position():
+    from lm_eval_evidential.harness.lettered import shuffled_order
+
+    golds = [shuffled_order(f"question {i}", 4).index(3) for i in range(400)]
+    counts = np.bincount(golds, minlength=4)
+    assert counts.min() > 60, counts  # each letter about a quarter of the time
+    assert shuffled_order("q", 4, seed=1) != shuffled_order("q", 4, seed=0) or shuffled_order(
+        "r", 4, seed=1
+    ) != shuffled_order("r", 4, seed=0)
+
+
+def test_views_are_resolved_by_name_only_and_index_nothing(manager):
+    from lm_eval.tasks import TaskManager
+
+    stock = TaskManager(include_defaults=False, include_path=str(manager.include_path))
+    assert "my_mmlu_pro_edl" not in stock.all_tasks  # nothing listed ahead of time
+    assert stock.match_tasks(["my_mmlu_pro_edl"]) == ["my_mmlu_pro_edl"]
+    assert stock.match_tasks(["nonexistent_edl"]) == []
+    assert "my_mmlu_pro" in stock.match_tasks(["my_mmlu_pro"])
+
+
+def test_refusals_name_the_task_and_why(manager, lettered_mirror):
+    from lm_eval_evidential.harness.lettered import LetteredViewError
+
+    with pytest.raises(LetteredViewError, match="'leaderboard_mmlu_pro' are already answer labels.*run"):
+        manager.load(["leaderboard_mmlu_pro_edl"])
+    with pytest.raises(LetteredViewError, match="generate_until task; lettered views exist for multiple_choice"):
+        manager.load(["mmlu_pro_biology_edl"])
+
+
+def test_more_than_26_options_is_refused_naming_task_and_doc(tmp_path, monkeypatch):
+    from lm_eval.tasks import TaskManager
+
+    from lm_eval_evidential.harness.lettered import LetteredViewError
+
+    rows = [
+        {
+            "question_id": 0,
+            "question": "Pick the first.",
+            "options": [f"option {i}" for i in range(3)],
+            "answer_index": 0,
+        },
+        {
+            "question_id": 1,
+            "question": "Pick the last.",
+            "options": [f"option {i}" for i in range(27)],
+            "answer_index": 26,
+        },
+    ]
+    data = tmp_path / "data" / "TIGER-Lab" / "MMLU-Pro" / "default"
+    data.mkdir(parents=True)
+    (data / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "my_mmlu_pro.yaml").write_text(fixtures.MY_MMLU_PRO_YAML)
+    monkeypatch.setenv("EVIDENTIAL_DATA_DIR", str(tmp_path / "data"))
+    tm = TaskManager(include_path=str(tmp_path), include_defaults=False)
+    with pytest.raises(LetteredViewError, match=r"'my_mmlu_pro_edl' .*test doc 1: 27 options, more than the 26"):
+        tm.load(["my_mmlu_pro_edl"])
+
+
+def test_evidential_records_of_the_views_are_the_models_own_logits(views, tiny_model, tiny_adapter):
+    import lm_eval
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from ..oracles import own_logits
+
+    names = ["hellaswag_edl", "winogrande_edl", "truthfulqa_mc1_edl", "my_mmlu_pro_edl"]
+    results = lm_eval.simple_evaluate(
+        model=make_lm(tiny_model, tiny_adapter),
+        tasks=[views[n] for n in names],
+        bootstrap_iters=0,
+        log_samples=True,
+    )
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model)
+    base = AutoModelForCausalLM.from_pretrained(tiny_model)
+    model = PeftModel.from_pretrained(base, tiny_adapter).eval()
+    for name in names:
+        records, task = results.records[name], views[name]
+        docs = list(task.eval_docs)
+        assert list(records.k) == [d["k"] for d in docs]
+        assert list(records.gold) == [d["gold"] for d in docs]
+        for row, record in zip(records.logits, records):  # one at a time: K differs between questions
+            z = own_logits(model, tokenizer, [record], task)[0][0]
+            np.testing.assert_allclose(row[: len(z)], z, atol=1e-5)
+        meta = records.meta
+        stock = name[: -len("_edl")]
+        assert meta["lettered_view"]["stock_task"] == stock
+        assert meta["data_source"]["stock_task"] == stock and meta["data_source"]["origin"].startswith("mirror")
+        assert meta["data_source"]["dataset"] == task.stock.config.dataset_path
+        sample = results["samples"][name][0]
+        prompt, answer = sample["arguments"][0][:2]  # the lettered prompt and " A" were scored
+        assert prompt == task.doc_to_text(docs[int(sample["doc_id"])]) and answer == " A"
+        assert sample["doc"]["order"] == docs[0]["order"]
+    assert results.records["truthfulqa_mc1_edl"].meta["lettered_view"]["orders"] == [
+        d["order"] for d in views["truthfulqa_mc1_edl"].eval_docs
+    ]
+    assert results["results"]["hellaswag_edl"]["acc,none"] == pytest.approx(
+        float(np.mean(results.records["hellaswag_edl"].correct))
+    )
+
+
+MY_PIQA_YAML = """task: my_piqa
+dataset_path: json
+dataset_kwargs:
+  data_files: {{test: {path}}}
+test_split: test
+output_type: multiple_choice
+doc_to_text: "Question: {{{{goal}}}}\\nAnswer:"
+doc_to_target: label
+doc_to_choice: "{{{{[sol1, sol2]}}}}"
+metric_list:
+  - metric: acc
+  - metric: acc_norm
+metadata:
+  version: 1.0
+"""
+
+
+def _hf_table(tiny_model, folder, disable_hook: bool) -> str:
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import json, lm_eval\n"
+        "from lm_eval.tasks import TaskManager\n"
+        f"tm = TaskManager(include_path={str(folder)!r}, include_defaults=False)\n"
+        f"r = lm_eval.simple_evaluate(model='hf', model_args='pretrained={tiny_model},dtype=float32', "
+        "tasks=['my_piqa'], bootstrap_iters=0, device='cpu', task_manager=tm)\n"
+        "print(json.dumps([r['results'], sorted(tm.all_tasks)], sort_keys=True))\n"
+    )
+    env = {**os.environ, "HF_DATASETS_OFFLINE": "1"}
+    env.pop("EVIDENTIAL_DATA_DIR", None)
+    if disable_hook:
+        env["LM_EVAL_EVIDENTIAL_DISABLE_HOOK"] = "1"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout.strip().splitlines()[-1]
+
+
+def test_stock_model_on_a_stock_text_task_gives_the_same_table_with_and_without_the_package(tiny_model, tmp_path):
+    data = tmp_path / "piqa.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in fixtures.piqa_rows()))
+    (tmp_path / "my_piqa.yaml").write_text(MY_PIQA_YAML.format(path=data))
+    with_package = _hf_table(tiny_model, tmp_path, disable_hook=False)
+    assert with_package == _hf_table(tiny_model, tmp_path, disable_hook=True)
+    results, names = json.loads(with_package)
+    assert names == ["my_piqa"] and set(results) == {"my_piqa"}  # no view is listed or evaluated
