@@ -107,23 +107,88 @@ def complete(
 
 
 def check_tasks(lm, task_dict) -> None:
-    """Refuse, before any forward pass, a task whose records could not be built after it.
+    """Refuse, before any forward pass, every task whose records could not be built after it, in one message.
 
     A task with several gold answers per question (lm_eval's ``multiple_target``, read from its
-    first doc) has no single correct class for the K-class classifier that records describe.
+    first doc) has no single correct class for the K-class classifier that records describe; a
+    stock multiple-choice task asked by answer text (its first doc's choices are not single tokens
+    for this model's tokenizer, or are K different contexts) is named with its lettered view
+    (:func:`lm_eval_evidential.harness.lettered.unscorable_stock_tasks`).
     """
     from lm_eval_evidential.harness.evidence import EvidenceLedger
+    from lm_eval_evidential.harness.lettered import unscorable_stock_tasks
     from lm_eval_evidential.harness.model import EvidentialInputError
 
     if not isinstance(getattr(lm, "evidence", None), EvidenceLedger):
         return
+    tasks = evaluated_tasks(task_dict)
+    problems = [
+        f"task {name!r}: its questions have several gold answers (doc_to_target gives a list), but "
+        "evidential records need exactly one correct choice per question; evaluate it with "
+        "--model hf, or give it a doc_to_target with one answer"
+        for name, task in tasks.items()
+        if _wants_records(task, True) and getattr(task, "multiple_target", 0)
+    ]
+    refused = unscorable_stock_tasks(lm, {n: t for n, t in tasks.items() if not getattr(t, "multiple_target", 0)})
+    problems += list(refused.values())
+    if len(problems) == 1:
+        raise EvidentialInputError(problems[0])
+    if problems:
+        views = ",".join(f"{name}_edl" for name in refused)
+        hint = f" (the lettered views: --tasks {views})" if refused else ""
+        raise EvidentialInputError(
+            f"--model evidential cannot score {len(problems)} of the {len(tasks)} tasks{hint}: " + "; ".join(problems)
+        )
+
+
+# The harness's multiple-choice metrics that rank choices by log-likelihood per character or byte.
+LENGTH_NORMALISED = ("acc_norm", "acc_bytes")
+
+
+def align_length_normalised_metrics(lm, task_dict) -> list[str]:
+    """Under ``--model evidential``, ``acc_norm`` and ``acc_bytes`` become the argmax accuracy; the tasks changed.
+
+    The harness computes ``acc_norm`` as the argmax of log E[p_j] divided by choice j's length in
+    characters (``acc_bytes``: bytes). For a K-class classifier over answer labels the lengths are
+    the labels' lengths, which carry no information: dividing by them changes which choice wins
+    (a negative log-probability over a longer label looks better), so the table's ``acc_norm``
+    could disagree with the records (0.5 against the records' argmax accuracy of 0.3 on
+    leaderboard_bbh_boolean_expressions). Each multiple-choice task's per-question results are
+    therefore given the argmax accuracy under those names, so the table, its groups and the
+    logged samples agree with the records' ``correct``.
+    """
+    from lm_eval_evidential.harness.evidence import EvidenceLedger
+
+    if not isinstance(getattr(lm, "evidence", None), EvidenceLedger):
+        return []
+    changed = []
     for name, task in evaluated_tasks(task_dict).items():
-        if _wants_records(task, True) and getattr(task, "multiple_target", 0):
-            raise EvidentialInputError(
-                f"task {name!r}: its questions have several gold answers (doc_to_target gives a list), but "
-                "evidential records need exactly one correct choice per question; evaluate it with "
-                "--model hf, or give it a doc_to_target with one answer"
-            )
+        if getattr(task, "OUTPUT_TYPE", None) != "multiple_choice" or getattr(task.process_results, "_aligned", False):
+            continue
+        if not set(LENGTH_NORMALISED) & set(getattr(task, "_metric_fn_list", {})):
+            continue
+        task.process_results = _argmax_accuracy_as_length_normalised(task, name, task.process_results)
+        changed.append(name)
+    return changed
+
+
+def _argmax_accuracy_as_length_normalised(task, name, process_results):
+    def aligned(doc, results):
+        out = process_results(doc, results)
+        names = [m for m in LENGTH_NORMALISED if m in out]
+        if names:
+            if "acc" in out:
+                accuracy = out["acc"]
+            else:
+                n = len(task.doc_to_choice(doc))
+                scores = [float(r[0]) for r in results[:n]]
+                gold = gold_index(task, name, -1, doc, n)
+                accuracy = float(max(range(n), key=lambda j: (scores[j], -j)) == gold)
+            out.update(dict.fromkeys(names, accuracy))
+        return out
+
+    aligned._aligned = True
+    return aligned
 
 
 def _records_from_rows(rows, name, meta):

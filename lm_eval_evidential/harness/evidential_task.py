@@ -304,7 +304,11 @@ class OODPairTask(EvidentialMCQATask):
         if source and source != "inline" and Path(source).parent != tasks_dir():
             paths.append(str(Path(source).parent))  # a user's pair finds the user's tasks beside it
         names = [meta["id_task"], meta["ood_task"]]
-        return TaskManager(include_path=paths, include_defaults=False).load(names)["tasks"], names
+        manager = TaskManager(include_path=paths, include_defaults=False)
+        if not all(manager.match_tasks([name]) for name in names):
+            # a lettered view of a stock task (hellaswag_edl) needs lm_eval's own tasks in the index
+            manager = TaskManager(include_path=paths[1:] or None)
+        return manager.load(names)["tasks"], names
 
     def download(self, dataset_kwargs: dict | None = None, **kwargs) -> None:
         import datasets

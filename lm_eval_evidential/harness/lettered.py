@@ -467,3 +467,30 @@ def match_views(manager, patterns, matched: list[str]) -> list[str]:
     """``TaskManager.match_tasks`` plus each exact (non-glob) pattern that names a lettered view."""
     extra = [p for p in patterns if isinstance(p, str) and p not in matched and p in manager._index]
     return sorted({*matched, *extra})
+
+
+# ------------------------------------------------------------------ stock tasks under --model evidential
+def unscorable_stock_tasks(lm, tasks: dict) -> dict[str, str]:
+    """``{task: why}`` for the stock multiple-choice tasks ``lm`` cannot score, each naming its lettered view.
+
+    Read off each task's first doc, before any forward pass: its choices must be single answer
+    tokens after the prompt for ``lm``'s tokenizer (the model's own check), on one context.
+    """
+    from lm_eval_evidential.harness.model import EvidentialInputError
+
+    out = {}
+    for name, task in tasks.items():
+        if isinstance(task, EvidentialMCQATask) or getattr(task, "OUTPUT_TYPE", None) != "multiple_choice":
+            continue
+        view = f"use its lettered view {view_name(name)} (docs/tasks.md: Lettered views)"
+        if getattr(task, "multiple_input", 0):
+            out[name] = f"task {name!r}: its K choices are K different contexts, not answers to one prompt — {view}"
+            continue
+        doc = task.eval_docs[0]
+        context = str(task.doc_to_text(doc))
+        continuations = tuple(task.config.target_delimiter + str(c) for c in task.doc_to_choice(doc))
+        try:
+            lm._answer_ids(context, lm.tok_encode(context), continuations, name, f"task {name!r} doc 0")
+        except EvidentialInputError as error:
+            out[name] = str(error)
+    return out

@@ -589,10 +589,12 @@ class EvidentialLM(HFLM):
             whole = self.tok_encode(context + cont)
             if len(whole) != len(context_ids) + 1 or whole[: len(context_ids)] != context_ids:
                 pieces = whole[len(context_ids) :] if whole[: len(context_ids)] == context_ids else whole[-3:]
-                alternative = EDL_ALTERNATIVES.get(str(task))
+                # a shipped task with the same questions, and the stock task's lettered view (harness/lettered.py)
+                views = [v for v in (EDL_ALTERNATIVES.get(str(task)), task and f"{task}_edl") if v]
                 fix = (
-                    f"use {alternative}, the same questions answered by letter"
-                    if alternative
+                    f"use {' or '.join(views)}, the same questions with lettered options "
+                    "(docs/tasks.md: Lettered views)"
+                    if views
                     else "use a task whose choices are answer letters, "
                     "e.g. the *_edl tasks or your own (docs/tasks.md: Your own tasks)"
                 )

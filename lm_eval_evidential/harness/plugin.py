@@ -133,7 +133,12 @@ def on_evaluator_imported(module) -> None:
 
     def make_wrapper(original):
         def evaluate(*args, **kwargs):
-            from lm_eval_evidential.harness.evaluation import check_tasks, complete, evaluated_tasks
+            from lm_eval_evidential.harness.evaluation import (
+                align_length_normalised_metrics,
+                check_tasks,
+                complete,
+                evaluated_tasks,
+            )
 
             arguments = signature.bind(*args, **kwargs)
             arguments.apply_defaults()
@@ -146,6 +151,13 @@ def on_evaluator_imported(module) -> None:
                 if hasattr(task, "request_limit"):  # ID/OOD pairs take --limit per side
                     task.request_limit(settings["limit"])
             check_tasks(lm, settings["task_dict"])
+            aligned = align_length_normalised_metrics(lm, settings["task_dict"])
+            if aligned:
+                logger.warning(
+                    "--model evidential: acc_norm and acc_bytes of %s are the argmax accuracy (acc); length "
+                    "normalisation means nothing for a K-class classifier (docs/tasks.md)",
+                    ", ".join(aligned),
+                )
             results = original(*args, **kwargs)
             return complete(
                 lm,

@@ -139,6 +139,7 @@ def mmlu_pro_rows():
 # stock task: (hub id, config, split, rows)
 FILES = {
     "arc_challenge": ("allenai/ai2_arc", "ARC-Challenge", "test", arc_rows),
+    "arc_easy": ("allenai/ai2_arc", "ARC-Easy", "test", arc_rows),
     "hellaswag": ("Rowan/hellaswag", None, "validation", hellaswag_rows),
     "winogrande": ("allenai/winogrande", "winogrande_xl", "validation", winogrande_rows),
     "piqa": ("baber/piqa", None, "validation", piqa_rows),

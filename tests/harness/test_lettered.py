@@ -15,7 +15,13 @@ VIEWS = ["arc_challenge", "hellaswag", "winogrande", "piqa", "truthfulqa_mc1", "
 
 @pytest.fixture(scope="module")
 def lettered_mirror(tmp_path_factory):
-    return fixtures.write(tmp_path_factory.mktemp("lettered") / "data")
+    import shutil
+
+    from lm_eval_evidential.testing.tiny import sample_data_dir
+
+    root = fixtures.write(tmp_path_factory.mktemp("lettered") / "data")
+    shutil.copytree(sample_data_dir() / "allenai" / "openbookqa", root / "allenai" / "openbookqa")  # the ID task
+    return root
 
 
 @pytest.fixture(scope="module")
@@ -90,6 +96,12 @@ def test_views_are_resolved_by_name_only_and_index_nothing(manager):
     assert stock.match_tasks(["my_mmlu_pro_edl"]) == ["my_mmlu_pro_edl"]
     assert stock.match_tasks(["nonexistent_edl"]) == []
     assert "my_mmlu_pro" in stock.match_tasks(["my_mmlu_pro"])
+
+
+def test_a_tag_or_group_has_a_view_made_of_its_members_views(manager):
+    loaded = manager.load(["ai2_arc_edl"])
+    assert loaded["group_map"] == {"ai2_arc_edl": ["arc_challenge_edl", "arc_easy_edl"]}
+    assert [d["k"] for d in loaded["tasks"]["arc_easy_edl"].eval_docs] == [4, 3, 5]
 
 
 def test_refusals_name_the_task_and_why(manager, lettered_mirror):
@@ -219,3 +231,93 @@ def test_stock_model_on_a_stock_text_task_gives_the_same_table_with_and_without_
     assert with_package == _hf_table(tiny_model, tmp_path, disable_hook=True)
     results, names = json.loads(with_package)
     assert names == ["my_piqa"] and set(results) == {"my_piqa"}  # no view is listed or evaluated
+
+
+MY_WORDS_YAML = """task: my_words
+dataset_path: json
+dataset_kwargs:
+  data_files: {{test: {path}}}
+test_split: test
+output_type: multiple_choice
+doc_to_text: "{{{{prompt}}}}\\\\nAnswer:"
+doc_to_target: gold
+doc_to_choice: ["A", "question", "label", "the", "correct", "answer", "below"]
+metric_list:
+  - metric: acc
+  - metric: acc_norm
+metadata:
+  version: 1.0
+"""
+
+
+def test_acc_norm_under_the_evidential_model_is_the_records_accuracy(tiny_model, tiny_adapter, tmp_path):
+    """Single-token choices of different lengths: length normalisation would rank them otherwise."""
+    import lm_eval
+    from lm_eval.tasks import TaskManager
+
+    rows = [
+        {"prompt": f"Item {i}: which word names the {['letter', 'query', 'tag'][i % 3]}?", "gold": i % 7}
+        for i in range(24)
+    ]
+    data = tmp_path / "words.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "my_words.yaml").write_text(MY_WORDS_YAML.format(path=data))
+    results = lm_eval.simple_evaluate(
+        model=make_lm(tiny_model, tiny_adapter),
+        tasks=["my_words"],
+        bootstrap_iters=0,
+        task_manager=TaskManager(include_path=str(tmp_path), include_defaults=False),
+        log_samples=True,
+    )
+    records, row = results.records["my_words"], results["results"]["my_words"]
+    accuracy = float(np.mean(records.correct))
+    # the harness's own acc_norm on these responses: argmax of log E[p_j] / len(" " + choice j)
+    lengths = np.array([len(" " + w) for w in ("A", "question", "label", "the", "correct", "answer", "below")], float)
+    log_p = np.log(records.alpha / records.alpha.sum(axis=1, keepdims=True))
+    stock_norm = np.argmax(log_p / lengths, axis=1)
+    assert ((stock_norm == records.gold) != records.correct).any()  # a fixture where the two disagree
+    assert row["acc,none"] == pytest.approx(accuracy) and row["acc_norm,none"] == pytest.approx(accuracy)
+    by_doc = {int(s["doc_id"]): s["acc_norm"] for s in results["samples"]["my_words"]}
+    assert [by_doc[int(d)] for d in records.doc_id] == [float(c) for c in records.correct]
+
+
+def test_a_task_list_with_stock_text_tasks_names_every_refused_task_and_its_view(views, tiny_model):
+    import lm_eval
+
+    from lm_eval_evidential.harness.model import EvidentialInputError
+
+    stock = [views[f"{name}_edl"].stock for name in ("arc_challenge", "winogrande", "hellaswag")]
+    with pytest.raises(EvidentialInputError) as info:
+        lm_eval.simple_evaluate(model=make_lm(tiny_model), tasks=stock, bootstrap_iters=0)
+    message = str(info.value)
+    assert message.startswith("--model evidential cannot score 3 of the 3 tasks")
+    assert "--tasks arc_challenge_edl,winogrande_edl,hellaswag_edl" in message
+    assert "arc_c_edl or arc_challenge_edl" in message and "K different contexts" in message
+    assert "\n" not in message
+
+
+def test_shipped_pair_with_a_view_checks_k_and_a_pair_of_other_ks_is_refused(manager, tiny_model):
+    import lm_eval
+
+    from lm_eval_evidential.harness.evidential_task import OODPairTask
+    from lm_eval_evidential.metrics.cardinality import CardinalityMismatchError
+
+    results = lm_eval.simple_evaluate(
+        model=make_lm(tiny_model), tasks=["obqa_edl_vs_sciq_edl"], bootstrap_iters=0, task_manager=manager, limit=2
+    )
+    row = results["results"]["obqa_edl_vs_sciq_edl"]
+    assert row["n_id,none"] == 2 and row["n_ood,none"] == 2 and row["k_matched,none"] == 1.0
+    pair = {
+        "task": "obqa_edl_vs_piqa_edl",
+        "class": OODPairTask,
+        "test_split": "test",
+        "metadata": {
+            "version": 1.0,
+            "answer_tokens": [" A", " B", " C", " D"],
+            "id_task": "obqa_edl",
+            "ood_task": "piqa_edl",
+            "k_policy": "assert",
+        },
+    }
+    with pytest.raises(CardinalityMismatchError, match="piqa_edl"):
+        manager.load([pair])
