@@ -30,7 +30,20 @@ import importlib
 import logging
 import sys
 
-COMMANDS = ("eval", "ood", "ksweep", "tables", "report", "calibration", "selective", "atc", "orders", "train", "demo")
+COMMANDS = (
+    "eval",
+    "ood",
+    "ksweep",
+    "tables",
+    "report",
+    "calibration",
+    "selective",
+    "atc",
+    "orders",
+    "tasks",
+    "train",
+    "demo",
+)
 
 EXIT_OK = 0
 EXIT_ERROR = 1

@@ -268,6 +268,11 @@ class LetteredViewTask(EvidentialMCQATask):
             target = stock.doc_to_target(doc)
             gold = choices.index(target) if isinstance(target, str) and target in choices else target
             question, options = question_text(str(text)), choices
+        if not question:
+            raise LetteredViewError(
+                f"{where}: the stock prompt is empty: the task scores its choices alone (a minimal pair, "
+                "which is more likely), there is no question to show them under"
+            )
         if any(not option.strip() for option in options):
             raise LetteredViewError(f"{where}: an option is empty ({options!r}); a lettered view cannot show it")
         if hasattr(gold, "item"):
@@ -490,7 +495,105 @@ def unscorable_stock_tasks(lm, tasks: dict) -> dict[str, str]:
         context = str(task.doc_to_text(doc))
         continuations = tuple(task.config.target_delimiter + str(c) for c in task.doc_to_choice(doc))
         try:
-            lm._answer_ids(context, lm.tok_encode(context), continuations, name, f"task {name!r} doc 0")
+            lm._split_answers(context, lm.tok_encode(context), continuations, name, f"task {name!r} doc 0")
         except EvidentialInputError as error:
             out[name] = str(error)
     return out
+
+
+# ------------------------------------------------------------------ census
+CENSUS_KEYS = ("task", "k", "choices", "as_is", "view", "note")
+_LABEL = re.compile(r"[A-Za-z0-9]")
+_PAREN_LABEL = re.compile(r"\(\s*[A-Za-z0-9]\s*\)")
+_LITERAL_LIST = re.compile(r"\{\{\s*\[([^\[\]{}]*)\]\s*\}\}")
+
+
+def census_row(name: str, cfg: dict) -> dict:
+    """What a stock multiple-choice task's config says about scoring it with ``--model evidential``.
+
+    Read from the config alone (no data, no tokenizer): ``choices`` is ``labels`` (single letters
+    or digits: runs as it is), ``(A) labels`` (runs as it is: the shared prefix joins the
+    prompt), ``words`` (a fixed list of words: runs where each is one token for the model's
+    tokenizer, else its view) or ``texts`` (from the data: its view); ``k`` is the list's length,
+    or ``per question`` where the data decide it.
+
+    Examples
+    --------
+    >>> census_row("sciq", {"doc_to_choice": "{{[distractor1, distractor2, distractor3, correct_answer]}}",
+    ...                     "doc_to_target": 3})["note"]
+    'gold stored at one position: the view shuffles the options'
+    >>> census_row("mmlu_x", {"doc_to_choice": ["A", "B", "C", "D"]})["as_is"]
+    'yes'
+    """
+    choice, target = cfg.get("doc_to_choice"), cfg.get("doc_to_target")
+    notes = []
+    if isinstance(choice, list):
+        k: int | str = len(choice)
+        texts = [str(c).strip() for c in choice]
+        if all(_LABEL.fullmatch(t) for t in texts):
+            kind, as_is = "labels", "yes"
+        elif all(_PAREN_LABEL.fullmatch(t) for t in texts):
+            kind, as_is = "(A) labels", "yes"
+        else:
+            kind, as_is = "words", "if one token each"
+    else:
+        literal = _LITERAL_LIST.fullmatch(str(choice).strip()) if isinstance(choice, str) else None
+        k = len([part for part in literal.group(1).split(",") if part.strip()]) if literal else "per question"
+        kind, as_is = "texts", "no"
+    view = view_name(name) if kind in ("words", "texts") else ""
+    if isinstance(k, int) and k > len(LETTERS):
+        view, notes = "", [f"{k} options: more than the {len(LETTERS)} letters"]
+    if view and isinstance(cfg.get("doc_to_text"), str) and not cfg["doc_to_text"].strip():
+        view, notes = "", ["no question: the choices are scored alone (a minimal pair)"]
+    if view and ((isinstance(target, int) and not isinstance(target, bool)) or str(target).strip().isdigit()):
+        notes.append("gold stored at one position: the view shuffles the options")
+    return {"task": name, "k": k, "choices": kind, "as_is": as_is, "view": view, "note": "; ".join(notes)}
+
+
+def census(manager, patterns: list[str] | None = None) -> list[dict]:
+    """:func:`census_row` of every multiple-choice task in ``manager``'s index (those matching ``patterns``)."""
+    import fnmatch
+
+    from lm_eval.tasks._index import Kind
+
+    rows = []
+    for name in sorted(manager.task_index):
+        entry = manager.task_index[name]
+        cfg = entry.cfg or {}
+        if entry.kind not in (Kind.TASK, Kind.PY_TASK) or cfg.get("output_type") != "multiple_choice":
+            continue
+        if patterns and not any(fnmatch.fnmatchcase(name, p) for p in patterns):
+            continue
+        rows.append(census_row(name, cfg))
+    return rows
+
+
+# ------------------------------------------------------------------ "(A)"-style labels
+def shared_prefix_split(continuations_ids: list[list[int]]) -> tuple[list[int], list[int]] | None:
+    """``(prefix, answer ids)`` where every choice is ``prefix + [its own token] + a shared tail``, else None.
+
+    " (A)", " (B)" are three tokens each for most tokenizers (" (", "A", ")"): they share the
+    prefix " (" and the tail ")", and differ in one token. The prefix then belongs to the
+    prompt, and the choice's evidence is read at the differing token: the K-class classifier
+    over answer labels is the model's next-token logits after ``prompt + prefix``. The tail is
+    not scored (it is the same for every choice). None where the choices differ in more than
+    one token, or in none, or share a differing token.
+
+    Examples
+    --------
+    >>> shared_prefix_split([[506, 36, 12], [506, 37, 12], [506, 38, 12]])
+    ([506], [36, 37, 38])
+    >>> shared_prefix_split([[506, 36, 12], [506, 37, 40, 12]]) is None
+    True
+    """
+    if len(continuations_ids) < 2 or any(not ids for ids in continuations_ids):
+        return None
+    n = min(len(ids) for ids in continuations_ids)
+    start = 0
+    while start < n and len({ids[start] for ids in continuations_ids}) == 1:
+        start += 1
+    tails = {tuple(ids[start + 1 :]) for ids in continuations_ids}
+    answers = [ids[start] for ids in continuations_ids if len(ids) > start]
+    if len(tails) != 1 or len(answers) != len(continuations_ids) or len(set(answers)) != len(answers):
+        return None
+    return list(continuations_ids[0][:start]), answers

@@ -751,7 +751,8 @@ class EvidentialLM(HFLM):
             needed[plan.context].update(dict.fromkeys(plan.answer_ids + plan.phantom_ids))
         tail_k = max((len(p.answer_ids) for p in plans), default=0) if self.head.needs_sigma else 0
         answer_order = {c: list(v) for c, v in needed.items()}
-        row_of, values, tails = self._forward_unique(self._context_ids, answer_order, tail_k, disable_tqdm)
+        prompts = {c: self._context_ids[c] for c in answer_order}  # a "(A)" prompt is forwarded with its prefix only
+        row_of, values, tails = self._forward_unique(prompts, answer_order, tail_k, disable_tqdm)
         kept = values.tolist()  # phantom logits are read per question (their number varies)
 
         results: list[Any] = [None] * len(requests)
@@ -842,10 +843,44 @@ class EvidentialLM(HFLM):
             copies = list(options.values())
             where = f"task {task!r} doc {doc_id}"
             continuations = tuple(requests[c[0]].args[1] for c in copies)
-            answer_ids = self._answer_ids_at_tail(context, self._context_ids[context], continuations, task, where)
-            phantom_ids = self._phantom_ids(context, self._context_ids[context], continuations, answer_ids)
+            prefix, answer_ids = self._split_answers(context, self._context_ids[context], continuations, task, where)
+            if prefix:  # "(A)"-style labels: the prompt is scored with their shared prefix, as its own context
+                ids = self._context_ids[context] + prefix
+                context = f"{context}\x00prefix{tuple(prefix)}"
+                self._context_ids[context] = ids
+                if len(ids) > max_length:
+                    raise EvidentialInputError(
+                        f"{where}: prompt and the labels' shared prefix are {len(ids)} tokens, longer than "
+                        f"max_length={max_length}; {self._too_long_fix(max_length)}"
+                    )
+                phantom_ids = ()  # phantom labels follow single-token letters only
+            else:
+                phantom_ids = self._phantom_ids(context, self._context_ids[context], continuations, answer_ids)
             plans.append(_Question(task, doc_id, context, continuations, answer_ids, copies, where, phantom_ids))
         return plans
+
+    def _split_answers(self, context, context_ids, continuations, task, where) -> tuple[list[int], tuple[int, ...]]:
+        """``(prefix ids, answer ids)``: single-token choices (no prefix), else "(A)"-style labels.
+
+        Labels that share a token prefix and differ in exactly one token
+        (:func:`~lm_eval_evidential.harness.lettered.shared_prefix_split`) are read at that token,
+        after the prompt plus the prefix; anything else is refused with the single-token message.
+        """
+        from lm_eval_evidential.harness.lettered import shared_prefix_split
+
+        try:
+            return [], self._answer_ids_at_tail(context, context_ids, continuations, task, where)
+        except EvidentialInputError as error:
+            wholes = [self.tok_encode(context + c) for c in continuations]
+            n = len(context_ids)
+            split = shared_prefix_split([w[n:] for w in wholes]) if all(w[:n] == context_ids for w in wholes) else None
+            if split is None:
+                head, dash, fix = str(error).partition(" — ")
+                raise EvidentialInputError(
+                    f"{head}, nor do the choices share a token prefix and differ in exactly one token (as ' (A)', "
+                    f"' (B)' do){dash}{fix}"
+                ) from None
+            return split[0], tuple(split[1])
 
     def records_meta(self) -> dict:
         """What produced this model's records: base model, adapter (and its content hash), head settings, dtype."""

@@ -321,3 +321,69 @@ def test_shipped_pair_with_a_view_checks_k_and_a_pair_of_other_ks_is_refused(man
     }
     with pytest.raises(CardinalityMismatchError, match="piqa_edl"):
         manager.load([pair])
+
+
+MY_PAREN_YAML = """task: my_paren
+dataset_path: json
+dataset_kwargs:
+  data_files: {{test: {path}}}
+test_split: test
+output_type: multiple_choice
+doc_to_text: "{{{{prompt}}}}\\\\nOptions: (A) red (B) green (C) blue\\\\nAnswer:"
+doc_to_target: gold
+doc_to_choice: ["(A)", "(B)", "(C)"]
+metric_list:
+  - metric: acc
+metadata:
+  version: 1.0
+"""
+
+
+def test_parenthesised_labels_are_read_at_the_differing_token_after_their_shared_prefix(
+    tiny_model, tiny_adapter, tmp_path
+):
+    import lm_eval
+    import torch
+    from lm_eval.tasks import TaskManager
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    rows = [
+        {"prompt": f"Sample {i}: which colour is {['warm', 'leafy', 'cool'][i % 3]}?", "gold": i % 3} for i in range(5)
+    ]
+    data = tmp_path / "paren.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "my_paren.yaml").write_text(MY_PAREN_YAML.format(path=data))
+    manager = TaskManager(include_path=str(tmp_path), include_defaults=False)
+    results = lm_eval.simple_evaluate(
+        model=make_lm(tiny_model, tiny_adapter), tasks=["my_paren"], bootstrap_iters=0, task_manager=manager
+    )
+    records = results.records["my_paren"]
+    assert list(records.labels[0]) == ["(A)", "(B)", "(C)"] and list(records.gold) == [r["gold"] for r in rows]
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model)
+    model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_model), tiny_adapter).eval()
+    task = manager.load(["my_paren"])["tasks"]["my_paren"]
+    for record in records:
+        prompt = task.doc_to_text(list(task.eval_docs)[record["doc_id"]])
+        wholes = [tokenizer(f"{prompt} ({x})")["input_ids"] for x in "ABC"]
+        assert len({tuple(w[:-2]) for w in wholes}) == 1 and len(wholes[0]) - len(tokenizer(prompt)["input_ids"]) == 3
+        with torch.no_grad():
+            logits = model(torch.tensor([wholes[0][:-2]])).logits[0, -1].double()  # after prompt + " ("
+        np.testing.assert_allclose(record["logits"], logits[[w[-2] for w in wholes]].numpy(), atol=1e-5)
+
+
+def test_labels_that_differ_in_more_than_one_token_are_refused_saying_why(tiny_model):
+    from lm_eval_evidential.harness.model import EvidentialInputError
+
+    lm = make_lm(tiny_model)
+
+    class Req:
+        def __init__(self, cont):
+            self.args = ("Pick one. Answer:", cont)
+            self.task_name, self.doc_id, self.doc = "custom", 3, {}
+
+    with pytest.raises(
+        EvidentialInputError,
+        match=r"doc 3: .*single token, nor do the choices share a token prefix and differ in exactly one token",
+    ):
+        lm.loglikelihood([Req(" (A)"), Req(" (zebra-crossing)")])
