@@ -14,14 +14,14 @@ from __future__ import annotations
 import json
 import sys
 
-from ._options import print_rows
+from ._options import describe, print_rows
 
 
 def add_parser(sub) -> None:
     parser = sub.add_parser(
         "tasks",
         help="census of lm-eval's multiple-choice tasks: K, runs as is, lettered view (<task>_edl)",
-        description=__doc__,
+        description=describe(__doc__),
     )
     parser.add_argument("patterns", nargs="*", metavar="PATTERN", help="glob patterns of task names (default: all)")
     parser.add_argument("--include_path", default=None, help="a folder of your own task YAMLs, as for lm_eval")

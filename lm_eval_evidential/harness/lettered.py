@@ -408,8 +408,8 @@ class LetteredIndex(dict):
         if not isinstance(name, str) or dict.__contains__(self, name):
             return False
         stock = stock_name(name)
-        if stock is None or not dict.__contains__(self, stock):
-            return False
+        if stock is None or stock_name(stock) is not None or not dict.__contains__(self, stock):
+            return False  # no view of a view (obqa_edl_edl)
         self[name] = view_entry(name, dict.__getitem__(self, stock), self._factory)
         return True
 
@@ -562,6 +562,8 @@ def census(manager, patterns: list[str] | None = None) -> list[dict]:
         cfg = entry.cfg or {}
         if entry.kind not in (Kind.TASK, Kind.PY_TASK) or cfg.get("output_type") != "multiple_choice":
             continue
+        if stock_name(name) is not None:
+            continue  # this package's tasks (and a user's *_edl tasks): lettered already
         if patterns and not any(fnmatch.fnmatchcase(name, p) for p in patterns):
             continue
         rows.append(census_row(name, cfg))

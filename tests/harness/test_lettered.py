@@ -95,6 +95,7 @@ def test_views_are_resolved_by_name_only_and_index_nothing(manager):
     assert "my_mmlu_pro_edl" not in stock.all_tasks  # nothing listed ahead of time
     assert stock.match_tasks(["my_mmlu_pro_edl"]) == ["my_mmlu_pro_edl"]
     assert stock.match_tasks(["nonexistent_edl"]) == []
+    assert stock.match_tasks(["my_mmlu_pro_edl_edl"]) == []  # no view of a view
     assert "my_mmlu_pro" in stock.match_tasks(["my_mmlu_pro"])
 
 
@@ -286,13 +287,13 @@ def test_a_task_list_with_stock_text_tasks_names_every_refused_task_and_its_view
 
     from lm_eval_evidential.harness.model import EvidentialInputError
 
-    stock = [views[f"{name}_edl"].stock for name in ("arc_challenge", "winogrande", "hellaswag")]
+    stock = [views[f"{name}_edl"].stock for name in ("piqa", "winogrande", "hellaswag")]
     with pytest.raises(EvidentialInputError) as info:
         lm_eval.simple_evaluate(model=make_lm(tiny_model), tasks=stock, bootstrap_iters=0)
     message = str(info.value)
     assert message.startswith("--model evidential cannot score 3 of the 3 tasks")
-    assert "--tasks arc_challenge_edl,winogrande_edl,hellaswag_edl" in message
-    assert "arc_c_edl or arc_challenge_edl" in message and "K different contexts" in message
+    assert "--tasks piqa_edl,winogrande_edl,hellaswag_edl" in message
+    assert "use piqa_edl, the same questions" in message and "K different contexts" in message
     assert "\n" not in message
 
 
