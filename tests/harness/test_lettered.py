@@ -185,21 +185,23 @@ def test_evidential_records_of_the_views_are_the_models_own_logits(views, tiny_m
     )
 
 
-MY_PIQA_YAML = """task: my_piqa
-dataset_path: json
-dataset_kwargs:
-  data_files: {{test: {path}}}
-test_split: test
-output_type: multiple_choice
-doc_to_text: "Question: {{{{goal}}}}\\nAnswer:"
-doc_to_target: label
-doc_to_choice: "{{{{[sol1, sol2]}}}}"
-metric_list:
-  - metric: acc
-  - metric: acc_norm
-metadata:
-  version: 1.0
-"""
+def local_task(folder, name: str, rows: list[dict], *, text: str, choices: str, target: str, metrics=("acc",)):
+    """A stock-style multiple-choice task ``name`` on local JSON lines (``rows``) in ``folder``."""
+    data = folder / f"{name}.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    config = {
+        "task": name,
+        "dataset_path": "json",
+        "dataset_kwargs": {"data_files": {"test": str(data)}},
+        "test_split": "test",
+        "output_type": "multiple_choice",
+        "doc_to_text": text,
+        "doc_to_target": target,
+        "doc_to_choice": json.loads(choices) if choices.startswith("[") else choices,
+        "metric_list": [{"metric": m} for m in metrics],
+        "metadata": {"version": 1.0},
+    }
+    (folder / f"{name}.yaml").write_text(json.dumps(config))  # JSON is YAML
 
 
 def _hf_table(tiny_model, folder, disable_hook: bool) -> str:
@@ -225,30 +227,19 @@ def _hf_table(tiny_model, folder, disable_hook: bool) -> str:
 
 
 def test_stock_model_on_a_stock_text_task_gives_the_same_table_with_and_without_the_package(tiny_model, tmp_path):
-    data = tmp_path / "piqa.jsonl"
-    data.write_text("".join(json.dumps(r) + "\n" for r in fixtures.piqa_rows()))
-    (tmp_path / "my_piqa.yaml").write_text(MY_PIQA_YAML.format(path=data))
+    local_task(
+        tmp_path,
+        "my_piqa",
+        fixtures.piqa_rows(),
+        text="Question: {{goal}}\nAnswer:",
+        choices="{{[sol1, sol2]}}",
+        target="label",
+        metrics=("acc", "acc_norm"),
+    )
     with_package = _hf_table(tiny_model, tmp_path, disable_hook=False)
     assert with_package == _hf_table(tiny_model, tmp_path, disable_hook=True)
     results, names = json.loads(with_package)
     assert names == ["my_piqa"] and set(results) == {"my_piqa"}  # no view is listed or evaluated
-
-
-MY_WORDS_YAML = """task: my_words
-dataset_path: json
-dataset_kwargs:
-  data_files: {{test: {path}}}
-test_split: test
-output_type: multiple_choice
-doc_to_text: "{{{{prompt}}}}\\\\nAnswer:"
-doc_to_target: gold
-doc_to_choice: ["A", "question", "label", "the", "correct", "answer", "below"]
-metric_list:
-  - metric: acc
-  - metric: acc_norm
-metadata:
-  version: 1.0
-"""
 
 
 def test_acc_norm_under_the_evidential_model_is_the_records_accuracy(tiny_model, tiny_adapter, tmp_path):
@@ -260,9 +251,16 @@ def test_acc_norm_under_the_evidential_model_is_the_records_accuracy(tiny_model,
         {"prompt": f"Item {i}: which word names the {['letter', 'query', 'tag'][i % 3]}?", "gold": i % 7}
         for i in range(24)
     ]
-    data = tmp_path / "words.jsonl"
-    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    (tmp_path / "my_words.yaml").write_text(MY_WORDS_YAML.format(path=data))
+    words = ["A", "question", "label", "the", "correct", "answer", "below"]
+    local_task(
+        tmp_path,
+        "my_words",
+        rows,
+        text="{{prompt}}\nAnswer:",
+        choices=json.dumps(words),
+        target="gold",
+        metrics=("acc", "acc_norm"),
+    )
     results = lm_eval.simple_evaluate(
         model=make_lm(tiny_model, tiny_adapter),
         tasks=["my_words"],
@@ -273,7 +271,7 @@ def test_acc_norm_under_the_evidential_model_is_the_records_accuracy(tiny_model,
     records, row = results.records["my_words"], results["results"]["my_words"]
     accuracy = float(np.mean(records.correct))
     # the harness's own acc_norm on these responses: argmax of log E[p_j] / len(" " + choice j)
-    lengths = np.array([len(" " + w) for w in ("A", "question", "label", "the", "correct", "answer", "below")], float)
+    lengths = np.array([len(" " + w) for w in words], float)
     log_p = np.log(records.alpha / records.alpha.sum(axis=1, keepdims=True))
     stock_norm = np.argmax(log_p / lengths, axis=1)
     assert ((stock_norm == records.gold) != records.correct).any()  # a fixture where the two disagree
@@ -324,22 +322,6 @@ def test_shipped_pair_with_a_view_checks_k_and_a_pair_of_other_ks_is_refused(man
         manager.load([pair])
 
 
-MY_PAREN_YAML = """task: my_paren
-dataset_path: json
-dataset_kwargs:
-  data_files: {{test: {path}}}
-test_split: test
-output_type: multiple_choice
-doc_to_text: "{{{{prompt}}}}\\\\nOptions: (A) red (B) green (C) blue\\\\nAnswer:"
-doc_to_target: gold
-doc_to_choice: ["(A)", "(B)", "(C)"]
-metric_list:
-  - metric: acc
-metadata:
-  version: 1.0
-"""
-
-
 def test_parenthesised_labels_are_read_at_the_differing_token_after_their_shared_prefix(
     tiny_model, tiny_adapter, tmp_path
 ):
@@ -352,9 +334,14 @@ def test_parenthesised_labels_are_read_at_the_differing_token_after_their_shared
     rows = [
         {"prompt": f"Sample {i}: which colour is {['warm', 'leafy', 'cool'][i % 3]}?", "gold": i % 3} for i in range(5)
     ]
-    data = tmp_path / "paren.jsonl"
-    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    (tmp_path / "my_paren.yaml").write_text(MY_PAREN_YAML.format(path=data))
+    local_task(
+        tmp_path,
+        "my_paren",
+        rows,
+        text="{{prompt}}\nOptions: (A) red (B) green (C) blue\nAnswer:",
+        choices='["(A)", "(B)", "(C)"]',
+        target="gold",
+    )
     manager = TaskManager(include_path=str(tmp_path), include_defaults=False)
     results = lm_eval.simple_evaluate(
         model=make_lm(tiny_model, tiny_adapter), tasks=["my_paren"], bootstrap_iters=0, task_manager=manager
