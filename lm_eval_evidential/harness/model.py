@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import re
 from collections import defaultdict
 from dataclasses import dataclass
 from functools import cached_property
@@ -79,6 +80,9 @@ EDL_ALTERNATIVES = {
     "mmlu_abstract_algebra": "mmlu_math_edl",
 }
 
+
+# The differing token of "(A)"-style labels: a letter or digit or two (harness/lettered.py: shared_prefix_split).
+_LABEL_TOKEN = re.compile(r"[A-Za-z0-9]{1,2}")
 
 # A (prompt tail, choices) whose answer ids are checked on every whole prompt (EvidentialLM._answer_ids_at_tail).
 _FULL_CHECK = object()
@@ -862,8 +866,8 @@ class EvidentialLM(HFLM):
     def _split_answers(self, context, context_ids, continuations, task, where) -> tuple[list[int], tuple[int, ...]]:
         """``(prefix ids, answer ids)``: single-token choices (no prefix), else "(A)"-style labels.
 
-        Labels that share a token prefix and differ in exactly one token
-        (:func:`~lm_eval_evidential.harness.lettered.shared_prefix_split`) are read at that token,
+        Labels that share a token prefix and differ in exactly one token, a letter or digit
+        (:func:`~lm_eval_evidential.harness.lettered.shared_prefix_split`), are read at that token,
         after the prompt plus the prefix; anything else is refused with the single-token message.
         """
         from lm_eval_evidential.harness.lettered import shared_prefix_split
@@ -874,6 +878,10 @@ class EvidentialLM(HFLM):
             wholes = [self.tok_encode(context + c) for c in continuations]
             n = len(context_ids)
             split = shared_prefix_split([w[n:] for w in wholes]) if all(w[:n] == context_ids for w in wholes) else None
+            if split is not None and not all(
+                _LABEL_TOKEN.fullmatch(self.tokenizer.decode([t]).strip()) for t in split[1]
+            ):
+                split = None  # answer texts that happen to differ in one token ("a ruler", "a clock") are not labels
             if split is None:
                 head, dash, fix = str(error).partition(" — ")
                 raise EvidentialInputError(
