@@ -62,7 +62,7 @@ def _same_records(got, want, tol=LOGIT_TOL, what=""):
         alpha_a, alpha_b = np.array([r["alpha"] for r in got]), np.array([r["alpha"] for r in want])
         np.testing.assert_allclose(alpha_a, alpha_b, atol=tol, rtol=0)
     assert [r["pred"] for r in got] == [r["pred"] for r in want]
-    print(f"MEASURED {what}: max |logit vLLM - logit transformers| = {np.abs(a - b).max():.2e} over {a.size} logits")
+    print(f"MEASURED {what}: max |Δ logit| = {np.abs(a - b).max():.2e} over {a.size} logits")
 
 
 def _head(lm, **settings):
@@ -183,6 +183,7 @@ def test_two_data_parallel_replicas_give_the_records_of_one(smollm2, base_engine
     pytest.importorskip("ray", reason="data_parallel_size > 1 needs ray (pip install '.[vllm]')")
     _, one = evaluate(_head(base_engine, method="edl"), [TASK], limit=LIMIT)
     lm = vllm_lm(smollm2, data_parallel_size=2)  # lm-eval's Ray replicas, each its own engine
+    assert not hasattr(lm, "model")  # no engine in this process: the two replicas score everything
     _, two = evaluate(lm, [TASK], limit=LIMIT)
     del lm
     assert sorted(r["doc_id"] for r in two[TASK]) == list(range(LIMIT))  # every question once, one file
