@@ -3,27 +3,29 @@
 lm-eval 0.4.13 has no plugin discovery, so a ``.pth`` file installed with the package imports
 this module at interpreter start. It imports nothing (``sys`` is already loaded): it only puts
 a finder first on ``sys.meta_path`` that, for the lm_eval modules named below and for nothing
-else, wraps the real loader so that the matching ``on_*_imported`` function of
-:mod:`lm_eval_evidential.harness.plugin` runs once the module has executed. Every other import
+else, wraps the real loader so that :func:`lm_eval_evidential.harness.plugin.on_imported`
+patches the module once it has executed. Every other import
 pays one dictionary lookup. ``benchmarks/bench_startup.py`` measures the cost.
 Set ``LM_EVAL_EVIDENTIAL_DISABLE_HOOK=1`` to turn it off.
 """
 
 import sys
 
-# module name -> name of the function in lm_eval_evidential.harness.plugin
-TARGETS = {
-    "lm_eval.models": "on_models_imported",
-    "lm_eval.tasks.manager": "on_task_manager_imported",
-    "lm_eval.evaluator": "on_evaluator_imported",
-    "lm_eval.loggers.evaluation_tracker": "on_evaluation_tracker_imported",
-}
+# The lm_eval modules the plugin patches (plugin.ON_IMPORT's keys; named here so that start-up imports nothing).
+TARGETS = frozenset(
+    {
+        "lm_eval.models",
+        "lm_eval.tasks.manager",
+        "lm_eval.evaluator",
+        "lm_eval.loggers.evaluation_tracker",
+    }
+)
 
 
 def _run(fullname, module):
     from lm_eval_evidential.harness import plugin
 
-    getattr(plugin, TARGETS[fullname])(module)
+    plugin.on_imported(fullname, module)
 
 
 class _PatchingLoader:

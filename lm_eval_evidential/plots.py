@@ -20,9 +20,10 @@ from lm_eval_evidential.audits._common import (
     no_alpha_reason,
     record_scores,
 )
+from lm_eval_evidential.errors import InvalidValueError
 from lm_eval_evidential.metrics._validation import as_binary_labels
 from lm_eval_evidential.metrics.calibration import reliability_diagram
-from lm_eval_evidential.metrics.scores import OOD_DEFAULT_SCORES, SCORES, available_scores
+from lm_eval_evidential.metrics.scores import OOD_DEFAULT_SCORES, computable_scores
 from lm_eval_evidential.metrics.selective import risk_coverage_curve
 from lm_eval_evidential.records.io import atomic_write_bytes
 
@@ -92,7 +93,7 @@ def ksweep_figure(rows: Sequence[dict], title: str | None = None):
 
     rows = list(rows)
     if not rows:
-        raise ValueError("no ksweep rows to plot")
+        raise InvalidValueError("no ksweep rows to plot")
     # x = options appended: OOD-only grows K_OOD alone, matched grows K_ID and K_OOD together,
     # so an axis of "K_OOD" would misdescribe the matched lines.
     base = rows[0].get("k_id") if rows[0].get("extra") == 0 else None
@@ -174,7 +175,7 @@ def plot_reliability_diagram(diagram: dict, ax=None, title: str | None = None):
     """
     missing = {"edges", "counts", "mean_confidence", "accuracy"} - set(diagram)
     if missing:
-        raise ValueError(f"diagram is missing {sorted(missing)}; pass the dict returned by reliability_diagram")
+        raise InvalidValueError(f"diagram is missing {sorted(missing)}; pass the dict returned by reliability_diagram")
     fig, ax = _figure_and_axes(ax)
     edges = np.asarray(diagram["edges"], dtype=np.float64)
     acc = np.asarray(diagram["accuracy"], dtype=np.float64)
@@ -249,7 +250,7 @@ def plot_risk_coverage(
     """
     coverage, risk = risk_coverage_curve(score, correct)
     if coverage.size == 0:
-        raise ValueError("cannot plot a risk-coverage curve for 0 examples")
+        raise InvalidValueError("cannot plot a risk-coverage curve for 0 examples")
     fig, ax = _figure_and_axes(ax)
     name = "score" if label is None else label
     ax.plot(coverage, risk, color=color, linestyle=linestyle, label=f"{name} (AURC {risk.mean():.4f})")
@@ -275,7 +276,7 @@ def reliability_figure(records_by_task, n_bins: int = 15):
 
     check_task_mapping(records_by_task)  # no producer check: figures draw what the rows audited
     if not records_by_task:
-        raise ValueError("no tasks to plot")
+        raise InvalidValueError("no tasks to plot")
     n = len(records_by_task)
     ncols = min(n, 3)
     nrows = -(-n // ncols)
@@ -317,14 +318,14 @@ def risk_coverage_figure(records, scores: Sequence[str] | None = None):
     from matplotlib.figure import Figure
 
     if scores is None:
-        names = [n for n in OOD_DEFAULT_SCORES if n in available_scores(records.has_alpha)]
+        names = computable_scores(OOD_DEFAULT_SCORES, records.has_alpha)[0]
     else:
         names = check_scores(scores)
-    bad = [n for n in names if SCORES[n].needs_alpha and not records.has_alpha]
+    bad = computable_scores(names, records.has_alpha)[1]
     if bad:
-        raise ValueError(no_alpha_reason(bad[0], [records.task]))
+        raise InvalidValueError(no_alpha_reason(bad[0], [records.task]))
     if len(records) == 0:
-        raise ValueError(f"task {records.task!r} has no records (0 examples); nothing to plot")
+        raise InvalidValueError(f"task {records.task!r} has no records (0 examples); nothing to plot")
     values = record_scores(records, names)
     curves: dict[bytes, list[str]] = {}  # identical curves share one line
     for name in names:

@@ -1,13 +1,14 @@
 """The package's layers, read off its imports: every module imports only from layers below its own.
 
-metrics < records < {audits, modeling} < {plots, harness} < {report, training, testing} < cli
+errors < metrics < records < {audits, modeling} < {plots, harness} < {report, training, testing} < cli
 
 Every ``import`` in every module counts, including the ones inside functions (lazy imports keep
 the CLI fast; they are no way around the layering), and two layers of the same rank never
 import each other (audits never imports modeling, plots never harness, report never training).
 Each lower layer may use only the third-party libraries listed for it (the standard library is
-always allowed): metrics is numpy/scipy, records adds pyarrow, audits and report never import
-torch, lm_eval or matplotlib.
+always allowed): errors is the standard library alone, metrics is numpy/scipy, records adds
+pyarrow, audits and report never import torch, lm_eval or matplotlib. And no module imports
+itself through others: the graph of the package's own imports has no cycle.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import lm_eval_evidential
 PACKAGE = Path(lm_eval_evidential.__file__).resolve().parent
 NAME = PACKAGE.name
 RANK = {
+    "errors": -1,
     "metrics": 0,
     "records": 1,
     "audits": 2,
@@ -40,6 +42,7 @@ MODULE_LAYER = {"_import_hook": "harness", "__main__": "cli"}
 NUMERIC = {"numpy", "scipy"}
 #: The only third-party packages each of these layers may import (others: anything they need).
 ALLOWED_THIRD_PARTY = {
+    "errors": set(),
     "metrics": NUMERIC,
     "records": NUMERIC | {"pyarrow"},
     "audits": NUMERIC,
@@ -106,6 +109,98 @@ def violations(package: Path = PACKAGE) -> list[str]:
                         f"{sorted(ALLOWED_THIRD_PARTY[layer])} and the standard library"
                     )
     return found
+
+
+def _module_name(path: Path, package: Path) -> str:
+    parts = list(path.relative_to(package.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph(package: Path = PACKAGE) -> dict[str, set[str]]:
+    """``{module: modules of the package it imports}``, every import that runs counted (lazy ones too,
+    not those under ``if TYPE_CHECKING:``); a name imported from a package resolves to its submodule
+    when there is one (``from .records import io``)."""
+    paths = {_module_name(p, package): p for p in package.rglob("*.py")}
+    graph: dict[str, set[str]] = {name: set() for name in paths}
+    for name, path in paths.items():
+        here = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        typing_only = {  # `if TYPE_CHECKING:` imports name types for annotations; nothing runs them
+            id(inner)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+            for stmt in node.body
+            for inner in ast.walk(stmt)
+        }
+        for node in ast.walk(tree):
+            if id(node) in typing_only:
+                continue
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = here.split(".")[: len(here.split(".")) - node.level + 1] if node.level else []
+                module = ".".join([*base, *([node.module] if node.module else [])])
+                targets = [f"{module}.{alias.name}" for alias in node.names]
+            else:
+                continue
+            for target in targets:
+                while target and target not in paths:  # a name inside a module: that module
+                    target = target.rpartition(".")[0]
+                if target and target != name:
+                    graph[name].add(target)
+    return graph
+
+
+def import_cycles(package: Path = PACKAGE) -> list[list[str]]:
+    """The strongly connected components of :func:`import_graph` with more than one module (Tarjan)."""
+    graph, index, low, stack, on_stack, cycles = import_graph(package), {}, {}, [], set(), []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return cycles
+
+
+def test_no_import_cycles():
+    cycles = import_cycles()
+    assert not cycles, "modules importing each other (directly or through others): " + "; ".join(
+        " <-> ".join(c) for c in cycles
+    )
+
+
+def test_the_cycle_finder_reports_a_planted_cycle(tmp_path):
+    """The check can fail: a three-module circle planted in a copy of the package layout is found."""
+    fake = tmp_path / NAME
+    (fake / "harness").mkdir(parents=True)
+    (fake / "harness" / "a.py").write_text("from lm_eval_evidential.harness import b\n")
+    (fake / "harness" / "b.py").write_text("def f():\n    from .c import x\n")
+    (fake / "harness" / "c.py").write_text("from lm_eval_evidential.harness.a import y\n")
+    (fake / "harness" / "d.py").write_text("from lm_eval_evidential.harness.a import y\n")
+    # an annotation-only import back is no cycle
+    (fake / "harness" / "e.py").write_text("if TYPE_CHECKING:\n    from lm_eval_evidential.harness.f import z\n")
+    (fake / "harness" / "f.py").write_text("from lm_eval_evidential.harness.e import q\n")
+    assert import_cycles(fake) == [[f"{NAME}.harness.a", f"{NAME}.harness.b", f"{NAME}.harness.c"]]
 
 
 def test_imports_only_go_down_and_each_layer_uses_only_its_libraries():

@@ -8,12 +8,14 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from lm_eval_evidential.errors import InvalidValueError
 from lm_eval_evidential.metrics._validation import UndefinedMetricWarning
-from lm_eval_evidential.metrics.scores import (
+from lm_eval_evidential.metrics.scores import (  # noqa: F401 (no_alpha_reason: the audits' wording too)
     SCORES,
     available_scores,
     check_score_names,
     compute_score,
+    no_alpha_reason,
 )
 from lm_eval_evidential.records import Records, check_same_producer
 
@@ -51,7 +53,7 @@ def record_scores(records: Records, names: Sequence[str], keep=None) -> dict[str
 def check_task_mapping(records_by_task) -> None:
     """``records_by_task`` must map task name -> Records (ValueError naming the loader otherwise)."""
     if not isinstance(records_by_task, Mapping):
-        raise ValueError(
+        raise InvalidValueError(
             f"records_by_task must map task name -> Records, got {type(records_by_task).__name__}; "
             "load them with lm_eval_evidential.records.load_run(...).records"
         )
@@ -61,13 +63,6 @@ def check_records_by_task(records_by_task) -> None:
     """A ``{task: Records}`` mapping from one producer (FingerprintMismatchError unless checked together before)."""
     check_task_mapping(records_by_task)
     check_same_producer(list(records_by_task.values()))
-
-
-def no_alpha_reason(name: str, tasks: Sequence[str]) -> str:
-    return (
-        f"score {name!r} needs Dirichlet alpha, but the records of {', '.join(tasks)} are method=softmax "
-        f"(no evidence); use one of {', '.join(available_scores(False))}"
-    )
 
 
 def collect(reasons: list[str], fn, *args, **kwargs):

@@ -30,6 +30,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from lm_eval_evidential.errors import InvalidValueError
 from lm_eval_evidential.metrics.cardinality import (
     POLICIES,
     CardinalityMismatchError,
@@ -53,6 +54,8 @@ from lm_eval_evidential.metrics.scores import (
     SCORES,
     available_scores,
     check_score_names,
+    computable_scores,
+    no_alpha_reason,
 )
 from lm_eval_evidential.records import Records, check_same_producer
 
@@ -150,7 +153,9 @@ def subset_records(records: Records, keep) -> Records:
     """The examples of ``records`` selected by the boolean mask ``keep`` (same task and meta)."""
     keep = np.asarray(keep)
     if keep.dtype != bool or keep.shape != (len(records),):
-        raise ValueError(f"keep must be a boolean mask of shape ({len(records)},), got {keep.dtype} {keep.shape}")
+        raise InvalidValueError(
+            f"keep must be a boolean mask of shape ({len(records)},), got {keep.dtype} {keep.shape}"
+        )
     if keep.all():
         return records
     idx = np.flatnonzero(keep)
@@ -174,19 +179,15 @@ def resolve_scores(scores: Iterable[str] | None, *records: Records, default: Seq
     """
     has_alpha = all(r.has_alpha for r in records)
     if scores is None:
-        names = [s for s in (default or available_scores(has_alpha)) if has_alpha or not SCORES[s].needs_alpha]
+        names = computable_scores(default or available_scores(has_alpha), has_alpha)[0]
         if "neg_norm_entropy" in names and any(r.k.size and int(r.k.min()) < 2 for r in records):
             warnings.warn("neg_norm_entropy left out: some examples have K = 1 (it divides by log K)", stacklevel=3)
             names.remove("neg_norm_entropy")
         return names
     names = check_score_names(scores)
-    no_alpha = [r.task for r in records if not r.has_alpha]
-    needs = [s for s in names if SCORES[s].needs_alpha]
-    if needs and no_alpha:
-        raise ValueError(
-            f"score(s) {needs} need Dirichlet alpha, but the records of {no_alpha} are method=softmax (no "
-            f"evidence, so vacuity/strength are undefined); use scores from: {', '.join(available_scores(False))}"
-        )
+    needs = computable_scores(names, has_alpha)[1]
+    if needs:
+        raise InvalidValueError(no_alpha_reason(needs, [r.task for r in records if not r.has_alpha]))
     return names
 
 
@@ -279,9 +280,9 @@ def ood_rows(
 def _forced_k(records: Records, force_k) -> np.ndarray:
     """Every row's K set to ``force_k``; ValueError for a K below some question's own."""
     if isinstance(force_k, bool) or not isinstance(force_k, (int, np.integer)) or force_k < 1:
-        raise ValueError(f"force_k must be a whole number >= 1, got {force_k!r}")
+        raise InvalidValueError(f"force_k must be a whole number >= 1, got {force_k!r}")
     if records.k.size and int(records.k.max()) > force_k:
-        raise ValueError(
+        raise InvalidValueError(
             f"force_k={force_k} is below the K of {int((records.k > force_k).sum())} {records.task} questions "
             f"(up to {int(records.k.max())}); a forced K can add phantom options, never remove real ones"
         )
@@ -328,14 +329,14 @@ def _require_alpha(*records: Records, phantom: str = "zero") -> float:
     unless ``phantom="model"`` (the one mode defined without evidence: renormalised probabilities)."""
     no_alpha = [r.task for r in records if not r.has_alpha]
     if no_alpha and phantom != "model":
-        raise ValueError(
+        raise InvalidValueError(
             f"the K sweep with --phantom {phantom} appends to Dirichlet alphas, but the records of {no_alpha} are "
             "method=softmax and have no alpha; use --phantom model (the softmax over the answer and phantom "
             "logits) or evaluate with an evidential method (edl, ib_edl)"
         )
     lams = {r.prior_weight for r in records}
     if len(lams) != 1:
-        raise ValueError(
+        raise InvalidValueError(
             f"the records were produced with different prior weights {sorted(lams)} "
             f"({', '.join(f'{r.task}: {r.prior_weight}' for r in records)}); the K sweep needs one lambda"
         )
@@ -359,12 +360,12 @@ def _side(records: Records, keep, phantom: str, names) -> dict:
     if phantom != "model":
         return out
     if not records.has_phantoms:
-        raise ValueError(
+        raise InvalidValueError(
             f"--phantom model needs the phantom options' logits, but the records of {records.task} have none (written "
             "before lm-eval-evidential kept them, or by --model hf); re-run the evaluation with --model evidential"
         )
     if records.method == "ib_edl":
-        raise ValueError(
+        raise InvalidValueError(
             f"--phantom model cannot give IB-EDL evidence for a phantom option ({records.task}): it needs that "
             "option's sigma (the last K + x vocabulary logits of a (K + x)-option head) and its noise draws, which "
             "the records do not keep; --phantom zero and --phantom count work on IB-EDL records, and method=edl "

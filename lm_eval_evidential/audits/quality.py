@@ -31,7 +31,7 @@ import numpy as np
 from ..metrics.accuracy_estimation import atc_by_score, doc_estimate
 from ..metrics.calibration import adaptive_ece, brier, ece, nll
 from ..metrics.score_orders import score_order_audit
-from ..metrics.scores import SCORES, available_scores
+from ..metrics.scores import available_scores, computable_scores
 from ..metrics.selective import aurc, prr, spearman
 from ._common import (
     check_records_by_task,
@@ -131,6 +131,7 @@ def selective_rows(records_by_task, scores: Sequence[str] | None = None) -> list
     names = check_scores(scores)
     rows = []
     for task, r in records_by_task.items():
+        lacking = computable_scores(names or available_scores(r.has_alpha), r.has_alpha)[1]
         for name in names or available_scores(r.has_alpha):
             row = {"task": task, "score": name}
             nan_row = {
@@ -139,7 +140,7 @@ def selective_rows(records_by_task, scores: Sequence[str] | None = None) -> list
                 "aurc": float("nan"),
                 "spearman": float("nan"),
             }
-            if SCORES[name].needs_alpha and not r.has_alpha:
+            if name in lacking:
                 rows.append(finish_row(nan_row, [no_alpha_reason(name, [task])]))
                 continue
             if len(r) == 0:
@@ -197,7 +198,7 @@ def atc_rows(
         n_t = len(target)
         true_acc = float(np.mean(target.correct)) if n_t else float("nan")
         lacking = list(dict.fromkeys(t.task for t in (id_records, target) if not t.has_alpha))
-        usable = [n for n in names if not (SCORES[n].needs_alpha and lacking)]
+        usable = computable_scores(names, not lacking)[0]
         reasons: list[str] = []
         if len(id_records) == 0:
             reasons.append(f"ID task {id_task!r} has no records, so no threshold can be learned")
@@ -270,7 +271,7 @@ def order_rows(records_by_task, scores: Sequence[str] | None = None) -> list[dic
     rows = []
     for task, r in records_by_task.items():
         wanted = names or available_scores(r.has_alpha)
-        usable = [n for n in wanted if r.has_alpha or not SCORES[n].needs_alpha]
+        usable = computable_scores(wanted, r.has_alpha)[0]
         reasons: list[str] = []
         audited = {}
         if len(r) < 2:

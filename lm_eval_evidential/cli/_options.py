@@ -7,6 +7,8 @@ import math
 import sys
 from collections.abc import Sequence
 
+from lm_eval_evidential.errors import InvalidValueError
+
 
 class HelpFormatter(argparse.HelpFormatter):
     """Every subcommand's help: an option's real default, said once.
@@ -292,7 +294,7 @@ def refuse_self_comparison(id_task: str, others, option: str = "--ood") -> None:
     by content after loading (:func:`refuse_same_questions`).
     """
     if id_task in others:
-        raise ValueError(
+        raise InvalidValueError(
             f"--id and {option} both name {id_task!r}: comparing a task with itself gives {_SELF[option]}; pass a "
             f"different {option} task"
         )
@@ -308,7 +310,7 @@ def refuse_same_questions(id_records, others, option: str = "--ood") -> None:
     for other in others:
         theirs = other.meta.get("data_source")
         if other.task != id_records.task and theirs == mine:
-            raise ValueError(
+            raise InvalidValueError(
                 f"--id {id_records.task} and {option} {other.task} were evaluated on the same questions (data_source "
                 f"{mine.get('dataset')} {mine.get('configs')}, content hash {mine.get('sha256')}): one is a copy of "
                 f"the other, comparing them gives {_SELF[option]}; re-run the evaluation of {other.task} "

@@ -60,10 +60,12 @@ def add_parser(sub) -> None:
 
 
 def run_lm_eval(argv: list[str]) -> int:
-    """Run the stock CLI. An expected failure (bad model_args, a dataset, task or path problem: a
-    ValueError or OSError) is one ``error:`` line and exit status 1, a K or fingerprint refusal one
-    ``refused:`` line and 2 (:mod:`lm_eval_evidential.cli.main`'s map), never a traceback
-    (``LM_EVAL_EVIDENTIAL_TRACEBACK=1`` shows it, as for plain ``lm_eval``).
+    """Run the stock CLI. An expected failure (an :class:`~lm_eval_evidential.errors.EvidentialError`:
+    bad model_args, a dataset, task or path problem; or the stock CLI's own argument check, such as an
+    unknown task) is one ``error:`` line and exit status 1, a K or fingerprint refusal one ``refused:``
+    line and 2 (:mod:`lm_eval_evidential.cli.exit_codes`); so is a limit of this process under
+    ``--model evidential`` (memory, recursion). Anything else is a bug and keeps its traceback
+    (``LM_EVAL_EVIDENTIAL_TRACEBACK=1`` shows it for expected errors too, as for plain ``lm_eval``).
 
     ``--model evidential`` without ``--output_path`` is refused before any weights load, unless
     ``--no_output_path`` (this command's only own flag, removed before lm_eval parses the rest)."""
@@ -71,8 +73,10 @@ def run_lm_eval(argv: list[str]) -> int:
     import sys
 
     import lm_eval_evidential._import_hook as hook
-    from lm_eval_evidential.cli.main import EXIT_ERROR, EXIT_OK, EXIT_REFUSED, error_text, refusal_errors
+    from lm_eval_evidential.cli.exit_codes import EXIT_ERROR, EXIT_OK, fail
+    from lm_eval_evidential.errors import EvidentialError
     from lm_eval_evidential.harness import plugin
+    from lm_eval_evidential.harness.lm_eval_compat import stock_argument_error
 
     hook.install()
     from lm_eval.__main__ import cli_evaluate
@@ -88,14 +92,17 @@ def run_lm_eval(argv: list[str]) -> int:
     plugin.NO_OUTPUT_PATH_POLICY = "allow" if allow_no_output else "refuse"
     try:
         _check_output_path(argv)
-        cli_evaluate()
-    except (OSError, ValueError) as exc:  # EvidentialInputError, DatasetError, RecordsError, PermissionError, …
+        try:
+            cli_evaluate()
+        except ValueError as exc:
+            said = stock_argument_error(exc, hint=plugin.nearest_task_names(exc))
+            if said is None:
+                raise
+            raise said from exc
+    except EvidentialError as exc:  # expected: one line; anything else is a bug and keeps its traceback
         if os.environ.get("LM_EVAL_EVIDENTIAL_TRACEBACK"):
             raise
-        refused = isinstance(exc, refusal_errors())
-        text = error_text(exc) + plugin.nearest_task_names(exc)
-        print(f"lm-eval-evidential eval: {'refused' if refused else 'error'}: {text}", file=sys.stderr)
-        return EXIT_REFUSED if refused else EXIT_ERROR
+        return fail("eval", exc)
     except (MemoryError, RecursionError, ImportError) as exc:  # limits of this process: one line for our model
         text = plugin.resource_error_text(exc, argv)
         if text is None or os.environ.get("LM_EVAL_EVIDENTIAL_TRACEBACK"):

@@ -89,7 +89,7 @@ def run(args) -> int:
         phantom_evidence_line,
         sensitivity_lines,
     )
-    from lm_eval_evidential.cli.main import EXIT_REFUSED
+    from lm_eval_evidential.cli.exit_codes import EXIT_REFUSED
     from lm_eval_evidential.metrics.cardinality import CardinalityMismatchError
     from lm_eval_evidential.plots import plot_ksweep
 

@@ -3,24 +3,11 @@
 Each subcommand lives in ``lm_eval_evidential/cli/<name>.py`` with ``add_parser(subparsers)``
 and ``run(args) -> int``; they import their heavy dependencies only when run.
 
-Exit status: one map for every subcommand (:data:`EXIT_CODES`). ``eval`` is the stock
-``lm_eval`` CLI and keeps that CLI's own status, except that an expected failure (bad
-model_args, a dataset or path problem) is one ``error:`` line and 1, a K refusal 2.
-
-====  ======================================================================================
-0     success: the table, files or report were produced
-1     error: bad input or usage (an unknown option or score, a missing argument or task,
-      missing, truncated or corrupted records, an unwritable output path). The message says
-      what and how to fix it; no traceback (``-v`` adds one)
-2     refused: a comparison the audit will not make. A class-count (K) mismatch
-      (``CardinalityMismatchError`` under ``--k-policy assert``, or ``restrict`` leaving a side
-      empty) or records of different producers (``FingerprintMismatchError``, unless
-      ``--allow-fingerprint-mismatch``). Commands that compare several pairs (``ood``,
-      ``report``) still write every accepted pair and exit 2 if any pair was refused
-====  ======================================================================================
-
-argparse's own status for a usage error is 2; here a usage error is an error (1), so that 2
-always means a refusal a script can act on.
+Exit status: one map for every subcommand (:mod:`lm_eval_evidential.cli.exit_codes`). ``eval``
+is the stock ``lm_eval`` CLI and keeps that CLI's own status, except that an expected failure
+(an :class:`~lm_eval_evidential.errors.EvidentialError`: bad model_args, a dataset or path
+problem) is one ``error:`` line and 1, a refusal 2. Any other exception is a bug and shows its
+traceback.
 """
 
 from __future__ import annotations
@@ -29,6 +16,9 @@ import argparse
 import importlib
 import logging
 import sys
+
+from lm_eval_evidential.cli.exit_codes import EPILOG, EXIT_CODES, EXIT_ERROR, EXIT_OK, EXIT_REFUSED, fail
+from lm_eval_evidential.errors import EvidentialError
 
 COMMANDS = (
     "eval",
@@ -44,17 +34,7 @@ COMMANDS = (
     "train",
     "demo",
 )
-
-EXIT_OK = 0
-EXIT_ERROR = 1
-EXIT_REFUSED = 2
-#: The exit-code map of every subcommand (see the module docstring).
-EXIT_CODES = {
-    EXIT_OK: "success",
-    EXIT_ERROR: "error: bad input or usage",
-    EXIT_REFUSED: "refused by a K (class count) or fingerprint (producer) check",
-}
-EPILOG = "exit status: " + "; ".join(f"{code} {meaning}" for code, meaning in EXIT_CODES.items())
+__all__ = ["COMMANDS", "EXIT_CODES", "EXIT_ERROR", "EXIT_OK", "EXIT_REFUSED", "build_parser", "main"]
 
 logger = logging.getLogger(__name__)
 
@@ -89,24 +69,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def refusal_errors() -> tuple[type[Exception], ...]:
-    """The exceptions that mean "refused" (:data:`EXIT_REFUSED`) rather than "error"."""
-    from lm_eval_evidential.metrics.cardinality import CardinalityMismatchError
-    from lm_eval_evidential.records.provenance import FingerprintMismatchError
-
-    return CardinalityMismatchError, FingerprintMismatchError
-
-
-def error_text(exc: Exception) -> str:
-    """The one line of an expected failure: an OSError of a path (e.g. a read-only output folder, the
-    harness's own results writer) with the fix (:func:`~lm_eval_evidential.records.io.write_error`)."""
-    if isinstance(exc, OSError) and exc.filename is not None:
-        from lm_eval_evidential.records.io import write_error
-
-        return str(write_error(exc, exc.filename))
-    return str(exc)
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "eval":
@@ -126,11 +88,6 @@ def main(argv: list[str] | None = None) -> int:
     try:
         check_outputs(args)  # an output that would destroy data is refused before any work
         return int(args.func(args) or EXIT_OK)
-    except refusal_errors() as exc:
-        logger.debug("refused", exc_info=True)
-        print(f"lm-eval-evidential {args.command}: refused: {exc}", file=sys.stderr)
-        return EXIT_REFUSED
-    except (OSError, ValueError) as exc:  # RecordsError is a ValueError, FileNotFoundError an OSError
-        logger.info("error", exc_info=True)
-        print(f"lm-eval-evidential {args.command}: error: {error_text(exc)}", file=sys.stderr)
-        return EXIT_ERROR
+    except EvidentialError as exc:  # expected: one line; anything else is a bug and keeps its traceback
+        logger.info("%s", type(exc).__name__, exc_info=True)
+        return fail(args.command, exc)

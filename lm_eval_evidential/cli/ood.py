@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 
+from lm_eval_evidential.metrics.cardinality import format_k
 from lm_eval_evidential.records.io import write_json
 
 from ._options import (
@@ -42,19 +43,12 @@ TABLE_COLUMNS = (
 )
 
 
-def display_k(value) -> str:
-    """``4`` for a single K, ``3:4,4:1165,5:3`` for a histogram."""
-    if isinstance(value, dict):
-        return ",".join(f"{k}:{n}" for k, n in value.items())
-    return "" if value is None else str(value)
-
-
 def display_rows(rows: list[dict]) -> list[dict]:
     return [
         {
             **r,
-            "k_id": display_k(r["k_id"]),
-            "k_ood": display_k(r["k_ood"]),
+            "k_id": format_k(r["k_id"]),
+            "k_ood": format_k(r["k_ood"]),
             "dropped": f"{r['n_dropped']['id']}/{r['n_dropped']['ood']}",
             "matched": "yes" if r["matched"] else "NO",
             "forced_k": "" if r.get("forced_k") is None else f"{r['forced_k']} ({r['phantom']} phantom)",
@@ -111,7 +105,7 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     from lm_eval_evidential.audits.ood import ood_rows
-    from lm_eval_evidential.cli.main import EXIT_OK, EXIT_REFUSED
+    from lm_eval_evidential.cli.exit_codes import EXIT_OK, EXIT_REFUSED
     from lm_eval_evidential.metrics.cardinality import CardinalityMismatchError
 
     refuse_self_comparison(args.id_task, args.ood_tasks)

@@ -11,6 +11,7 @@ are order-equivalent on the task (Maaz et al. 2023, Definition 1) — then every
 
 from __future__ import annotations
 
+from lm_eval_evidential.errors import InvalidValueError
 from lm_eval_evidential.records.io import write_json
 
 from ._options import add_audit_parser, load, print_rows
@@ -33,7 +34,7 @@ def run(args) -> int:
     from lm_eval_evidential.audits import quality
 
     if args.scores is not None and len(args.scores) < 2:
-        raise ValueError(f"--scores needs at least two scores to compare, got {args.scores}")
+        raise InvalidValueError(f"--scores needs at least two scores to compare, got {args.scores}")
     records = dict(zip(args.tasks, load(args, args.tasks)))
     rows = quality.order_rows(records, scores=args.scores)
     written = [write_json(args.json_path, rows)] if args.json_path else []

@@ -64,7 +64,7 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from lm_eval_evidential.cli.main import EXIT_OK, EXIT_REFUSED
+    from lm_eval_evidential.cli.exit_codes import EXIT_OK, EXIT_REFUSED
     from lm_eval_evidential.report import build_report
 
     refuse_self_comparison(args.id_task, args.ood_tasks)

@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 import sys
 
+from lm_eval_evidential.errors import InvalidValueError
+
 from ._options import describe, print_rows
 
 
@@ -54,7 +56,7 @@ def run(args) -> int:
 
     rows = census(TaskManager(include_path=args.include_path), args.patterns or None)
     if args.patterns and not rows:
-        raise ValueError(f"no multiple-choice task matches {' '.join(args.patterns)}")
+        raise InvalidValueError(f"no multiple-choice task matches {' '.join(args.patterns)}")
     if args.json_out == "-":
         json.dump(rows, sys.stdout, indent=1)
         print()

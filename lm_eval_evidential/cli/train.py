@@ -14,6 +14,8 @@ import dataclasses
 import os
 import sys
 
+from lm_eval_evidential.errors import InvalidValueError
+
 
 def _field_type(annotation) -> type:
     # The dataclass annotations are strings (postponed evaluation); map them to argparse types.
@@ -76,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
 
     config = config_from_args(args)  # a ValueError is an error (exit status 1), said by cli.main
     if config.output_dir is None:
-        raise ValueError("--output-dir is required")
+        raise InvalidValueError("--output-dir is required")
     try:
         out = train(args.pretrained, args.task, config)
     except TrainingInterrupted as stopped:  # SIGTERM/SIGINT: the checkpoint is saved; say where, exit as signalled

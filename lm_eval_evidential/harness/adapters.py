@@ -18,6 +18,8 @@ import json
 import os
 from pathlib import Path
 
+from lm_eval_evidential.errors import InvalidValueError
+
 #: vLLM's ``max_lora_rank`` choices (vllm/config/lora.py ``MaxLoRARanks``, vLLM 0.32).
 VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 # Module-name parts of the decoder blocks' linear layers, where vLLM applies LoRA.
@@ -117,7 +119,7 @@ def merged_checkpoint(pretrained, adapter, *, dtype: str = "auto", revision: str
     from peft import PeftModel
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-    from lm_eval_evidential.harness.model import _local_folder, saved_embedding_rows
+    from lm_eval_evidential.harness.loading_checks import _local_folder, saved_embedding_rows
     from lm_eval_evidential.modeling.quiet import peft_wrapping
     from lm_eval_evidential.records.io import atomic_folder
     from lm_eval_evidential.records.provenance import adapter_sha256, model_sha256
@@ -128,7 +130,7 @@ def merged_checkpoint(pretrained, adapter, *, dtype: str = "auto", revision: str
         declared = getattr(AutoConfig.from_pretrained(pretrained, revision=revision), "dtype", None)
         dtype = str(declared or "float32").removeprefix("torch.")
     if base_hash is None or adapter_hash is None:
-        raise ValueError(f"merging needs a local base and adapter (pretrained={pretrained}, peft={adapter})")
+        raise InvalidValueError(f"merging needs a local base and adapter (pretrained={pretrained}, peft={adapter})")
     target = Path(cache or cache_root()) / f"{base_hash[:16]}-{adapter_hash[:16]}-{dtype}"
     if (target / "config.json").is_file():
         return target

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 
+from lm_eval_evidential.errors import InvalidValueError
 from lm_eval_evidential.harness import datasets as mcqa_datasets
 from lm_eval_evidential.harness.evidential_task import EvidentialMCQATask
 
@@ -51,8 +52,8 @@ class KMatchedControlTask(EvidentialMCQATask):
             )
         from lm_eval.tasks import TaskManager
 
-        from lm_eval_evidential.harness.plugin import tasks_dir
-        from lm_eval_evidential.metrics.cardinality import k_histogram
+        from lm_eval_evidential.harness import tasks_dir
+        from lm_eval_evidential.metrics.cardinality import format_k, k_histogram
 
         manager = TaskManager(include_path=str(tasks_dir()), include_defaults=False)
         if id_task not in manager.all_tasks:
@@ -64,8 +65,8 @@ class KMatchedControlTask(EvidentialMCQATask):
         hist = k_histogram([d["k"] for d in docs])
         if len(hist) != 1:
             raise mcqa_datasets.DatasetError(
-                f"task {task!r}: k_from task {id_task!r} has mixed K {hist} (K: questions), so there is no single K "
-                "to match; use an ID task with one K or set metadata.target_k"
+                f"task {task!r}: k_from task {id_task!r} has mixed K {format_k(hist)} (K: questions), so there is no "
+                "single K to match; use an ID task with one K or set metadata.target_k"
             )
         return next(iter(hist))
 
@@ -73,7 +74,7 @@ class KMatchedControlTask(EvidentialMCQATask):
         task, meta = self.config.task, self.config.metadata or {}
         source = self._convert.convert if isinstance(self._convert, mcqa_datasets.DistractorRemoval) else self._convert
         if source is None:
-            raise ValueError(f"task {task!r}: process_docs (a converter) is missing from its YAML")
+            raise InvalidValueError(f"task {task!r}: process_docs (a converter) is missing from its YAML")
         seed = _int_setting(task, "removal_seed", meta.get("removal_seed", 0), 0)
         removal = mcqa_datasets.DistractorRemoval(source, k=self.target_k(), seed=seed)
         self._convert = removal

@@ -29,21 +29,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lm_eval_evidential.errors import DatasetError, InvalidValueError, MirrorFileNotFound
+
 MIRROR_ENV = "EVIDENTIAL_DATA_DIR"
 #: The bundled sample mirror (package data: questions written from templates, in the hub datasets' schemas).
 BUNDLED_SAMPLES = Path(__file__).resolve().parents[1] / "testing" / "data" / "sample"
 #: huggingface_hub's switch that makes a missing dataset fail at once instead of after ~25 s of retries.
 HUB_OFFLINE_ENV = "HF_HUB_OFFLINE"
 
+
 logger = logging.getLogger(__name__)
-
-
-class DatasetError(ValueError):
-    """A dataset row or split cannot be used; the message names task, doc and value, and the fix."""
-
-
-class MirrorFileNotFound(DatasetError, FileNotFoundError):
-    """A split's file is missing from the offline mirror (a DatasetError, so one line; a FileNotFoundError too)."""
 
 
 Converted = tuple[str, str, list[str], list[str], Any]
@@ -320,9 +315,9 @@ class DistractorRemoval:
 
     def __init__(self, convert: Callable[[dict, int], Converted | None], *, k: int, seed: int = 0) -> None:
         if isinstance(k, bool) or not isinstance(k, int) or k < 2:
-            raise ValueError(f"the target K of a distractor-removal control must be an integer >= 2, got {k!r}")
+            raise InvalidValueError(f"the target K of a distractor-removal control must be an integer >= 2, got {k!r}")
         if isinstance(seed, bool) or not isinstance(seed, int):
-            raise ValueError(f"removal_seed must be an integer, got {seed!r}")
+            raise InvalidValueError(f"removal_seed must be an integer, got {seed!r}")
         self.convert, self.k, self.seed = convert, k, seed
         self.n_questions = 0
         self.n_reduced = 0

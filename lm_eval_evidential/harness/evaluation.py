@@ -19,11 +19,13 @@ records themselves as ``results.records`` (:class:`EvidentialResults`).
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
+
+from lm_eval_evidential.errors import EvidentialInputError
+from lm_eval_evidential.records.provenance import sha256_text
 
 logger = logging.getLogger(__name__)
 
@@ -39,10 +41,6 @@ class EvidentialResults(dict):
     """
 
     records: dict
-
-
-def sha256_text(text: str | None) -> str | None:
-    return None if text is None else hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
 def evaluated_tasks(task_dict: Mapping) -> dict[str, Any]:
@@ -117,7 +115,6 @@ def check_tasks(lm, task_dict) -> None:
     """
     from lm_eval_evidential.harness.evidence import EvidenceLedger
     from lm_eval_evidential.harness.lettered import unscorable_stock_tasks
-    from lm_eval_evidential.harness.model import EvidentialInputError
 
     if not isinstance(getattr(lm, "evidence", None), EvidenceLedger):
         return
@@ -211,7 +208,6 @@ def _prior_weight(lm, questions) -> float:
 
 def gold_index(task, name: str, doc_id: int, doc, n_choices: int) -> int:
     """The index of the correct choice, by the harness's own rules (an index, or a choice's text)."""
-    from lm_eval_evidential.harness.model import EvidentialInputError
 
     target = task.doc_to_target(doc)
     if isinstance(target, str):

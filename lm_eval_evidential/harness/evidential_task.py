@@ -26,6 +26,7 @@ from pathlib import Path
 
 from lm_eval.api.task import ConfigurableTask
 
+from lm_eval_evidential.errors import EvidentialInputError, install_one_line_errors
 from lm_eval_evidential.harness import datasets as mcqa_datasets
 
 logger = logging.getLogger(__name__)
@@ -38,7 +39,7 @@ CALIBRATION_BINS = 15
 
 def _with_base(config: dict) -> dict:
     """The shared base config under ``config`` (a task that included the base YAML already has it)."""
-    from lm_eval.tasks._yaml_loader import load_yaml
+    from lm_eval_evidential.harness.lm_eval_compat import load_yaml
 
     if "output_type" in config:
         return config
@@ -56,6 +57,7 @@ class EvidentialMCQATask(ConfigurableTask):
     """
 
     def __init__(self, config: dict | None = None, **kwargs) -> None:
+        install_one_line_errors()  # plain lm_eval: a dataset error or K refusal of this task is one line
         config = _with_base(dict(config or {}))
         config.pop("class", None)
         # The converter runs once in download() with the task's metadata (answer tokens),
@@ -142,8 +144,6 @@ class EvidentialMCQATask(ConfigurableTask):
     def fewshot_pool(self) -> list[dict]:
         split = self.fewshot_split
         if split is None:
-            from lm_eval_evidential.harness.model import EvidentialInputError
-
             raise EvidentialInputError(
                 f"task {self.config.task!r}: --num_fewshot needs examples from a split other than the evaluated "
                 f"{self.eval_split!r}, and its YAML declares none; add training_split or fewshot_split, or drop "
@@ -244,7 +244,7 @@ class EvidentialMCQATask(ConfigurableTask):
     @property
     def fingerprint(self) -> dict:
         """What defines this task's records besides the model: prompt template, answer set, version, data."""
-        from lm_eval_evidential.harness.evaluation import sha256_text
+        from lm_eval_evidential.records.provenance import sha256_text
 
         template = (
             self.config.doc_to_text if isinstance(self.config.doc_to_text, str) else repr(self.config.doc_to_text)
@@ -296,7 +296,7 @@ class OODPairTask(EvidentialMCQATask):
     def _resolve_tasks(self):
         from lm_eval.tasks import TaskManager
 
-        from lm_eval_evidential.harness.plugin import tasks_dir
+        from lm_eval_evidential.harness import tasks_dir
 
         meta = self.config.metadata or {}
         paths = [str(tasks_dir())]
@@ -314,8 +314,8 @@ class OODPairTask(EvidentialMCQATask):
         import datasets
         import numpy as np
 
+        from lm_eval_evidential.harness import tasks_dir
         from lm_eval_evidential.harness.datasets import control_tasks
-        from lm_eval_evidential.harness.plugin import tasks_dir
         from lm_eval_evidential.metrics.cardinality import check_cardinality
 
         meta = self.config.metadata or {}
@@ -427,10 +427,10 @@ class OODPairTask(EvidentialMCQATask):
         import numpy as np
 
         from lm_eval_evidential.audits.ood import ood_rows, subset_records
-        from lm_eval_evidential.metrics.scores import SCORES
+        from lm_eval_evidential.metrics.scores import computable_scores
 
         side = np.array([self._sides[int(d)] for d in records.doc_id], dtype=bool)
-        scores = [s for s in self.scores if records.has_alpha or not SCORES[s].needs_alpha]
+        scores = computable_scores(self.scores, records.has_alpha)[0]
         rows = ood_rows(
             subset_records(records, side), subset_records(records, ~side), scores=scores, k_policy="report", n_boot=0
         )

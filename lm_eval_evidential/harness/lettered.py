@@ -481,7 +481,7 @@ def unscorable_stock_tasks(lm, tasks: dict) -> dict[str, str]:
     Read off each task's first doc, before any forward pass: its choices must be single answer
     tokens after the prompt for ``lm``'s tokenizer (the model's own check), on one context.
     """
-    from lm_eval_evidential.harness.model import EvidentialInputError
+    from lm_eval_evidential.errors import EvidentialInputError
 
     out = {}
     for name, task in tasks.items():

@@ -20,24 +20,47 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass
 from functools import cached_property
-from pathlib import Path
 from typing import Any
 
 import torch
 from lm_eval.models.huggingface import HFLM
 from tqdm import tqdm
 
+from lm_eval_evidential.errors import (
+    EvidentialInputError,
+    InvalidValueError,
+    UnsupportedRequestError,
+)
 from lm_eval_evidential.harness.evidence import EvidenceLedger, QuestionEvidence
-from lm_eval_evidential.modeling.config import HeadConfig, head_defaults
+from lm_eval_evidential.harness.loading_checks import (  # noqa: F401 (model_context, _local_folder: re-exported)
+    _ADAPTER_FIT_HINT,
+    _already_tied,
+    _gguf_error,
+    _local_folder,
+    _unknown_arg_error,
+    _wraps_tied_layer,
+    check_adapter_files,
+    check_adapter_fits,
+    check_context,
+    check_load_args,
+    check_phantom_count,
+    head_config,
+    model_context,
+    reference_head_settings,
+    saved_embedding_rows,
+)
+from lm_eval_evidential.modeling.config import head_defaults
 from lm_eval_evidential.modeling.encoding import (
+    ANSWER_TOKEN_FIX,
     PHANTOM_COUNT,
+    answer_token_ids,
     last_position_logits,
     left_pad,
     phantom_labels,
     phantom_token_ids,
     prompt_tail,
 )
-from lm_eval_evidential.modeling.heads import apply_head_batch
+from lm_eval_evidential.modeling.heads import apply_head_batch, sigma_logits
 from lm_eval_evidential.modeling.quiet import progress_options
 from lm_eval_evidential.records.provenance import adapter_sha256, model_sha256
 
@@ -48,24 +71,6 @@ harness_logger = logging.getLogger("lm_eval.evidential")
 
 # Launchers' world-size variables, as accelerate reads them (torchrun, MPI implementations).
 _LAUNCHER_WORLD_SIZE = ("WORLD_SIZE", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE")
-
-
-def _local_folder(name_or_path, revision) -> Path | None:
-    """The local folder a model or adapter was loaded from: the path itself, or its hub cache snapshot."""
-    if not isinstance(name_or_path, (str, Path)) or not str(name_or_path):
-        return None
-    if Path(name_or_path).is_dir():
-        return Path(name_or_path)
-    from huggingface_hub import snapshot_download
-
-    try:  # already downloaded by the load that just happened: never touches the network
-        return Path(snapshot_download(repo_id=str(name_or_path), revision=revision, local_files_only=True))
-    except (OSError, ValueError):
-        return None
-
-
-class EvidentialInputError(ValueError):
-    """A request the evidential model cannot score; the message names task, doc, value and fix."""
 
 
 # Stock lm_eval tasks whose choices are answer texts, and this package's task with the same
@@ -102,352 +107,6 @@ class _Question:
     phantom_ids: tuple[int, ...] = ()  # the next labels' tokens (" E".." H" after " A".." D")
 
 
-def _looks_local(value: str) -> bool:
-    """Whether ``value`` can only mean a local path: not a valid hub id, or a path under an existing folder."""
-    from huggingface_hub.errors import HFValidationError
-    from huggingface_hub.utils import validate_repo_id
-
-    try:
-        validate_repo_id(value)
-    except HFValidationError:
-        return True
-    parent = Path(value).expanduser().parent
-    return parent != Path(".") and parent.is_dir()  # "ckpt/adapter" with ckpt/ here: a local path
-
-
-def check_load_args(pretrained, kwargs: dict) -> None:
-    """Model_args that would fail only after the weights load, or obscurely: checked first, with the fix.
-
-    A local ``pretrained``/``peft`` path that does not exist (the hub client would say ``Repo id
-    must be in the form …``), a file as ``pretrained`` without ``gguf_file``, a ``gguf_file`` not
-    inside ``pretrained``, a ``peft`` folder without ``adapter_config.json``, a ``dtype`` torch
-    does not have, a ``max_length`` that is not a positive whole number. (A ``max_length`` above
-    the model's context is refused as soon as its config is read: :func:`check_context`.)
-    """
-    gguf_file, peft = kwargs.get("gguf_file"), kwargs.get("peft")
-    for name, value in (("pretrained", pretrained), ("peft", peft)):
-        if isinstance(value, str) and value and not Path(value).expanduser().exists() and _looks_local(value):
-            raise EvidentialInputError(
-                f"{name}={value}: no such file or folder (the path does not exist, and it is not a hub id "
-                "'namespace/name' either); pass an existing local folder or a hub id"
-            )
-    if isinstance(pretrained, str) and Path(pretrained).is_file() and not gguf_file:
-        raise EvidentialInputError(
-            f"pretrained={pretrained} is a file; pass the model's folder (config.json, weights, tokenizer), "
-            "or, for a GGUF file, its folder as pretrained= and the file name as gguf_file="
-        )
-    if gguf_file and isinstance(pretrained, str) and Path(pretrained).is_dir():
-        if not (Path(pretrained) / str(gguf_file)).is_file():
-            raise EvidentialInputError(
-                f"gguf_file={gguf_file} not found: transformers reads it from inside pretrained={pretrained} "
-                f"(looked for {Path(pretrained) / str(gguf_file)}); pass the folder holding the file as pretrained= "
-                "and the file name as gguf_file="
-            )
-    if peft and Path(str(peft)).exists():
-        if not (Path(str(peft)) / "adapter_config.json").is_file():
-            hint = (
-                "it holds a full model: pass it as pretrained= instead"
-                if (Path(str(peft)) / "config.json").is_file()
-                else "empty, or a training run that did not finish? Pass a folder written by PEFT's save_pretrained "
-                "(adapter_config.json + adapter_model.safetensors) or by `lm-eval-evidential train`"
-            )
-            raise EvidentialInputError(f"peft={peft} is not a PEFT adapter folder (no adapter_config.json); {hint}")
-        check_adapter_files(peft)
-    dtype = kwargs.get("dtype")
-    if isinstance(dtype, str) and dtype != "auto" and not isinstance(getattr(torch, dtype, None), torch.dtype):
-        raise EvidentialInputError(f"dtype={dtype} is not a torch dtype; use float32, bfloat16, float16 or auto")
-    max_length = kwargs.get("max_length")
-    if max_length is not None and (isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1):
-        raise EvidentialInputError(
-            f"max_length={max_length!r} must be a positive whole number of tokens, e.g. max_length=2048"
-        )
-
-
-def model_context(config) -> int:
-    """The context the model's config declares, read the way lm_eval reads it (0: none declared)."""
-    from lm_eval.models.utils import resolve_max_length
-
-    return resolve_max_length(config, None, default=0)
-
-
-def check_context(max_length, config) -> None:
-    """Refuse a ``max_length`` above the context the model's config declares, read the way lm_eval
-    reads it (``resolve_max_length``): transformers would only warn, then run positions past
-    those the model was trained on."""
-    context = model_context(config)
-    if max_length is None or not context or max_length <= context:
-        return
-    raise EvidentialInputError(
-        f"max_length={max_length} is above the model's context of {context} tokens (max_position_embeddings, "
-        f"n_positions or n_ctx in its config.json); pass max_length={context} or less: a longer prompt runs past "
-        "the positions the model was trained on"
-    )
-
-
-_DAMAGED_ADAPTER_FIX = (
-    "the adapter is damaged (a copy cut short or an edited file?): copy it again, or save it again with PEFT's "
-    "save_pretrained or `lm-eval-evidential train`"
-)
-
-
-def safetensors_damage(path) -> str | None:
-    """What is wrong with a safetensors file's layout, or None when it is whole.
-
-    The format is an 8-byte little-endian header length, that many bytes of JSON naming each
-    tensor's byte range, then the data: a file cut short misses bytes its header promises.
-    Only the header is read (:func:`~lm_eval_evidential.records.io.open_regular_file`).
-    """
-    import json
-    import struct
-
-    from lm_eval_evidential.records.io import open_regular_file
-
-    with open_regular_file(path, what="adapter weights file") as fh:
-        size = os.fstat(fh.fileno()).st_size
-        if size < 8:
-            return f"it is {size} bytes, shorter than a safetensors header"
-        (length,) = struct.unpack("<Q", fh.read(8))
-        if 8 + length > size:
-            return f"its header says {length:,} bytes of header follow, the file has {size - 8:,}"
-        try:
-            header = json.loads(fh.read(length))
-        except (ValueError, RecursionError):
-            return "its header is not valid JSON"
-    try:
-        end = max((int(t["data_offsets"][1]) for n, t in header.items() if n != "__metadata__"), default=0)
-    except (AttributeError, KeyError, TypeError, ValueError, IndexError):
-        return "its header does not give each tensor's byte range"
-    if 8 + length + end > size:
-        return f"its tensors need {8 + length + end:,} bytes, the file has {size:,}"
-    return None
-
-
-def check_adapter_files(peft) -> None:
-    """A local adapter's ``adapter_config.json`` is a JSON object and each ``adapter_model*.safetensors``
-    holds every byte its header promises: checked before any weights load, naming the damaged file
-    (PEFT would fail later with a bare ``JSONDecodeError`` or ``SafetensorError``)."""
-    import json
-
-    from lm_eval_evidential.records.io import InputFileError, read_regular_file
-
-    folder = Path(str(peft))
-    config = folder / "adapter_config.json"
-    try:
-        data = json.loads(read_regular_file(config, what="adapter config", max_bytes=16 << 20))
-    except InputFileError as exc:
-        raise EvidentialInputError(f"peft={peft}: {exc}") from None
-    except (ValueError, RecursionError) as exc:
-        raise EvidentialInputError(f"{config} is not valid JSON ({exc}); {_DAMAGED_ADAPTER_FIX}") from None
-    if not isinstance(data, dict):
-        raise EvidentialInputError(f"{config} is not a JSON object; {_DAMAGED_ADAPTER_FIX}")
-    for weights in sorted(folder.glob("adapter_model*.safetensors")):
-        try:
-            problem = safetensors_damage(weights)
-        except InputFileError as exc:
-            raise EvidentialInputError(f"peft={peft}: {exc}") from None
-        if problem:
-            raise EvidentialInputError(f"{weights} is not a whole safetensors file: {problem}; {_DAMAGED_ADAPTER_FIX}")
-
-
-_ADAPTER_FIT_HINT = (
-    "pass the base model the adapter was trained on (see base_model_name_or_path in its adapter_config.json)"
-)
-
-
-def check_adapter_fits(peft, config, pretrained) -> None:
-    """Refuse, before the weights load, a LoRA adapter whose matrices do not fit the base model.
-
-    The base is built on the meta device from ``config`` (no memory, no weights) and each saved
-    ``lora_A`` is compared with its layer's input features (never the output side: an adapter that
-    added tokens resizes the output layer before it loads). Only a definite mismatch is refused;
-    anything this check cannot read is left to PEFT's own load.
-    """
-    files = sorted(Path(str(peft)).glob("adapter_model*.safetensors")) if peft and Path(str(peft)).is_dir() else []
-    if not files:
-        return
-    try:
-        from safetensors import safe_open
-        from transformers import AutoModelForCausalLM
-
-        with torch.device("meta"):
-            modules = dict(AutoModelForCausalLM.from_config(config).named_modules())
-        shapes = {}
-        for file in files:
-            with safe_open(str(file), "pt") as fh:
-                shapes.update({key: fh.get_slice(key).get_shape() for key in fh.keys()})
-    except Exception:  # noqa: BLE001 - a check that cannot run must never block a load PEFT may accept
-        return
-    for key, shape in shapes.items():
-        name = key.split(".lora_A.")[0].removeprefix("base_model.model.") if ".lora_A." in key else None
-        want = getattr(modules.get(name), "in_features", None)
-        if isinstance(want, int) and len(shape) == 2 and shape[1] != want:
-            raise EvidentialInputError(
-                f"the adapter peft={peft} does not fit the base model pretrained={pretrained}: its {name} has "
-                f"in_features={shape[1]}, the model's has {want}; {_ADAPTER_FIT_HINT}"
-            )
-
-
-#: --model_args of the head: (type, what it must be, an example value).
-_HEAD_ARGS = {
-    "method": (str, "a name", "edl"),
-    "prior_weight": (float, "a number", "1"),
-    "num_noises": (int, "an integer", "20"),
-    "sigma_mult": (float, "a number", "0"),
-    "seed": (int, "an integer", "0"),
-}
-
-
-def check_phantom_count(value) -> int:
-    """``phantom_count`` from --model_args: a whole number 0..26 (0 keeps no phantom logits)."""
-    try:
-        number = float(value)
-        if isinstance(value, bool) or not number.is_integer() or not 0 <= number <= 26:
-            raise ValueError(value)
-    except (TypeError, ValueError, OverflowError):
-        raise EvidentialInputError(
-            f"phantom_count={value!r} in --model_args must be a whole number from 0 to 26 (the labels after a "
-            f"question's last one whose logits the records keep; default {PHANTOM_COUNT}), e.g. phantom_count=4"
-        ) from None
-    return int(number)
-
-
-def head_config(settings: dict) -> HeadConfig:
-    """The head from ``settings`` (strings or numbers from --model_args or an adapter's metadata),
-    each bad value named with an example; HeadConfig's own range checks as EvidentialInputError."""
-    typed = {}
-    for name, value in settings.items():
-        cast, kind, example = _HEAD_ARGS[name]
-        try:
-            number = float(value) if cast is int and not isinstance(value, bool) else None
-            if number is not None and not number.is_integer():
-                raise ValueError(value)
-            typed[name] = cast(number if number is not None else value)
-        except (TypeError, ValueError, OverflowError):
-            raise EvidentialInputError(
-                f"{name}={value!r} in --model_args is not {kind}; e.g. {name}={example}"
-            ) from None
-    try:
-        return HeadConfig(**typed)
-    except ValueError as exc:
-        raise EvidentialInputError(f"--model_args: {exc}") from None
-
-
-def _unknown_arg_error(exc: TypeError) -> Exception:
-    """A model_arg that nothing on the way to the model's constructor knows, named with the nearest known one."""
-    import difflib
-    import inspect
-    import re
-
-    found = re.search(r"unexpected keyword argument '([^']+)'", str(exc))
-    if not found:
-        return exc
-    known = (set(inspect.signature(HFLM.__init__).parameters) | set(_HEAD_ARGS) | {"phantom_count"}) - {
-        "self",
-        "kwargs",
-    }
-    near = difflib.get_close_matches(found[1], sorted(known), n=1)
-    hint = f"did you mean {near[0]}=? Check" if near else "check"
-    return EvidentialInputError(
-        f"--model_args: unknown argument {found[1]!r} (passed on to the model's from_pretrained, which does not "
-        "take it); "
-        f"{hint} its spelling against the arguments of --model evidential and --model hf"
-    )
-
-
-#: The largest YAML file beside an adapter read as a possible IB-EDL run config (theirs are a few KiB).
-REFERENCE_CONFIG_MAX_BYTES = 1 << 20
-
-
-def reference_head_settings(adapter_dir) -> dict | None:
-    """Head settings of a checkpoint written by the IB-EDL reference code (Li et al. 2025), else None.
-
-    Its ``tools/evidential_ft.py`` (``baseline_ft.py`` for the softmax baseline) trains with
-    transformers' Trainer in a work dir: the adapters are ordinary PEFT folders
-    ``<work_dir>/checkpoint-N``, and the run's config is dumped beside them as
-    ``<config name>_<timestamp>.yaml``. That config names the method: a ``vib`` section is
-    IB-EDL (``num_noises``, ``sigma_mult``), ``edl_loss_cfg`` without it standard EDL, neither
-    the softmax (MAP) baseline. Several dumped configs that disagree are an error.
-    """
-    import yaml
-
-    if adapter_dir is None or not (Path(str(adapter_dir)) / "adapter_config.json").is_file():
-        return None
-    found: dict[str, dict] = {}
-    from lm_eval_evidential.records.io import InputFileError, read_regular_file
-
-    for path in sorted(Path(str(adapter_dir)).resolve().parent.glob("*.yaml")):
-        try:  # only regular files, and no more than a run config can be: a FIFO or a huge file never blocks
-            cfg = yaml.safe_load(read_regular_file(path, what="YAML file", max_bytes=REFERENCE_CONFIG_MAX_BYTES))
-        except InputFileError as exc:
-            logger.warning("skipped %s while looking for the IB-EDL run config beside the adapter: %s", path.name, exc)
-            continue
-        except (OSError, UnicodeDecodeError, RecursionError, yaml.YAMLError):
-            continue
-        if not (isinstance(cfg, dict) and isinstance(cfg.get("model"), dict) and "train_cfg" in cfg):
-            continue  # not a reference run config
-        vib = cfg.get("vib")
-        if isinstance(vib, dict):
-            settings = {
-                "method": "ib_edl",
-                "num_noises": int(vib.get("num_noises", 20)),
-                "sigma_mult": float(vib.get("sigma_mult", 0.0) or 0.0),
-            }
-        else:
-            settings = {"method": "edl" if "edl_loss_cfg" in cfg else "softmax"}
-        found[path.name] = settings
-    if not found:
-        return None
-    if len({tuple(sorted(v.items())) for v in found.values()}) > 1:
-        raise ValueError(
-            f"peft={adapter_dir}: the IB-EDL run configs beside it disagree ({found}); pass method= (and "
-            "num_noises=, sigma_mult=) in --model_args"
-        )
-    return next(iter(found.values()))
-
-
-def saved_embedding_rows(adapter) -> int | None:
-    """Rows of the full embedding / output layer an adapter saved (a LoRA that added tokens), else None."""
-    from safetensors import safe_open
-
-    if not adapter or not Path(str(adapter)).is_dir():
-        return None
-    for file in sorted(Path(str(adapter)).glob("adapter_model*.safetensors")):
-        with safe_open(str(file), "pt") as fh:
-            for key in fh.keys():
-                name = key.removesuffix(".weight").removesuffix(".base_layer")
-                if name.endswith(("embed_tokens", "lm_head")) and "lora_" not in key:
-                    return int(fh.get_slice(key).get_shape()[0])
-    return None
-
-
-def _wraps_tied_layer(model) -> bool:
-    base = model.get_base_model()
-    tied = getattr(base, "all_tied_weights_keys", None) or getattr(base, "_tied_weights_keys", None)
-    if not tied or not getattr(base.config.get_text_config(), "tie_word_embeddings", False):
-        return False
-    from peft.tuners.tuners_utils import BaseTunerLayer
-    from peft.utils import ModulesToSaveWrapper
-
-    wrapped = (BaseTunerLayer, ModulesToSaveWrapper)
-    return any(isinstance(m, wrapped) for m in (base.get_input_embeddings(), base.get_output_embeddings()))
-
-
-def _already_tied(*args, **kwargs) -> None:
-    """PeftModel.tie_weights for a base whose tied layer PEFT wrapped (see EvidentialLM._create_model)."""
-
-
-def _gguf_error(gguf_file: str, exc: Exception) -> Exception:
-    if "mistral" not in str(exc):
-        return exc
-    return EvidentialInputError(
-        f"gguf_file={gguf_file}: transformers reads a llama-architecture GGUF whose general.name mentions Mistral "
-        f"as model_type 'mistral' and then cannot map its tensors ({exc.__class__.__name__}: "
-        f"{str(exc).splitlines()[0][:80]}…). "
-        "Mistral's layers are Llama's: rename the file's model with the gguf package's tool, "
-        f"`gguf-new-metadata --general-name Llama {gguf_file} llama-named.gguf`, and pass gguf_file=llama-named.gguf"
-    )
-
-
 class EvidentialLM(HFLM):
     """See the module docstring. Extra model_args: ``method`` (edl | ib_edl | softmax),
     ``prior_weight`` (λ, default 1), ``num_noises`` (20), ``sigma_mult`` (0), ``seed`` (0),
@@ -467,8 +126,9 @@ class EvidentialLM(HFLM):
         phantom_count: int = PHANTOM_COUNT,
         **kwargs,
     ) -> None:
-        from lm_eval_evidential.harness.plugin import check_harness
+        from lm_eval_evidential.harness.plugin import check_harness, install_one_line_errors
 
+        install_one_line_errors()  # plain lm_eval: an expected error of ours is one line, from here on
         check_harness()  # before gigabytes of weights load
         check_load_args(pretrained, kwargs)
         # None = not given: the adapter's metadata, then HeadConfig's defaults, fill it in.
@@ -547,7 +207,7 @@ class EvidentialLM(HFLM):
         self, pretrained, *args, peft=None, delta=None, revision="main", gguf_file=None, **kwargs
     ) -> None:
         if peft and delta:
-            raise ValueError("Cannot use both 'peft' and 'delta' options at the same time.")
+            raise InvalidValueError("Cannot use both 'peft' and 'delta' options at the same time.")
         try:
             super()._create_model(pretrained, *args, revision=revision, gguf_file=gguf_file, delta=delta, **kwargs)
         except NotImplementedError as exc:
@@ -588,31 +248,16 @@ class EvidentialLM(HFLM):
 
     # ------------------------------------------------------------------ tokenisation
     def _answer_ids(self, context: str, context_ids: list[int], continuations, task, where: str) -> tuple[int, ...]:
-        ids = []
-        for cont in continuations:
-            whole = self.tok_encode(context + cont)
-            if len(whole) != len(context_ids) + 1 or whole[: len(context_ids)] != context_ids:
-                pieces = whole[len(context_ids) :] if whole[: len(context_ids)] == context_ids else whole[-3:]
-                # a shipped task with the same questions, and the stock task's lettered view (harness/lettered.py)
-                views = [v for v in (EDL_ALTERNATIVES.get(str(task)), task and f"{task}_edl") if v]
-                fix = (
-                    f"use {' or '.join(views)}, the same questions with lettered options "
-                    "(docs/tasks.md: Lettered views)"
-                    if views
-                    else "use a task whose choices are answer letters, "
-                    "e.g. the *_edl tasks or your own (docs/tasks.md: Your own tasks)"
-                )
-                raise EvidentialInputError(
-                    f"{where}: choice {cont!r} is {len(pieces)} tokens {pieces} after the prompt for this tokenizer; "
-                    "--model evidential reads one answer token per choice, so every choice must be a single token "
-                    f"— {fix}"
-                )
-            ids.append(whole[-1])
-        if len(set(ids)) != len(ids):
-            raise EvidentialInputError(
-                f"{where}: answer labels {list(continuations)} share token ids {ids}; each label must be its own token"
-            )
-        return tuple(ids)
+        """The answer ids by the rule training uses too (``modeling.encoding.answer_token_ids``)."""
+        # a shipped task with the same questions, and the stock task's lettered view (harness/lettered.py)
+        views = [v for v in (EDL_ALTERNATIVES.get(str(task)), task and f"{task}_edl") if v]
+        fix = (
+            f"use {' or '.join(views)}, the same questions with lettered options (docs/tasks.md: Lettered views)"
+            if views
+            else ANSWER_TOKEN_FIX
+        )
+        wholes = [self.tok_encode(context + cont) for cont in continuations]
+        return tuple(answer_token_ids(context_ids, wholes, continuations, where, fix=fix))
 
     def _encode_prompts(self, contexts: list[str]) -> list[list[int]]:
         """``tok_encode(context)`` of every context, by one batched tokenizer call per special-token setting.
@@ -621,10 +266,10 @@ class EvidentialLM(HFLM):
         (``add_bos_token``; none added to a string that already starts with the BOS text) is
         applied per string, then the strings of each setting are encoded together.
         """
-        from lm_eval.models.utils import _add_special_kwargs, has_bos_prefix
+        from lm_eval_evidential.harness.lm_eval_compat import has_bos_prefix, tokenizer_kwargs
 
         bos_text = self.tokenizer.decode(self.prefix_token_id)
-        default = _add_special_kwargs(None, self.add_bos_token)
+        default = tokenizer_kwargs(self.add_bos_token)
         groups: dict[bool, list[int]] = defaultdict(list)
         for i, context in enumerate(contexts):
             groups[has_bos_prefix(context, bos_text)].append(i)
@@ -779,9 +424,9 @@ class EvidentialLM(HFLM):
                     f"{group[row].where}: non-finite answer logit {bad!r} (float16 overflow?); run with "
                     "dtype=bfloat16 or dtype=float32"
                 )
-            sigma_logits = tails[rows, tail_k - k :] if self.head.needs_sigma else None
+            sigma = sigma_logits(tails[rows], k) if self.head.needs_sigma else None
             keys = [f"{p.context}\x00{p.answer_ids}" for p in group] if self.head.needs_sigma else None
-            out = apply_head_batch(self.head, z, sigma_logits=sigma_logits, keys=keys)
+            out = apply_head_batch(self.head, z, sigma_logits=sigma, keys=keys)
             logits = out.logits.tolist()
             alpha = None if out.alpha is None else out.alpha.tolist()
             log_probs = torch.log(out.probs).tolist()
@@ -952,7 +597,7 @@ class EvidentialLM(HFLM):
             logits = self._last_logits([context_ids[c] for c in chunk])
             kept.append(logits.gather(1, index[start : start + len(chunk)].to(logits.device)))
             if tail_k:
-                kept_tails.append(logits[:, logits.shape[-1] - tail_k :].contiguous())  # a copy: not a view of (B, V)
+                kept_tails.append(sigma_logits(logits, tail_k).contiguous())  # a copy: not a view of (B, V)
             bar.update(len(chunk))
         bar.close()
         values = torch.cat(kept).float().cpu()
@@ -960,11 +605,11 @@ class EvidentialLM(HFLM):
         return {c: i for i, c in enumerate(order)}, values, tails
 
     def loglikelihood_rolling(self, requests, disable_tqdm: bool = False):
-        raise NotImplementedError(
+        raise UnsupportedRequestError(
             "the evidential model scores multiple-choice tasks only; use --model hf for perplexity"
         )
 
     def generate_until(self, requests, disable_tqdm: bool = False):
-        raise NotImplementedError(
+        raise UnsupportedRequestError(
             "the evidential model scores multiple-choice tasks only; use --model hf for generation"
         )

@@ -29,14 +29,16 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
-import os
 import sys
 import time
 import weakref
 from pathlib import Path
 
+from lm_eval_evidential import errors
+from lm_eval_evidential.errors import HarnessVersionError
+from lm_eval_evidential.harness import TASKS_DIR, tasks_dir  # noqa: F401 (plugin:tasks_dir is the lm_eval.tasks entry point)
+
 MODEL_NAME = "evidential"
-TASKS_DIR = Path(__file__).resolve().parent / "tasks"
 MODEL_TARGET = "lm_eval_evidential.harness.model:EvidentialLM"
 # --model evidential-vllm: the same scoring on vLLM (harness/vllm_model.py); vLLM is imported only when it is used.
 VLLM_MODEL_NAME = "evidential-vllm"
@@ -54,15 +56,6 @@ STALE_TEMP_SECONDS = 600
 logger = logging.getLogger(__name__)
 _applied: set[str] = set()
 _task_managers: list[weakref.ref] = []  # the newest TaskManager that indexed this package's tasks
-
-
-class HarnessVersionError(RuntimeError):
-    """The installed lm_eval is not one this plugin can hook into."""
-
-
-def tasks_dir() -> Path:
-    """The folder of this package's task YAMLs (for ``--include_path`` and the ``lm_eval.tasks`` entry point)."""
-    return TASKS_DIR
 
 
 def _patch(owner, name: str, make_wrapper) -> None:
@@ -86,7 +79,6 @@ def on_models_imported(module) -> None:
     for name, target in ((MODEL_NAME, MODEL_TARGET), (VLLM_MODEL_NAME, VLLM_MODEL_TARGET)):
         if name not in model_registry:
             model_registry.register(name, target=target)
-    install_one_line_errors()
     _applied.add("lm_eval.models")
 
 
@@ -200,7 +192,7 @@ def check_run_limits(limit, batch_size) -> None:
     """``--limit`` and ``--batch_size`` of an evidential run, refused before the weights load when they
     cannot describe a run: a limit of 0 or below (lm_eval would fail later with a traceback, or
     evaluate nothing), a batch size of 0 or below. (Stock models keep lm_eval's own handling.)"""
-    from lm_eval_evidential.harness.model import EvidentialInputError
+    from lm_eval_evidential.errors import EvidentialInputError
 
     if limit is not None:
         try:
@@ -245,7 +237,12 @@ def on_evaluation_tracker_imported(module) -> None:
                 results["evidential_records"] = {task: path.name for task, path in written.items()}
             elif records and NO_OUTPUT_PATH_POLICY == "warn":
                 _say_at_exit(records_not_kept(list(records)))  # after the harness's table, the last thing printed
-            outcome = original(self, results, samples, *args, **kwargs)
+            try:
+                outcome = original(self, results, samples, *args, **kwargs)
+            except OSError as exc:  # the harness's own results file: a full disk or a file-size limit is the user's
+                from lm_eval_evidential.records.io import write_error
+
+                raise write_error(exc, exc.filename or folder) from exc
             if written and self.api and self.push_results_to_hub:
                 push_run_records(self, written)
             return outcome
@@ -279,7 +276,7 @@ def no_output_path(tasks) -> None:
         "the files every audit reads: ood, ksweep, report, calibration …) will not be written"
     )
     if NO_OUTPUT_PATH_POLICY == "refuse":
-        from lm_eval_evidential.records.io import OutputPathError
+        from lm_eval_evidential.errors import OutputPathError
 
         raise OutputPathError(
             f"{what}; add --output_path DIR to keep them, or {NO_OUTPUT_PATH_FLAG} to run without keeping anything"
@@ -324,6 +321,20 @@ def nearest_task_names(exc: Exception) -> str:
     return f" ({'; '.join(hints)}; `lm_eval ls tasks` lists every task)"
 
 
+#: The function that patches each hooked module, once it has executed.
+ON_IMPORT = {
+    "lm_eval.models": on_models_imported,
+    "lm_eval.tasks.manager": on_task_manager_imported,
+    "lm_eval.evaluator": on_evaluator_imported,
+    "lm_eval.loggers.evaluation_tracker": on_evaluation_tracker_imported,
+}
+
+
+def on_imported(name: str, module) -> None:
+    """Patch the lm_eval module ``name`` that just executed (what :mod:`lm_eval_evidential._import_hook` calls)."""
+    ON_IMPORT[name](module)
+
+
 def supported_versions() -> str:
     """The lm-eval requirement this package declares (its one source of truth: the package metadata)."""
     from importlib.metadata import PackageNotFoundError, requires
@@ -338,14 +349,17 @@ def supported_versions() -> str:
 
 
 def check_harness() -> None:
-    """Raise :class:`HarnessVersionError` (one line) unless every hook above is in place."""
+    """Raise :class:`HarnessVersionError` (one line) unless every hook above is in place.
+
+    A hooked module imported without the import hook (``python -S``, ``LM_EVAL_EVIDENTIAL_DISABLE_HOOK``)
+    is patched here, as the hook would have done.
+    """
     import importlib
 
     import lm_eval
 
-    import lm_eval_evidential._import_hook as hook
+    from lm_eval_evidential.harness.lm_eval_compat import missing_internals
 
-    hook.install()  # also where no .pth ran (python -S, LM_EVAL_EVIDENTIAL_DISABLE_HOOK)
     missing = []
     for name, attribute in HOOKED.items():
         try:
@@ -355,8 +369,12 @@ def check_harness() -> None:
             continue
         if attribute is not None and not hasattr(module, attribute):
             missing.append(f"{name}.{attribute}")
-        elif name not in _applied:
+            continue
+        if name not in _applied and name in ON_IMPORT:
+            ON_IMPORT[name](module)
+        if name not in _applied:
             missing.append(f"{name} (not hooked)")
+    missing += missing_internals()
     if missing:
         raise HarnessVersionError(
             f"lm-eval-evidential cannot hook into lm-eval {getattr(lm_eval, '__version__', '?')} "
@@ -402,8 +420,12 @@ def write_run_records(folder: Path, records: dict) -> dict:
 
     from lm_eval_evidential import __version__
     from lm_eval_evidential.records import records_path, write_records
+    from lm_eval_evidential.records.io import write_error
 
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise write_error(exc, folder) from exc
     remove_stale_temp_files(folder)
     date_id = datetime.now().isoformat().replace(":", "-")  # the harness's own date_id format
     written = {}
@@ -439,20 +461,6 @@ def push_run_records(tracker, written: dict) -> None:
 
 
 # ---------------------------------------------------------------------------------- errors
-def _one_line_error_types() -> tuple[type, ...]:
-    """Errors that describe an expected condition (bad input, refused comparison) completely."""
-    types: list[type] = [HarnessVersionError]
-    for module_name, names in (
-        ("lm_eval_evidential.harness.model", ("EvidentialInputError",)),
-        ("lm_eval_evidential.harness.datasets", ("DatasetError",)),
-        ("lm_eval_evidential.metrics.cardinality", ("CardinalityMismatchError",)),
-        ("lm_eval_evidential.records.io", ("OutputPathError", "OutputWriteError", "InputFileError")),
-    ):
-        module = sys.modules.get(module_name)
-        types += [getattr(module, n) for n in names if module is not None and hasattr(module, n)]
-    return tuple(types)
-
-
 #: The one line for a limit of this process that the stock CLI leaves as a traceback.
 RESOURCE_ERRORS = {
     MemoryError: (
@@ -498,26 +506,6 @@ def model_name(argv: list[str]) -> str | None:
 
 
 def install_one_line_errors() -> None:
-    """An uncaught error of this package that states an expected condition prints as one line.
-
-    Any other exception keeps the interpreter's usual traceback. ``LM_EVAL_EVIDENTIAL_TRACEBACK=1``
-    shows the traceback for ours too.
-    """
-    previous = sys.excepthook
-    if getattr(previous, "_evidential_patched", False):
-        return
-
-    def excepthook(exc_type, exc, tb):
-        if os.environ.get("LM_EVAL_EVIDENTIAL_TRACEBACK"):
-            return previous(exc_type, exc, tb)
-        if isinstance(exc, _one_line_error_types()):
-            print(f"error: {exc}", file=sys.stderr)
-            return
-        text = resource_error_text(exc, sys.argv[1:])  # plain `lm_eval --model evidential` out of memory
-        if text is not None:
-            print(f"error: {text}", file=sys.stderr)
-            return
-        previous(exc_type, exc, tb)
-
-    excepthook._evidential_patched = True
-    sys.excepthook = excepthook
+    """:func:`lm_eval_evidential.errors.install_one_line_errors`, plus the one line for a limit of this
+    process (:func:`resource_error_text`) under plain ``lm_eval --model evidential``."""
+    errors.install_one_line_errors(explain=lambda exc: resource_error_text(exc, sys.argv[1:]))

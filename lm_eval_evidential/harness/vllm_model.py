@@ -31,15 +31,11 @@ from functools import cached_property
 
 import torch
 
+from lm_eval_evidential.errors import EvidentialInputError
 from lm_eval_evidential.harness.adapters import lora_rank, merged_checkpoint, why_merged
 from lm_eval_evidential.harness.evidence import EvidenceLedger
-from lm_eval_evidential.harness.model import (
-    EvidentialInputError,
-    EvidentialLM,
-    check_load_args,
-    head_config,
-    reference_head_settings,
-)
+from lm_eval_evidential.harness.loading_checks import check_load_args, head_config, reference_head_settings
+from lm_eval_evidential.harness.model import EvidentialLM
 from lm_eval_evidential.modeling.config import head_defaults
 
 
@@ -166,8 +162,9 @@ class EvidentialVLLM(VLLM):
         revision: str | None = None,
         **kwargs,
     ) -> None:
-        from lm_eval_evidential.harness.plugin import check_harness
+        from lm_eval_evidential.harness.plugin import check_harness, install_one_line_errors
 
+        install_one_line_errors()  # plain lm_eval: an expected error of ours is one line, from here on
         check_harness()
         if peft and lora_local_path and str(peft) != str(lora_local_path):
             raise EvidentialInputError(

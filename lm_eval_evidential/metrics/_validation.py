@@ -11,9 +11,7 @@ import warnings
 
 import numpy as np
 
-
-class UndefinedMetricWarning(UserWarning):
-    """A metric is undefined on this input and was returned as NaN; the message says why."""
+from lm_eval_evidential.errors import InvalidValueError, UndefinedMetricWarning
 
 
 def undefined(reason: str, *, stacklevel: int = 3) -> float:
@@ -26,14 +24,14 @@ def as_1d_float(x, name: str) -> np.ndarray:
     """A finite 1-D float64 array, or a ValueError naming the argument and the first bad value."""
     arr = np.asarray(x)
     if arr.ndim != 1:
-        raise ValueError(f"{name} must be 1-D, got shape {arr.shape}")
+        raise InvalidValueError(f"{name} must be 1-D, got shape {arr.shape}")
     if arr.dtype.kind not in "biuf":
-        raise ValueError(f"{name} must be numeric, got dtype {arr.dtype}")
+        raise InvalidValueError(f"{name} must be numeric, got dtype {arr.dtype}")
     arr = arr.astype(np.float64, copy=False)
     bad = ~np.isfinite(arr)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise ValueError(
+        raise InvalidValueError(
             f"{name} contains {int(bad.sum())} non-finite value(s), first at index {i}: {arr[i]!r}; "
             "drop or repair those examples before computing metrics"
         )
@@ -44,22 +42,22 @@ def as_binary_labels(y, name: str = "y_true") -> np.ndarray:
     """A 1-D bool array from 0/1 (or bool) labels, or a ValueError naming the offending value."""
     arr = np.asarray(y)
     if arr.ndim != 1:
-        raise ValueError(f"{name} must be 1-D, got shape {arr.shape}")
+        raise InvalidValueError(f"{name} must be 1-D, got shape {arr.shape}")
     if arr.dtype == bool:
         return arr
     if arr.dtype.kind not in "biuf":
-        raise ValueError(f"{name} must contain 0/1 labels, got dtype {arr.dtype}")
+        raise InvalidValueError(f"{name} must contain 0/1 labels, got dtype {arr.dtype}")
     bad = ~np.isin(arr, (0, 1))
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise ValueError(f"{name} must contain only 0 and 1 (1 = positive), found {arr[i]!r} at index {i}")
+        raise InvalidValueError(f"{name} must contain only 0 and 1 (1 = positive), found {arr[i]!r} at index {i}")
     return arr.astype(bool)
 
 
 def check_same_length(**arrays) -> int:
     lengths = {k: len(v) for k, v in arrays.items()}
     if len(set(lengths.values())) > 1:
-        raise ValueError(f"inputs must have the same length, got {lengths}")
+        raise InvalidValueError(f"inputs must have the same length, got {lengths}")
     return next(iter(lengths.values()), 0)
 
 

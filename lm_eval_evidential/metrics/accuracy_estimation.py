@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from lm_eval_evidential.errors import InvalidValueError
+
 from ._validation import (
     as_1d_float,
     as_binary_labels,
@@ -81,7 +83,7 @@ def atc_threshold(id_score, id_correct) -> float:
     y = as_binary_labels(id_correct, "id_correct")
     n = check_same_length(id_score=s, id_correct=y)
     if n == 0:
-        raise ValueError("atc_threshold needs at least one labelled ID example, got 0")
+        raise InvalidValueError("atc_threshold needs at least one labelled ID example, got 0")
     values, counts = np.unique(s, return_counts=True)
     at_or_above = n - np.concatenate(([0], np.cumsum(counts)[:-1]))
     candidates = np.concatenate((values, [np.inf]))
@@ -121,7 +123,7 @@ def atc_estimate(t: float, target_score) -> float:
     """
     t = float(t)
     if np.isnan(t):
-        raise ValueError("t is NaN; learn it with atc_threshold on a non-empty labelled ID split")
+        raise InvalidValueError("t is NaN; learn it with atc_threshold on a non-empty labelled ID split")
     s = as_1d_float(target_score, "target_score")
     if s.size == 0:
         return undefined("atc is undefined for an empty target set")
@@ -210,7 +212,7 @@ def doc_estimate(id_score, id_correct, target_score) -> float:
     for name, s in (("id_score", s_id), ("target_score", s_t)):
         i = first_outside_unit_interval(s)
         if i is not None:
-            raise ValueError(
+            raise InvalidValueError(
                 f"doc_estimate needs probability-like scores in [0, 1] (e.g. max_prob); {name}[{i}] = "
                 f"{s[i]!r}. Use atc for other score functions"
             )

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from lm_eval_evidential.errors import InvalidValueError
+
 from ._validation import (
     as_1d_float,
     as_binary_labels,
@@ -56,7 +58,7 @@ MAX_BINS = 10_000
 def check_n_bins(n_bins) -> int:
     """``n_bins`` if it is an integer in 1..:data:`MAX_BINS`, else ValueError."""
     if isinstance(n_bins, bool) or not isinstance(n_bins, (int, np.integer)) or not 1 <= n_bins <= MAX_BINS:
-        raise ValueError(f"n_bins must be an integer in 1..{MAX_BINS}, got {n_bins!r}")
+        raise InvalidValueError(f"n_bins must be an integer in 1..{MAX_BINS}, got {n_bins!r}")
     return int(n_bins)
 
 
@@ -66,7 +68,7 @@ def _confidence_correct(confidence, correct):
     check_same_length(confidence=c, correct=y)
     i = first_outside_unit_interval(c)
     if i is not None:
-        raise ValueError(
+        raise InvalidValueError(
             f"confidence must lie in [0, 1] (a probability of the predicted class), found {c[i]!r} at "
             f"index {i}; pass probabilities, not logits or Dirichlet strengths"
         )
@@ -268,14 +270,14 @@ def _probs_gold(probs, gold):
     _check_simplex(p, mask)
     g = np.asarray(gold)
     if g.ndim != 1 or g.shape[0] != p.shape[0]:
-        raise ValueError(f"gold must be 1-D with one class index per row ({p.shape[0]}), got shape {g.shape}")
+        raise InvalidValueError(f"gold must be 1-D with one class index per row ({p.shape[0]}), got shape {g.shape}")
     if g.dtype.kind not in "iu":
-        raise ValueError(f"gold must hold integer class indices, got dtype {g.dtype}")
+        raise InvalidValueError(f"gold must hold integer class indices, got dtype {g.dtype}")
     g = g.astype(np.int64, copy=False)
     bad = (g < 0) | (g >= k)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise ValueError(
+        raise InvalidValueError(
             f"gold[{i}] = {int(g[i])} is not a class of row {i}, which has K = {int(k[i])} classes "
             f"(valid indices 0..{int(k[i]) - 1}); the columns beyond K are NaN padding"
         )

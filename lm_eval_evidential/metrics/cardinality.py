@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from lm_eval_evidential.errors import InvalidValueError, RefusalError
+
 from .detection import _aupr_in_from, _auroc_from, _merge_blocks
 from .dirichlet import _check_prior_weight, _expand, _padded, _probs_of
 from .scores import OOD_DEFAULT_SCORES, SCORES, check_score_names
@@ -28,6 +30,7 @@ __all__ = [
     "POLICIES",
     "KCheck",
     "k_histogram",
+    "format_k",
     "check_cardinality",
     "ksweep",
     "classify_k_sensitivity",
@@ -38,7 +41,7 @@ __all__ = [
 POLICIES = ("assert", "restrict", "report")
 
 
-class CardinalityMismatchError(ValueError):
+class CardinalityMismatchError(RefusalError, ValueError):
     """ID and OOD examples do not share one class count K, so vacuity-based metrics would be confounded.
 
     ``str(error)`` is the whole message. Its parts, for callers that print them apart (a report
@@ -117,13 +120,13 @@ class KCheck:
 def _as_k(k, name: str) -> np.ndarray:
     arr = np.asarray(k)
     if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
-        raise ValueError(
+        raise InvalidValueError(
             f"{name} must be a 1-D integer array of class counts, got dtype {arr.dtype}, shape {arr.shape}"
         )
     arr = arr.astype(np.int64, copy=False)
     if (arr < 1).any():
         i = int(np.flatnonzero(arr < 1)[0])
-        raise ValueError(f"{name} must contain class counts >= 1, found {int(arr[i])} at index {i}")
+        raise InvalidValueError(f"{name} must contain class counts >= 1, found {int(arr[i])} at index {i}")
     return arr
 
 
@@ -149,13 +152,37 @@ def k_histogram(k) -> dict[int, int]:
     return {int(v): int(c) for v, c in zip(values, counts)}
 
 
+def format_k(v) -> str:
+    """How a class count is written everywhere (messages, tables, the report).
+
+    Parameters
+    ----------
+    v : int, dict of int to int, or None
+        A single K, a ``{K: number of examples}`` histogram (:func:`k_histogram`), or None for
+        "several K" where no histogram is at hand.
+
+    Returns
+    -------
+    str
+        The number, the histogram ``{K: n, …}``, or ``mixed``.
+
+    Examples
+    --------
+    >>> format_k(4), format_k({4: 1165, 5: 3}), format_k(None)
+    ('4', '{4: 1165, 5: 3}', 'mixed')
+    """
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k}: {n}" for k, n in v.items()) + "}"
+    return "mixed" if v is None else str(v)
+
+
 def _single(hist: dict[int, int]) -> int | None:
     return next(iter(hist)) if len(hist) == 1 else None
 
 
 def _refuse(summary: str, policy: str, id_name, hist_id, ood_name, hist_ood, controls) -> CardinalityMismatchError:
     return CardinalityMismatchError(
-        f"{summary}: {id_name} {hist_id} vs {ood_name} {hist_ood} (K: number of examples)",
+        f"{summary}: {id_name} {format_k(hist_id)} vs {ood_name} {format_k(hist_ood)} (K: number of examples)",
         policy=policy,
         id_name=id_name,
         hist_id=hist_id,
@@ -218,11 +245,11 @@ def check_cardinality(
     lm_eval_evidential.metrics.cardinality.CardinalityMismatchError: K mismatch between ID and OOD: ...
     """
     if policy not in POLICIES:
-        raise ValueError(f"unknown k_policy {policy!r}; valid policies are: {', '.join(POLICIES)}")
+        raise InvalidValueError(f"unknown k_policy {policy!r}; valid policies are: {', '.join(POLICIES)}")
     kid, kood = _as_k(k_id, "k_id"), _as_k(k_ood, "k_ood")
     for arr, name in ((kid, id_name), (kood, ood_name)):
         if arr.size == 0:
-            raise ValueError(f"the {name} side has no examples; OOD detection needs both sides")
+            raise InvalidValueError(f"the {name} side has no examples; OOD detection needs both sides")
     hist_id, hist_ood = k_histogram(kid), k_histogram(kood)
     all_k = set(hist_id) | set(hist_ood)
     keep_id = np.ones(kid.size, dtype=bool)
@@ -275,7 +302,7 @@ COUNT_SCORES = ("reciprocal_vacuity",)
 def check_phantom_mode(phantom) -> str:
     """``phantom`` if it is one of :data:`PHANTOM_MODES`, else ValueError naming them."""
     if phantom not in PHANTOM_MODES:
-        raise ValueError(f"unknown phantom mode {phantom!r}; valid modes are: {', '.join(PHANTOM_MODES)}")
+        raise InvalidValueError(f"unknown phantom mode {phantom!r}; valid modes are: {', '.join(PHANTOM_MODES)}")
     return phantom
 
 
@@ -381,24 +408,24 @@ def phantom_scores(
     names = tuple(check_score_names(scores))
     a, k, _ = _padded(alpha, "alpha", positive=True)
     if isinstance(extra, bool) or not isinstance(extra, (int, np.integer)) or extra < 0:
-        raise ValueError(f"extra must be an integer >= 0, got {extra!r}")
+        raise InvalidValueError(f"extra must be an integer >= 0, got {extra!r}")
     z = None if logits is None else np.asarray(logits, dtype=np.float64)
     if any(SCORES[n].needs_logits for n in names) and z is None:
-        raise ValueError("the logit scores need logits=")
+        raise InvalidValueError("the logit scores need logits=")
     ph = zp = None
     if mode == "model" and extra:
         if phantom_alpha is None:
-            raise ValueError("phantom='model' needs phantom_alpha= (the phantom options' concentrations)")
+            raise InvalidValueError("phantom='model' needs phantom_alpha= (the phantom options' concentrations)")
         ph = np.asarray(phantom_alpha, dtype=np.float64).reshape(a.shape[0], -1)
         short = _n_phantom(ph, a.shape[0]) < extra
         if short.any():
             i = int(np.flatnonzero(short)[0])
-            raise ValueError(
+            raise InvalidValueError(
                 f"row {i} has {int(_n_phantom(ph, a.shape[0])[i])} phantom options, fewer than extra={extra}"
             )
         if z is not None:
             if phantom_logits is None:
-                raise ValueError("the logit scores under phantom='model' need phantom_logits=")
+                raise InvalidValueError("the logit scores under phantom='model' need phantom_logits=")
             zp = np.asarray(phantom_logits, dtype=np.float64).reshape(a.shape[0], -1)
     values, kx, _ = _grow(a, k, int(extra), mode, lam, names, ph, z, zp)
     return values, kx
@@ -412,7 +439,7 @@ MAX_EXTRA = 64
 def check_max_extra(max_extra) -> int:
     """``max_extra`` if it is an integer in 0..:data:`MAX_EXTRA`, else ValueError."""
     if isinstance(max_extra, bool) or not isinstance(max_extra, (int, np.integer)) or not 0 <= max_extra <= MAX_EXTRA:
-        raise ValueError(
+        raise InvalidValueError(
             f"max_extra must be an integer in 0..{MAX_EXTRA} (appended zero-evidence classes), got {max_extra!r}"
         )
     return int(max_extra)
@@ -518,29 +545,33 @@ def ksweep(
     a_id, k_id, _ = _padded(alpha_id, "alpha_id", positive=True)
     a_ood, k_ood, _ = _padded(alpha_ood, "alpha_ood", positive=True)
     if a_id.shape[0] == 0 or a_ood.shape[0] == 0:
-        raise ValueError(f"ksweep needs examples on both sides, got n_id={a_id.shape[0]}, n_ood={a_ood.shape[0]}")
+        raise InvalidValueError(
+            f"ksweep needs examples on both sides, got n_id={a_id.shape[0]}, n_ood={a_ood.shape[0]}"
+        )
     needs_logits = [name for name in names if SCORES[name].needs_logits]
     z_id = z_ood = None
     if needs_logits:
         if logits_id is None or logits_ood is None:
-            raise ValueError(f"score(s) {needs_logits} read the answer logits: pass logits_id= and logits_ood=")
+            raise InvalidValueError(f"score(s) {needs_logits} read the answer logits: pass logits_id= and logits_ood=")
         z_id, z_ood = (np.asarray(z, dtype=np.float64) for z in (logits_id, logits_ood))
     ph = {"id": None, "ood": None}
     zph = {"id": None, "ood": None}
     if mode == "model":
         if phantom_id is None or phantom_ood is None:
-            raise ValueError(
+            raise InvalidValueError(
                 "phantom='model' needs the phantom options' concentrations: pass phantom_id= and phantom_ood="
             )
         for side, values, n in (("id", phantom_id, a_id.shape[0]), ("ood", phantom_ood, a_ood.shape[0])):
             values = np.asarray(values, dtype=np.float64).reshape(n, -1)
             present = values[~np.isnan(values)]
             if not (np.isfinite(present) & (present > 0)).all():
-                raise ValueError(f"phantom_{side} must hold finite concentrations > 0 (NaN only as right padding)")
+                raise InvalidValueError(
+                    f"phantom_{side} must hold finite concentrations > 0 (NaN only as right padding)"
+                )
             ph[side] = values
         if needs_logits:
             if phantom_logits_id is None or phantom_logits_ood is None:
-                raise ValueError(
+                raise InvalidValueError(
                     "the logit scores under phantom='model' need phantom_logits_id= and phantom_logits_ood="
                 )
             zph["id"] = np.asarray(phantom_logits_id, dtype=np.float64).reshape(a_id.shape[0], -1)
@@ -641,14 +672,14 @@ def classify_k_sensitivity(rows, atol: float = 1e-12) -> dict[str, str]:
     {'reciprocal_vacuity': 'K-sensitive'}
     """
     if not (np.isfinite(atol) and atol >= 0):
-        raise ValueError(f"atol must be a finite number >= 0, got {atol!r}")
+        raise InvalidValueError(f"atol must be a finite number >= 0, got {atol!r}")
     moved: dict[str, bool] = {}
     for row in rows:
         try:
             name, da, dp = row["score"], row["delta_auroc"], row["delta_aupr"]
         except KeyError as exc:
-            raise ValueError(f"rows must come from ksweep (missing key {exc}); got {sorted(row)}") from None
+            raise InvalidValueError(f"rows must come from ksweep (missing key {exc}); got {sorted(row)}") from None
         if not (np.isfinite(da) and np.isfinite(dp)):
-            raise ValueError(f"cannot classify {name!r}: a ksweep row has a NaN delta ({row})")
+            raise InvalidValueError(f"cannot classify {name!r}: a ksweep row has a NaN delta ({row})")
         moved[name] = moved.get(name, False) or abs(da) > atol or abs(dp) > atol
     return {name: "K-sensitive" if m else "K-invariant" for name, m in moved.items()}

@@ -36,6 +36,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import ndtr, ndtri
 
+from lm_eval_evidential.errors import InvalidValueError
+
 from ._validation import as_1d_float, as_binary_labels, check_same_length, undefined
 
 __all__ = [
@@ -158,7 +160,7 @@ def _aupr_out_from(b: _Blocks) -> float:
 def _check_rate(value, name: str) -> float:
     v = float(value)
     if not (0.0 < v <= 1.0):
-        raise ValueError(f"{name} must be in (0, 1], got {value!r}")
+        raise InvalidValueError(f"{name} must be in (0, 1], got {value!r}")
     return v
 
 
@@ -401,14 +403,14 @@ def check_n_boot(n_boot) -> int:
         or n_boot == 1
         or n_boot > MAX_N_BOOT
     ):
-        raise ValueError(f"n_boot must be 0 (no interval) or an integer in 2..{MAX_N_BOOT}, got {n_boot!r}")
+        raise InvalidValueError(f"n_boot must be 0 (no interval) or an integer in 2..{MAX_N_BOOT}, got {n_boot!r}")
     return int(n_boot)
 
 
 def _check_level(level) -> float:
     lv = float(level)
     if not (0.0 < lv < 1.0):
-        raise ValueError(f"level must be in (0, 1), e.g. 0.95, got {level!r}")
+        raise InvalidValueError(f"level must be in (0, 1), e.g. 0.95, got {level!r}")
     return lv
 
 

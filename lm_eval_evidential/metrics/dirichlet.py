@@ -22,6 +22,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import digamma, entr
 
+from lm_eval_evidential.errors import InvalidValueError
+
 __all__ = [
     "edl_alpha",
     "strength",
@@ -43,7 +45,7 @@ def _check_prior_weight(prior_weight) -> float:
     except (TypeError, ValueError):
         lam = float("nan")
     if not (np.isfinite(lam) and lam > 0):
-        raise ValueError(f"prior_weight (lambda) must be a finite number > 0, got {prior_weight!r}")
+        raise InvalidValueError(f"prior_weight (lambda) must be a finite number > 0, got {prior_weight!r}")
     return lam
 
 
@@ -51,12 +53,12 @@ def _padded(arr, name: str, *, positive: bool = False):
     """Validate a NaN right-padded batch; return ``(arr, k, mask)`` with ``mask[i, j] = j < k[i]``."""
     a = np.asarray(arr)
     if a.ndim != 2:
-        raise ValueError(
+        raise InvalidValueError(
             f"{name} must be 2-D (n_examples, K_max), NaN right-padded, got shape {a.shape}; "
             "for a single example use arr.reshape(1, -1)"
         )
     if a.dtype.kind not in "biuf":
-        raise ValueError(f"{name} must be numeric, got dtype {a.dtype}")
+        raise InvalidValueError(f"{name} must be numeric, got dtype {a.dtype}")
     a = a.astype(np.float64, copy=False)
     present = ~np.isnan(a)
     k = np.zeros(a.shape[0], dtype=np.int64)
@@ -67,25 +69,27 @@ def _padded(arr, name: str, *, positive: bool = False):
         return a, k, mask
     if not np.array_equal(present, mask):
         i = int(np.flatnonzero((present != mask).any(axis=1))[0])
-        raise ValueError(
+        raise InvalidValueError(
             f"{name} row {i} has NaN before its last class value ({a[i].tolist()}); NaN is only allowed "
             "as right padding beyond the row's own K classes"
         )
     if (k < 1).any():
         i = int(np.flatnonzero(k < 1)[0])
-        raise ValueError(f"{name} row {i} is all NaN (K = 0); every example needs at least one class")
+        raise InvalidValueError(f"{name} row {i} is all NaN (K = 0); every example needs at least one class")
     if np.isinf(a).any():
         i, j = (int(v) for v in np.argwhere(np.isinf(a))[0])
-        raise ValueError(f"{name} contains an infinite value at row {i}, column {j}: {a[i, j]!r}")
+        raise InvalidValueError(f"{name} contains an infinite value at row {i}, column {j}: {a[i, j]!r}")
     if positive and (a <= 0).any():  # NaN padding compares False
         i, j = (int(v) for v in np.argwhere(a <= 0)[0])
-        raise ValueError(f"{name} must be > 0 (Dirichlet concentrations), got {a[i, j]!r} at row {i}, column {j}")
+        raise InvalidValueError(
+            f"{name} must be > 0 (Dirichlet concentrations), got {a[i, j]!r} at row {i}, column {j}"
+        )
     if positive:
         with np.errstate(over="ignore"):
             total = _masked_sum(a, mask)
         if not np.isfinite(total).all():  # every strength-based quantity would be inf or NaN
             i = int(np.flatnonzero(~np.isfinite(total))[0])
-            raise ValueError(
+            raise InvalidValueError(
                 f"{name} row {i} sums to more than the largest float64 ({a[i].tolist()}); Dirichlet "
                 "concentrations this large are not model outputs"
             )
@@ -493,7 +497,7 @@ def expand_classes(alpha, extra: int, prior_weight: float = 1.0, rows=None):
     """
     lam = _check_prior_weight(prior_weight)
     if isinstance(extra, bool) or not isinstance(extra, (int, np.integer)) or extra < 0:
-        raise ValueError(f"extra must be a non-negative integer number of classes, got {extra!r}")
+        raise InvalidValueError(f"extra must be a non-negative integer number of classes, got {extra!r}")
     a, k, mask = _padded(alpha, "alpha", positive=True)
     n = a.shape[0]
     if rows is None:
@@ -501,7 +505,7 @@ def expand_classes(alpha, extra: int, prior_weight: float = 1.0, rows=None):
     else:
         grow = np.asarray(rows)
         if grow.dtype != bool or grow.shape != (n,):
-            raise ValueError(
+            raise InvalidValueError(
                 f"rows must be a boolean mask of shape ({n},), got dtype {grow.dtype} and shape {grow.shape}"
             )
     return _expand(a, k, np.where(grow, int(extra), 0), lam)

@@ -21,6 +21,8 @@ from itertools import combinations
 import numpy as np
 from scipy.stats import kendalltau
 
+from lm_eval_evidential.errors import InvalidValueError
+
 from ._validation import as_1d_float, check_same_length, undefined
 from .scores import available_scores, check_score_names, compute_score
 
@@ -169,7 +171,7 @@ def order_audit(scores: dict) -> list[dict]:
     [('a', 'b', 0.0, True), ('a', 'c', 1.0, False), ('b', 'c', 1.0, False)]
     """
     if not isinstance(scores, dict):
-        raise ValueError(f"scores must be a dict mapping score name to a 1-D array, got {type(scores).__name__}")
+        raise InvalidValueError(f"scores must be a dict mapping score name to a 1-D array, got {type(scores).__name__}")
     arrays = {str(name): as_1d_float(s, f"scores[{name!r}]") for name, s in scores.items()}
     n = check_same_length(**arrays) if arrays else 0
     total = n * (n - 1) // 2

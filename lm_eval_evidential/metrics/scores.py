@@ -70,6 +70,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lm_eval_evidential.errors import InvalidValueError
+
 from .dirichlet import (
     _check_prior_weight,
     _entropy_of,
@@ -80,7 +82,16 @@ from .dirichlet import (
     _probs_of,
 )
 
-__all__ = ["ScoreSpec", "SCORES", "OOD_DEFAULT_SCORES", "compute_score", "available_scores", "check_score_names"]
+__all__ = [
+    "ScoreSpec",
+    "SCORES",
+    "OOD_DEFAULT_SCORES",
+    "compute_score",
+    "available_scores",
+    "computable_scores",
+    "no_alpha_reason",
+    "check_score_names",
+]
 
 OOD_DEFAULT_SCORES = ("reciprocal_vacuity", "max_prob", "neg_norm_entropy")
 
@@ -116,7 +127,7 @@ def _neg_entropy(p, k, mask, alpha, lam, z=None):
 def _neg_norm_entropy(p, k, mask, alpha, lam, z=None):
     if (k < 2).any():
         i = int(np.flatnonzero(k < 2)[0])
-        raise ValueError(
+        raise InvalidValueError(
             f"neg_norm_entropy needs K >= 2 (it divides by log K), but example {i} has K = {int(k[i])}; "
             "drop single-option examples or use neg_entropy"
         )
@@ -209,11 +220,67 @@ def available_scores(has_alpha: bool, has_logits: bool = False) -> list[str]:
     >>> available_scores(False)
     ['max_prob', 'neg_entropy', 'neg_norm_entropy', 'l2_norm', 'l1_to_uniform', 'l2_to_uniform', 'js_to_uniform']
     """
-    return [
-        name
-        for name, spec in SCORES.items()
-        if (has_alpha or not spec.needs_alpha) and (has_logits or not spec.needs_logits)
-    ]
+    return computable_scores([n for n, s in SCORES.items() if has_logits or not s.needs_logits], has_alpha)[0]
+
+
+def computable_scores(names, has_alpha: bool) -> tuple[list[str], list[str]]:
+    r"""Which of ``names`` a set of records can give: the one rule for every audit, plot and task.
+
+    A score that needs Dirichlet alpha (vacuity, strength, mutual information) cannot be computed
+    from ``method=softmax`` records, which have no evidence; every other score can.
+
+    Parameters
+    ----------
+    names : iterable of str
+        Registered score names (checked by the caller).
+    has_alpha : bool
+        Whether every record set in question has Dirichlet alpha.
+
+    Returns
+    -------
+    (computable, needing_alpha) : tuple of list of str
+        ``names`` split in their order; say why the second list is missing with :func:`no_alpha_reason`.
+
+    Examples
+    --------
+    >>> computable_scores(["reciprocal_vacuity", "max_prob"], has_alpha=False)
+    (['max_prob'], ['reciprocal_vacuity'])
+    >>> computable_scores(["reciprocal_vacuity", "max_prob"], has_alpha=True)
+    (['reciprocal_vacuity', 'max_prob'], [])
+    """
+    names = list(names)
+    if has_alpha:
+        return names, []
+    return [n for n in names if not SCORES[n].needs_alpha], [n for n in names if SCORES[n].needs_alpha]
+
+
+def no_alpha_reason(names, tasks=()) -> str:
+    r"""Why the alpha scores ``names`` are missing for the ``method=softmax`` records of ``tasks``: one wording.
+
+    Parameters
+    ----------
+    names : str or sequence of str
+        The scores that need Dirichlet alpha (the second list of :func:`computable_scores`).
+    tasks : sequence of str, optional
+        The tasks whose records have no alpha; none: "these records".
+
+    Returns
+    -------
+    str
+        One sentence naming the scores, the tasks, why, and the scores that can be given instead.
+
+    Examples
+    --------
+    >>> no_alpha_reason("vacuity", ["obqa_edl"])[:78]
+    "score 'vacuity' needs Dirichlet alpha, but the records of obqa_edl are method="
+    """
+    names = [names] if isinstance(names, str) else list(names)
+    subject = f"score {names[0]!r} needs" if len(names) == 1 else f"scores {names} need"
+    whose = f"the records of {', '.join(tasks)} are" if tasks else "these records are"
+    return (
+        f"{subject} Dirichlet alpha, but {whose} method=softmax (no evidence, so vacuity and strength are "
+        f"undefined); use one of {', '.join(available_scores(False))}"
+    )
 
 
 def check_score_names(names) -> list[str]:
@@ -244,14 +311,14 @@ def check_score_names(names) -> list[str]:
     >>> check_score_names("vacuity")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ValueError: unknown score(s) ['vacuity']; valid scores are: reciprocal_vacuity, max_prob, ...
+    lm_eval_evidential.errors.InvalidValueError: unknown score(s) ['vacuity']; valid scores are: reciprocal_vacuity, ...
     """
     names = [names] if isinstance(names, str) else list(names)
     unknown = [name for name in names if name not in SCORES]
     if unknown:
-        raise ValueError(f"unknown score(s) {unknown}; valid scores are: {', '.join(SCORES)}")
+        raise InvalidValueError(f"unknown score(s) {unknown}; valid scores are: {', '.join(SCORES)}")
     if not names:
-        raise ValueError(f"no score names given; valid scores are: {', '.join(SCORES)}")
+        raise InvalidValueError(f"no score names given; valid scores are: {', '.join(SCORES)}")
     return list(dict.fromkeys(names))
 
 
@@ -265,7 +332,7 @@ def _check_simplex(p, mask) -> None:
     off = np.abs(sums - 1.0) > 1e-3
     if outside.any() or off.any():
         i = int(np.flatnonzero(outside.any(axis=1) | off)[0])
-        raise ValueError(
+        raise InvalidValueError(
             f"probs row {i} is not a probability vector (values {p[i].tolist()}, sum {sums[i]!r}); pass "
             "E[p] = alpha / S or softmax probabilities, not logits or concentrations"
         )
@@ -321,22 +388,18 @@ def compute_score(name: str, *, probs, k, alpha=None, prior_weight: float = 1.0,
     spec = SCORES[check_score_names(name)[0]]
     lam = _check_prior_weight(prior_weight)
     if alpha is None and spec.needs_alpha:
-        raise ValueError(
-            f"score {name!r} needs Dirichlet alpha, but alpha is None: these records came from "
-            "method=softmax, where there is no evidence and vacuity/strength are undefined; use one of "
-            f"{', '.join(available_scores(False))}"
-        )
+        raise InvalidValueError(no_alpha_reason(name))
     if spec.needs_logits:
         if logits is None:
-            raise ValueError(f"score {name!r} reads the answer logits, but logits is None; pass logits=")
+            raise InvalidValueError(f"score {name!r} reads the answer logits, but logits is None; pass logits=")
         z, k_z, _ = _padded(logits, "logits")
         if not np.array_equal(np.asarray(k), k_z):
-            raise ValueError("k disagrees with the logits' non-NaN count per row; rows must be NaN right-padded")
+            raise InvalidValueError("k disagrees with the logits' non-NaN count per row; rows must be NaN right-padded")
         if not np.isfinite(z[~np.isnan(z)]).all():
-            raise ValueError("logits must be finite")
+            raise InvalidValueError("logits must be finite")
         return spec.fn(None, k_z, None, None, lam, z)
     if alpha is None and probs is None:
-        raise ValueError("probs is None and no alpha was given to derive it from")
+        raise InvalidValueError("probs is None and no alpha was given to derive it from")
     if alpha is not None:
         a, k_rows, mask = _padded(alpha, "alpha", positive=True)
     if probs is None:
@@ -349,7 +412,7 @@ def compute_score(name: str, *, probs, k, alpha=None, prior_weight: float = 1.0,
         if alpha is None:
             k_rows, mask = k_p, mask_p
         elif p.shape[0] != a.shape[0] or not np.array_equal(k_p, k_rows):
-            raise ValueError(
+            raise InvalidValueError(
                 f"alpha (shape {a.shape}) and probs (shape {p.shape}) must describe the same examples "
                 "with the same K per row"
             )
@@ -358,13 +421,13 @@ def compute_score(name: str, *, probs, k, alpha=None, prior_weight: float = 1.0,
             a, p, mask = a[:, :width], p[:, :width], mask[:, :width]
     k_arr = np.asarray(k)
     if k_arr.ndim != 1 or k_arr.shape[0] != p.shape[0] or k_arr.dtype.kind not in "iu":
-        raise ValueError(
+        raise InvalidValueError(
             f"k must be a 1-D integer array of length {p.shape[0]} (one class count per example), "
             f"got dtype {k_arr.dtype} and shape {k_arr.shape}"
         )
     if not np.array_equal(k_arr, k_rows):
         i = int(np.flatnonzero(k_arr != k_rows)[0])
-        raise ValueError(
+        raise InvalidValueError(
             f"k disagrees with the scores' input at example {i}: k = {int(k_arr[i])} but the row has "
             f"{int(k_rows[i])} non-NaN values; rows must be NaN right-padded beyond their own K"
         )

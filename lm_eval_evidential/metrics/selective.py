@@ -27,6 +27,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.stats import spearmanr as _scipy_spearmanr
 
+from lm_eval_evidential.errors import InvalidValueError
+
 from ._validation import as_1d_float, as_binary_labels, check_same_length, undefined
 
 __all__ = ["rejection_curve", "prr", "risk_coverage_curve", "aurc", "spearman"]
@@ -157,7 +159,7 @@ def prr(score, correct, rejection_cap: float = 0.5) -> float:
     """
     cap = float(rejection_cap)
     if not (0.0 < cap <= 1.0):
-        raise ValueError(f"rejection_cap must be in (0, 1], got {rejection_cap!r}")
+        raise InvalidValueError(f"rejection_cap must be in (0, 1], got {rejection_cap!r}")
     s = as_1d_float(score, "score")
     y = as_binary_labels(correct, "correct").astype(np.float64)
     n = check_same_length(score=s, correct=y)

@@ -15,6 +15,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from lm_eval_evidential.errors import InvalidValueError
 from lm_eval_evidential.records.io import InputFileError, atomic_write_text, read_regular_file
 from lm_eval_evidential.records.schema import RECORD_METHODS
 
@@ -37,22 +38,22 @@ class HeadConfig:
 
     def __post_init__(self):
         if self.method not in METHODS:
-            raise ValueError(
+            raise InvalidValueError(
                 f"unknown method={self.method!r}; choose one of {', '.join(METHODS)} "
                 "(e.g. --model_args ...,method=ib_edl)"
             )
         if not (math.isfinite(self.prior_weight) and self.prior_weight > 0):
-            raise ValueError(
+            raise InvalidValueError(
                 f"prior_weight={self.prior_weight!r} must be a finite number > 0 "
                 "(the Dirichlet prior λ in alpha = evidence + λ; 1 is standard EDL)"
             )
         if int(self.num_noises) < 1:
-            raise ValueError(
+            raise InvalidValueError(
                 f"num_noises={self.num_noises!r} must be an integer >= 1 (IB-EDL's noise draws per question; the "
                 "paper uses 20)"
             )
         if not (math.isfinite(self.sigma_mult) and self.sigma_mult >= 0):
-            raise ValueError(
+            raise InvalidValueError(
                 f"sigma_mult={self.sigma_mult!r} must be a finite number >= 0 (IB-EDL's ς; the paper uses 0)"
             )
 
@@ -78,14 +79,16 @@ def read_metadata(adapter_dir) -> dict | None:
     except InputFileError:
         raise
     except (OSError, ValueError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
-        raise ValueError(f"cannot read {path}: {exc}; delete it or re-run `lm-eval-evidential train`") from exc
+        raise InvalidValueError(f"cannot read {path}: {exc}; delete it or re-run `lm-eval-evidential train`") from exc
     except RecursionError:
-        raise ValueError(
+        raise InvalidValueError(
             f"cannot read {path}: its JSON is nested too deeply; this package never writes such a file — delete it "
             "or re-run `lm-eval-evidential train`"
         ) from None
     if not isinstance(meta, dict) or meta.get("method") not in METHODS:
-        raise ValueError(f"{path} has no valid 'method' (one of {', '.join(METHODS)}); was it written by this package?")
+        raise InvalidValueError(
+            f"{path} has no valid 'method' (one of {', '.join(METHODS)}); was it written by this package?"
+        )
     return meta
 
 

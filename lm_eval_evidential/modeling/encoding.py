@@ -16,6 +16,8 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from lm_eval_evidential.errors import AnswerTokenError
+
 __all__ = [
     "AnswerTokenError",
     "PHANTOM_COUNT",
@@ -28,18 +30,27 @@ __all__ = [
 ]
 
 
-class AnswerTokenError(ValueError):
-    """An answer label that is not exactly one token of its own after the prompt."""
+#: What to do about an answer that is not one token, unless the caller knows better (a letter-answered twin task).
+ANSWER_TOKEN_FIX = (
+    "use a task whose choices are answer letters, e.g. the *_edl tasks (labels ' A'..' E') or your own "
+    "(docs/tasks.md: Your own tasks), or a tokenizer that has them as single tokens"
+)
 
 
 def answer_token_ids(
-    prompt_ids: Sequence[int], encoded: Sequence[Sequence[int]], answers: Sequence[str], where: str
+    prompt_ids: Sequence[int],
+    encoded: Sequence[Sequence[int]],
+    answers: Sequence[str],
+    where: str,
+    *,
+    fix: str = ANSWER_TOKEN_FIX,
 ) -> list[int]:
-    """The token id each answer appends to the prompt.
+    """The token id each answer appends to the prompt: the one rule of training and evaluation.
 
     ``encoded[i]`` is the tokenizer's encoding of ``prompt + answers[i]``; it must be
-    ``prompt_ids`` plus exactly one token, and the K tokens must differ. ``where`` names the
-    task and doc in the error.
+    ``prompt_ids`` plus exactly one token, and the K tokens must differ, else
+    :class:`~lm_eval_evidential.errors.AnswerTokenError` naming ``where`` (task and doc), the
+    choice, its tokens and ``fix``.
 
     Examples
     --------
@@ -53,9 +64,9 @@ def answer_token_ids(
         if len(whole) != len(prompt_ids) + 1 or whole[: len(prompt_ids)] != prompt_ids:
             pieces = whole[len(prompt_ids) :] if whole[: len(prompt_ids)] == prompt_ids else whole[-3:]
             raise AnswerTokenError(
-                f"{where}: answer label {answer!r} is not a single token after the prompt for this tokenizer "
-                f"(it encodes as {len(pieces)} token(s) {pieces}); the evidential model scores single-token "
-                "labels — use the *_edl tasks, whose labels are ' A'..' E', or a tokenizer that has them"
+                f"{where}: choice {answer!r} is {len(pieces)} tokens {pieces} after the prompt for this tokenizer; "
+                "an evidential model reads one answer token per choice, so every choice must be a single token "
+                f"— {fix}"
             )
         ids.append(int(whole[-1]))
     if len(set(ids)) != len(ids):

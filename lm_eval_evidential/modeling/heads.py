@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from lm_eval_evidential.errors import InvalidValueError
 from lm_eval_evidential.modeling.config import METHODS, HeadConfig  # noqa: F401  (re-exported)
 
 
@@ -47,6 +48,32 @@ def question_seed(seed: int, key: str) -> int:
     """
     digest = hashlib.blake2b(f"{seed}\x00{key}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "little") & ((1 << 63) - 1)
+
+
+def sigma_logits(last_logits: torch.Tensor, k, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """IB-EDL's σ pre-activations t of K-class questions: the **last K vocabulary logits**, class j ↦
+    logit V − K + j (as in Li et al. 2025's reference), the one rule of training and evaluation.
+
+    ``last_logits`` (B, W) are the last W ≥ K logits of the vocabulary (all V of them, or a kept
+    tail). ``k`` is one K for every row (then (B, K) columns W − K … W − 1), or a (B,) tensor of
+    per-row K with ``mask`` (B, K_max) marking each row's classes (then (B, K_max); a padded
+    column holds the last logit, masked out downstream).
+
+    Examples
+    --------
+    >>> sigma_logits(torch.arange(10.0).reshape(2, 5), 2)
+    tensor([[3., 4.],
+            [8., 9.]])
+    >>> k = torch.tensor([2, 1]); sigma_logits(torch.arange(10.0).reshape(2, 5), k, torch.tensor([[1, 1], [1, 0]]) > 0)
+    tensor([[3., 4.],
+            [9., 9.]])
+    """
+    width = last_logits.shape[-1]
+    if mask is None:
+        return last_logits[:, width - int(k) :]
+    cols = torch.arange(mask.shape[1], device=last_logits.device)[None, :]
+    index = torch.where(mask, width - k[:, None].to(last_logits.device) + cols, torch.full_like(cols, width - 1))
+    return last_logits.gather(1, index)
 
 
 # at::internal::GRAIN_SIZE: elementwise kernels split larger tensors across threads at
@@ -130,16 +157,16 @@ def apply_head_batch(
     """
     z = logits.detach().to(device="cpu", dtype=torch.float64)
     if z.ndim != 2:
-        raise ValueError(f"logits must have shape (B, K), got {tuple(z.shape)}")
+        raise InvalidValueError(f"logits must have shape (B, K), got {tuple(z.shape)}")
     if config.method == "softmax":
         return HeadOutput(logits=z, evidence=None, alpha=None, probs=torch.softmax(z, dim=-1))
     if config.method == "edl":
         alpha = edl_alpha(z, config.prior_weight)
     else:
         if sigma_logits is None:
-            raise ValueError("method=ib_edl needs sigma_logits (the last K vocabulary logits)")
+            raise InvalidValueError("method=ib_edl needs sigma_logits (the last K vocabulary logits)")
         if keys is None or len(keys) != z.shape[0]:
-            raise ValueError(f"method=ib_edl needs one key per question: {z.shape[0]} rows, keys={keys!r}")
+            raise InvalidValueError(f"method=ib_edl needs one key per question: {z.shape[0]} rows, keys={keys!r}")
         sigma = per_question(F.softplus, sigma_logits.detach().to(device="cpu", dtype=torch.float64))
         noise = question_noise(config.seed, keys, int(config.num_noises), z.shape[1])
         alpha = ib_edl_alpha(z, sigma, noise, prior_weight=config.prior_weight, sigma_mult=config.sigma_mult)

@@ -27,6 +27,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from lm_eval_evidential.errors import InvalidValueError
+
 __all__ = [
     "edl_mse_loss",
     "kl_to_uniform_dirichlet",
@@ -57,21 +59,21 @@ def _reduce(per_example: torch.Tensor, reduction: str) -> torch.Tensor:
         return per_example.sum()
     if reduction == "none":
         return per_example
-    raise ValueError(f"reduction must be one of {_REDUCTIONS}, got {reduction!r}")
+    raise InvalidValueError(f"reduction must be one of {_REDUCTIONS}, got {reduction!r}")
 
 
 def _check_mask(x: torch.Tensor, mask: torch.Tensor | None, name: str) -> torch.Tensor:
     if x.dim() != 2:
-        raise ValueError(f"{name} must have shape (batch, K), got {tuple(x.shape)}")
+        raise InvalidValueError(f"{name} must have shape (batch, K), got {tuple(x.shape)}")
     if mask is None:
         return torch.ones_like(x, dtype=torch.bool)
     if mask.shape != x.shape or mask.dtype != torch.bool:
-        raise ValueError(
+        raise InvalidValueError(
             f"mask must be a bool tensor of {name}'s shape {tuple(x.shape)}, got {mask.dtype} {tuple(mask.shape)}; "
             "build it with class_mask(k, K_max)"
         )
     if not bool(mask[:, 0].all()):
-        raise ValueError("mask has a row without classes (K = 0); every question needs K >= 1 options")
+        raise InvalidValueError("mask has a row without classes (K = 0); every question needs K >= 1 options")
     return mask
 
 
@@ -89,7 +91,7 @@ def _one_hot(target: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         or target.is_floating_point()
         or target.dtype == torch.bool
     ):
-        raise ValueError(
+        raise InvalidValueError(
             f"target must be integer class indices of shape ({mask.shape[0]},), got {target.dtype} "
             f"{tuple(target.shape)}"
         )
@@ -97,7 +99,7 @@ def _one_hot(target: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     bad = (target < 0) | (target >= k)
     if bool(bad.any()):
         row = int(bad.nonzero()[0, 0])
-        raise ValueError(f"target[{row}] = {int(target[row])} is not a class of that row (K = {int(k[row])})")
+        raise InvalidValueError(f"target[{row}] = {int(target[row])} is not a class of that row (K = {int(k[row])})")
     return F.one_hot(target.long(), mask.shape[1])
 
 
@@ -259,9 +261,11 @@ def ib_edl_loss_terms(
     the D draws, and the information loss ½ Σ_i (μ_i² + σ_i² − 2 log σ_i − 1) (before β)."""
     mask = _check_mask(logits, mask, "logits")
     if sigma_logits.shape != logits.shape:
-        raise ValueError(f"sigma_logits must have logits' shape {tuple(logits.shape)}, got {tuple(sigma_logits.shape)}")
+        raise InvalidValueError(
+            f"sigma_logits must have logits' shape {tuple(logits.shape)}, got {tuple(sigma_logits.shape)}"
+        )
     if int(num_noises) < 1:
-        raise ValueError(f"num_noises must be >= 1, got {num_noises!r}")
+        raise InvalidValueError(f"num_noises must be >= 1, got {num_noises!r}")
     y = _one_hot(target, mask)
     logits, sigma_logits = _masked(logits, mask), _masked(sigma_logits, mask)
     sigma = F.softplus(sigma_logits)
@@ -269,7 +273,7 @@ def ib_edl_loss_terms(
     if noise is None:
         noise = torch.randn((b, int(num_noises), k), generator=generator, dtype=logits.dtype, device=logits.device)
     elif noise.dim() != 3 or noise.shape[0] != b or noise.shape[2] != k:
-        raise ValueError(f"noise must have shape ({b}, num_noises, {k}), got {tuple(noise.shape)}")
+        raise InvalidValueError(f"noise must have shape ({b}, num_noises, {k}), got {tuple(noise.shape)}")
     noise = torch.where(mask[:, None, :], noise, torch.zeros_like(noise))
     d = noise.shape[1]
     alpha = F.softplus(logits[:, None, :] + sigma[:, None, :] * noise) + prior_weight  # (B, D, K)

@@ -23,6 +23,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from lm_eval_evidential.errors import InputFileError, OutputPathError, OutputWriteError
 from lm_eval_evidential.records.schema import (
     Records,
     RecordsError,
@@ -34,10 +35,6 @@ RECORDS_FILE_RE = re.compile(r"^records_(?P<task>.+)_(?P<date_id>\d{4}-\d{2}-\d{
 #: The harness's own results file (``results_<date_id>.json``), never an output of ours.
 RESULTS_FILE_RE = re.compile(r"^results_.+\.json$")
 _PARQUET_MAGIC = b"PAR1"
-
-
-class OutputPathError(ValueError):
-    """An output path that would destroy data (an input, a records file, a folder); nothing was written."""
 
 
 def _is_parquet(path: Path) -> bool:
@@ -76,18 +73,6 @@ def check_output_file(path, *, option: str = "output") -> Path:
             f"{option} {p}: it is a harness results file; outputs never replace it — name another file"
         )
     return p
-
-
-class _ExplainedOSError(OSError):
-    """An OSError whose message (``strerror``) already names the path, the cause and the fix."""
-
-    def __str__(self) -> str:
-        return str(self.strerror)
-
-
-class OutputWriteError(_ExplainedOSError):
-    """A file or folder could not be written (no permission, a read-only disk, a file-size limit,
-    a full disk); the message names the path and the fix, and nothing was replaced."""
 
 
 _WRITE_FIXES = {
@@ -172,11 +157,6 @@ def write_records(path: str | os.PathLike, records: Records) -> Path:
     path = Path(path)
     atomic_write_bytes(path, lambda tmp: pq.write_table(table, tmp), replaces_records=True)
     return path
-
-
-class InputFileError(_ExplainedOSError):
-    """An input that cannot be read as a file (a FIFO or device, a folder, a symlink loop or a dangling
-    link, no read permission, larger than its bound); the message names the real cause and its fix."""
 
 
 _READ_FIXES = {

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from lm_eval_evidential.errors import InputNotFoundError, InvalidValueError, NotAFolderError
 from lm_eval_evidential.records.io import RECORDS_FILE_RE, file_safe_task, read_records_file
 from lm_eval_evidential.records.provenance import checked_together
 from lm_eval_evidential.records.schema import Records
@@ -29,10 +30,10 @@ def find_record_files(output_path: str | os.PathLike, task: str | None = None) -
     if root.suffix == ".json":
         root = root.parent
     if not root.exists():
-        raise FileNotFoundError(f"output path {root} does not exist; pass the folder given to --output_path")
+        raise InputNotFoundError(f"output path {root} does not exist; pass the folder given to --output_path")
     if not root.is_dir():
         what = "a records file" if RECORDS_FILE_RE.match(root.name) else "a file"
-        raise NotADirectoryError(
+        raise NotAFolderError(
             f"{root} is {what}, not a folder: pass the folder given to lm_eval --output_path (the one that holds "
             f"the run's results_*.json and records_*.parquet; this file's folder, {root.parent}, works)"
         )
@@ -89,7 +90,7 @@ def _missing_task(output_path, runs: dict[str, dict[str, Path]], task: str, task
 
     recorded = sorted({t for files in runs.values() for t in files})
     if not recorded:
-        return FileNotFoundError(
+        return InputNotFoundError(
             f"no records files (records_<task>_<date_id>.parquet) under {output_path}: pass the folder given to "
             f"lm_eval --output_path, or evaluate first: lm_eval --model evidential --tasks {','.join(tasks)} "
             f"--output_path {output_path}"
@@ -97,10 +98,10 @@ def _missing_task(output_path, runs: dict[str, dict[str, Path]], task: str, task
     have = f"the tasks with records there: {', '.join(recorded)}"
     close = difflib.get_close_matches(task, recorded, n=3, cutoff=0.7)
     if close:
-        return FileNotFoundError(
+        return InputNotFoundError(
             f"no records for task {task!r} under {output_path}: did you mean {' or '.join(map(repr, close))}? ({have})"
         )
-    return FileNotFoundError(
+    return InputNotFoundError(
         f"no records for task {task!r} under {output_path} ({have}); if {task!r} is a task, evaluate it in one run "
         f"with the others: lm_eval --model evidential --tasks {','.join(tasks)} --output_path {output_path}"
     )
@@ -112,15 +113,15 @@ def _choose_run(output_path, runs: dict[str, dict[str, Path]], tasks: list[str],
             raise _missing_task(output_path, runs, task, tasks)
     if run is not None:
         if run not in runs:
-            raise FileNotFoundError(f"no run {run!r} under {output_path}; runs: {sorted(runs)}")
+            raise InputNotFoundError(f"no run {run!r} under {output_path}; runs: {sorted(runs)}")
         missing = [t for t in tasks if t not in runs[run]]
         if missing:
-            raise FileNotFoundError(f"run {run} has no records for {missing}; it has {sorted(runs[run])}")
+            raise InputNotFoundError(f"run {run} has no records for {missing}; it has {sorted(runs[run])}")
         return run
     complete = sorted(d for d, files in runs.items() if all(t in files for t in tasks))
     if not complete:
         have = {d: sorted(files) for d, files in sorted(runs.items())}
-        raise FileNotFoundError(
+        raise InputNotFoundError(
             f"no single run under {output_path} has records for all of {tasks} (runs: {have}); evaluate them "
             f"together: lm_eval --model evidential --tasks {','.join(tasks)} --output_path {output_path}"
         )
@@ -154,7 +155,7 @@ def load_run(
     names = [tasks] if isinstance(tasks, str) else list(tasks)
     names = list(dict.fromkeys(t.strip() for t in names if t and t.strip()))
     if not names:
-        raise ValueError(f"no task names in {tasks!r}; give one or more")
+        raise InvalidValueError(f"no task names in {tasks!r}; give one or more")
     runs = find_record_files(output_path)
     chosen = _choose_run(output_path, runs, names, run)
     records = {}

@@ -27,6 +27,7 @@ import struct
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+from lm_eval_evidential.errors import FingerprintMismatchError, InvalidValueError
 from lm_eval_evidential.records.io import open_regular_file, read_regular_file
 
 # Keys that describe the task or the run, not the producer.
@@ -70,6 +71,11 @@ _SAMPLE_AT = (0.0, 0.25, 0.5, 0.75, 1.0)
 ILLUSTRATIVE_MARKER = "lm_eval_evidential_illustrative_model.json"
 
 
+def sha256_text(text: str | None) -> str | None:
+    """The short content hash of a prompt setting (a chat template, a system instruction), None for none."""
+    return None if text is None else hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
 def is_illustrative(meta: Mapping) -> bool:
     """True when the records' base model is a local folder marked with :data:`ILLUSTRATIVE_MARKER`."""
     pretrained = meta.get("pretrained") if isinstance(meta, Mapping) else None
@@ -79,10 +85,6 @@ def is_illustrative(meta: Mapping) -> bool:
         return (Path(pretrained) / ILLUSTRATIVE_MARKER).is_file()
     except OSError:
         return False
-
-
-class FingerprintMismatchError(ValueError):
-    """Records produced by different models/settings were about to be compared."""
 
 
 def fingerprint(meta: Mapping) -> dict:
@@ -183,10 +185,10 @@ def merge_run_metas(task: str, metas: Iterable[Mapping]) -> dict:
     >>> a = {"pretrained": "/n0/m", "model_sha256": "ab", "method": "edl"}
     >>> merge_run_metas("t", [a, {**a, "pretrained": "/n1/m"}])["pretrained"]
     ['/n0/m', '/n1/m']
-    >>> merge_run_metas("t", [a, {**a, "model_sha256": "cd"}])
+    >>> merge_run_metas("t", [a, {**a, "model_sha256": "cd"}])  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ValueError: task 't': documents of one run were scored by different models or settings: model_sha256: 'ab' vs 'cd'
+    lm_eval_evidential.errors.InvalidValueError: task 't': documents of one run were ...: model_sha256: 'ab' vs 'cd'
     """
     distinct = {json.dumps(dict(m), sort_keys=True, default=str): m for m in metas}
     if not distinct:
@@ -194,7 +196,7 @@ def merge_run_metas(task: str, metas: Iterable[Mapping]) -> dict:
     first, *others = distinct.values()
     lines = [f"{key}: {va!r} vs {vb!r}" for other in others for key, (va, vb) in differences(first, other).items()]
     if lines:
-        raise ValueError(
+        raise InvalidValueError(
             f"task {task!r}: documents of one run were scored by different models or settings: " + "; ".join(lines)
         )
     merged = dict(first)

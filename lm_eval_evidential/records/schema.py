@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from lm_eval_evidential.errors import InvalidValueError, RecordsError
+
 if TYPE_CHECKING:
     from lm_eval_evidential.records.provenance import ProducerCheck
 
@@ -151,10 +153,6 @@ def _type_ok(field: RecordField, ty) -> bool:
     return kind[field.item](ty)
 
 
-class RecordsError(ValueError):
-    """A records file is missing, truncated, corrupted or of another schema version."""
-
-
 #: The methods records can come from (``modeling.config.METHODS``; this layer cannot import it).
 RECORD_METHODS = ("edl", "ib_edl", "softmax")
 
@@ -228,7 +226,7 @@ def make_records(
     optional = dict(optional or {})
     unknown = sorted(set(optional) - set(OPTIONAL_FIELDS))
     if unknown:
-        raise ValueError(f"{unknown} are not optional records fields; those are {list(OPTIONAL_FIELDS)}")
+        raise InvalidValueError(f"{unknown} are not optional records fields; those are {list(OPTIONAL_FIELDS)}")
     by_k: dict[int, list[int]] = {}
     for i, row_labels in enumerate(labels):
         by_k.setdefault(len(row_labels), []).append(i)
@@ -236,7 +234,9 @@ def make_records(
     for k, members in by_k.items():
         for i in members:
             if len(logits[i]) != k:
-                raise ValueError(f"{task} doc {doc_ids[i]}: {len(logits[i])} logits for {k} labels {list(labels[i])}")
+                raise InvalidValueError(
+                    f"{task} doc {doc_ids[i]}: {len(logits[i])} logits for {k} labels {list(labels[i])}"
+                )
         z = np.asarray([logits[i] for i in members], dtype=np.float64).reshape(len(members), k)
         a = (
             None
@@ -740,7 +740,7 @@ def _rows_to_table(rows: Sequence[Mapping], *, task: str, meta: Mapping):
     ids = [r["doc_id"] for r in rows]
     if len(set(ids)) != len(ids):
         dup = next(i for i in ids if ids.count(i) > 1)
-        raise ValueError(f"{task}: doc_id {dup} appears more than once in the records")
+        raise InvalidValueError(f"{task}: doc_id {dup} appears more than once in the records")
     names = [f.name for f in RECORD_SCHEMA if not f.optional or any(r.get(f.name) is not None for r in rows)]
     columns = {name: [r[name] for r in rows] for name in names}
     columns["task"] = [task] * len(rows)

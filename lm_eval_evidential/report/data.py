@@ -22,6 +22,7 @@ from lm_eval_evidential.audits.ood import (
     ood_rows,
     subset_records,
 )
+from lm_eval_evidential.errors import InvalidValueError
 from lm_eval_evidential.metrics.cardinality import k_histogram
 from lm_eval_evidential.records import RECORDS_FILE_RE, Records
 from lm_eval_evidential.records.provenance import is_illustrative
@@ -53,7 +54,7 @@ def check_policies(k_policy) -> list[str]:
     pols = list(dict.fromkeys(p.strip() for p in pols if p and p.strip()))
     bad = [p for p in pols if p not in POLICIES]
     if not pols or bad:
-        raise ValueError(f"k_policy must be one or more of {', '.join(POLICIES)}, got {k_policy!r}")
+        raise InvalidValueError(f"k_policy must be one or more of {', '.join(POLICIES)}, got {k_policy!r}")
     return pols
 
 

@@ -6,6 +6,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
+from lm_eval_evidential.errors import InvalidValueError
 from lm_eval_evidential.metrics.calibration import check_n_bins
 from lm_eval_evidential.metrics.cardinality import check_max_extra, check_phantom_mode
 from lm_eval_evidential.metrics.detection import check_n_boot
@@ -59,10 +60,10 @@ def build_report(
     check_n_bins(n_bins)
     ood_records = list(ood_records)
     if not ood_records:
-        raise ValueError("build_report needs at least one OOD task")
+        raise InvalidValueError("build_report needs at least one OOD task")
     same = [r.task for r in ood_records if r.task == id_records.task]
     if same:
-        raise ValueError(
+        raise InvalidValueError(
             f"{same[0]!r} is both the ID task and an OOD task: comparing a task with itself gives AUROC 0.5 by "
             "construction; leave it out of the OOD tasks"
         )

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+from lm_eval_evidential.metrics.cardinality import format_k  # noqa: F401 (the one rendering of K, re-exported)
+
 
 def format_number(v, digits: int = 3, signed: bool = False) -> str:
     """``v`` with ``digits`` decimals (``signed``: always a sign); ``n/a`` for None or NaN, yes/no for a bool.
@@ -24,13 +26,6 @@ def format_number(v, digits: int = 3, signed: bool = False) -> str:
 def format_ci(v) -> str:
     """An interval ``[lo, hi]``, or ``n/a`` when it is missing or undefined."""
     return f"[{format_number(v[0])}, {format_number(v[1])}]" if v and not all(x is None or x != x for x in v) else "n/a"
-
-
-def format_k(v) -> str:
-    """A class count: the number, a histogram ``{K: n}``, or ``mixed`` (None: several K)."""
-    if isinstance(v, dict):
-        return "{" + ", ".join(f"{k}: {n}" for k, n in v.items()) + "}"
-    return "mixed" if v is None else str(v)
 
 
 def format_p(p) -> str:

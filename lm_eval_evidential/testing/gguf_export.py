@@ -15,6 +15,8 @@ import json
 import os
 from pathlib import Path
 
+from lm_eval_evidential.errors import InvalidValueError
+
 # transformers model_type -> GGUF general.architecture (Mistral is llama-architecture in GGUF)
 GGUF_ARCHITECTURES = {
     "llama": "llama",
@@ -48,7 +50,7 @@ def _tokenizer_metadata(writer, tokenizer, vocab_size: int) -> None:
             types.append(gguf.TokenType.UNUSED)
     model = json.loads(tokenizer.backend_tokenizer.to_str())["model"]
     if model.get("type") != "BPE":
-        raise ValueError(f"only byte-level BPE tokenizers are written, got {model.get('type')!r}")
+        raise InvalidValueError(f"only byte-level BPE tokenizers are written, got {model.get('type')!r}")
     merges = [m if isinstance(m, str) else " ".join(m) for m in model["merges"]]
     writer.add_tokenizer_model("gpt2")
     writer.add_tokenizer_pre("default")
@@ -84,7 +86,9 @@ def write_gguf(model_dir, gguf_path) -> Path:
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     config = model.config
     if config.model_type not in GGUF_ARCHITECTURES:
-        raise ValueError(f"no GGUF layout for model_type {config.model_type!r}; known: {', '.join(GGUF_ARCHITECTURES)}")
+        raise InvalidValueError(
+            f"no GGUF layout for model_type {config.model_type!r}; known: {', '.join(GGUF_ARCHITECTURES)}"
+        )
     arch = GGUF_ARCHITECTURES[config.model_type]
     gguf_path = Path(gguf_path)
     gguf_path.parent.mkdir(parents=True, exist_ok=True)

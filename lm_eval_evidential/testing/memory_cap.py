@@ -21,6 +21,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
+from lm_eval_evidential.errors import InvalidValueError
+
 __all__ = ["MemoryCap"]
 
 
@@ -36,7 +38,7 @@ class MemoryCap(TorchDispatchMode):
     def __init__(self, limit_bytes: int):
         super().__init__()
         if limit_bytes <= 0:
-            raise ValueError(f"limit_bytes must be > 0, got {limit_bytes!r}")
+            raise InvalidValueError(f"limit_bytes must be > 0, got {limit_bytes!r}")
         self.limit_bytes = int(limit_bytes)
         self.live_bytes = 0
         self.peak_bytes = 0

@@ -24,6 +24,7 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from lm_eval_evidential.errors import InputNotFoundError, InvalidValueError, NotAFolderError, OutputExistsError
 from lm_eval_evidential.records.provenance import ILLUSTRATIVE_MARKER
 
 __all__ = ["build_tiny_model", "build_lora_adapter", "sample_data_dir", "ANSWER_LETTERS", "FAMILIES"]
@@ -51,7 +52,7 @@ def sample_data_dir() -> Path:
 
     path = BUNDLED_SAMPLES
     if not path.is_dir():
-        raise FileNotFoundError(
+        raise InputNotFoundError(
             f"bundled sample data not found at {path}; reinstall lm-eval-evidential, or run "
             "`python tools/make_sample_data.py` from a source checkout to regenerate it"
         )
@@ -154,9 +155,9 @@ def _check_tokenizer(hf_tok, prompts: list[str]) -> None:
 def _fresh_dir(out_dir: Path, overwrite: bool) -> Path:
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
-        raise NotADirectoryError(f"out_dir {out_dir} exists and is not a folder; pass a folder path")
+        raise NotAFolderError(f"out_dir {out_dir} exists and is not a folder; pass a folder path")
     if out_dir.is_dir() and any(out_dir.iterdir()) and not overwrite:
-        raise FileExistsError(f"out_dir {out_dir} is not empty; pass a new folder, or overwrite=True to replace it")
+        raise OutputExistsError(f"out_dir {out_dir} is not empty; pass a new folder, or overwrite=True to replace it")
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     return Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.", suffix=".tmp"))
 
@@ -233,15 +234,15 @@ def build_tiny_model(
     from transformers import AutoModelForCausalLM
 
     if family not in FAMILIES:
-        raise ValueError(f"family must be one of {', '.join(FAMILIES)}, got {family!r}")
+        raise InvalidValueError(f"family must be one of {', '.join(FAMILIES)}, got {family!r}")
     for name, value in (("hidden_size", hidden_size), ("num_layers", num_layers), ("num_heads", num_heads)):
         if not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive int, got {value!r}")
+            raise InvalidValueError(f"{name} must be a positive int, got {value!r}")
     if hidden_size % num_heads:
-        raise ValueError(f"hidden_size ({hidden_size}) must be divisible by num_heads ({num_heads})")
+        raise InvalidValueError(f"hidden_size ({hidden_size}) must be divisible by num_heads ({num_heads})")
     kv = num_heads if num_kv_heads is None else num_kv_heads
     if kv < 1 or num_heads % kv:
-        raise ValueError(f"num_kv_heads must divide num_heads ({num_heads}), got {num_kv_heads!r}")
+        raise InvalidValueError(f"num_kv_heads must divide num_heads ({num_heads}), got {num_kv_heads!r}")
     if intermediate_size is None:
         # Llama's SwiGLU width: about 8/3 of the hidden size, rounded up to a multiple of 8.
         intermediate_size = -(-(8 * hidden_size // 3) // 8) * 8
@@ -257,7 +258,7 @@ def build_tiny_model(
                 corpus = [corpus]
             texts = list(_default_corpus() if corpus is None else corpus)
             if not texts:
-                raise ValueError("corpus is empty; pass some text, or None for the bundled sample prompts")
+                raise InvalidValueError("corpus is empty; pass some text, or None for the bundled sample prompts")
             hf_tok = _wrap_tokenizer(_train_tokenizer(texts))
             # Strip the answers back off to get bare prompts for the boundary check.
             prompts = [t.rsplit(" ", 1)[0] for t in texts if t.rsplit(" ", 1)[0].endswith("Answer:")][:64]
@@ -266,7 +267,7 @@ def build_tiny_model(
 
         tok_vocab = len(hf_tok)
         if model_vocab_size is not None and model_vocab_size < tok_vocab:
-            raise ValueError(
+            raise InvalidValueError(
                 f"model_vocab_size ({model_vocab_size}) is smaller than the tokenizer's vocabulary "
                 f"({tok_vocab}); pass a larger value or None"
             )
@@ -347,11 +348,11 @@ def build_lora_adapter(
 
     base_dir = Path(base_dir)
     if not (base_dir / "config.json").is_file():
-        raise FileNotFoundError(f"no config.json in base_dir {base_dir}; pass a folder written by build_tiny_model")
+        raise InputNotFoundError(f"no config.json in base_dir {base_dir}; pass a folder written by build_tiny_model")
     if not isinstance(r, int) or r < 1:
-        raise ValueError(f"r must be a positive int, got {r!r}")
+        raise InvalidValueError(f"r must be a positive int, got {r!r}")
     if not init_std > 0:
-        raise ValueError(f"init_std must be > 0 (a zero B makes the adapter an identity), got {init_std!r}")
+        raise InvalidValueError(f"init_std must be > 0 (a zero B makes the adapter an identity), got {init_std!r}")
 
     tmp = _fresh_dir(out_dir, overwrite)
     try:

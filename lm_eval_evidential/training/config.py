@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from lm_eval_evidential.errors import InvalidValueError
 from lm_eval_evidential.modeling.config import METHODS
 
 # The paper's LoRA targets (Table 7); training fits them to the architecture (trainer.resolve_target_modules).
@@ -94,7 +95,7 @@ class TrainConfig:
         elif self.target_modules is not None:
             self.target_modules = tuple(self.target_modules)
         if self.method not in METHODS:
-            raise ValueError(f"method must be one of {', '.join(METHODS)}, got {self.method!r}")
+            raise InvalidValueError(f"method must be one of {', '.join(METHODS)}, got {self.method!r}")
         for name in (
             "max_steps",
             "per_device_train_batch_size",
@@ -106,10 +107,10 @@ class TrainConfig:
         ):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+                raise InvalidValueError(f"{name} must be a positive integer, got {value!r}")
         for name in ("learning_rate", "prior_weight"):
             if not getattr(self, name) > 0:
-                raise ValueError(f"{name} must be > 0, got {getattr(self, name)!r}")
+                raise InvalidValueError(f"{name} must be > 0, got {getattr(self, name)!r}")
         for name in (
             "weight_decay",
             "max_grad_norm",
@@ -121,10 +122,10 @@ class TrainConfig:
             "warmup_steps",
         ):
             if not getattr(self, name) >= 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
+                raise InvalidValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
         if self.max_train_docs is not None and self.max_train_docs < 1:
-            raise ValueError(f"max_train_docs must be >= 1 or None, got {self.max_train_docs!r}")
+            raise InvalidValueError(f"max_train_docs must be >= 1 or None, got {self.max_train_docs!r}")
         if self.kl_anneal_steps is not None and self.kl_anneal_steps < 0:
-            raise ValueError(f"kl_anneal_steps must be >= 0 or None, got {self.kl_anneal_steps!r}")
+            raise InvalidValueError(f"kl_anneal_steps must be >= 0 or None, got {self.kl_anneal_steps!r}")
         if self.target_modules is not None and not self.target_modules:
-            raise ValueError("target_modules is empty; name at least one module, e.g. q_proj,v_proj,lm_head")
+            raise InvalidValueError("target_modules is empty; name at least one module, e.g. q_proj,v_proj,lm_head")

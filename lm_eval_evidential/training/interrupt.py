@@ -15,12 +15,16 @@ from __future__ import annotations
 import signal
 from pathlib import Path
 
+from lm_eval_evidential.errors import EvidentialError
+
 #: The signals that end a training run with a checkpoint.
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
-class TrainingInterrupted(Exception):
-    """Training stopped on a signal after saving ``checkpoint``; ``signum`` is the signal received."""
+class TrainingInterrupted(EvidentialError):
+    """Training stopped on a signal after saving ``checkpoint``; ``signum`` is the signal received.
+
+    Expected (the user stopped it), so one line; ``lm-eval-evidential train`` exits with :attr:`exit_status`."""
 
     def __init__(self, signum: int, checkpoint: Path, step: int):
         self.signum, self.checkpoint, self.step = signum, Path(checkpoint), step

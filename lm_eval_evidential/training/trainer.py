@@ -31,6 +31,7 @@ import sys
 import time
 from pathlib import Path
 
+from lm_eval_evidential.errors import InputNotFoundError, InvalidValueError, OutputExistsError
 from lm_eval_evidential.modeling.config import METADATA_FILE, METADATA_FORMAT, write_metadata
 from lm_eval_evidential.modeling.encoding import answer_token_ids, last_position_logits, left_pad
 from lm_eval_evidential.training.config import PAPER_TARGET_MODULES, TrainConfig
@@ -59,7 +60,7 @@ def _load_task(task_name: str):
         manager = TaskManager(metadata=meta)
     loaded = manager.load([task_name])["tasks"]
     if task_name not in loaded:
-        raise ValueError(f"task {task_name!r} is not a single task (a group?); pass one task such as obqa_edl")
+        raise InvalidValueError(f"task {task_name!r} is not a single task (a group?); pass one task such as obqa_edl")
     return loaded[task_name]
 
 
@@ -72,14 +73,14 @@ def training_docs(task, split: str | None = None) -> list[dict]:
     name = _task_name(task)
     split = split or task.config.training_split
     if not split:
-        raise ValueError(f"task {name!r} declares no training_split; pass --train-split")
+        raise InvalidValueError(f"task {name!r} declares no training_split; pass --train-split")
     if split == task.config.training_split and task.has_training_docs():
         return list(task.training_docs())  # with the task's own process_docs, where it has one
     if split == task.config.validation_split and task.has_validation_docs():
         return list(task.validation_docs())
     dataset = getattr(task, "dataset", None) or {}
     if split not in dataset:
-        raise ValueError(
+        raise InvalidValueError(
             f"task {name!r}: split {split!r} is not loaded (loaded: {sorted(dataset)}); load the task with "
             "TaskManager(metadata={'load_all_splits': True}) or pass the task name to train()"
         )
@@ -115,18 +116,18 @@ def encode_examples(
         where = f"task {name!r} doc {doc.get('doc_id', i)}"
         ids = list(prompt_ids[i])
         if max_length is not None and len(ids) > max_length:
-            raise ValueError(
+            raise InvalidValueError(
                 f"{where}: prompt is {len(ids)} tokens, longer than max_length={max_length}; raise --max-length "
                 "(training never truncates a question)"
             )
         answers = answer_token_ids(ids, [next(whole_ids) for _ in choices[i]], choices[i], where)
         for cont, tid in zip(choices[i], answers):
             if answer_map.setdefault(cont, tid) != tid:
-                raise ValueError(
+                raise InvalidValueError(
                     f"{where}: answer {cont!r} encodes as token {tid} here but {answer_map[cont]} elsewhere"
                 )
         if not 0 <= golds[i] < len(answers):
-            raise ValueError(f"{where}: gold index {golds[i]} is not one of its {len(answers)} options")
+            raise InvalidValueError(f"{where}: gold index {golds[i]} is not one of its {len(answers)} options")
         examples.append({"input_ids": ids, "answer_ids": answers, "target": golds[i], "k": len(answers)})
     return examples, answer_map
 
@@ -270,6 +271,7 @@ def batch_loss(logits, batch: dict, config: TrainConfig, *, kl_weight: float = 0
     import torch.nn.functional as F
 
     from lm_eval_evidential.modeling import losses
+    from lm_eval_evidential.modeling.heads import sigma_logits
 
     answer_ids, k = batch["answer_ids"], batch["k"]
     mask = losses.class_mask(k, answer_ids.shape[1])
@@ -283,14 +285,9 @@ def batch_loss(logits, batch: dict, config: TrainConfig, *, kl_weight: float = 0
         loss = (mse + kl_weight * kl).mean()
         terms = {"mse": mse.mean(), "kl": kl.mean(), "kl_weight": torch.tensor(kl_weight)}
     else:
-        # σ of class j of a K-class question is vocabulary logit V − K + j (the last K logits),
-        # as in the reference and in heads.apply_head at evaluation.
-        vocab = logits.shape[-1]
-        cols = torch.arange(answer_ids.shape[1], device=logits.device)[None, :]
-        sigma_index = torch.where(mask, vocab - k[:, None] + cols, torch.full_like(answer_ids, vocab - 1))
         mse, info = losses.ib_edl_loss_terms(
             z,
-            logits.gather(1, sigma_index),
+            sigma_logits(logits, k, mask),  # the last K vocabulary logits, as at evaluation
             target,
             num_noises=config.num_noises,
             prior_weight=config.prior_weight,
@@ -369,13 +366,13 @@ def resolve_target_modules(
     missing = [t for t in requested if not present(t)]
     if missing:
         leaves = sorted({n.rsplit(".", 1)[-1] for n, m in model.named_modules() if type(m).__name__ == "Linear"})
-        raise ValueError(
+        raise InvalidValueError(
             f"target module(s) {', '.join(missing)} not found in {pretrained} ({model.config.model_type}); its linear "
             f"layers are {', '.join(leaves)} — pass --target-modules from those, or leave it unset for the paper's, "
             "fitted to the architecture"
         )
     if tied and ("lm_head" in requested or "embed_tokens" in requested):
-        raise ValueError(
+        raise InvalidValueError(
             f"{pretrained} ties its output layer to its input embeddings (tie_word_embeddings=True), and "
             "--target-modules "
             "names lm_head/embed_tokens. Such an adapter cannot be loaded by lm-eval's --model hf (transformers' "
@@ -409,7 +406,7 @@ def _check_output_dir(config: TrainConfig, output_dir: Path) -> None:
     if config.resume_from_checkpoint or config.overwrite_output_dir:
         return
     if output_dir.exists() and (not output_dir.is_dir() or any(output_dir.iterdir())):
-        raise FileExistsError(
+        raise OutputExistsError(
             f"output folder {output_dir} is not empty; pass --overwrite-output-dir to train into it anyway, "
             "--resume-from-checkpoint to continue its last checkpoint, or a new --output-dir"
         )
@@ -424,10 +421,10 @@ def _resolve_resume(config: TrainConfig, output_dir: Path) -> str | None:
 
         last = get_last_checkpoint(str(output_dir)) if output_dir.is_dir() else None
         if last is None:
-            raise FileNotFoundError(f"resume_from_checkpoint='latest' but {output_dir} holds no checkpoint-N folder")
+            raise InputNotFoundError(f"resume_from_checkpoint='latest' but {output_dir} holds no checkpoint-N folder")
         return last
     if not Path(resume).is_dir():
-        raise FileNotFoundError(
+        raise InputNotFoundError(
             f"resume_from_checkpoint={resume!r} is not a folder; pass a checkpoint-N folder or 'latest'"
         )
     return str(resume)
@@ -440,7 +437,7 @@ def _load_base(pretrained: str, config: TrainConfig):
 
     dtypes = {"auto": "auto", "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
     if config.dtype not in dtypes:
-        raise ValueError(f"dtype must be one of {', '.join(dtypes)}, got {config.dtype!r}")
+        raise InvalidValueError(f"dtype must be one of {', '.join(dtypes)}, got {config.dtype!r}")
     # `dtype` replaced `torch_dtype` in transformers 4.56.
     major, minor = (int(x) for x in transformers.__version__.split(".")[:2])
     key = "dtype" if (major, minor) >= (4, 56) else "torch_dtype"
@@ -711,7 +708,7 @@ def train(pretrained, task, config: TrainConfig) -> Path:
     from lm_eval_evidential.modeling.quiet import peft_wrapping
 
     if config.output_dir is None:
-        raise ValueError("config.output_dir is required (--output-dir)")
+        raise InvalidValueError("config.output_dir is required (--output-dir)")
     output_dir = Path(config.output_dir)
     _check_output_dir(config, output_dir)
     resume = _resolve_resume(config, output_dir)
@@ -729,8 +726,7 @@ def train(pretrained, task, config: TrainConfig) -> Path:
     model = _load_base(pretrained, config)
     targets, notes = resolve_target_modules(model, config.target_modules, str(pretrained))
     # The context as --model evidential reads it (one computation); a --max-length above it is refused.
-    from lm_eval.models.utils import resolve_max_length
-
+    from lm_eval_evidential.harness.lm_eval_compat import resolve_max_length
     from lm_eval_evidential.harness.model import check_context
 
     check_context(config.max_length, model.config)

@@ -165,3 +165,84 @@ def test_process_exit_status_is_the_map(out):
     usage = run("ood", str(out), "--id", "id4")
     assert (refused.returncode, usage.returncode) == (EXIT_REFUSED, EXIT_ERROR), refused.stderr + usage.stderr
     assert "Traceback" not in refused.stderr + usage.stderr
+
+
+@pytest.mark.parametrize(
+    "bug", [ValueError("a bug: index out of step"), OSError("a bug: read past the end"), KeyError("a bug")]
+)
+def test_a_bug_is_not_an_expected_error_it_keeps_its_traceback(out, capsys, monkeypatch, bug):
+    """Only the package's own expected errors are one line and exit 1; a plain ValueError/OSError from
+    a real bug propagates (the console script then prints its traceback), never a tidy exit 1."""
+    import lm_eval_evidential.audits.ood as audits
+
+    def broken(*args, **kwargs):
+        raise bug
+
+    monkeypatch.setattr(audits, "ood_rows", broken)
+    with pytest.raises(type(bug), match="a bug"):
+        main(["ood", str(out), "--id", "id4", "--ood", "ood4", "--n-boot", "0"])
+    assert "error:" not in capsys.readouterr().err
+
+
+def test_an_expected_error_from_the_same_place_is_one_line(out, capsys, monkeypatch):
+    import lm_eval_evidential.audits.ood as audits
+    from lm_eval_evidential.errors import InvalidValueError
+
+    def refuse(*args, **kwargs):
+        raise InvalidValueError("n_boot must be 0 or more, got -1")
+
+    monkeypatch.setattr(audits, "ood_rows", refuse)
+    assert main(["ood", str(out), "--id", "id4", "--ood", "ood4", "--n-boot", "0"]) == EXIT_ERROR
+    err = capsys.readouterr().err
+    assert "lm-eval-evidential ood: error: n_boot must be 0 or more, got -1" in err and "Traceback" not in err
+
+
+def test_a_bug_in_the_process_shows_its_traceback(out):
+    """The real process: a plain ValueError from a bug prints Python's traceback, not an ``error:`` line."""
+    code = (
+        "import sys, lm_eval_evidential.audits.ood as audits\n"
+        "def broken(*a, **k):\n    raise ValueError('a bug in ood_rows')\n"
+        "audits.ood_rows = broken\n"
+        "from lm_eval_evidential.cli.main import main\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run(
+        [sys.executable, "-c", code, "ood", str(out), "--id", "id4", "--ood", "ood4", "--n-boot", "0"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert proc.returncode != EXIT_OK and "Traceback" in proc.stderr and "ValueError: a bug in ood_rows" in proc.stderr
+    assert "error: a bug" not in proc.stderr
+
+
+@pytest.mark.parametrize("raised, status", [("bug", None), ("expected", EXIT_ERROR), ("refusal", EXIT_REFUSED)])
+def test_eval_catches_only_the_package_errors(monkeypatch, capsys, raised, status):
+    import errno
+
+    import lm_eval.__main__
+
+    from lm_eval_evidential.cli.eval import run_lm_eval
+    from lm_eval_evidential.errors import DatasetError, FingerprintMismatchError
+
+    error = {
+        "bug": OSError(errno.EIO, "a bug: I/O on a closed handle", "/nowhere"),
+        "expected": DatasetError("task 'obqa_edl', dataset row 3: no answer options"),
+        "refusal": FingerprintMismatchError("adapter_sha256: id='a1' vs ood='b2'"),
+    }[raised]
+
+    def cli_evaluate():
+        raise error
+
+    monkeypatch.setattr(lm_eval.__main__, "cli_evaluate", cli_evaluate)
+    monkeypatch.setattr(sys, "argv", list(sys.argv))  # run_lm_eval hands the stock CLI its own argv
+    monkeypatch.delenv("LM_EVAL_EVIDENTIAL_TRACEBACK", raising=False)
+    if status is None:
+        with pytest.raises(OSError, match="a bug"):
+            run_lm_eval(["--model", "evidential"])
+        return
+    assert run_lm_eval(["--model", "evidential"]) == status
+    line = capsys.readouterr().err.strip()
+    assert line == f"lm-eval-evidential eval: {'refused' if raised == 'refusal' else 'error'}: {error}"

@@ -64,19 +64,51 @@ def _python(code: str):
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
 
 
-def test_expected_conditions_end_in_one_line_and_other_errors_keep_their_traceback():
+def test_expected_conditions_end_in_one_line_and_other_errors_keep_their_traceback(tiny_model):
+    """Once an EvidentialLM is built (what ``lm_eval --model evidential`` does), an uncaught error of ours
+    is its one line; any other exception keeps its traceback."""
+    build = (
+        "from lm_eval_evidential.harness.model import EvidentialLM\n"
+        f"EvidentialLM(pretrained={str(tiny_model)!r}, device='cpu')\n"
+    )
     ours = _python(
-        "import lm_eval.models\n"
-        "import numpy as np\n"
+        build + "import numpy as np\n"
         "from lm_eval_evidential.metrics.cardinality import check_cardinality\n"
         "check_cardinality(np.full(3, 4), np.full(2, 5), id_name='obqa_edl', ood_name='csqa_edl')"
     )
     assert ours.returncode == 1
-    # One line: "error: " and the refusal's own message (K histograms, remedies), no traceback.
-    assert ours.stderr.startswith("error: ") and ours.stderr.count("\n") == 1, ours.stderr
-    assert "Traceback" not in ours.stderr and "obqa_edl" in ours.stderr and "csqa_edl" in ours.stderr
-    other = _python("import lm_eval.models\nraise KeyError('x')")
+    # One line (the last; loading the model drew its progress bar before): "refused: " and the refusal's
+    # own message (K histograms, remedies), no traceback.
+    last = ours.stderr.rstrip("\n").splitlines()[-1]
+    assert last.startswith("refused: ") and ours.stderr.count("refused") == 1, ours.stderr
+    assert "Traceback" not in ours.stderr and "obqa_edl" in last and "csqa_edl" in last
+    other = _python(build + "raise KeyError('x')")
     assert other.returncode == 1 and "Traceback" in other.stderr
+    bug = _python(build + "raise ValueError('a bug, not an expected condition')")
+    assert bug.returncode == 1 and "Traceback" in bug.stderr and "ValueError: a bug" in bug.stderr
+
+
+def test_importing_lm_eval_leaves_the_excepthook_alone():
+    """A process that only imports lm_eval (the plugin's hooks run) keeps the interpreter's own excepthook."""
+    proc = _python(
+        "import sys, lm_eval.models, lm_eval.evaluator, lm_eval.tasks\n"
+        "from lm_eval_evidential.harness import plugin\n"
+        "print(sys.excepthook is sys.__excepthook__, 'lm_eval.models' in plugin._applied)"
+    )
+    assert proc.stdout.split() == ["True", "True"], proc.stderr
+
+
+def test_a_moved_private_helper_fails_at_once_naming_it(tiny_model, monkeypatch):
+    from lm_eval_evidential.harness import lm_eval_compat, plugin
+    from lm_eval_evidential.harness.model import EvidentialLM
+
+    assert lm_eval_compat.missing_internals() == []
+    monkeypatch.setattr(lm_eval_compat, "INTERNALS", (*lm_eval_compat.INTERNALS, "lm_eval.models.utils:_renamed"))
+    loaded = []
+    monkeypatch.setattr(EvidentialLM, "_create_model", lambda *a, **k: loaded.append(1))
+    with pytest.raises(plugin.HarnessVersionError, match=r"lm_eval\.models\.utils:_renamed") as info:
+        EvidentialLM(pretrained=str(tiny_model), device="cpu")
+    assert "\n" not in str(info.value) and not loaded
 
 
 def test_a_refused_pair_task_through_the_harness_is_one_readable_error(tiny_model, mirror):
@@ -97,5 +129,5 @@ def test_a_refused_pair_task_through_the_harness_is_one_readable_error(tiny_mode
     )
     assert proc.returncode == 1
     assert "Traceback" not in proc.stderr
-    [line] = [x for x in proc.stderr.splitlines() if x.startswith("error: ")]
+    [line] = [x for x in proc.stderr.splitlines() if x.startswith("refused: ")]
     assert "obqa_edl" in line and "csqa_edl" in line

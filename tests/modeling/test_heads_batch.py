@@ -146,3 +146,19 @@ def test_bad_input_is_named(kwargs, match):
     config = kwargs.pop("config", HeadConfig())
     with pytest.raises(ValueError, match=match):
         apply_head_batch(config, **kwargs)
+
+
+def test_sigma_logits_are_the_last_k_vocabulary_logits_per_row_or_for_all():
+    """IB-EDL's σ rule (modeling.heads.sigma_logits), as training (per-row K, masked) and evaluation
+    (one K, from a kept tail) read it: class j of a K-class question is vocabulary logit V − K + j."""
+    from lm_eval_evidential.modeling.heads import sigma_logits
+
+    vocab = torch.randn(3, 11, generator=torch.Generator().manual_seed(0))
+    k = torch.tensor([4, 2, 3])
+    mask = torch.arange(4)[None, :] < k[:, None]
+    per_row = sigma_logits(vocab, k, mask)
+    for i, ki in enumerate(k.tolist()):
+        assert torch.equal(per_row[i, :ki], vocab[i, 11 - ki :])
+        assert torch.equal(sigma_logits(vocab[i : i + 1], ki)[0], vocab[i, 11 - ki :])
+        tail = sigma_logits(vocab, 4)  # evaluation keeps the last max-K logits, then takes each K's own
+        assert torch.equal(sigma_logits(tail[i : i + 1], ki)[0], vocab[i, 11 - ki :])

@@ -73,7 +73,7 @@ def test_multi_token_answers_are_rejected(tasks):
             return {"input_ids": [[ord(ch) for ch in t] for t in texts]}
 
     task = tasks["obqa_edl"]
-    with pytest.raises(ValueError, match="not a single token"):
+    with pytest.raises(ValueError, match="must be a single token"):
         encode_examples(task, training_docs(task)[:1], Splitting())
 
 
