@@ -36,6 +36,24 @@ def cache_root() -> Path:
     return Path(base).expanduser() / "lm-eval-evidential" / "merged"
 
 
+def local_adapter(peft, revision: str | None = None) -> Path:
+    """The local folder of ``peft`` (a path, or a hub id already in the hub cache); refused otherwise.
+
+    vLLM's LoRA loader and the merge both read the adapter's files, so it must be on disk.
+    """
+    from lm_eval_evidential.errors import EvidentialInputError
+    from lm_eval_evidential.harness.loading_checks import _local_folder
+
+    folder = _local_folder(peft, revision or "main")
+    if folder is None or not (folder / "adapter_config.json").is_file():
+        raise EvidentialInputError(
+            f"peft={peft}: --model evidential-vllm needs the adapter's files on disk (vLLM's LoRA loader and the "
+            f"merge read them); download it first (huggingface-cli download {peft} --local-dir <folder>) and "
+            "pass the folder as peft="
+        )
+    return folder
+
+
 def _lora_modules(adapter: Path) -> set[str]:
     """The module names an adapter's saved LoRA matrices belong to (``…q_proj``), and any other saved tensor."""
     from safetensors import safe_open

@@ -28,11 +28,12 @@ from __future__ import annotations
 
 import logging
 from functools import cached_property
+from pathlib import Path
 
 import torch
 
 from lm_eval_evidential.errors import EvidentialInputError
-from lm_eval_evidential.harness.adapters import lora_rank, merged_checkpoint, why_merged
+from lm_eval_evidential.harness.adapters import local_adapter, lora_rank, merged_checkpoint, why_merged
 from lm_eval_evidential.harness.evidence import EvidenceLedger
 from lm_eval_evidential.harness.loading_checks import check_load_args, head_config, reference_head_settings
 from lm_eval_evidential.harness.model import EvidentialLM
@@ -191,6 +192,7 @@ class EvidentialVLLM(VLLM):
         self.adapter_mode = None
         engine_model, lora = pretrained, None
         if peft:
+            peft = str(local_adapter(peft, revision)) if not Path(str(peft)).is_dir() else peft
             reason = why_merged(peft)
             if reason is None:
                 self.adapter_mode, lora = "lora", str(peft)

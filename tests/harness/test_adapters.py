@@ -13,7 +13,8 @@ import json
 import pytest
 import torch
 
-from lm_eval_evidential.harness.adapters import lora_rank, merged_checkpoint, why_merged
+from lm_eval_evidential.errors import EvidentialInputError
+from lm_eval_evidential.harness.adapters import local_adapter, lora_rank, merged_checkpoint, why_merged
 from lm_eval_evidential.testing.tiny import build_lora_adapter
 
 PROMPTS = ["Question: which one?\nA) a\nB) b\nAnswer:", "A longer question about the sea and the sky.\nAnswer:"]
@@ -77,3 +78,11 @@ def test_merged_checkpoint_computes_what_peft_computes(tiny_family, tmp_path, ti
     assert merged_checkpoint(base, adapter, dtype="float32", cache=cache) == merged
     assert (merged / "model.safetensors").stat().st_mtime_ns == stamp
     assert merged.name.endswith("-float32") and len(list(cache.iterdir())) == 1
+
+
+def test_an_adapter_not_on_disk_is_refused_with_the_download(tiny_adapter, monkeypatch, tmp_path):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path))
+    assert local_adapter(tiny_adapter) == tiny_adapter
+    with pytest.raises(EvidentialInputError, match="huggingface-cli download someone/adapter"):
+        local_adapter("someone/adapter")
