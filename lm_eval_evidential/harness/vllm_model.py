@@ -35,9 +35,15 @@ import torch
 from lm_eval_evidential.errors import EvidentialInputError
 from lm_eval_evidential.harness.adapters import local_adapter, lora_rank, merged_checkpoint, why_merged
 from lm_eval_evidential.harness.evidence import EvidenceLedger
-from lm_eval_evidential.harness.loading_checks import check_load_args, head_config, reference_head_settings
+from lm_eval_evidential.harness.loading_checks import (
+    check_load_args,
+    check_phantom_count,
+    head_config,
+    reference_head_settings,
+)
 from lm_eval_evidential.harness.model import EvidentialLM
 from lm_eval_evidential.modeling.config import head_defaults
+from lm_eval_evidential.modeling.encoding import PHANTOM_COUNT
 
 
 def _lm_eval_vllm_module():
@@ -144,9 +150,9 @@ def _ray_with_cpu_replicas(gpus: int) -> None:
 @_shared
 class EvidentialVLLM(VLLM):
     """See the module docstring. Model_args: lm-eval's ``vllm`` ones, plus the head's (``method``,
-    ``prior_weight``, ``num_noises``, ``sigma_mult``, ``seed`` — as for ``--model evidential``: ``seed``
-    is IB-EDL's noise seed, not vLLM's sampling seed, which greedy one-token requests never use)
-    and ``peft``. ``dtype`` defaults to ``auto`` (the checkpoint's)."""
+    ``prior_weight``, ``num_noises``, ``sigma_mult``, ``seed``) and ``phantom_count``, as for
+    ``--model evidential`` (``seed`` is IB-EDL's noise seed, not vLLM's sampling seed, which greedy
+    one-token requests never use), and ``peft``. ``dtype`` defaults to ``auto`` (the checkpoint's)."""
 
     def __init__(
         self,
@@ -156,6 +162,7 @@ class EvidentialVLLM(VLLM):
         num_noises: int | None = None,
         sigma_mult: float | None = None,
         seed: int | None = None,
+        phantom_count: int = PHANTOM_COUNT,
         peft: str | None = None,
         lora_local_path: str | None = None,
         max_lora_rank: int | None = None,
@@ -183,6 +190,7 @@ class EvidentialVLLM(VLLM):
         stored = head_defaults(peft) or reference_head_settings(peft) or {}
         settings = {**stored, **{k: v for k, v in given.items() if v is not None}}
         self.head = head_config({**settings, **({} if seed is None else {"seed": seed})})
+        self.phantom_count = check_phantom_count(phantom_count)
         self._pretrained_name = str(pretrained)
         self._peft_path = peft
         self._revision = revision or "main"

@@ -18,7 +18,7 @@ import torch
 pytest.importorskip("vllm", reason="vLLM is not installed here; see docs/scaling.md for its environment")
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # the engine in this process: no spawn, faster start
 
-from lm_eval_evidential.harness.model import EvidentialInputError  # noqa: E402
+from lm_eval_evidential.errors import EvidentialInputError  # noqa: E402
 from lm_eval_evidential.records.provenance import differences  # noqa: E402
 from tests.harness.test_model import evaluate, make_lm, task_docs  # noqa: E402
 from tests.oracles import own_logits  # noqa: E402
@@ -62,11 +62,13 @@ def _same_records(got, want, tol=LOGIT_TOL, what=""):
         alpha_a, alpha_b = np.array([r["alpha"] for r in got]), np.array([r["alpha"] for r in want])
         np.testing.assert_allclose(alpha_a, alpha_b, atol=tol, rtol=0)
     assert [r["pred"] for r in got] == [r["pred"] for r in want]
+    if getattr(want, "phantom_logits", None) is not None:  # the next labels' logits, from the same request
+        np.testing.assert_allclose(got.phantom_logits, want.phantom_logits, atol=tol, rtol=0, equal_nan=True)
     print(f"MEASURED {what}: max |Δ logit| = {np.abs(a - b).max():.2e} over {a.size} logits")
 
 
 def _head(lm, **settings):
-    from lm_eval_evidential.harness.model import head_config
+    from lm_eval_evidential.harness.loading_checks import head_config
 
     lm.head = head_config(settings)
     return lm
