@@ -1990,6 +1990,28 @@ CATALOGUE = [
         ["train", "--pretrained", "{model}", "--task", " ", "--output-dir", "{tmp}/t"],
         Exit(1, r"no task name in ' '"),
     ),
+    (
+        S,
+        "stock-lm-eval-limit-zero",
+        Child(
+            [
+                "lm_eval",
+                "--model",
+                "evidential",
+                "--model_args",
+                TINY,
+                "--device",
+                "cpu",
+                "--tasks",
+                "obqa_edl",
+                "--limit",
+                "0",
+                "--output_path",
+                "{tmp}/o",
+            ]
+        ),
+        Exit(1, r"(?m)^error: --limit 0(\.0)?: give a positive number of questions"),
+    ),
 ]
 
 

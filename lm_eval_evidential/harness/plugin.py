@@ -172,6 +172,8 @@ def on_evaluator_imported(module) -> None:
             settings = simple_signature.bind(*args, **kwargs).arguments
             tracker = settings.get("evaluation_tracker")
             if _is_evidential(settings.get("model")):
+                # a run of our model from here on: its checks below are one error: line under plain lm_eval too
+                install_one_line_errors()
                 check_run_limits(settings.get("limit"), settings.get("batch_size"))
             if _is_evidential(settings.get("model")) and tracker is not None:
                 if tracker.output_path:
