@@ -43,6 +43,8 @@ SCORE_COLORS = {
     "l1_to_uniform": "#17becf",  # cyan
     "l2_to_uniform": "#d62728",  # red
     "js_to_uniform": "#7b4173",  # plum
+    "neg_energy": "#e7969c",  # rose
+    "max_logit": "#6b6ecf",  # indigo
 }
 _SPARE_COLORS = ("#393b79", "#637939", "#8c6d31", "#843c39")
 #: The ``gid`` of reference lines (oracle, random), which legends list after the scores.

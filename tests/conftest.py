@@ -2,10 +2,49 @@
 
 from __future__ import annotations
 
+import logging
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
+
+
+class _CurrentStderr:
+    """A stream that writes to whatever ``sys.stderr`` is now (pytest swaps it for each test's capture)."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
+_CURRENT_STDERR = _CurrentStderr()
+
+
+def _follow_stderr() -> None:
+    """Point every logging handler whose stream is closed (an ended test's capture) at the current stderr.
+
+    lm_eval's ``setup_logging`` adds, once per process, a ``StreamHandler()`` on the ``sys.stderr`` of
+    that moment — in a test, that test's capture, closed when the test ends. Every later test in the
+    same process (an xdist worker runs hundreds) would then log into a closed file ("--- Logging
+    error ---" on stderr). A real process has one stderr for its whole life; this restores that.
+    """
+    loggers = [logging.getLogger()] + [
+        lg for lg in logging.Logger.manager.loggerDict.values() if isinstance(lg, logging.Logger)
+    ]
+    for lg in loggers:
+        for handler in lg.handlers:
+            if type(handler) is logging.StreamHandler and getattr(handler.stream, "closed", False):
+                handler.stream = _CURRENT_STDERR  # not setStream(): it would flush the closed stream
+
+
+@pytest.fixture(autouse=True)
+def _handlers_follow_stderr():
+    _follow_stderr()
+    yield
+    _follow_stderr()
 
 
 @pytest.fixture(scope="session")
