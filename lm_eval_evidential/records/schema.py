@@ -626,14 +626,23 @@ def _validate_evidence(path, meta: dict, k: np.ndarray, evidence: np.ndarray, al
         )
 
 
+#: Rows checked at once by the loader's element-wise checks (bounds their temporaries' memory).
+_CHECK_BLOCK = 1 << 16
+
+
 def _first_mismatch(stored: np.ndarray, want: np.ndarray, real: np.ndarray) -> tuple[int, int] | None:
-    """(row, class) of the first real option whose stored value is not ``want`` (float64 rounding allowed)."""
-    with np.errstate(invalid="ignore"):
-        bad = real & ~np.isclose(stored, want, rtol=1e-9, atol=1e-12)
-    if not bad.any():
-        return None
-    row = int(np.flatnonzero(bad.any(axis=1))[0])
-    return row, int(np.flatnonzero(bad[row])[0])
+    """(row, class) of the first real option whose stored value is not ``want`` (float64 rounding allowed).
+
+    Compared in blocks of :data:`_CHECK_BLOCK` rows, so ``isclose``'s temporaries stay small on large files.
+    """
+    for start in range(0, len(stored), _CHECK_BLOCK):
+        block = slice(start, start + _CHECK_BLOCK)
+        with np.errstate(invalid="ignore"):
+            bad = real[block] & ~np.isclose(stored[block], want[block], rtol=1e-9, atol=1e-12)
+        if bad.any():
+            row = int(np.flatnonzero(bad.any(axis=1))[0])
+            return start + row, int(np.flatnonzero(bad[row])[0])
+    return None
 
 
 def _validate_edl_alpha(path, meta: dict, k: np.ndarray, logits: np.ndarray, alpha: np.ndarray) -> None:
@@ -643,17 +652,22 @@ def _validate_edl_alpha(path, meta: dict, k: np.ndarray, logits: np.ndarray, alp
     if meta.get("method", "edl") != "edl" or len(k) == 0:
         return
     lam = float(meta.get("prior_weight", 1.0))
-    real = np.arange(alpha.shape[1])[None, :] < k[:, None]
-    with np.errstate(invalid="ignore", over="ignore"):
-        want = np.logaddexp(0.0, logits) + lam
-    found = _first_mismatch(alpha, want, real)
-    if found:
-        row, j = found
-        raise RecordsError(
-            f"{path}: row {row}: stored alpha {float(alpha[row, j])!r} (class {j}) does not follow from the record's "
-            f"logit {float(logits[row, j])!r} (method=edl: softplus(logit) + prior_weight = {float(want[row, j])!r}); "
-            "the file was edited or its metadata names the wrong method — re-run the evaluation"
-        )
+    classes = np.arange(alpha.shape[1])[None, :]
+    # In blocks of rows: the check's temporaries (softplus, isclose) stay a few MB on a file of millions of rows.
+    for start in range(0, len(k), _CHECK_BLOCK):
+        block = slice(start, start + _CHECK_BLOCK)
+        with np.errstate(invalid="ignore", over="ignore"):
+            want = np.logaddexp(0.0, logits[block]) + lam
+        found = _first_mismatch(alpha[block], want, classes < k[block, None])
+        if found:
+            i, j = found
+            row = start + i
+            raise RecordsError(
+                f"{path}: row {row}: stored alpha {float(alpha[row, j])!r} (class {j}) does not follow from the "
+                f"record's logit {float(logits[row, j])!r} (method=edl: softplus(logit) + prior_weight = "
+                f"{float(want[i, j])!r}); the file was edited or its metadata names the wrong method — "
+                "re-run the evaluation"
+            )
 
 
 def _validate_task_column(path, column, task: str) -> None:
