@@ -45,6 +45,7 @@ SCORE_COLORS = {
     "js_to_uniform": "#7b4173",  # plum
     "neg_energy": "#e7969c",  # rose
     "max_logit": "#6b6ecf",  # indigo
+    "neg_max_prob_variance": "#ad494a",  # brick
 }
 _SPARE_COLORS = ("#393b79", "#637939", "#8c6d31", "#843c39")
 #: The ``gid`` of reference lines (oracle, random), which legends list after the scores.

@@ -264,7 +264,7 @@ def _check_loaded(rec, table) -> None:
     real = np.arange(rec.logits.shape[1]) < k[:, None]
     assert np.isfinite(rec.logits[real]).all() and np.isnan(rec.logits[~real]).all()
     assert ((rec.gold >= 0) & (rec.gold < k)).all()
-    names = [s for s, spec in SCORES.items() if rec.has_alpha or not spec.needs_alpha]
+    names = [s for s, spec in SCORES.items() if (rec.has_alpha or not spec.needs_alpha) and not spec.needs_members]
     if (k < 2).any():
         names.remove("neg_norm_entropy")
     if rec.has_alpha:
@@ -542,11 +542,21 @@ def test_compute_score_on_zero_examples_is_empty(name):
     """0 examples (shape (0, 0) or (0, K)) give an empty score array, not an IndexError."""
     for width in (0, 4):
         with strict_numpy():
-            v = compute_score(
-                name, probs=None, k=np.zeros(0, dtype=np.int64), alpha=np.zeros((0, width)), logits=np.zeros((0, width))
+            v = (
+                compute_score(
+                    name,
+                    probs=None,
+                    k=np.zeros(0, dtype=np.int64),
+                    alpha=np.zeros((0, width)),
+                    logits=np.zeros((0, width)),
+                )
+                if not SCORES[name].needs_members
+                else compute_score(
+                    name, probs=None, k=np.zeros(0, dtype=np.int64), alpha=None, member_logits=np.zeros((0, 2, width))
+                )
             )
         assert v.shape == (0,)
-        if not SCORES[name].needs_alpha and not SCORES[name].needs_logits:
+        if not (SCORES[name].needs_alpha or SCORES[name].needs_logits or SCORES[name].needs_members):
             with strict_numpy():
                 v = compute_score(name, probs=np.zeros((0, width)), k=np.zeros(0, dtype=np.int64))
             assert v.shape == (0,)

@@ -124,7 +124,9 @@ FIGURES = {
         {t: _records(seed=i, task=t) for i, t in enumerate("abcd")}
     ),
     "risk-coverage": lambda: plots.risk_coverage_figure(_records(n=80)),
-    "risk-coverage, every score": lambda: plots.risk_coverage_figure(_records(n=80), scores=list(SCORES)),
+    "risk-coverage, every score": lambda: plots.risk_coverage_figure(
+        _records(n=80), scores=[n for n, spec in SCORES.items() if not spec.needs_members]
+    ),
     "K sweep": lambda: plots.ksweep_figure(_ksweep_rows(), title="t → o"),
 }
 

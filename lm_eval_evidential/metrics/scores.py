@@ -15,8 +15,11 @@ name                        formula                               alpha  K-sensi
 ``neg_norm_entropy``        ``-H(p) / log K`` (K >= 2)            no     yes, less: range ``[-1, 0]`` for every K,
                                                                          but the distribution still moves with K
 ``strength``                ``S = sum_i alpha_i``                 yes    yes: ``S >= lambda K``
-``neg_expected_entropy``    ``-E_Dir[H(p)]`` (aleatoric)          yes    yes: ``E_Dir[H]`` grows with K
-``neg_mutual_information``  ``-(H(E[p]) - E_Dir[H(p)])``          yes    yes: MI of a flat Dirichlet grows with K
+``neg_expected_entropy``    ``-E_Dir[H(p)]`` (aleatoric);         yes*   yes: ``E_Dir[H]`` grows with K
+                            members: ``-(1/M) sum_m h_m``
+``neg_mutual_information``  ``-(H(E[p]) - E_Dir[H(p)])``;         yes*   yes: MI of a flat Dirichlet grows with K
+                            members: ``-(H(p̄) - (1/M) sum_m h_m)``
+``neg_max_prob_variance``   ``-Var_m[max_i p_{m,i}]``             M      yes: each member's max prob moves with K
 ``l2_norm``                 ``||p||_2``                           no     yes: range ``[1/sqrt(K), 1]``
 ``l1_to_uniform``           ``sum_i |p_i - 1/K|``                 no     yes: range ``[0, 2 (1 - 1/K)]``
 ``l2_to_uniform``           ``||p - 1/K||_2``                     no     yes: range ``[0, sqrt(1 - 1/K)]``
@@ -28,7 +31,17 @@ name                        formula                               alpha  K-sensi
 ==========================  ====================================  =====  ============================================
 
 "alpha" = needs Dirichlet alpha (absent for ``method=softmax`` records). ``neg_mutual_information``
-is epistemic (MI = H(E[p]) - E_Dir[H(p)]).
+is epistemic (MI = H(E[p]) - E_Dir[H(p)]). "yes*" = needs alpha, or the members of records
+scored by several members (ensembles, MC dropout); "M" = needs those members.
+
+Records of ``M`` members (``member_logits``): ``p`` is their predictive distribution ``p̄``, the
+mean of the members' probabilities (:mod:`lm_eval_evidential.metrics.members`), so ``max_prob``
+is the max probability of the mean and ``neg_entropy`` minus the predictive entropy of the mean
+(total uncertainty); ``h_m`` is a member's entropy ``H(p_m)`` (softmax members) or its
+``E_Dir(alpha_m)[H(p)]`` (EDL members), so ``neg_expected_entropy`` is minus the expected entropy
+(aleatoric) and ``neg_mutual_information`` minus the mutual information (BALD, epistemic; Houlsby
+et al. 2011, Depeweg et al. 2018). With one EDL member they are the Dirichlet versions above, by
+the same kernels. The logit scores read one model's answer logits and are refused on such records.
 
 The last four follow Maaz et al. (2023, §2.3, the ATC score functions): distance to the uniform
 vector ``U_K`` is a *confidence* (farther from uniform = more confident), so they are used
@@ -81,6 +94,7 @@ from .dirichlet import (
     _padded,
     _probs_of,
 )
+from .members import _expected_entropy_members, _max_prob_variance, _mean_probs, members_of
 
 __all__ = [
     "ScoreSpec",
@@ -100,8 +114,10 @@ OOD_DEFAULT_SCORES = ("reciprocal_vacuity", "max_prob", "neg_norm_entropy")
 class ScoreSpec:
     """A registered score: ``fn(probs, k, mask, alpha, prior_weight, logits) -> (n,)`` on validated arrays.
 
-    ``needs_alpha``/``needs_logits``: the inputs it reads beyond ``probs``; ``k_sensitive``: whether
-    appending an option with no more support than the least-supported one changes it (module docstring).
+    ``needs_alpha``/``needs_logits``/``needs_members``: the inputs it reads beyond ``probs``
+    (``members_suffice``: an alpha score that the members of several-member records give without
+    alpha); ``k_sensitive``: whether appending an option with no more support than the
+    least-supported one changes it (module docstring).
     """
 
     name: str
@@ -110,21 +126,23 @@ class ScoreSpec:
     description: str
     k_sensitive: bool = True
     needs_logits: bool = False
+    needs_members: bool = False
+    members_suffice: bool = False
 
 
-def _reciprocal_vacuity(p, k, mask, alpha, lam, z=None):
+def _reciprocal_vacuity(p, k, mask, alpha, lam, z=None, m=None):
     return _masked_sum(alpha, mask) / (lam * k)
 
 
-def _max_prob(p, k, mask, alpha, lam, z=None):
+def _max_prob(p, k, mask, alpha, lam, z=None, m=None):
     return _masked_max(p, mask)
 
 
-def _neg_entropy(p, k, mask, alpha, lam, z=None):
+def _neg_entropy(p, k, mask, alpha, lam, z=None, m=None):
     return -_entropy_of(p, mask)
 
 
-def _neg_norm_entropy(p, k, mask, alpha, lam, z=None):
+def _neg_norm_entropy(p, k, mask, alpha, lam, z=None, m=None):
     if (k < 2).any():
         i = int(np.flatnonzero(k < 2)[0])
         raise InvalidValueError(
@@ -134,32 +152,41 @@ def _neg_norm_entropy(p, k, mask, alpha, lam, z=None):
     return -_entropy_of(p, mask) / np.log(k)
 
 
-def _strength(p, k, mask, alpha, lam, z=None):
+def _strength(p, k, mask, alpha, lam, z=None, m=None):
     return _masked_sum(alpha, mask)
 
 
-def _neg_expected_entropy(p, k, mask, alpha, lam, z=None):
-    return -_expected_entropy_of(alpha, mask)
+def _expected_entropy(alpha, mask, m):
+    """The aleatoric term: of the members where there are members, else of the one Dirichlet."""
+    return _expected_entropy_of(alpha, mask) if m is None else _expected_entropy_members(m, mask)
 
 
-def _neg_mutual_information(p, k, mask, alpha, lam, z=None):
-    return _expected_entropy_of(alpha, mask) - _entropy_of(p, mask)
+def _neg_expected_entropy(p, k, mask, alpha, lam, z=None, m=None):
+    return -_expected_entropy(alpha, mask, m)
 
 
-def _l2_norm(p, k, mask, alpha, lam, z=None):
+def _neg_mutual_information(p, k, mask, alpha, lam, z=None, m=None):
+    return _expected_entropy(alpha, mask, m) - _entropy_of(p, mask)
+
+
+def _neg_max_prob_variance(p, k, mask, alpha, lam, z=None, m=None):
+    return -_max_prob_variance(m, mask)
+
+
+def _l2_norm(p, k, mask, alpha, lam, z=None, m=None):
     return np.sqrt(_masked_sum(p * p, mask))
 
 
-def _l1_to_uniform(p, k, mask, alpha, lam, z=None):
+def _l1_to_uniform(p, k, mask, alpha, lam, z=None, m=None):
     return _masked_sum(np.abs(p - 1.0 / k[:, None]), mask)
 
 
-def _l2_to_uniform(p, k, mask, alpha, lam, z=None):
+def _l2_to_uniform(p, k, mask, alpha, lam, z=None, m=None):
     d = p - 1.0 / k[:, None]
     return np.sqrt(_masked_sum(d * d, mask))
 
 
-def _neg_energy(p, k, mask, alpha, lam, z=None):
+def _neg_energy(p, k, mask, alpha, lam, z=None, m=None):
     # logsumexp over the real options, by hand with one (n, K) temporary (scipy's makes several: on
     # millions of records that was 200 MB more than every other score); NaN padding is left out of the sum.
     if z.shape[0] == 0:
@@ -170,11 +197,11 @@ def _neg_energy(p, k, mask, alpha, lam, z=None):
     return top + np.log(np.sum(shifted, axis=1, where=~np.isnan(shifted)))
 
 
-def _max_logit(p, k, mask, alpha, lam, z=None):
+def _max_logit(p, k, mask, alpha, lam, z=None, m=None):
     return np.nanmax(z, axis=1) if z.shape[0] else np.zeros(0)
 
 
-def _js_to_uniform(p, k, mask, alpha, lam, z=None):
+def _js_to_uniform(p, k, mask, alpha, lam, z=None, m=None):
     m = 0.5 * (p + 1.0 / k[:, None])
     return _entropy_of(m, mask) - 0.5 * _entropy_of(p, mask) - 0.5 * np.log(k)
 
@@ -187,8 +214,20 @@ SCORES: dict[str, ScoreSpec] = {
         ScoreSpec("neg_entropy", _neg_entropy, False, "-H(p), natural log"),
         ScoreSpec("neg_norm_entropy", _neg_norm_entropy, False, "-H(p) / log K, needs K >= 2"),
         ScoreSpec("strength", _strength, True, "Dirichlet strength S = sum_i alpha_i"),
-        ScoreSpec("neg_expected_entropy", _neg_expected_entropy, True, "-E_Dir[H(p)] (aleatoric)"),
-        ScoreSpec("neg_mutual_information", _neg_mutual_information, True, "-(H(E[p]) - E_Dir[H(p)]) (epistemic)"),
+        ScoreSpec(
+            "neg_expected_entropy",
+            _neg_expected_entropy,
+            True,
+            "-E_Dir[H(p)], or the members' mean of it / of H(p_m) (aleatoric)",
+            members_suffice=True,
+        ),
+        ScoreSpec(
+            "neg_mutual_information",
+            _neg_mutual_information,
+            True,
+            "-(H(E[p]) - E[H]), the mutual information (epistemic; BALD for members)",
+            members_suffice=True,
+        ),
         ScoreSpec("l2_norm", _l2_norm, False, "||p||_2"),
         ScoreSpec("l1_to_uniform", _l1_to_uniform, False, "sum_i |p_i - 1/K| (ATC-L1, Maaz et al. 2023)"),
         ScoreSpec("l2_to_uniform", _l2_to_uniform, False, "||p - 1/K||_2 (ATC-L2, Maaz et al. 2023)"),
@@ -197,11 +236,18 @@ SCORES: dict[str, ScoreSpec] = {
         ),
         ScoreSpec("neg_energy", _neg_energy, False, "logsumexp_i z_i, minus the energy (Liu et al. 2020)", True, True),
         ScoreSpec("max_logit", _max_logit, False, "max_i z_i, the maximum logit (Hendrycks et al. 2022)", False, True),
+        ScoreSpec(
+            "neg_max_prob_variance",
+            _neg_max_prob_variance,
+            False,
+            "-Var_m[max_i p_m,i], the members' spread of their own max probability",
+            needs_members=True,
+        ),
     )
 }
 
 
-def available_scores(has_alpha: bool, has_logits: bool = False) -> list[str]:
+def available_scores(has_alpha: bool, has_logits: bool = False, has_members: bool = False) -> list[str]:
     r"""Registered score names computable from records with (``True``) or without Dirichlet alpha.
 
     Parameters
@@ -211,6 +257,9 @@ def available_scores(has_alpha: bool, has_logits: bool = False) -> list[str]:
         no evidence, so vacuity and strength are undefined).
     has_logits : bool, default=False
         Whether the answer logits are passed too (the logit scores ``neg_energy``, ``max_logit``).
+    has_members : bool, default=False
+        Whether the records were scored by several members (``member_logits``): the member
+        scores come in, the logit scores go (they read one model's logits).
 
     Returns
     -------
@@ -222,15 +271,23 @@ def available_scores(has_alpha: bool, has_logits: bool = False) -> list[str]:
     >>> from lm_eval_evidential.metrics.scores import available_scores
     >>> available_scores(False)
     ['max_prob', 'neg_entropy', 'neg_norm_entropy', 'l2_norm', 'l1_to_uniform', 'l2_to_uniform', 'js_to_uniform']
+    >>> [n for n in available_scores(False, has_members=True) if n not in available_scores(False)]
+    ['neg_expected_entropy', 'neg_mutual_information', 'neg_max_prob_variance']
     """
-    return computable_scores([n for n, s in SCORES.items() if has_logits or not s.needs_logits], has_alpha)[0]
+    wanted = [
+        n
+        for n, s in SCORES.items()
+        if (has_logits and not has_members or not s.needs_logits) and (has_members or not s.needs_members)
+    ]
+    return computable_scores(wanted, has_alpha, has_members)[0]
 
 
-def computable_scores(names, has_alpha: bool) -> tuple[list[str], list[str]]:
+def computable_scores(names, has_alpha: bool, has_members: bool = False) -> tuple[list[str], list[str]]:
     r"""Which of ``names`` a set of records can give: the one rule for every audit, plot and task.
 
     A score that needs Dirichlet alpha (vacuity, strength, mutual information) cannot be computed
-    from ``method=softmax`` records, which have no evidence; every other score can.
+    from ``method=softmax`` records, which have no evidence, unless it is one the members of
+    several-member records give (``members_suffice``); every other score can.
 
     Parameters
     ----------
@@ -238,6 +295,8 @@ def computable_scores(names, has_alpha: bool) -> tuple[list[str], list[str]]:
         Registered score names (checked by the caller).
     has_alpha : bool
         Whether every record set in question has Dirichlet alpha.
+    has_members : bool, default=False
+        Whether every record set in question keeps its members' logits.
 
     Returns
     -------
@@ -250,11 +309,17 @@ def computable_scores(names, has_alpha: bool) -> tuple[list[str], list[str]]:
     (['max_prob'], ['reciprocal_vacuity'])
     >>> computable_scores(["reciprocal_vacuity", "max_prob"], has_alpha=True)
     (['reciprocal_vacuity', 'max_prob'], [])
+    >>> computable_scores(["neg_mutual_information", "strength"], has_alpha=False, has_members=True)
+    (['neg_mutual_information'], ['strength'])
     """
     names = list(names)
     if has_alpha:
         return names, []
-    return [n for n in names if not SCORES[n].needs_alpha], [n for n in names if SCORES[n].needs_alpha]
+
+    def lacks(n: str) -> bool:
+        return SCORES[n].needs_alpha and not (has_members and SCORES[n].members_suffice)
+
+    return [n for n in names if not lacks(n)], [n for n in names if lacks(n)]
 
 
 def no_alpha_reason(names, tasks=()) -> str:
@@ -341,7 +406,9 @@ def _check_simplex(p, mask) -> None:
         )
 
 
-def compute_score(name: str, *, probs, k, alpha=None, prior_weight: float = 1.0, logits=None) -> np.ndarray:
+def compute_score(
+    name: str, *, probs, k, alpha=None, prior_weight: float = 1.0, logits=None, member_logits=None
+) -> np.ndarray:
     r"""Score ``name`` per example; higher = more in-distribution / more confident.
 
     The formula of each name is in the table of this module's docstring, e.g.
@@ -366,6 +433,11 @@ def compute_score(name: str, *, probs, k, alpha=None, prior_weight: float = 1.0,
         The prior weight ``lambda``.
     logits : array-like of shape (n_samples, K_max), optional
         The answer logits, NaN right-padded like ``probs`` (needed by the logit scores).
+    member_logits : array-like of shape (n_samples, n_members, K_max), optional
+        The answer logits of every member of several-member records (ensembles, MC dropout):
+        EDL members when ``alpha`` is given (it must be their summary, whose mean is ``p̄``),
+        softmax members otherwise. ``probs`` is then their predictive distribution ``p̄``
+        (derived when None); needed by ``neg_max_prob_variance``.
 
     Returns
     -------
@@ -374,8 +446,9 @@ def compute_score(name: str, *, probs, k, alpha=None, prior_weight: float = 1.0,
     Raises
     ------
     ValueError
-        For an unknown name, for an alpha-based score when ``alpha`` is None, and for a logit
-        score when ``logits`` is None.
+        For an unknown name, for an alpha-based score when ``alpha`` is None (and no members give
+        it), for a logit score when ``logits`` is None or members are given, and for a member
+        score without ``member_logits``.
 
     Examples
     --------
@@ -390,8 +463,20 @@ def compute_score(name: str, *, probs, k, alpha=None, prior_weight: float = 1.0,
     """
     spec = SCORES[check_score_names(name)[0]]
     lam = _check_prior_weight(prior_weight)
-    if alpha is None and spec.needs_alpha:
+    if alpha is None and spec.needs_alpha and not (member_logits is not None and spec.members_suffice):
         raise InvalidValueError(no_alpha_reason(name))
+    if member_logits is not None:
+        if spec.needs_logits:
+            raise InvalidValueError(
+                f"score {name!r} reads one model's answer logits, but these records were scored by several "
+                "members (their logits column is log p̄); use max_prob, neg_entropy or a member score"
+            )
+        return _member_score(spec, probs, k, alpha, lam, member_logits)
+    if spec.needs_members:
+        raise InvalidValueError(
+            f"score {name!r} is the spread over the members of records scored by several members (ensembles, "
+            "MC dropout), but member_logits is None; these records have one prediction per question"
+        )
     if spec.needs_logits:
         if logits is None:
             raise InvalidValueError(f"score {name!r} reads the answer logits, but logits is None; pass logits=")
@@ -435,3 +520,42 @@ def compute_score(name: str, *, probs, k, alpha=None, prior_weight: float = 1.0,
             f"{int(k_rows[i])} non-NaN values; rows must be NaN right-padded beyond their own K"
         )
     return spec.fn(p, k_rows, mask, a if alpha is not None else None, lam, None)
+
+
+def _to_width(a: np.ndarray, width: int) -> np.ndarray:
+    """``a`` trimmed or NaN-padded to ``width`` columns (rows of one K may come with extra all-NaN columns)."""
+    if a.shape[1] >= width:
+        return a[:, :width]
+    return np.pad(a, ((0, 0), (0, width - a.shape[1])), constant_values=np.nan)
+
+
+def _member_score(spec: ScoreSpec, probs, k, alpha, lam: float, member_logits) -> np.ndarray:
+    """``spec`` on several-member records: ``p`` is the members' mean (checked against ``probs``/``alpha``)."""
+    members, k_rows, mask = members_of(member_logits, "softmax" if alpha is None else "edl", lam)
+    p = _mean_probs(members)
+    k_arr = np.asarray(k)
+    if k_arr.shape != k_rows.shape or not np.array_equal(k_arr, k_rows):
+        raise InvalidValueError(
+            "k disagrees with the member logits' non-NaN count per row; rows must be NaN right-padded"
+        )
+    a = None
+    if alpha is not None:
+        a, k_a, _ = _padded(alpha, "alpha", positive=True)
+        a = _to_width(a, p.shape[1])
+        if not np.array_equal(k_a, k_rows) or not np.allclose(
+            _probs_of(a, mask), p, rtol=1e-9, atol=1e-12, equal_nan=True
+        ):
+            raise InvalidValueError(
+                "alpha is not the summary of the member logits (its mean alpha / S must be the members' mean "
+                "probability); pass the records' own alpha and member_logits"
+            )
+    if probs is not None:
+        q, k_q, _ = _padded(probs, "probs")
+        if not np.array_equal(k_q, k_rows) or not np.allclose(
+            _to_width(q, p.shape[1]), p, rtol=1e-9, atol=1e-12, equal_nan=True
+        ):
+            raise InvalidValueError(
+                "probs is not the members' predictive distribution (the mean of their probabilities); pass None "
+                "to have it derived from member_logits"
+            )
+    return spec.fn(p, k_rows, mask, a, lam, None, members)

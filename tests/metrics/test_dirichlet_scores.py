@@ -195,8 +195,9 @@ def test_padding_validation_errors():
 
 # ---------------------------------------------------------------- scores.py
 
-# The scores of p and alpha (the logit scores, neg_energy and max_logit, are tested in test_phantom_sweep.py).
-PROB_SCORES = [name for name, spec in S.SCORES.items() if not spec.needs_logits]
+# The scores of p and alpha (the logit scores, neg_energy and max_logit, are tested in test_phantom_sweep.py;
+# the member scores in test_members.py).
+PROB_SCORES = [name for name, spec in S.SCORES.items() if not spec.needs_logits and not spec.needs_members]
 
 
 @SETTINGS
@@ -257,10 +258,12 @@ def test_alpha_and_probs_of_different_width_and_mismatch():
 def test_registry_api_and_errors():
     assert S.OOD_DEFAULT_SCORES == ("reciprocal_vacuity", "max_prob", "neg_norm_entropy")
     assert set(S.OOD_DEFAULT_SCORES) <= set(S.SCORES)
-    assert S.available_scores(True, has_logits=True) == list(S.SCORES)
+    assert S.available_scores(True, has_logits=True) == [n for n, s in S.SCORES.items() if not s.needs_members]
     assert S.available_scores(True) == PROB_SCORES
     no_alpha = S.available_scores(False)
-    assert set(no_alpha) == {n for n, spec in S.SCORES.items() if not spec.needs_alpha and not spec.needs_logits}
+    assert set(no_alpha) == {
+        n for n, spec in S.SCORES.items() if not (spec.needs_alpha or spec.needs_logits or spec.needs_members)
+    }
     assert {"reciprocal_vacuity", "strength", "neg_mutual_information"}.isdisjoint(no_alpha)
     for name, spec in S.SCORES.items():
         assert spec.name == name and f"``{name}``" in S.__doc__  # documented once, in the table
