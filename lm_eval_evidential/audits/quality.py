@@ -32,7 +32,7 @@ from ..metrics.accuracy_estimation import atc_by_score, doc_estimate
 from ..metrics.calibration import adaptive_ece, brier, ece, nll
 from ..metrics.score_orders import score_order_audit
 from ..metrics.scores import available_scores, computable_scores
-from ..metrics.selective import aurc, prr, spearman
+from ..metrics.selective import augrc, aurc, eaurc, prr, prr_normalized, risk_at_coverage, spearman
 from ._common import (
     check_records_by_task,
     check_scores,
@@ -48,6 +48,8 @@ __all__ = [
     "PROBABILITY_SCORES",
     "CALIBRATION_KEYS",
     "SELECTIVE_KEYS",
+    "RISK_COVERAGE",
+    "selective_keys",
     "ATC_KEYS",
     "ORDER_KEYS",
     "calibration_rows",
@@ -65,7 +67,26 @@ PRR_CAPS = (0.5, 0.75)
 PROBABILITY_SCORES = ("max_prob",)
 
 CALIBRATION_KEYS = ("task", "ece", "adaptive_ece", "nll", "brier", "acc")
-SELECTIVE_KEYS = ("task", "score", *(f"prr_{c}" for c in PRR_CAPS), "aurc", "spearman")
+#: Default coverage of the ``risk_at_<coverage>`` column (torch-uncertainty's ``RiskAt80Cov``).
+RISK_COVERAGE = 0.8
+
+
+def selective_keys(coverage: float = RISK_COVERAGE) -> tuple[str, ...]:
+    """The keys of a :func:`selective_rows` row (before ``reason``), the risk column named for ``coverage``."""
+    return (
+        "task",
+        "score",
+        *(f"prr_{c}" for c in PRR_CAPS),
+        "prr_normalized",
+        "aurc",
+        "eaurc",
+        "augrc",
+        f"risk_at_{coverage}",
+        "spearman",
+    )
+
+
+SELECTIVE_KEYS = selective_keys()
 ATC_KEYS = ("id_task", "target_task", "score", "estimate", "true_acc", "abs_error", "method")
 ORDER_KEYS = ("task", "score_a", "score_b", "discordant_fraction", "order_equivalent")
 
@@ -116,30 +137,31 @@ def calibration_rows(records_by_task, n_bins: int = 15) -> list[dict]:
 # ------------------------------------------------------------------ selective prediction
 
 
-def selective_rows(records_by_task, scores: Sequence[str] | None = None) -> list[dict]:
-    """One row per (task, score): ``task, score, prr_0.5, prr_0.75, aurc, spearman`` (+ ``reason``).
+def selective_rows(records_by_task, scores: Sequence[str] | None = None, coverage: float = RISK_COVERAGE) -> list[dict]:
+    """One row per (task, score): :func:`selective_keys` (+ ``reason``).
 
     Does the score rank right answers above wrong ones? ``prr_<cap>``: prediction rejection
     ratio with rejection capped at ``cap`` (1 = oracle, 0 = random, higher is better; Goloburda et al.
-    2026, §4.1); ``aurc``: area under the risk-coverage curve (lower is better); ``spearman``:
-    rank correlation of score and correctness (higher is better). See
+    2026, §4.1); ``prr_normalized``: lm-polygraph's normalised PRR over the whole rejection range
+    (its name and normalisation); ``aurc``: area under the risk-coverage curve, ``eaurc`` its excess
+    over a perfect ranking, ``augrc``: area under the generalized risk-coverage curve (Traub et al.
+    2024), ``risk_at_<coverage>``: the error rate of the ``coverage`` most confident share (all
+    four lower is better); ``spearman``: rank correlation of score and correctness (higher is
+    better). See
     :mod:`lm_eval_evidential.metrics.selective`. ``scores`` defaults to every score the task's
     records can give; an alpha score asked of softmax records is a NaN row with a reason. The
     tasks must come from one producer (unless checked together before).
     """
     check_records_by_task(records_by_task)
     names = check_scores(scores)
+    keys = selective_keys(coverage)
+    risk_key = keys[-2]
     rows = []
     for task, r in records_by_task.items():
         lacking = computable_scores(names or available_scores(r.has_alpha), r.has_alpha)[1]
         for name in names or available_scores(r.has_alpha):
             row = {"task": task, "score": name}
-            nan_row = {
-                **row,
-                **{f"prr_{c}": float("nan") for c in PRR_CAPS},
-                "aurc": float("nan"),
-                "spearman": float("nan"),
-            }
+            nan_row = {**row, **{k: float("nan") for k in keys[2:]}}
             if name in lacking:
                 rows.append(finish_row(nan_row, [no_alpha_reason(name, [task])]))
                 continue
@@ -150,7 +172,11 @@ def selective_rows(records_by_task, scores: Sequence[str] | None = None) -> list
             reasons: list[str] = []
             for cap in PRR_CAPS:
                 row[f"prr_{cap}"] = collect(reasons, prr, s, r.correct, cap)
+            row["prr_normalized"] = collect(reasons, prr_normalized, s, r.correct)
             row["aurc"] = collect(reasons, aurc, s, r.correct)
+            row["eaurc"] = collect(reasons, eaurc, s, r.correct)
+            row["augrc"] = collect(reasons, augrc, s, r.correct)
+            row[risk_key] = collect(reasons, risk_at_coverage, s, r.correct, coverage)
             row["spearman"] = collect(reasons, spearman, s, r.correct)
             rows.append(finish_row(row, reasons))
     return rows

@@ -110,6 +110,24 @@ def _int_at_least(minimum: int, what: str):
     return parse
 
 
+def unit_fraction(option: str, *, closed_low: bool = False):
+    """An argparse ``type``: a number in (0, 1] (``[0, 1]`` with ``closed_low``), else a usage error naming it."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = float("nan")
+        low_ok = value >= 0.0 if closed_low else value > 0.0
+        if not (low_ok and value <= 1.0):
+            interval = "[0, 1]" if closed_low else "(0, 1]"
+            raise argparse.ArgumentTypeError(f"{option} must be a number in {interval}, got {text!r}")
+        return value
+
+    parse.__name__ = "fraction"
+    return parse
+
+
 positive_int = _int_at_least(1, "a positive integer")
 non_negative_int = _int_at_least(0, "a non-negative integer")
 

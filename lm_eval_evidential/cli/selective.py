@@ -1,10 +1,11 @@
 """``lm-eval-evidential selective``: does a confidence score rank right answers above wrong ones?
 
     lm-eval-evidential selective OUT --task obqa_edl [--scores max_prob,reciprocal_vacuity]
-        [--plot risk_coverage.png] [--json selective.json] [--run DATE_ID]
+        [--coverage 0.8] [--plot risk_coverage.png] [--json selective.json] [--run DATE_ID]
 
-One row per task and score: PRR at rejection caps 0.5 and 0.75 (higher is better, 1 = oracle,
-0 = random), AURC (lower is better) and Spearman correlation of score and correctness. See
+One row per task and score: PRR at rejection caps 0.5 and 0.75 and lm-polygraph's
+prr_normalized (higher is better, 1 = oracle, 0 = random), AURC, E-AURC, AUGRC and the risk at
+--coverage (lower is better) and Spearman correlation of score and correctness. See
 :func:`lm_eval_evidential.audits.quality.selective_rows`. Score names: ``core/scores.py``.
 """
 
@@ -12,10 +13,11 @@ from __future__ import annotations
 
 from lm_eval_evidential.records.io import write_json
 
-from ._options import add_audit_parser, load, print_rows
+from ._options import add_audit_parser, load, print_rows, unit_fraction
 
 
 def add_parser(sub) -> None:
+    from lm_eval_evidential.audits.quality import RISK_COVERAGE
     from lm_eval_evidential.metrics.scores import OOD_DEFAULT_SCORES
 
     p = add_audit_parser(
@@ -26,7 +28,15 @@ def add_parser(sub) -> None:
         tasks=True,
         json=True,
         scores="every score the records can give; the --plot figure: " + ", ".join(OOD_DEFAULT_SCORES),
-        help="selective prediction of saved records: PRR@0.5/0.75, AURC, Spearman per score (+ risk-coverage plot)",
+        help="selective prediction of saved records: PRR, AURC, E-AURC, AUGRC, risk@coverage, Spearman per score "
+        "(+ risk-coverage plot)",
+    )
+    p.add_argument(
+        "--coverage",
+        type=unit_fraction("--coverage"),
+        default=RISK_COVERAGE,
+        metavar="C",
+        help="the share of most confident examples kept for the risk_at_C column, in (0, 1]",
     )
     p.add_argument(
         "--plot",
@@ -41,7 +51,7 @@ def run(args) -> int:
     from lm_eval_evidential.audits import quality
 
     records = dict(zip(args.tasks, load(args, args.tasks)))
-    rows = quality.selective_rows(records, scores=args.scores)
+    rows = quality.selective_rows(records, scores=args.scores, coverage=args.coverage)
     written = []
     if args.plot:
         base = plots.figure_base(args.plot)
@@ -50,4 +60,4 @@ def run(args) -> int:
             written += plots.save_risk_coverage_figure(r, path, scores=args.scores)
     if args.json_path:
         written.append(write_json(args.json_path, rows))
-    return print_rows(rows, quality.SELECTIVE_KEYS, ("task", "score"), written)
+    return print_rows(rows, quality.selective_keys(args.coverage), ("task", "score"), written)

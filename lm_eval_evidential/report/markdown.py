@@ -482,14 +482,17 @@ def _md_calibration(report: Report) -> list[str]:
 
 def _selective_table(rows: Sequence[AuditRow]) -> list[str]:
     return _table(
-        ["task", "score", "PRR@0.5", "PRR@0.75", "AURC", "Spearman"],
+        ["task", "score", "PRR@0.5", "PRR@0.75", "PRR (polygraph)", "AURC", "E-AURC", "AUGRC", "Spearman"],
         [
             [
                 r["task"],
                 r["score"],
                 format_number(r["prr_0.5"]),
                 format_number(r["prr_0.75"]),
+                format_number(r.get("prr_normalized")),
                 format_number(r["aurc"]),
+                format_number(r.get("eaurc")),
+                format_number(r.get("augrc")),
                 format_number(r["spearman"]),
             ]
             for r in rows
@@ -502,7 +505,9 @@ def _md_selective(report: Report) -> list[str]:
     lines = [
         "## Selective prediction",
         "",
-        "PRR: 1 = oracle, 0 = random (higher is better); AURC: lower is better.",
+        "PRR: 1 = oracle, 0 = random (higher is better; PRR (polygraph) is lm-polygraph's `prr_normalized`, the "
+        "whole rejection range); AURC, its excess over a perfect ranking (E-AURC) and the generalized-risk area "
+        "AUGRC (Traub et al. 2024): lower is better.",
         "",
     ]
     if report["selective"]:

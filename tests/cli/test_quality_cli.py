@@ -24,7 +24,7 @@ from lm_eval_evidential.metrics.accuracy_estimation import atc, doc_estimate
 from lm_eval_evidential.metrics.calibration import adaptive_ece, brier, ece, nll
 from lm_eval_evidential.metrics.score_orders import order_audit
 from lm_eval_evidential.metrics.scores import SCORES, available_scores, compute_score
-from lm_eval_evidential.metrics.selective import aurc, prr, spearman
+from lm_eval_evidential.metrics.selective import augrc, aurc, eaurc, prr, prr_normalized, risk_at_coverage, spearman
 from lm_eval_evidential.records import (
     Records,
     load_records,
@@ -228,6 +228,10 @@ def test_selective_rows_equal_core_and_default_scores(out, capsys, tmp_path):
         assert row["prr_0.75"] == pytest.approx(prr(s, rec.correct, 0.75), abs=1e-12)
         assert row["aurc"] == pytest.approx(aurc(s, rec.correct), abs=1e-12)
         assert row["spearman"] == pytest.approx(spearman(s, rec.correct), abs=1e-12)
+        assert row["prr_normalized"] == pytest.approx(prr_normalized(s, rec.correct), abs=1e-12)
+        assert row["eaurc"] == pytest.approx(eaurc(s, rec.correct), abs=1e-12)
+        assert row["augrc"] == pytest.approx(augrc(s, rec.correct), abs=1e-12)
+        assert row["risk_at_0.8"] == pytest.approx(risk_at_coverage(s, rec.correct, 0.8), abs=1e-12)
     # max_prob is informative on this data: better than random.
     mp = next(r for r in rows if r["task"] == "idt" and r["score"] == "max_prob")
     assert mp["prr_0.5"] > 0 and mp["spearman"] > 0
@@ -537,3 +541,15 @@ def test_figure_functions_return_both_paths_and_strip_suffix(tmp_path):
     soft = _records("soft", 20, seed=9, softmax=True)
     with pytest.raises(ValueError, match="needs Dirichlet alpha"):
         plots.save_risk_coverage_figure(soft, tmp_path / "x", scores=["reciprocal_vacuity"])
+
+
+def test_selective_coverage_option_names_the_risk_column(out, capsys, tmp_path):
+    rows, stdout = run_json(
+        ["selective", out, "--task", "idt", "--scores", "max_prob", "--coverage", "0.5"], capsys, tmp_path
+    )
+    (row,) = rows
+    assert tuple(row) == quality.selective_keys(0.5) and "risk_at_0.5" in stdout.splitlines()[0]
+    rec = load_records(out, "idt")
+    assert row["risk_at_0.5"] == pytest.approx(risk_at_coverage(rec.max_prob, rec.correct, 0.5), abs=1e-12)
+    rc, _, stderr = cli(["selective", out, "--task", "idt", "--coverage", "1.5"], capsys)
+    assert rc == 1 and "--coverage must be a number in (0, 1], got '1.5'" in stderr  # a usage error

@@ -260,3 +260,221 @@ def test_spearman_is_pearson_of_average_ranks(case):
 def test_spearman_undefined_for_one_example():
     with pytest.warns(UndefinedMetricWarning, match="at least 2"):
         assert np.isnan(spearman([0.3], [1]))
+
+
+# ---------------------------------------------------------------- AUGRC, E-AURC, risk@coverage, polygraph PRR
+# The oracles below are ports of the reference implementations (read with the search tools):
+# - fd-shifts (Traub et al.'s code), IML-DKFZ/fd-shifts@8ac4f6dbb5dd4bc3cb3a9756758f4ee31fd5aa5d
+#   fd_shifts/analysis/rc_stats_utils.py ``generalized_risk_stats`` integrated as in rc_stats.py
+#   (@56276af1d8d2ebcfe94c85bf06ad68c079169833) ``evaluate_auc``: ``-np.trapz(risks, coverages)``.
+# - torch-uncertainty, ENSTA-U2IS-AI/torch-uncertainty@0d0df2b2e553139edeb2cdd1b99a88efb68f1945
+#   src/torch_uncertainty/metrics/classification/risk_coverage.py ``AUGRC.compute``, ``RiskAtxCov``.
+# - lm-polygraph, IINemo/lm-polygraph@efea882d810d07770e71d3a80e02416d09751435
+#   src/lm_polygraph/ue_metrics/pred_rej_area.py ``PredictionRejectionArea``, ue_metric.py
+#   ``normalize``/``get_random_scores``/``normalize_metric`` and utils/manager.py ``eval_ue``
+#   (oracle ``ue_metric(-metric, metric)``). Neither package is installed: torch-uncertainty pulls
+#   lightning and torchvision, lm-polygraph a full generation stack (transformers pins, openai,
+#   spacy ...), far beyond a formula a page long.
+
+from sklearn.metrics import roc_auc_score  # noqa: E402
+
+from lm_eval_evidential.metrics.selective import (  # noqa: E402
+    augrc,
+    eaurc,
+    prediction_rejection_area,
+    prr_normalized,
+    risk_at_coverage,
+)
+
+
+def _fd_shifts_augrc(confids, residuals):
+    n = len(residuals)
+    idx = np.argsort(confids)
+    residuals, confidence = residuals[idx], confids[idx]
+    error_sum = sum(residuals)
+    coverages, risks = [1.0], [error_sum / n]
+    cov = n
+    for i in range(n - 1):
+        cov -= 1
+        error_sum -= residuals[i]
+        if confidence[i] != confidence[i + 1]:
+            coverages.append(cov / n)
+            risks.append(error_sum / n)
+    coverages.append(0)
+    risks.append(0)
+    c, r = np.array(coverages), np.array(risks)
+    return float(-np.sum((r[1:] + r[:-1]) * np.diff(c)) / 2)  # np.trapz, removed in numpy 2
+
+
+def _torch_uncertainty_error_rates(scores, errors):
+    errors = errors[np.argsort(-scores, kind="stable")]
+    return np.cumsum(errors) / np.arange(1, len(scores) + 1)
+
+
+def _torch_uncertainty_augrc(scores, errors):
+    n = len(scores)
+    rates = _torch_uncertainty_error_rates(scores, errors)
+    cov = np.arange(1, n + 1) / n
+    y = rates * cov
+    return float(np.sum((y[1:] + y[:-1]) * np.diff(cov)) / 2) / (1 - 1 / n)
+
+
+def _polygraph_normalize(target):
+    min_t, max_t = np.min(target), np.max(target)
+    if np.isclose(min_t, max_t):
+        min_t -= 1
+        max_t += 1
+    return (np.array(target) - min_t) / (max_t - min_t)
+
+
+def _polygraph_pra(estimator, target, max_rejection=1.0):
+    target = _polygraph_normalize(target)
+    ue = np.array(estimator)
+    num_obs = len(ue)
+    num_rej = int(max_rejection * num_obs)
+    sorted_metrics = np.array(target)[np.argsort(ue)]
+    cumsum = np.cumsum(sorted_metrics)[-num_rej:]
+    scores = (cumsum / np.arange((num_obs - num_rej) + 1, num_obs + 1))[::-1]
+    return np.sum(scores) / num_rej
+
+
+def _polygraph_random(function, metrics, num_iter=1000, seed=42):
+    rng = np.random.RandomState(seed)  # np.random.seed(seed) + np.random.shuffle in polygraph
+    rand_scores = np.arange(len(metrics))
+    values = []
+    for _ in range(num_iter):
+        rng.shuffle(rand_scores)
+        values.append(function(rand_scores, metrics))
+    return np.mean(values)
+
+
+def _no_tie_case(seed, n):
+    rng = np.random.default_rng(seed)
+    correct = rng.random(n) < rng.uniform(0.2, 0.9)
+    if correct.all() or not correct.any():
+        correct[0] = not correct[0]
+    score = rng.normal(size=n) + rng.uniform(0, 2) * correct  # continuous: no ties
+    return score, correct
+
+
+@FAST
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 300), ties=st.booleans())
+def test_augrc_equals_fd_shifts_and_the_closed_form(seed, n, ties):
+    rng = np.random.default_rng(seed)
+    correct = rng.random(n) < 0.7
+    score = rng.integers(0, 4, n).astype(float) if ties else rng.normal(size=n) + correct
+    err = (~correct).astype(float)
+    got = augrc(score, correct)
+    assert got == pytest.approx(_fd_shifts_augrc(score, err), abs=1e-12)
+    pi = err.mean()
+    if 0 < pi < 1:  # closed form (Traub et al. 2024) with sklearn's AUROC (ties at half credit)
+        auroc_f = roc_auc_score(correct, score)
+        assert got == pytest.approx(0.5 * pi**2 + pi * (1 - pi) * (1 - auroc_f), abs=1e-12)
+    # perfect ranking: pi^2 / 2; a constant score (random): pi / 2
+    assert augrc(correct + rng.random(n) * 0.5, correct) == pytest.approx(0.5 * pi**2, abs=1e-12)
+    assert augrc(np.zeros(n), correct) == pytest.approx(0.5 * pi, abs=1e-12)
+
+
+@FAST
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(2, 300))
+def test_augrc_differs_from_torch_uncertainty_only_by_its_first_segment_and_rescaling(seed, n):
+    score, correct = _no_tie_case(seed, n)
+    err = (~correct).astype(float)
+    top_error = err[np.argmax(score)]
+    # torch-uncertainty drops the trapezoid from (0, 0) to (1/n, e_top/n) and divides by 1 - 1/n.
+    want = (augrc(score, correct) - top_error / (2 * n * n)) / (1 - 1 / n)
+    assert _torch_uncertainty_augrc(score, err) == pytest.approx(want, abs=1e-12)
+
+
+@FAST
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 200), ties=st.booleans())
+def test_eaurc_is_aurc_minus_the_perfect_rankings(seed, n, ties):
+    rng = np.random.default_rng(seed)
+    correct = rng.random(n) < 0.6
+    score = rng.integers(0, 3, n).astype(float) if ties else rng.normal(size=n)
+    perfect = correct + rng.random(n) * 0.5
+    assert eaurc(score, correct) == pytest.approx(aurc(score, correct) - aurc(perfect, correct), abs=1e-12)
+    assert eaurc(perfect, correct) == 0.0
+    assert eaurc(score, correct) >= 0.0
+    # The large-n limit fd-shifts subtracts, r + (1 - r) ln(1 - r), is within O(log n / n).
+    r = 1 - correct.mean()
+    if 0 < r < 1:
+        limit = r + (1 - r) * np.log(1 - r)
+        assert abs(aurc(perfect, correct) - limit) <= (np.log(n) + 2) / n
+
+
+@FAST
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 200), cov=st.sampled_from([0.1, 0.25, 0.5, 0.8, 0.95, 1.0]))
+def test_risk_at_coverage_equals_torch_uncertainty(seed, n, cov):
+    score, correct = _no_tie_case(seed, n)
+    err = (~correct).astype(float)
+    rates = _torch_uncertainty_error_rates(score, err)
+    want = rates[int(np.ceil(round(n * cov, 9))) - 1]  # RiskAtxCov: error_rates[ceil(n * cov) - 1]
+    assert risk_at_coverage(score, correct, cov) == pytest.approx(want, abs=1e-12)
+    assert risk_at_coverage(score, correct, 1.0) == pytest.approx(err.mean(), abs=1e-12)
+
+
+def test_risk_at_coverage_rounds_the_float_product():
+    # 0.7 * 10 = 7.000000000000001 in floating point: 7 examples are kept, not 8.
+    assert risk_at_coverage(np.arange(10.0)[::-1], [1] * 7 + [0] * 3, 0.7) == 0.0
+    for bad in (0.0, 1.01, -0.5):
+        with pytest.raises(ValueError, match="coverage"):
+            risk_at_coverage([1.0, 2.0], [1, 0], bad)
+
+
+@FAST
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n=st.integers(2, 200),
+    max_rejection=st.sampled_from([1.0, 0.5, 0.75, 0.3]),
+    continuous=st.booleans(),
+)
+def test_prr_normalized_equals_lm_polygraph(seed, n, max_rejection, continuous):
+    rng = np.random.default_rng(seed)
+    quality = rng.random(n) if continuous else (rng.random(n) < 0.6).astype(float)
+    score = rng.normal(size=n) + quality  # no ties (polygraph breaks them by np.argsort's order)
+    if int(max_rejection * n) == 0:
+        with pytest.warns(UndefinedMetricWarning, match="no example is rejected"):
+            assert np.isnan(prr_normalized(score, quality, max_rejection))
+        return
+    estimator = -score  # polygraph's estimator is an uncertainty
+    area = _polygraph_pra(estimator, quality, max_rejection)
+    assert prediction_rejection_area(score, quality, max_rejection) == pytest.approx(area, abs=1e-12)
+    ue_metric = lambda e, t: _polygraph_pra(e, t, max_rejection)  # noqa: E731
+    oracle = ue_metric(-quality, quality)
+    exact_random = _polygraph_normalize(quality).mean()
+    if np.isclose(oracle, exact_random, atol=1e-12):
+        with pytest.warns(UndefinedMetricWarning, match="oracle and random"):
+            assert np.isnan(prr_normalized(score, quality, max_rejection))
+        return
+    want = (area - exact_random) / (oracle - exact_random)
+    assert prr_normalized(score, quality, max_rejection) == pytest.approx(want, abs=1e-10)
+    if not continuous and (max_rejection * n).is_integer():
+        assert prr_normalized(score, quality, max_rejection) == pytest.approx(prr(score, quality, max_rejection))
+
+
+def test_prr_normalized_random_baseline_is_polygraphs_monte_carlo_expectation():
+    rng = np.random.default_rng(7)
+    quality = (rng.random(150) < 0.65).astype(float)
+    score = rng.normal(size=150) + quality
+    estimator = -score
+    polygraph_random = _polygraph_random(_polygraph_pra, quality)  # 1000 seeded shuffles
+    exact_random = quality.mean()
+    assert polygraph_random == pytest.approx(exact_random, abs=3e-3)  # Monte Carlo error ~ 1e-3
+    area, oracle = _polygraph_pra(estimator, quality), _polygraph_pra(-quality, quality)
+    polygraph_value = (area - polygraph_random) / (oracle - polygraph_random)
+    assert prr_normalized(score, quality) == pytest.approx(polygraph_value, abs=2e-2)
+
+
+def test_new_selective_metrics_undefined_and_invalid():
+    for fn in (augrc, eaurc):
+        with pytest.warns(UndefinedMetricWarning, match="0 examples"):
+            assert np.isnan(fn([], []))
+    with pytest.warns(UndefinedMetricWarning, match="0 examples"):
+        assert np.isnan(risk_at_coverage([], [], 0.5))
+    with pytest.warns(UndefinedMetricWarning, match="oracle and random"):
+        assert np.isnan(prr_normalized([0.1, 0.2, 0.3], [1, 1, 1]))
+    with pytest.raises(ValueError, match="max_rejection"):
+        prr_normalized([0.1, 0.2], [0, 1], max_rejection=0)
+    with pytest.raises(ValueError, match="0 and 1"):
+        augrc([0.1, 0.2], [0, 2])
