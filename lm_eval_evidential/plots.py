@@ -321,10 +321,10 @@ def risk_coverage_figure(records, scores: Sequence[str] | None = None):
     from matplotlib.figure import Figure
 
     if scores is None:
-        names = computable_scores(OOD_DEFAULT_SCORES, records.has_alpha)[0]
+        names = computable_scores(OOD_DEFAULT_SCORES, records.has_alpha, records.has_members)[0]
     else:
         names = check_scores(scores)
-    bad = computable_scores(names, records.has_alpha)[1]
+    bad = computable_scores(names, records.has_alpha, records.has_members)[1]
     if bad:
         raise InvalidValueError(no_alpha_reason(bad[0], [records.task]))
     if len(records) == 0:

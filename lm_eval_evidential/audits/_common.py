@@ -31,14 +31,29 @@ def score_inputs(records: Records, keep=None) -> dict:
     :func:`~lm_eval_evidential.metrics.scores.compute_score` and the metrics built on it.
 
     Evidential records pass alpha and ``probs=None`` (derived from the validated alpha, once);
-    softmax records pass their softmax probabilities and no alpha.
+    softmax records pass their softmax probabilities and no alpha; records of several members
+    pass their members' logits too.
     """
     if keep is not None and np.all(keep):
         keep = None  # no copy of the (n, K_max) arrays when nothing is dropped
     pick = (lambda a: a) if keep is None else (lambda a: a[keep])  # noqa: E731
     if records.has_alpha:
-        return {"probs": None, "k": pick(records.k), "alpha": pick(records.alpha), "prior_weight": records.prior_weight}
-    return {"probs": pick(records.probs), "k": pick(records.k), "alpha": None, "prior_weight": records.prior_weight}
+        inputs = {
+            "probs": None,
+            "k": pick(records.k),
+            "alpha": pick(records.alpha),
+            "prior_weight": records.prior_weight,
+        }
+    else:
+        inputs = {
+            "probs": pick(records.probs),
+            "k": pick(records.k),
+            "alpha": None,
+            "prior_weight": records.prior_weight,
+        }
+    if records.has_members:  # ensembles, MC dropout: the member scores read every member's logits
+        inputs["member_logits"] = pick(records.member_logits)
+    return inputs
 
 
 def record_scores(records: Records, names: Sequence[str], keep=None) -> dict[str, np.ndarray]:

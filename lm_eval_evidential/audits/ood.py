@@ -178,14 +178,17 @@ def resolve_scores(scores: Iterable[str] | None, *records: Records, default: Seq
     ValueError.
     """
     has_alpha = all(r.has_alpha for r in records)
+    has_members = all(r.has_members for r in records)
     if scores is None:
-        names = computable_scores(default or available_scores(has_alpha), has_alpha)[0]
+        names = computable_scores(
+            default or available_scores(has_alpha, has_members=has_members), has_alpha, has_members
+        )[0]
         if "neg_norm_entropy" in names and any(r.k.size and int(r.k.min()) < 2 for r in records):
             warnings.warn("neg_norm_entropy left out: some examples have K = 1 (it divides by log K)", stacklevel=3)
             names.remove("neg_norm_entropy")
         return names
     names = check_score_names(scores)
-    needs = computable_scores(names, has_alpha)[1]
+    needs = computable_scores(names, has_alpha, has_members)[1]
     if needs:
         raise InvalidValueError(no_alpha_reason(needs, [r.task for r in records if not r.has_alpha]))
     return names
@@ -326,7 +329,16 @@ def forced_k_scores(
 
 def _require_alpha(*records: Records, phantom: str = "zero") -> float:
     """The shared prior weight of the records; ValueError for unequal lambdas, and for softmax records
-    unless ``phantom="model"`` (the one mode defined without evidence: renormalised probabilities)."""
+    unless ``phantom="model"`` (the one mode defined without evidence: renormalised probabilities), and
+    for records of several members (their phantom options' logits are not kept per member)."""
+    with_members = [r.task for r in records if r.has_members]
+    if with_members:
+        raise InvalidValueError(
+            f"the K sweep appends options to one model's prediction, but the records of {with_members} were scored by "
+            "several members (ensemble or MC dropout): the phantom options' logits are not kept per member, so no "
+            "member's appended option can be given; compare K-matched sets with `ood` instead, or sweep one member's "
+            "own records (evaluate it alone: peft=DIR/member_0)"
+        )
     no_alpha = [r.task for r in records if not r.has_alpha]
     if no_alpha and phantom != "model":
         raise InvalidValueError(

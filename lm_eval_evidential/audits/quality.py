@@ -158,8 +158,9 @@ def selective_rows(records_by_task, scores: Sequence[str] | None = None, coverag
     risk_key = keys[-2]
     rows = []
     for task, r in records_by_task.items():
-        lacking = computable_scores(names or available_scores(r.has_alpha), r.has_alpha)[1]
-        for name in names or available_scores(r.has_alpha):
+        every = available_scores(r.has_alpha, has_members=r.has_members)
+        lacking = computable_scores(names or every, r.has_alpha, r.has_members)[1]
+        for name in names or every:
             row = {"task": task, "score": name}
             nan_row = {**row, **{k: float("nan") for k in keys[2:]}}
             if name in lacking:
@@ -234,7 +235,9 @@ def atc_rows(
         if not reasons and usable:
             both_alpha = not lacking
             id_in, t_in = (
-                score_inputs(r) if both_alpha else {**score_inputs(r), "probs": r.probs, "alpha": None}
+                score_inputs(r)
+                if both_alpha
+                else {**score_inputs(r), "probs": r.probs, "alpha": None, "member_logits": None}
                 for r in (id_records, target)
             )
             estimates = {
@@ -251,6 +254,8 @@ def atc_rows(
                     id_alpha=id_in["alpha"],
                     target_alpha=t_in["alpha"],
                     prior_weight=id_records.prior_weight,
+                    id_member_logits=id_in.get("member_logits"),
+                    target_member_logits=t_in.get("member_logits"),
                 ).items()
             }
             for name in (n for n in usable if n in PROBABILITY_SCORES):
@@ -296,8 +301,8 @@ def order_rows(records_by_task, scores: Sequence[str] | None = None) -> list[dic
     names = check_scores(scores)
     rows = []
     for task, r in records_by_task.items():
-        wanted = names or available_scores(r.has_alpha)
-        usable = computable_scores(wanted, r.has_alpha)[0]
+        wanted = names or available_scores(r.has_alpha, has_members=r.has_members)
+        usable = computable_scores(wanted, r.has_alpha, r.has_members)[0]
         reasons: list[str] = []
         audited = {}
         if len(r) < 2:

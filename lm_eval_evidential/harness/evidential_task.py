@@ -430,7 +430,7 @@ class OODPairTask(EvidentialMCQATask):
         from lm_eval_evidential.metrics.scores import computable_scores
 
         side = np.array([self._sides[int(d)] for d in records.doc_id], dtype=bool)
-        scores = computable_scores(self.scores, records.has_alpha)[0]
+        scores = computable_scores(self.scores, records.has_alpha, records.has_members)[0]
         rows = ood_rows(
             subset_records(records, side), subset_records(records, ~side), scores=scores, k_policy="report", n_boot=0
         )

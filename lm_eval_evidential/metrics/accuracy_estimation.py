@@ -232,6 +232,8 @@ def atc_by_score(
     id_alpha=None,
     target_alpha=None,
     prior_weight: float = 1.0,
+    id_member_logits=None,
+    target_member_logits=None,
 ) -> dict[str, float]:
     r"""ATC target-accuracy estimate for each registered score function, ``{name: estimate}``.
 
@@ -261,6 +263,8 @@ def atc_by_score(
         Dirichlet concentrations.
     prior_weight : float > 0, default=1.0
         The prior weight ``lambda``.
+    id_member_logits, target_member_logits : array-like of shape (n, M, K_max), optional
+        The members' logits of records scored by several members (both sides or neither).
 
     Returns
     -------
@@ -279,10 +283,19 @@ def atc_by_score(
     {'max_prob': 0.3333, 'neg_entropy': 0.3333, 'l2_norm': 0.3333}
     """
     has_alpha = id_alpha is not None and target_alpha is not None
-    names = available_scores(has_alpha) if names is None else check_score_names(names)
+    has_members = id_member_logits is not None and target_member_logits is not None
+    if names is None:
+        names = available_scores(has_alpha, has_members=has_members)
+    else:
+        names = check_score_names(names)
     out = {}
     for name in names:
-        s_id = compute_score(name, probs=id_probs, k=id_k, alpha=id_alpha, prior_weight=prior_weight)
-        s_t = compute_score(name, probs=target_probs, k=target_k, alpha=target_alpha, prior_weight=prior_weight)
+        s_id, s_t = (
+            compute_score(name, probs=p, k=k, alpha=a, prior_weight=prior_weight, member_logits=m)
+            for p, k, a, m in (
+                (id_probs, id_k, id_alpha, id_member_logits),
+                (target_probs, target_k, target_alpha, target_member_logits),
+            )
+        )
         out[name] = atc(s_id, id_correct, s_t)
     return out

@@ -62,6 +62,7 @@ __all__ = [
     "expected_entropy_of_members",
     "mutual_information_of_members",
     "max_prob_variance",
+    "member_summary",
 ]
 
 #: The member methods with a predictive rule here: softmax members and EDL members (alpha from logits).
@@ -332,3 +333,50 @@ def max_prob_variance(member_logits, method: str = "softmax", prior_weight: floa
     """
     members, _, mask = members_of(member_logits, method, prior_weight)
     return _max_prob_variance(members, mask)
+
+
+@_shared_doc
+def member_summary(member_logits, method: str, prior_weight: float = 1.0) -> tuple[np.ndarray, np.ndarray | None]:
+    r"""What records of M members keep in ``logits`` and ``alpha``: ``log p̄`` and the summary Dirichlet.
+
+    .. math::
+
+        \log \bar p_i = \operatorname{logsumexp}_m \log p_{m,i} - \log M, \qquad
+        \alpha = \bar p \Big/ \frac{1}{M} \sum_m \frac{1}{S_m} \text{ (EDL members; None for softmax)}
+
+    ``log p̄`` is formed from the members' log probabilities, so it stays finite where ``p̄``
+    itself would underflow to 0; ``softmax(log p̄) = p̄``.
+
+    %(member_parameters)s
+
+    Returns
+    -------
+    log_mean : ndarray of shape (n_samples, K_max)
+        ``log p̄``, NaN right-padded.
+    alpha : ndarray of shape (n_samples, K_max) or None
+        :func:`mixture_alpha` for EDL members, None for softmax members.
+
+    Examples
+    --------
+    >>> from lm_eval_evidential.metrics.members import member_summary
+    >>> z, alpha = member_summary([[[0.0, 0.0], [1000.0, 0.0]]], "softmax")
+    >>> z.round(4).tolist(), alpha  # p̄ = (0.75, 0.25); exp(-1000) / 2 would be 0 in float64
+    ([[-0.2877, -1.3863]], None)
+    """
+    members, _, mask = members_of(member_logits, method, prior_weight)
+    alpha = None if members.alpha is None else np.where(mask, _summary_alpha(members, mask), np.nan)
+    z = np.asarray(member_logits, dtype=np.float64)
+    if z.shape[0] == 0 or z.shape[2] == 0:
+        return np.full((z.shape[0], z.shape[2]), np.nan), alpha
+    real = mask[:, None, :]
+    # Each member's log probabilities, with the padding 0 (not -inf) so that nothing below warns.
+    if members.alpha is None:
+        shifted = np.where(real, z - np.max(np.where(real, z, -np.inf), axis=2, keepdims=True), -np.inf)
+        log_p = shifted - np.log(np.sum(np.exp(shifted), axis=2, keepdims=True))
+    else:
+        s = _over_members(members.alpha, mask, _masked_sum)
+        log_p = np.log(np.where(real, members.alpha, 1.0)) - np.log(s)[:, :, None]
+    log_p = np.where(real, log_p, 0.0)
+    peak = np.max(log_p, axis=1)
+    log_mean = peak + np.log(np.mean(np.exp(log_p - peak[:, None, :]), axis=1))
+    return np.where(mask, log_mean, np.nan), alpha

@@ -202,7 +202,7 @@ def order_audit(scores: dict) -> list[dict]:
     return rows
 
 
-def score_order_audit(probs, k, *, names=None, alpha=None, prior_weight: float = 1.0) -> list[dict]:
+def score_order_audit(probs, k, *, names=None, alpha=None, prior_weight: float = 1.0, member_logits=None) -> list[dict]:
     r""":func:`order_audit` of registered score functions computed on one batch.
 
     For every pair of registered score functions ``s_a``, ``s_b`` on the same batch,
@@ -229,6 +229,8 @@ def score_order_audit(probs, k, *, names=None, alpha=None, prior_weight: float =
         Dirichlet concentrations.
     prior_weight : float > 0, default=1.0
         The prior weight ``lambda``.
+    member_logits : array-like of shape (n, M, K_max), optional
+        The members' logits of records scored by several members (ensembles, MC dropout).
 
     Returns
     -------
@@ -244,7 +246,15 @@ def score_order_audit(probs, k, *, names=None, alpha=None, prior_weight: float =
     >>> [(r["score_a"], r["score_b"], r["order_equivalent"]) for r in rows]
     [('max_prob', 'l2_norm', True), ('max_prob', 'l2_to_uniform', True), ('l2_norm', 'l2_to_uniform', True)]
     """
-    names = available_scores(alpha is not None) if names is None else check_score_names(names)
+    if names is None:
+        names = available_scores(alpha is not None, has_members=member_logits is not None)
+    else:
+        names = check_score_names(names)
     return order_audit(
-        {name: compute_score(name, probs=probs, k=k, alpha=alpha, prior_weight=prior_weight) for name in names}
+        {
+            name: compute_score(
+                name, probs=probs, k=k, alpha=alpha, prior_weight=prior_weight, member_logits=member_logits
+            )
+            for name in names
+        }
     )

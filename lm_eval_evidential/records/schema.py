@@ -60,9 +60,14 @@ class RecordField:
         return self.arrow.startswith("list<")
 
     @property
+    def is_matrix(self) -> bool:
+        """A list of lists (one list per member): read as an (n, M, K_max) array."""
+        return self.arrow.startswith("list<list<")
+
+    @property
     def item(self) -> str:
-        """The type of one value: the list's item type, or the field's own type."""
-        return self.arrow.removeprefix("list<").removesuffix(">")
+        """The type of one value: the list's (or list of lists') item type, or the field's own type."""
+        return self.arrow.removeprefix("list<").removeprefix("list<").removesuffix(">").removesuffix(">")
 
 
 #: The records format, one row per field in file order. Everything else is made from it: the
@@ -79,22 +84,28 @@ RECORD_SCHEMA = (
         "logits",
         "list<float64>",
         "last-position logits at the answer tokens (for models that only expose log-likelihoods, e.g. "
-        "``--model hf``: those)",
+        "``--model hf``: those); with M > 1 members: log p̄, the log of their predictive distribution "
+        "(so softmax(logits) = p̄)",
         per_option=True,
     ),
     RecordField(
         "evidence",
         "list<float64>",
-        "e (null for method=softmax, where it is undefined)",
+        "e (null for method=softmax, where it is undefined); with M > 1 EDL members: α - λ of the summary α",
         per_option=True,
         nullable=True,
     ),
     RecordField(
-        "alpha", "list<float64>", "Dirichlet α = e + λ (null for method=softmax)", per_option=True, nullable=True
+        "alpha",
+        "list<float64>",
+        "Dirichlet α = e + λ (null for method=softmax); with M > 1 EDL members the summary α = p̄ / mean_m(1/S_m) "
+        "(mean p̄, vacuity the members' mean vacuity)",
+        per_option=True,
+        nullable=True,
     ),
-    RecordField("strength", "float64", "S = Σα (NaN for softmax)"),
-    RecordField("vacuity", "float64", "λK/S (NaN for softmax)"),
-    RecordField("max_prob", "float64", "max E[p] (α/S, or the softmax of the logits for softmax)"),
+    RecordField("strength", "float64", "S = Σα (NaN for softmax); with M > 1 EDL members 1 / mean_m(1/S_m)"),
+    RecordField("vacuity", "float64", "λK/S (NaN for softmax); with M > 1 EDL members the mean of theirs"),
+    RecordField("max_prob", "float64", "max E[p] (α/S, or the softmax of the logits for softmax; p̄ for M > 1)"),
     RecordField("pred", "int32", "argmax E[p] (first index on ties)"),
     RecordField("correct", "bool", "pred == gold"),
     RecordField(
@@ -103,6 +114,15 @@ RECORD_SCHEMA = (
         'logits of the labels after the question\'s last one (" E".." H" after " A".." D": the '
         "``phantom_count`` model_arg, default 4, of them that are single tokens), from the same forward pass; "
         "absent for ``--model hf`` and in files written before they were kept",
+        optional=True,
+    ),
+    RecordField(
+        "member_logits",
+        "list<list<float64>>",
+        "M × K: the answer logits of each of the M members that scored the question (ensemble members in "
+        "the sorted order of their folder names, MC-dropout passes in draw order); p̄ is the mean of their "
+        "softmax (softmax members, Lakshminarayanan et al. 2017) or of their Dirichlet means α_m/S_m (EDL "
+        "members; metrics.members); absent for runs of one prediction per question",
         optional=True,
     ),
 )
@@ -132,6 +152,8 @@ def arrow_type(field: RecordField):
     import pyarrow as pa
 
     scalar = {"string": pa.string, "int64": pa.int64, "int32": pa.int32, "bool": pa.bool_, "float64": pa.float64}
+    if field.is_matrix:
+        return pa.list_(pa.list_(scalar[field.item]()))
     return pa.list_(scalar[field.item]()) if field.is_list else scalar[field.item]()
 
 
@@ -148,6 +170,8 @@ def _type_ok(field: RecordField, ty) -> bool:
 
     kind = {"string": t.is_string, "int64": t.is_integer, "int32": t.is_integer, "bool": t.is_boolean}
     kind["float64"] = t.is_floating
+    if field.is_matrix:
+        return t.is_list(ty) and t.is_list(ty.value_type) and kind[field.item](ty.value_type.value_type)
     if field.is_list:
         return (t.is_list(ty) and kind[field.item](ty.value_type)) or (field.nullable and t.is_null(ty))
     return kind[field.item](ty)
@@ -211,38 +235,47 @@ def make_records(
     doc_ids: Sequence[int],
     labels: Sequence[Sequence[str]],
     gold: Sequence[int],
-    logits: Sequence[Sequence[float]],
+    logits: Sequence[Sequence[float]] | None,
     alpha: Sequence[Sequence[float]] | None,
     prior_weight: float = 1.0,
     optional: Mapping[str, Sequence] | None = None,
+    members_method: str | None = None,
 ) -> list[dict[str, Any]]:
     """:func:`make_record` of many questions at once, in their order (``alpha`` None for softmax).
 
     The derived fields are computed per group of questions with the same K, on an (n, K) array
     without padding, so each row's numbers are those of the question alone. ``optional`` gives
     the values of optional fields (:data:`OPTIONAL_FIELDS`) by name, one per question; an
-    optional field not given is None in every row.
+    optional field not given is None in every row. Questions scored by several members give
+    ``optional["member_logits"]`` (one M × K list per question) and ``members_method``
+    (``"softmax"`` or ``"edl"``) instead of ``logits`` and ``alpha``, which follow from them
+    (:func:`lm_eval_evidential.metrics.members.member_summary`).
     """
     optional = dict(optional or {})
     unknown = sorted(set(optional) - set(OPTIONAL_FIELDS))
     if unknown:
         raise InvalidValueError(f"{unknown} are not optional records fields; those are {list(OPTIONAL_FIELDS)}")
+    member_rows = _member_rows(task, optional.get("member_logits"), logits, alpha, members_method)
     by_k: dict[int, list[int]] = {}
     for i, row_labels in enumerate(labels):
         by_k.setdefault(len(row_labels), []).append(i)
     out: list[dict[str, Any]] = [{} for _ in labels]
     for k, members in by_k.items():
-        for i in members:
-            if len(logits[i]) != k:
-                raise InvalidValueError(
-                    f"{task} doc {doc_ids[i]}: {len(logits[i])} logits for {k} labels {list(labels[i])}"
-                )
-        z = np.asarray([logits[i] for i in members], dtype=np.float64).reshape(len(members), k)
-        a = (
-            None
-            if alpha is None
-            else np.asarray([alpha[i] for i in members], dtype=np.float64).reshape(len(members), k)
-        )
+        if member_rows is not None:
+            member_z = _member_group(task, [doc_ids[i] for i in members], [member_rows[i] for i in members], k)
+            z, a = _summary_of(member_z, members_method, prior_weight)
+        else:
+            for i in members:
+                if len(logits[i]) != k:
+                    raise InvalidValueError(
+                        f"{task} doc {doc_ids[i]}: {len(logits[i])} logits for {k} labels {list(labels[i])}"
+                    )
+            z = np.asarray([logits[i] for i in members], dtype=np.float64).reshape(len(members), k)
+            a = (
+                None
+                if alpha is None
+                else np.asarray([alpha[i] for i in members], dtype=np.float64).reshape(len(members), k)
+            )
         probs = predictive_probs(z, a)
         pred = np.argmax(probs, axis=1)
         max_prob = probs[np.arange(len(members)), pred].tolist()
@@ -271,9 +304,60 @@ def make_records(
         }
         for name in OPTIONAL_FIELDS:
             columns[name] = [None if name not in optional else optional[name][i] for i in members]
+        if member_rows is not None:
+            columns["member_logits"] = member_z.tolist()
         for j, i in enumerate(members):
             out[i] = {f.name: columns[f.name][j] for f in RECORD_SCHEMA}
     return out
+
+
+def _member_rows(task: str, rows, logits, alpha, method: str | None):
+    """The questions' member logits when given (then ``logits``/``alpha`` must not be), else None."""
+    from lm_eval_evidential.metrics.members import MEMBER_METHODS
+
+    if rows is None or all(r is None for r in rows):
+        if logits is None:
+            raise InvalidValueError(f"{task}: no logits and no member_logits; pass one of them")
+        return None
+    if any(r is None for r in rows):
+        i = next(i for i, r in enumerate(rows) if r is None)
+        raise InvalidValueError(f"{task}: question {i} has no member_logits but others do; every question needs them")
+    if logits is not None or alpha is not None:
+        raise InvalidValueError(
+            f"{task}: member_logits given with logits/alpha; pass logits=None and alpha=None, they follow from the "
+            "members (log p̄ and the summary alpha)"
+        )
+    counts = [len(r) for r in rows]
+    if len(set(counts)) != 1:
+        i = next(i for i, c in enumerate(counts) if c != counts[0])
+        raise InvalidValueError(
+            f"{task}: question {i} has {counts[i]} members, question 0 has {counts[0]}; every question of a run is "
+            "scored by the same members (the same M)"
+        )
+    if method not in MEMBER_METHODS:
+        raise InvalidValueError(
+            f"{task}: members_method must be one of {', '.join(MEMBER_METHODS)} with member_logits, got {method!r}"
+        )
+    return rows
+
+
+def _member_group(task: str, doc_ids, rows, k: int) -> np.ndarray:
+    """The (n, M, k) member logits of questions with K = k (every question the same M)."""
+    counts = {len(r) for r in rows}
+    widths = {len(member) for r in rows for member in r}
+    if len(counts) != 1 or widths != {k}:
+        i = next(j for j, r in enumerate(rows) if len(r) != len(rows[0]) or any(len(m) != k for m in r))
+        raise InvalidValueError(
+            f"{task} doc {doc_ids[i]}: member_logits must be M lists of {k} logits (one per option), got "
+            f"{[len(m) for m in rows[i]]}"
+        )
+    return np.asarray(rows, dtype=np.float64).reshape(len(rows), counts.pop(), k)
+
+
+def _summary_of(members: np.ndarray, method: str, prior_weight: float):
+    from lm_eval_evidential.metrics.members import member_summary
+
+    return member_summary(members, method, prior_weight)
 
 
 def _padded(list_array, n: int, k: np.ndarray, name: str = "values") -> np.ndarray:
@@ -365,6 +449,18 @@ class Records(Sequence):
     # One attribute per optional field of RECORD_SCHEMA, default None (absent from the file);
     # tests/records/test_schema_table.py checks they match.
     phantom_logits: np.ndarray | None = None
+    #: (n, M, K_max), NaN right-padded beyond each row's own K; None for one prediction per question.
+    member_logits: np.ndarray | None = None
+
+    @property
+    def has_members(self) -> bool:
+        """Whether these records were scored by several members (ensembles, MC dropout)."""
+        return self.member_logits is not None
+
+    @property
+    def n_members(self) -> int:
+        """M, the members per question (1 for records of one prediction per question)."""
+        return 1 if self.member_logits is None else int(self.member_logits.shape[1])
 
     @property
     def has_phantoms(self) -> bool:
@@ -413,6 +509,8 @@ class Records(Sequence):
             return None  # an optional field these records lack; alpha and evidence of softmax records
         if f.item == "string":
             return list(column[i])
+        if f.is_matrix:
+            return column[i, :, :k].tolist()
         if f.is_list:
             row = column[i, :k] if f.per_option else column[i]
             return row.tolist() if f.per_option else row[~np.isnan(row)].tolist()
@@ -475,7 +573,9 @@ class Records(Sequence):
                 f"{path}: doc_id {int(values[counts > 1][0])} appears more than once; records of two runs were mixed"
             )
         _validate_evidence(path, meta, k, evidence, alpha, col)
-        _validate_edl_alpha(path, meta, k, logits, alpha)
+        if columns.get("member_logits") is None:
+            _validate_edl_alpha(path, meta, k, logits, alpha)  # one member: alpha follows from its logits
+        _validate_members(path, meta, k, logits, alpha, columns.get("member_logits"))
         _validate_derived(path, meta, k, logits, alpha, col)
         _validate_task_column(path, table.column("task"), task)
         _validate_phantoms(path, columns.get("phantom_logits"))
@@ -502,12 +602,75 @@ def _read_column(f: RecordField, column, n: int, k: np.ndarray | None, path) -> 
             raise RecordsError(f"{path}: row {i} has k={k[i]} but {lengths[i]} {f.name}")
     if f.item == "string":
         return column.to_pylist() if n <= 200_000 else _LazyLabels(column)
+    if f.is_matrix:
+        return _read_matrix(f, column, n, k, path)
     if not f.per_option:
         k = np.asarray(pc.list_value_length(column).fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
     try:
         return _padded(column, n, k, f.name)
     except RecordsError as exc:
         raise RecordsError(f"{path}: {exc}") from None
+
+
+def _read_matrix(f: RecordField, column, n: int, k: np.ndarray, path) -> np.ndarray:
+    """A list-of-lists field (M lists of K values per row, the same M in every row) as (n, M, K_max)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if column.null_count:
+        row = int(np.flatnonzero(np.asarray(column.is_null().to_numpy(zero_copy_only=False)))[0])
+        raise RecordsError(f"{path}: row {row} has no {f.name} but other rows do; re-run the evaluation")
+    counts = np.asarray(pc.list_value_length(column).to_numpy(zero_copy_only=False), dtype=np.int64)
+    m = int(counts[0]) if n else 1
+    if n and ((counts != m).any() or m < 1):
+        row = int(np.flatnonzero(counts != m)[0]) if (counts != m).any() else 0
+        raise RecordsError(
+            f"{path}: row {row} has {int(counts[row])} {f.name} rows, row 0 has {m}; every question of a run is "
+            "scored by the same members — the file was edited, re-run the evaluation"
+        )
+    inner = pa.chunked_array([c.flatten() for c in column.chunks], type=column.type.value_type)
+    try:
+        flat = _padded(inner, n * m, np.repeat(k, m), f.name)
+    except RecordsError as exc:
+        raise RecordsError(f"{path}: {exc} (member rows, {m} per question)") from None
+    return flat.reshape(n, m, flat.shape[1])
+
+
+def _validate_members(path, meta: dict, k: np.ndarray, logits: np.ndarray, alpha: np.ndarray, members) -> None:
+    """Records of M members: ``logits`` is log p̄ of the member logits and, for EDL members, ``alpha`` the
+    summary Dirichlet (:func:`lm_eval_evidential.metrics.members.member_summary`); members are finite."""
+    if members is None or len(k) == 0:
+        return
+    from lm_eval_evidential.metrics.members import MEMBER_METHODS
+
+    method = meta.get("method", "edl")
+    if method not in MEMBER_METHODS:
+        raise RecordsError(
+            f"{path}: method={method} records with member_logits; members of that method have no predictive rule "
+            f"here ({', '.join(MEMBER_METHODS)} do) — the file was edited or written by another program"
+        )
+    real = np.arange(members.shape[2])[None, None, :] < k[:, None, None]
+    bad = (real & ~np.isfinite(members)).any(axis=(1, 2))
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raise RecordsError(f"{path}: row {row}: a non-finite member logit; the file was edited — re-run the evaluation")
+    lam = float(meta.get("prior_weight", 1.0))
+    for start in range(0, len(k), _CHECK_BLOCK):
+        block = slice(start, start + _CHECK_BLOCK)
+        log_mean, summary = _summary_of(members[block], method, lam)
+        width = log_mean.shape[1]
+        for name, stored, want in (("logits", logits, log_mean), ("alpha", alpha, summary)):
+            if want is None:
+                continue
+            found = _first_mismatch(stored[block, :width], want, np.arange(width)[None, :] < k[block, None])
+            if found:
+                row, j = start + found[0], found[1]
+                raise RecordsError(
+                    f"{path}: row {row}: stored {name} {float(stored[row, j])!r} (class {j}) does not follow from the "
+                    f"record's member_logits (expected {float(want[found[0], j])!r}: "
+                    f"{'log p̄' if name == 'logits' else 'the summary alpha'}); the file was edited — re-run the "
+                    "evaluation"
+                )
 
 
 def _validate_phantoms(path, phantom: np.ndarray | None) -> None:
