@@ -467,6 +467,25 @@ def same_questions(ctx: Ctx) -> None:
         write_records(ctx.rec(task), Records.from_rows(rows, task=task, meta={**rec.meta, "data_source": source}))
 
 
+def as_views(template: dict[str, str], rows: dict[str, str] | None = None):
+    """id4 and ood4 given the metadata of lettered views (``template``: task -> its stock task, or None for
+    this package's own template) and, where ``rows`` names one, the same dataset rows in two forms."""
+
+    def make(ctx: Ctx) -> None:
+        for task, stock in template.items():
+            rec = _records(task, 60, 4, 1.0 if task == "id4" else 0.0, 1 if task == "id4" else 2)
+            meta = dict(rec.meta)
+            if stock is not None:
+                meta["lettered_view"] = {"stock_task": stock, "shuffled": False, "orders": None}
+            meta["prompt_template_sha256"] = "view-prompt" if stock is not None else "own-template"
+            source = {"dataset": f"hub/{task}", "configs": [None], "sha256": f"{task}-docs", "rows_sha256": None}
+            if rows and task in rows:
+                source = {**source, "dataset": "allenai/ai2_arc", "rows_sha256": rows[task]}
+            write_records(ctx.rec(task), Records.from_rows(list(rec), task=task, meta={**meta, "data_source": source}))
+
+    return make
+
+
 def replaced_by(kind: str, task: str = "id4"):
     """The records file of ``task`` replaced by something that is not a readable regular file."""
 
@@ -1684,6 +1703,36 @@ CATALOGUE = [
         "report-on-the-same-questions",
         Cmd(["report", "{out}", "--id", "id4", "--ood", "ood4", "--out", "{tmp}/r"], same_questions),
         Exit(1, r"evaluated on the same questions"),
+    ),
+    (
+        C,
+        "two-lettered-views-of-one-run-compare",
+        Cmd(["ood", "{out}", "--id", "id4", "--ood", "ood4", "--n-boot", "0"], as_views({"id4": "a", "ood4": "b"})),
+        Exit(0, r"reciprocal_vacuity"),
+    ),
+    (
+        C,
+        "a-view-against-a-task-of-its-own-template",
+        Cmd(["ood", "{out}", "--id", "id4", "--ood", "ood4", "--n-boot", "0"], as_views({"id4": None, "ood4": "b"})),
+        Exit(2, r"(?s)different prompt templates.*ood4 is the lettered view of the stock task 'b'"),
+    ),
+    (
+        C,
+        "a-view-and-its-shipped-task-on-the-same-rows",
+        Cmd(
+            ["ood", "{out}", "--id", "id4", "--ood", "ood4", "--allow-fingerprint-mismatch", "--n-boot", "0"],
+            as_views({"id4": None, "ood4": "arc_challenge"}, rows={"id4": "r1", "ood4": "r1"}),
+        ),
+        Exit(1, r"--id id4 and --ood ood4 ask the same questions in two forms"),
+    ),
+    (
+        C,
+        "tables-on-the-same-rows-in-two-forms",
+        Cmd(
+            ["tables", "{out}", "--id", "id4", "--ood", "ood4", "--allow-fingerprint-mismatch"],
+            as_views({"id4": None, "ood4": "arc_challenge"}, rows={"id4": "r1", "ood4": "r1"}),
+        ),
+        Exit(1, r"ask the same questions in two forms"),
     ),
     # -- class 2: one parser for task names, one self-comparison rule
     (C, "id-empty", ["ood", "{out}", "--id", "", "--ood", "ood4"], Exit(1, r"--id: .*no task name in ''")),

@@ -319,21 +319,29 @@ def refuse_self_comparison(id_task: str, others, option: str = "--ood") -> None:
 
 
 def refuse_same_questions(id_records, others, option: str = "--ood") -> None:
-    """Two differently named tasks whose records say they were evaluated on the same questions (the same
-    ``data_source``: dataset, configs and content hash of the evaluated docs) are one task compared with
-    itself — a records file copied under another name."""
+    """Two differently named tasks whose records say they were evaluated on the same questions are one task
+    compared with itself: a records file copied under another name (the same ``data_source``), or the same
+    rows in two forms, e.g. ``arc_c_edl`` and the lettered view ``arc_challenge_edl``
+    (:func:`~lm_eval_evidential.records.provenance.same_questions`)."""
+    from lm_eval_evidential.records.provenance import same_questions
+
     mine = id_records.meta.get("data_source")
-    if not isinstance(mine, dict) or not mine.get("sha256"):
-        return
     for other in others:
         theirs = other.meta.get("data_source")
-        if other.task != id_records.task and theirs == mine:
+        if other.task == id_records.task or not same_questions(mine, theirs):
+            continue
+        if mine == theirs:
             raise InvalidValueError(
                 f"--id {id_records.task} and {option} {other.task} were evaluated on the same questions (data_source "
                 f"{mine.get('dataset')} {mine.get('configs')}, content hash {mine.get('sha256')}): one is a copy of "
                 f"the other, comparing them gives {_SELF[option]}; re-run the evaluation of {other.task} "
                 f"({other.path or 'records'})"
             )
+        raise InvalidValueError(
+            f"--id {id_records.task} and {option} {other.task} ask the same questions in two forms (the same rows of "
+            f"{mine.get('dataset')} {mine.get('configs')}, rows hash {mine.get('rows_sha256')}): comparing them "
+            f"measures the change of prompt, not of questions; pass a {option} task on other questions"
+        )
 
 
 def check_outputs(args) -> None:

@@ -13,7 +13,7 @@ import math
 
 from lm_eval_evidential.records.io import write_json
 
-from ._options import add_audit_parser, add_ood_tasks, add_phantom, load, refuse_self_comparison
+from ._options import add_audit_parser, add_ood_tasks, add_phantom, load, refuse_same_questions, refuse_self_comparison
 
 IMPLEMENTATION = {
     "A": 'Implementation A (Tables 3-4): the OOD task scored at K = 5 with the model\'s real " E" (--phantom model)',
@@ -116,6 +116,7 @@ def run(args) -> int:
 
     refuse_self_comparison(args.id_task, args.ood_tasks)
     id_records, *ood = load(args, [args.id_task, *args.ood_tasks])
+    refuse_same_questions(id_records, ood)
     data = paper_tables(
         id_records,
         dict(zip(args.ood_tasks, ood)),

@@ -420,19 +420,29 @@ def data_origin(dataset_kwargs: dict | None) -> str:
     return f"mirror {Path(root).resolve()}" if root else "hub"
 
 
-def data_source(config, docs: Sequence[dict]) -> dict:
-    """Provenance of a task's evaluated docs: origin, dataset, revision or files, and a content hash."""
+def content_sha256(rows: Sequence[dict]) -> str:
+    """The short content hash of a list of rows or docs (key order does not matter)."""
     import hashlib
 
+    text = json.dumps(list(rows), sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def data_source(config, docs: Sequence[dict], rows_sha256: str | None = None) -> dict:
+    """Provenance of a task's evaluated docs: origin, dataset, revision or files, and content hashes.
+
+    ``sha256`` hashes the task's docs as evaluated, ``rows_sha256`` (:func:`content_sha256` of the
+    split's rows as the dataset gives them, before any task's processing) the questions' identity, the same for this
+    package's task on a split and a lettered view of a stock task on that split (``arc_c_edl`` and
+    ``arc_challenge_edl``), whose docs differ in form.
+    """
     kwargs = dict(config.dataset_kwargs or {})
-    digest = hashlib.sha256(
-        json.dumps(list(docs), sort_keys=True, ensure_ascii=False, default=str).encode()
-    ).hexdigest()
     return {
         "origin": data_origin(kwargs),
         "dataset": config.dataset_path,
         "configs": list((config.metadata or {}).get("dataset_configs") or [config.dataset_name]),
         "revision": kwargs.get("revision"),
         "files": kwargs.get("data_files"),
-        "sha256": digest[:16],
+        "sha256": content_sha256(docs),
+        "rows_sha256": rows_sha256,
     }

@@ -98,6 +98,8 @@ class EvidentialMCQATask(ConfigurableTask):
             dataset_kwargs=self.config.dataset_kwargs,
         )
         docs = mcqa_datasets.normalise(rows, self._converter(), task=self.config.task, answer_tokens=self.answer_tokens)
+        if split == self.eval_split:  # the questions' identity (data_source's rows_sha256)
+            self._eval_rows_sha256 = mcqa_datasets.content_sha256(rows)
         if not docs:
             raise mcqa_datasets.DatasetError(f"task {self.config.task!r}: no usable docs in split {split!r}")
         return docs
@@ -116,7 +118,8 @@ class EvidentialMCQATask(ConfigurableTask):
                 docs = self.load_docs(split)
                 self.dataset[split] = datasets.Dataset.from_list(docs)
                 if split == self.eval_split:
-                    self._data_source = mcqa_datasets.data_source(config, docs)
+                    rows_sha256 = getattr(self, "_eval_rows_sha256", None)
+                    self._data_source = mcqa_datasets.data_source(config, docs, rows_sha256)
 
     @property
     def eval_split(self) -> str:

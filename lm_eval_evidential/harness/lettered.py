@@ -289,7 +289,7 @@ class LetteredViewTask(EvidentialMCQATask):
     def download(self, dataset_kwargs: dict | None = None, **kwargs) -> None:
         super().download(dataset_kwargs, **kwargs)
         if self.eval_split in self.dataset:
-            self._data_source = stock_data_source(self.stock, list(self.dataset[self.eval_split]))
+            self._data_source = stock_data_source(self.stock, list(self.dataset[self.eval_split]), self.eval_split)
 
     @property
     def fingerprint(self) -> dict:
@@ -320,20 +320,20 @@ def _not_multiple_choice(view: str, stock: str, output_type: str) -> str:
     return f"task {view!r}: {stock!r} is a {output_type} task; lettered views exist for multiple_choice tasks only"
 
 
-def stock_data_source(stock, docs: list[dict]) -> dict:
-    """The view's data source: the stock task's dataset (and revision), with the view docs' content hash."""
-    import hashlib
-    import json
-
+def stock_data_source(stock, docs: list[dict], split: str | None = None) -> dict:
+    """The view's data source: the stock task's dataset (and revision), the view docs' content hash and
+    the hash of the stock split's rows as the dataset gives them (``rows_sha256``: the questions' identity,
+    equal to this package's own task's on that split)."""
     kwargs = dict(stock.config.dataset_kwargs or {})
-    digest = hashlib.sha256(json.dumps(docs, sort_keys=True, ensure_ascii=False, default=str).encode()).hexdigest()
+    rows = stock.dataset[split] if split is not None and split in stock.dataset else None
     return {
         "origin": mcqa_datasets.data_origin(kwargs),
         "dataset": stock.config.dataset_path,
         "configs": [stock.config.dataset_name],
         "revision": kwargs.get("revision"),
         "files": kwargs.get("data_files"),
-        "sha256": digest[:16],
+        "sha256": mcqa_datasets.content_sha256(docs),
+        "rows_sha256": None if rows is None else mcqa_datasets.content_sha256(list(rows)),
         "stock_task": stock.config.task,
     }
 

@@ -8,8 +8,13 @@ and system instruction hashes, few-shot settings), where the questions came from
 (``data_origin``: hub, one mirror folder, or local files) and the package version. Two tasks'
 records may only be compared when all of these agree; the task name, the run's date, the
 task's own answer set / version, its data source (dataset, revision or files, content
-hash: ``data_source``) and a control task's summary (``control``: how its questions were
-brought to the ID task's K) and the paths are allowed to differ.
+hash: ``data_source``), a control task's summary (``control``: how its questions were
+brought to the ID task's K), a lettered view's summary (``lettered_view``: its stock task,
+whether and how its options were shuffled) and the paths are allowed to differ.
+
+The prompt template is compared: a lettered view (``arc_challenge_edl``) and this package's
+own task on the same dataset (``arc_c_edl``) ask in different words, so two views compare, and
+two shipped tasks, but not one with the other; the refusal says so (:func:`template_note`).
 
 A model is identified by what it computes with, not by where its files live: clusters copy one
 checkpoint to each node's scratch disk, so the same model arrives under several paths, and a
@@ -40,6 +45,7 @@ TASK_KEYS = frozenset(
         "config_source",
         "data_source",
         "control",
+        "lettered_view",
         "limit",
         "phantom_count",
     }
@@ -146,17 +152,61 @@ def check_same_producer(records: Sequence, *, allow: bool = False) -> list[str]:
     first = records[0]
     if first.producer_check is not None and all(first.producer_check.covers(r) for r in records):
         return []
-    lines = []
+    lines, templates, producer = [], [], False
     for other in records[1:]:
         for key, (va, vb) in differences(first.meta, other.meta).items():
             lines.append(f"{key}: {first.task}={va!r} vs {other.task}={vb!r}")
+            if key == TEMPLATE_KEY:
+                templates.append(template_note(first, other))
+            else:
+                producer = True
     if lines and not allow:
+        if producer:
+            head = "these records were produced by different models or settings, so their scores are not comparable"
+            remedy = (
+                "re-run the tasks together in one lm_eval run, or pass --allow-fingerprint-mismatch to compare anyway"
+            )
+        else:  # one run, one model: only the prompts differ, and re-running would not change that
+            head = "these records were scored with different prompt templates, so their scores are not comparable"
+            remedy = "compare tasks asked in one template, or pass --allow-fingerprint-mismatch to compare anyway"
         raise FingerprintMismatchError(
-            "these records were produced by different models or settings, so their scores are not comparable:\n  "
-            + "\n  ".join(lines)
-            + "\nre-run the tasks together in one lm_eval run, or pass --allow-fingerprint-mismatch to compare anyway"
+            f"{head}:\n  " + "\n  ".join(lines + list(dict.fromkeys(templates))) + f"\n{remedy}"
         )
     return lines
+
+
+#: The producer key that holds the task's prompt template (its hash).
+TEMPLATE_KEY = "prompt_template_sha256"
+
+
+def _view_of(records) -> str | None:
+    """The stock task a lettered view's records show, None for any other task's records."""
+    view = records.meta.get("lettered_view") if isinstance(records.meta, Mapping) else None
+    return view.get("stock_task") if isinstance(view, Mapping) else None
+
+
+def template_note(a, b) -> str:
+    """Why two tasks' prompt templates differ, and which tasks compare: a lettered view (the view
+    prompt of every ``<stock task>_edl``) against a task with its own template says so by name.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace as R
+    >>> view = R(task="arc_challenge_edl", meta={"lettered_view": {"stock_task": "arc_challenge"}})
+    >>> print(template_note(R(task="obqa_edl", meta={}), view))
+    arc_challenge_edl is the lettered view of the stock task 'arc_challenge' (the view prompt), obqa_edl has its own \
+prompt template: compare lettered views with lettered views (<stock task>_edl on both sides), or obqa_edl with tasks \
+in its template
+    """
+    views = [(r, _view_of(r)) for r in (a, b)]
+    if sum(stock is not None for _, stock in views) != 1:
+        return f"{a.task} and {b.task} are asked in different prompt templates ({TEMPLATE_KEY} differs)"
+    (view, stock), (own, _) = sorted(views, key=lambda pair: pair[1] is None)
+    return (
+        f"{view.task} is the lettered view of the stock task {stock!r} (the view prompt), {own.task} has its own "
+        f"prompt template: compare lettered views with lettered views (<stock task>_edl on both sides), or "
+        f"{own.task} with tasks in its template"
+    )
 
 
 def checked_together(records: Sequence, *, allow: bool = False) -> tuple[list, list[str]]:
@@ -170,6 +220,27 @@ def checked_together(records: Sequence, *, allow: bool = False) -> tuple[list, l
     warnings = check_same_producer(records, allow=allow)
     mark = ProducerCheck(tuple(warnings), tuple(r.meta for r in records))
     return [dataclasses.replace(r, producer_check=mark) for r in records], warnings
+
+
+def same_questions(a: Mapping | None, b: Mapping | None) -> bool:
+    """Whether two records' ``data_source`` say they hold the same questions.
+
+    The same docs (one content hash: a records file copied under another name), or the same rows
+    of one dataset shown in two forms (``rows_sha256``: this package's ``arc_c_edl`` and the
+    lettered view ``arc_challenge_edl``, whose docs, origin and keys differ).
+
+    Examples
+    --------
+    >>> shipped = {"dataset": "allenai/ai2_arc", "sha256": "aa", "rows_sha256": "r1"}
+    >>> view = {"dataset": "allenai/ai2_arc", "sha256": "bb", "rows_sha256": "r1", "stock_task": "arc_challenge"}
+    >>> same_questions(shipped, view), same_questions(shipped, {**view, "rows_sha256": "r2"})
+    (True, False)
+    """
+    if not isinstance(a, Mapping) or not isinstance(b, Mapping) or not a.get("sha256"):
+        return False
+    if a == b:
+        return True
+    return a.get("rows_sha256") is not None and a.get("rows_sha256") == b.get("rows_sha256")
 
 
 def merge_run_metas(task: str, metas: Iterable[Mapping]) -> dict:
