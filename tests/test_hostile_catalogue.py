@@ -2040,6 +2040,21 @@ CATALOGUE = [
         Exit(1, r"no task name in ' '"),
     ),
     (
+        T,
+        "train-one-member-ensemble",
+        ["train", "--pretrained", "{model}", "--task", "obqa_edl", "--output-dir", "{tmp}/t", "--ensemble", "1"],
+        Exit(1, r"--ensemble 1: an ensemble needs at least 2 members; drop --ensemble to train one adapter"),
+    ),
+    (
+        T,
+        "train-ensemble-into-an-adapter-folder",
+        Cmd(
+            ["train", "--pretrained", "{model}", "--task", "obqa_edl", "--output-dir", "{tmp}/a", "--ensemble", "2"],
+            lambda c: (c.tmp / "a").mkdir() or (c.tmp / "a" / "adapter_config.json").write_text("{}"),
+        ),
+        Exit(1, r"holds 'adapter_config\.json', which is not a member folder .*no adapter of its own"),
+    ),
+    (
         S,
         "stock-lm-eval-limit-zero",
         Child(

@@ -73,6 +73,7 @@ def config_from_args(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
+    from lm_eval_evidential.training.ensemble import train_ensemble
     from lm_eval_evidential.training.interrupt import TrainingInterrupted
     from lm_eval_evidential.training.trainer import train
 
@@ -80,11 +81,12 @@ def run(args: argparse.Namespace) -> int:
     if config.output_dir is None:
         raise InvalidValueError("--output-dir is required")
     try:
-        out = train(args.pretrained, args.task, config)
+        out = (train if config.ensemble is None else train_ensemble)(args.pretrained, args.task, config)
     except TrainingInterrupted as stopped:  # SIGTERM/SIGINT: the checkpoint is saved; say where, exit as signalled
         if os.environ.get("RANK", "0") == "0":
             print(f"lm-eval-evidential train: {stopped}", file=sys.stderr, flush=True)
         return stopped.exit_status
     if os.environ.get("RANK", "0") == "0":  # one line per run, not per process under accelerate/torchrun
-        print(f"{config.method}: adapter in {out}")
+        what = "adapter" if config.ensemble is None else f"ensemble of {config.ensemble} members (member_0 ..)"
+        print(f"{config.method}: {what} in {out}")
     return 0

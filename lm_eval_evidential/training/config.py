@@ -40,10 +40,20 @@ class TrainConfig:
     per_device_train_batch_size: int = _opt(4, "questions per device per step", flags=("--batch-size",))
     gradient_accumulation_steps: int = _opt(1, "micro-batches per optimiser step")
     seed: int = _opt(42, "seed for LoRA initialisation, data order, dropout and IB-EDL noise")
+    ensemble: int | None = _opt(
+        None,
+        "train an ensemble of N >= 2 members into OUTPUT_DIR/member_0 .. member_{N-1}, member i with seed SEED + i "
+        "(peft=OUTPUT_DIR then scores them as one ensemble); a rerun skips the members already complete and resumes "
+        "an unfinished one from its last checkpoint",
+    )
     # LoRA (Table 7)
     lora_r: int = _opt(8, "LoRA rank")
     lora_alpha: int = _opt(16, "LoRA alpha")
-    lora_dropout: float = _opt(0.1, "LoRA dropout")
+    lora_dropout: float = _opt(
+        0.1,
+        "LoRA dropout, kept in the adapter's adapter_config.json; > 0 lets --model_args mc_samples=N score the adapter "
+        "by MC dropout",
+    )
     target_modules: tuple[str, ...] | None = _opt(
         None,
         "LoRA target modules (comma-separated). Default: the paper's q_proj,v_proj,lm_head, fitted to the "
@@ -123,6 +133,13 @@ class TrainConfig:
         ):
             if not getattr(self, name) >= 0:
                 raise InvalidValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
+        if self.ensemble is not None and (isinstance(self.ensemble, bool) or not isinstance(self.ensemble, int)):
+            raise InvalidValueError(f"ensemble must be an integer number of members >= 2, got {self.ensemble!r}")
+        if self.ensemble is not None and self.ensemble < 2:
+            raise InvalidValueError(
+                f"--ensemble {self.ensemble}: an ensemble needs at least 2 members; drop --ensemble to train one "
+                "adapter"
+            )
         if self.max_train_docs is not None and self.max_train_docs < 1:
             raise InvalidValueError(f"max_train_docs must be >= 1 or None, got {self.max_train_docs!r}")
         if self.kl_anneal_steps is not None and self.kl_anneal_steps < 0:

@@ -709,6 +709,10 @@ def train(pretrained, task, config: TrainConfig) -> Path:
 
     if config.output_dir is None:
         raise InvalidValueError("config.output_dir is required (--output-dir)")
+    if config.ensemble is not None:  # N members, each one run of this function
+        raise InvalidValueError(
+            "config.ensemble is set: train the members with lm_eval_evidential.training.ensemble.train_ensemble"
+        )
     output_dir = Path(config.output_dir)
     _check_output_dir(config, output_dir)
     resume = _resolve_resume(config, output_dir)
