@@ -103,9 +103,10 @@ class Child:
 
 @dataclass(frozen=True)
 class Warned:
-    """Accepted, with a logged warning matching ``match``."""
+    """Accepted, with a logged warning matching ``match``; ``check(result, ctx)`` holds."""
 
     match: str
+    check: Callable | None = None
 
 
 @dataclass(frozen=True)
@@ -563,9 +564,73 @@ def report_json_fifo(ctx: Ctx) -> None:
     os.mkfifo(ctx.tmp / "r" / "report.json")
 
 
+# -------------------------------------------------------------------- inputs: stock tasks behind lettered views
+
+
+def stock_task(name: str, *rows: dict, choice: str = '"{{choices}}"', target: str = '"{{gold}}"', extra: str = ""):
+    """A stock-style multiple-choice task ``name`` in {tmp}/tasks on its own JSON file (``dataset_path: json``
+    and ``data_files``), asked by answer text: its lettered view is ``<name>_edl``."""
+
+    def make(ctx: Ctx) -> None:
+        folder = ctx.tmp / "tasks"
+        folder.mkdir(exist_ok=True)
+        data = ctx.tmp / f"{name}.jsonl"
+        data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        (folder / f"{name}.yaml").write_text(
+            f"task: {name}\ndataset_path: json\ndataset_kwargs:\n  data_files:\n    test: {data}\ntest_split: test\n"
+            f'output_type: multiple_choice\ndoc_to_text: "{{{{q}}}}\\nAnswer:"\ndoc_to_choice: {choice}\n'
+            f"doc_to_target: {target}\nmetric_list:\n  - metric: acc\n{extra}"
+        )
+
+    return make
+
+
+def stock_group(yaml: str, *tasks: Callable):
+    """Stock tasks (``stock_task``) and a group YAML over them in {tmp}/tasks."""
+
+    def make(ctx: Ctx) -> None:
+        for task in tasks:
+            task(ctx)
+        (ctx.tmp / "tasks" / "group.yaml").write_text(yaml.replace("{tmp}", str(ctx.tmp)))
+
+    return make
+
+
+def someone_elses_json_rows(ctx: Ctx) -> None:
+    """The mirror's ``json/default/test.jsonl``: rows of nobody's task, where a mirrored ``dataset_path: json``
+    task would wrongly be read from."""
+    stock_task("mine", QUESTION_ROW, {**QUESTION_ROW, "q": "Which one is mine?"})(ctx)
+    path = ctx.mirror / "json" / "default" / "test.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"q": "Somebody else's?", "choices": ["x", "y"], "gold": 0}) + "\n")
+
+
+def read_its_own_files(tasks, ctx: Ctx) -> None:
+    task = tasks["mine_edl"]
+    assert [d["question"] for d in task.eval_docs] == ["Which colour?", "Which one is mine?"]
+    assert task._data_source["origin"] == "local files"
+
+
+def shown_on_one_line(tasks, ctx: Ctx) -> None:
+    [task] = tasks.values()
+    prompt = task.doc_to_text(list(task.eval_docs)[0])
+    assert "A) red Answer: B\nB) green" in prompt and prompt.count("\nAnswer:") == 1, prompt
+
+
+def lettered_member_as_is(tasks, ctx: Ctx) -> None:
+    assert sorted(tasks) == ["obqa_edl", "plain_edl"]
+
+
+def view_of(*names: str) -> Cmd:
+    return Cmd(list(names))
+
+
+QUESTION_ROW = {"q": "Which colour?", "choices": ["red", "green", "blue", "pink"], "gold": 1}
+
+
 # ----------------------------------------------------------------------------- the catalogue
 
-L, D, C, M, E, T, S = "loader", "dataset", "cli", "model", "eval", "train", "subprocess"
+L, D, C, M, E, T, S, V = "loader", "dataset", "cli", "model", "eval", "train", "subprocess", "view"
 IE = "EvidentialInputError"
 TINY = "pretrained={model},dtype=float32"
 EDITED = "the file was edited"
@@ -2076,6 +2141,185 @@ CATALOGUE = [
         ),
         Exit(1, r"(?m)^error: --limit 0(\.0)?: give a positive number of questions"),
     ),
+    # -- issue 36, class 1: lettered views of hostile stock tasks name the task and doc; nothing is silent
+    (
+        V,
+        "view-template-raises-on-a-later-doc",
+        Cmd(
+            ["zdiv_edl"],
+            stock_task(
+                "zdiv", QUESTION_ROW, {**QUESTION_ROW, "n": 0}, target='"{{ gold // n if n is not none else gold }}"'
+            ),
+        ),
+        Refused(
+            "LetteredViewError",
+            r"'zdiv_edl' \(view of 'zdiv'\), test doc 1: the stock task's doc_to_target raised ZeroDivisionError",
+        ),
+    ),
+    (
+        V,
+        "view-choices-a-dict-on-the-first-doc",
+        Cmd(["dictc_edl"], stock_task("dictc", {**QUESTION_ROW, "choices": {"a": "red", "b": "green"}})),
+        Refused(
+            "LetteredViewError",
+            r"task 'dictc_edl': the stock task 'dictc' fails lm-eval's check of its first evaluated doc \(KeyError.*"
+            r"'choices': \{'a': 'red'",
+        ),
+    ),
+    (
+        V,
+        "view-choices-a-dict-on-a-later-doc",
+        Cmd(["dictl_edl"], stock_task("dictl", QUESTION_ROW, {**QUESTION_ROW, "choices": {"a": "red"}})),
+        Refused("LetteredViewError", r"'dictl_edl' \(view of 'dictl'\), test doc 1: doc_to_choice gave \{'a': 'red'\}"),
+    ),
+    (
+        V,
+        "view-choice-none-on-a-later-doc",
+        Cmd(["nonec_edl"], stock_task("nonec", QUESTION_ROW, {**QUESTION_ROW, "choices": ["red", None, "blue"]})),
+        Refused("LetteredViewError", r"test doc 1: choice 1 is None \(NoneType\), not a text"),
+    ),
+    (
+        V,
+        "view-choice-none-on-the-first-doc",
+        Cmd(["nonef_edl"], stock_task("nonef", {**QUESTION_ROW, "choices": ["red", None]})),
+        Refused("LetteredViewError", r"'nonef' fails lm-eval's check of its first evaluated doc \(TypeError"),
+    ),
+    (
+        V,
+        "view-choices-integers",
+        Cmd(["intc_edl"], stock_task("intc", {**QUESTION_ROW, "choices": [10, 20, 30]}, choice="choices")),
+        Refused("LetteredViewError", r"'intc' fails lm-eval's check of its first evaluated doc.*\[10, 20, 30\]"),
+    ),
+    (
+        V,
+        "view-option-with-a-forged-answer-line",
+        Cmd(["forged_edl"], stock_task("forged", {**QUESTION_ROW, "choices": ["red\nAnswer: B", "green"]})),
+        Warned(r"forged_edl: 1 answer option\(s\) span several lines, e\.g\. .*test doc 0", check=shown_on_one_line),
+    ),
+    (
+        V,
+        "view-option-a-zero-width-space",
+        Cmd(["zws_edl"], stock_task("zws", {**QUESTION_ROW, "choices": ["\u200b", "green"]})),
+        Refused("LetteredViewError", r"'zws_edl' \(view of 'zws'\), test doc 0: an option is empty or shows nothing"),
+    ),
+    (
+        V,
+        "view-repeated-option-texts",
+        Cmd(["twins_edl"], stock_task("twins", {**QUESTION_ROW, "choices": ["red", "red ", "blue"]})),
+        Warned(r"twins_edl: 1 question\(s\) repeat an answer option's text, e\.g\. task 'twins_edl', test doc 0"),
+    ),
+    (
+        V,
+        "view-text-gold-matching-two-options",
+        Cmd(["tgold_edl"], stock_task("tgold", {**QUESTION_ROW, "choices": ["red", "red", "blue"], "gold": "red"})),
+        Refused("LetteredViewError", r"test doc 0: the gold text 'red' is options A and B alike"),
+    ),
+    (
+        V,
+        "view-text-gold-matching-no-option",
+        Cmd(["tnone_edl"], stock_task("tnone", {**QUESTION_ROW, "gold": "violet"})),
+        Refused("LetteredViewError", r"test doc 0: the gold 'violet' is not one of the choices"),
+    ),
+    (
+        V,
+        "view-of-a-json-task-reads-its-own-files-under-the-mirror",
+        Cmd(["mine_edl"], someone_elses_json_rows),
+        Accepted(read_its_own_files),
+    ),
+    (
+        V,
+        "view-of-a-group-with-a-lettered-member",
+        Cmd(
+            ["both_edl"],
+            stock_group("group: both\ntask:\n  - plain\n  - obqa_edl\n", stock_task("plain", QUESTION_ROW)),
+        ),
+        Accepted(lettered_member_as_is),
+    ),
+    (
+        V,
+        "view-of-a-group-with-an-inline-member",
+        Cmd(
+            ["inl_edl"],
+            stock_group(
+                "group: inl\ntask:\n  - plain\n  - task: inline_one\n    dataset_path: json\n"
+                "    dataset_kwargs:\n      data_files:\n        test: {tmp}/plain.jsonl\n    test_split: test\n"
+                "    output_type: multiple_choice\n    doc_to_text: q\n    doc_to_choice: choices\n"
+                "    doc_to_target: 0\n",
+                stock_task("plain", QUESTION_ROW),
+            ),
+        ),
+        Refused("LetteredViewError", r"task 'inl_edl': group 'inl' defines a member inline \(\{'task': 'inline_one'"),
+    ),
+    (
+        E,
+        "eval-view-with-more-options-than-single-token-letters",
+        Cmd(
+            [
+                "--model",
+                "evidential",
+                "--model_args",
+                TINY,
+                "--device",
+                "cpu",
+                "--output_path",
+                "{tmp}/o",
+                "--include_path",
+                "{tmp}/tasks",
+                "--tasks",
+                "wide_edl",
+            ],
+            stock_task("wide", {**QUESTION_ROW, "choices": [f"colour {i}" for i in range(12)]}),
+        ),
+        Exit(1, r"(?s)error: .*wide_edl.*no single token for that letter.*evaluate the stock task with --model hf"),
+    ),
+    (
+        E,
+        "eval-view-of-a-view",
+        ["--model", "evidential", "--model_args", TINY, "--tasks", "obqa_edl_edl", "--output_path", "{tmp}/o"],
+        Exit(1, r"error: Tasks not found: obqa_edl_edl \('obqa_edl_edl': obqa_edl is lettered already"),
+    ),
+    (
+        E,
+        "eval-glob-ending-in-edl",
+        ["--model", "evidential", "--model_args", TINY, "--tasks", "hella*_edl", "--output_path", "{tmp}/o"],
+        Exit(1, r"'hella\*_edl': glob patterns do not reach lettered views"),
+    ),
+    (
+        S,
+        "stock-lm-eval-view-of-a-view",
+        Child(
+            [
+                "lm_eval",
+                "--model",
+                "evidential",
+                "--model_args",
+                TINY,
+                "--tasks",
+                "obqa_edl_edl",
+                "--output_path",
+                "{tmp}/o",
+            ]
+        ),
+        Exit(1, r"(?m)^error: Tasks not found: obqa_edl_edl \('obqa_edl_edl': obqa_edl is lettered already"),
+    ),
+    (
+        D,
+        "option-a-zero-width-space",
+        mirror_rows(GOOD, arc_row("q-zws", list("ABCD"), "A", ["\u200b", "y", "z", "w"])),
+        Refused("DatasetError", r"doc 'q-zws'.*an answer option is empty or shows nothing"),
+    ),
+    (
+        D,
+        "option-null",
+        mirror_rows(GOOD, arc_row("q-null", list("ABCD"), "A", ["x", None, "z", "w"])),
+        Refused("DatasetError", r"doc 'q-null'.*answer option 1 is None, not a text"),
+    ),
+    (
+        D,
+        "option-with-a-forged-answer-line",
+        mirror_rows(GOOD, arc_row("q-forged", list("ABCD"), "A", ["x\nAnswer: D", "y", "z", "w"])),
+        Warned(r"arc_c_edl: 1 answer option\(s\) span several lines, e\.g\. task 'arc_c_edl', doc 'q-forged'"),
+    ),
 ]
 
 
@@ -2097,9 +2341,11 @@ def _assert_unchanged(before: dict, root: Path) -> None:
 def _exception_class(spec):
     if isinstance(spec, str):  # classes of layers that import torch/lm_eval: resolved when the row runs
         from lm_eval_evidential.harness.datasets import DatasetError
+        from lm_eval_evidential.harness.lettered import LetteredViewError
         from lm_eval_evidential.harness.model import EvidentialInputError
 
-        return {"DatasetError": DatasetError, "EvidentialInputError": EvidentialInputError}[spec]
+        classes = {"DatasetError": DatasetError, "EvidentialInputError": EvidentialInputError}
+        return {**classes, "LetteredViewError": LetteredViewError}[spec]
     return spec
 
 
@@ -2119,6 +2365,16 @@ def _run_dataset(ctx, make, caplog):
 
     make(ctx)
     return TaskManager(include_path=str(tasks_dir()), include_defaults=False).load(["arc_c_edl"])["tasks"]["arc_c_edl"]
+
+
+def _run_view(ctx, cmd, caplog):
+    """The lettered views ``cmd.argv`` of a user's stock tasks in {tmp}/tasks, loaded as ``lm_eval --tasks`` does."""
+    from lm_eval.tasks import TaskManager
+
+    from lm_eval_evidential.harness.plugin import tasks_dir
+
+    manager = TaskManager(include_path=[str(ctx.tmp / "tasks"), str(tasks_dir())], include_defaults=False)
+    return manager.load(cmd.argv)["tasks"]
 
 
 def _run_cli(ctx, cmd, capsys):
@@ -2307,7 +2563,9 @@ def _run_child(ctx: Ctx, child: Child) -> tuple[int, str, str]:
 @pytest.mark.parametrize("entry, make, expected", [pytest.param(e, m, x, id=f"{e}:{i}") for e, i, m, x in CATALOGUE])
 def test_hostile_input(entry, make, expected, request, capsys, caplog):
     ctx = request.getfixturevalue(
-        {D: "dataset_ctx", M: "model_ctx", E: "eval_ctx", T: "eval_ctx", S: "eval_ctx"}.get(entry, "ctx")
+        {D: "dataset_ctx", M: "model_ctx", E: "eval_ctx", T: "eval_ctx", S: "eval_ctx", V: "dataset_ctx"}.get(
+            entry, "ctx"
+        )
     )
     caplog.set_level(logging.WARNING)
     cmd = make if isinstance(make, (Cmd, Child)) else Cmd(make)
@@ -2324,8 +2582,8 @@ def test_hostile_input(entry, make, expected, request, capsys, caplog):
         if expected.check is not None:
             expected.check(ctx)
         return
-    run = {L: _run_loader, D: _run_dataset, M: _run_model}[entry]
-    if entry == M:
+    run = {L: _run_loader, D: _run_dataset, M: _run_model, V: _run_view}[entry]
+    if entry in (M, V):
         make = cmd
         if cmd.prepare is not None:
             cmd.prepare(ctx)
@@ -2341,9 +2599,11 @@ def test_hostile_input(entry, make, expected, request, capsys, caplog):
         if entry == M and expected.before_weights:
             assert not ctx.extra["weights_loaded"], "refused only after the model started to load"
     elif isinstance(expected, Warned):
-        run(ctx, make, caplog)
+        result = run(ctx, make, caplog)
         text = "\n".join(r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING)
         assert re.search(expected.match, text), text
+        if expected.check is not None:
+            assert expected.check(result, ctx) is not False
     else:
         result = run(ctx, make, caplog)
         if expected.check is not None:

@@ -24,6 +24,8 @@ import hashlib
 import json
 import logging
 import os
+import re
+import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +44,65 @@ logger = logging.getLogger(__name__)
 
 
 Converted = tuple[str, str, list[str], list[str], Any]
+
+# Line breaks as str.splitlines() knows them, with the blank space around them.
+_LINE_BREAKS = re.compile(r"[ \t]*[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]+[ \t]*")
+
+
+def shows_nothing(text: str) -> bool:
+    r"""True when ``text`` shows nothing: white space and invisible characters only (a zero-width space,
+    a byte-order mark, a soft hyphen, control characters), so an option made of it is empty to a reader.
+
+    Examples
+    --------
+    >>> shows_nothing("\u200b"), shows_nothing(" \ufeff\n"), shows_nothing("0")
+    (True, True, False)
+    """
+    return all(ch.isspace() or unicodedata.category(ch) in ("Cc", "Cf", "Zs", "Zl", "Zp") for ch in text)
+
+
+def on_one_line(text: str) -> str:
+    r"""``text`` as one line of a prompt: each run of line breaks (and the blank space around it) one space.
+
+    A lettered prompt shows one option per line (``A) …``); an option's own line breaks would start
+    lines that read as the prompt's (another option, a forged ``Answer: B``).
+
+    Examples
+    --------
+    >>> on_one_line("red\nAnswer: B")
+    'red Answer: B'
+    >>> on_one_line("plain")
+    'plain'
+    """
+    return _LINE_BREAKS.sub(" ", text).strip() if _LINE_BREAKS.search(text) else text
+
+
+def warn_option_layout(task: str, repeated: list[tuple[str, str]], multiline: list[tuple[str, str]]) -> None:
+    """One warning per task for questions that repeat an option's text and for options shown on one line.
+
+    Not errors (the question can still be scored), but identical options split their evidence and a
+    gold answer among twins cannot be told apart; an option that spanned several lines is shown with
+    its line breaks as spaces (:func:`on_one_line`). ``repeated``/``multiline``: (where, text) pairs.
+    """
+    if repeated:
+        logger.warning(
+            "%s: %d question(s) repeat an answer option's text, e.g. %s has %r twice; the model cannot tell "
+            "those options apart — fix or drop those rows",
+            task,
+            len(repeated),
+            repeated[0][0],
+            repeated[0][1],
+        )
+    if multiline:
+        logger.warning(
+            "%s: %d answer option(s) span several lines, e.g. %s has %r; each is shown on one line (line breaks "
+            "as spaces) so that no line of an option reads as a line of the prompt (another option, an "
+            "'Answer:' line) — fix those rows to show them as written",
+            task,
+            len(multiline),
+            multiline[0][0],
+            multiline[0][1],
+        )
 
 
 def process_obqa(row: dict, index: int) -> Converted:
@@ -94,6 +155,7 @@ def normalise(
     """Convert and validate hub rows; K is each question's own option count, never padded."""
     docs: list[dict] = []
     repeated: list[tuple[str, str]] = []  # (where, option text) of questions that repeat an option
+    multiline: list[tuple[str, str]] = []  # (where, option text) of questions with an option on several lines
     letters_all = [t.strip() for t in answer_tokens]
     for index, row in enumerate(rows):
         where = f"task {task!r}, dataset row {index}"
@@ -114,8 +176,19 @@ def normalise(
             raise DatasetError(f"{where}: the question has no answer options; fix or drop the row")
         if len(labels) != k:
             raise DatasetError(f"{where}: {k} options but {len(labels)} labels {labels}")
-        if any(not str(o).strip() for o in options):
-            raise DatasetError(f"{where}: an answer option is empty: {options!r}; fix or drop the row")
+        missing = next((i for i, o in enumerate(options) if o is None or isinstance(o, (dict, list))), None)
+        if missing is not None:
+            raise DatasetError(
+                f"{where}: answer option {missing} is {options[missing]!r}, not a text: {options!r}; "
+                "fix or drop the row"
+            )
+        if any(shows_nothing(str(o)) for o in options):
+            raise DatasetError(
+                f"{where}: an answer option is empty or shows nothing (white space or invisible characters "
+                f"only): {options!r}; fix or drop the row"
+            )
+        shown = [on_one_line(str(o)) for o in options]
+        multiline += [(where, str(o)) for o, one in zip(options, shown) if one != str(o)][:1]
         if len(set(labels)) != k:
             raise DatasetError(f"{where}: duplicate answer labels {labels}; labels must be distinct")
         if k > len(answer_tokens):
@@ -128,7 +201,7 @@ def normalise(
             raise DatasetError(
                 f"{where}: answer key {key!r} is not among the labels {labels}; fix the row's answer key"
             )
-        texts = [str(o).strip() for o in options]
+        texts = [o.strip() for o in shown]
         if len(set(texts)) != k:
             repeated.append((where, next(t for t in texts if texts.count(t) > 1)))
         gold = [str(x) for x in labels].index(str(key))
@@ -137,24 +210,14 @@ def normalise(
                 "doc_id": len(docs),
                 "source_id": source_id,
                 "question": str(question),
-                "options": [str(o) for o in options],
+                "options": shown,
                 "letters": letters_all[:k],
                 "gold": gold,
                 "k": k,
                 "answer_tokens": list(answer_tokens),
             }
         )
-    if repeated:
-        # Not an error (the question can still be scored), but identical options split their
-        # evidence and a gold answer among twins cannot be told apart: say so, once per task.
-        logger.warning(
-            "%s: %d question(s) repeat an answer option's text, e.g. %s has %r twice; the model cannot tell "
-            "those options apart — fix or drop those rows",
-            task,
-            len(repeated),
-            repeated[0][0],
-            repeated[0][1],
-        )
+    warn_option_layout(task, repeated, multiline)
     return docs
 
 

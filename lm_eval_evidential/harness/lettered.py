@@ -153,6 +153,79 @@ def _stock_split_docs(stock, split: str):
     return config.process_docs(docs) if config.process_docs is not None else docs
 
 
+def _stock_call(method, doc, where: str, name: str):
+    """The stock task's ``doc_to_text`` / ``doc_to_choice`` / ``doc_to_target`` of one doc; a template or
+    function of the task that raises on this doc is named with the task and doc."""
+    try:
+        return method(doc)
+    except mcqa_datasets.DatasetError:
+        raise
+    except Exception as exc:  # the stock task's own template or function, on this doc's data
+        raise LetteredViewError(
+            f"{where}: the stock task's {name} raised {type(exc).__name__}: {exc}; fix the doc or the task's "
+            f"{name} (the stock task fails on it too)"
+        ) from exc
+
+
+def _gold_index(target, choices: list[str], where: str):
+    """The stock target as an index: an index as it is, a choice's text as the position of that text
+    (refused where the text is two options, or none)."""
+    if not isinstance(target, str):
+        return target
+    at = [i for i, choice in enumerate(choices) if choice == target]
+    if len(at) > 1:
+        letters = " and ".join(LETTERS[i] for i in at)
+        raise LetteredViewError(
+            f"{where}: the gold text {target!r} is options {letters} alike, so the gold letter is not known; "
+            "fix the doc (distinct options), or make doc_to_target give the gold's index"
+        )
+    if not at:
+        raise LetteredViewError(
+            f"{where}: the gold {target!r} is not one of the choices {choices!r}; fix the doc or the task's "
+            "doc_to_target"
+        )
+    return at[0]
+
+
+def _built_stock(build: Callable[[], Any], view: str, stock: str):
+    """The stock task, built as ``--tasks <stock>`` builds it; lm-eval's own check of its first doc
+    (``ConfigurableTask.__init__``: doc_to_text / doc_to_choice / doc_to_target on one doc) failing is
+    named with the view, the stock task and that doc."""
+    try:
+        return build()
+    except mcqa_datasets.DatasetError:
+        raise
+    except Exception as exc:
+        doc = _first_doc_checked(exc)
+        if doc is _NOT_CHECKING:
+            raise  # not lm-eval's check of the task's templates on a doc: a real fault keeps its traceback
+        shown = repr(doc if not isinstance(doc, dict) else {k: doc[k] for k in list(doc)[:8]})
+        raise LetteredViewError(
+            f"task {view!r}: the stock task {stock!r} fails lm-eval's check of its first evaluated doc "
+            f"({type(exc).__name__}: {exc}) on {shown[:300]}; its doc_to_choice must give a list of texts and its "
+            f"doc_to_target an index or one of them — fix the doc or the task ({stock!r} fails the same way "
+            "under --model hf)"
+        ) from exc
+
+
+_NOT_CHECKING = object()
+
+
+def _first_doc_checked(exc: BaseException):
+    """The doc lm-eval's ``ConfigurableTask.__init__`` was checking when ``exc`` was raised, or ``_NOT_CHECKING``
+    (raised elsewhere: downloading, building, …). Read off the traceback: the constructor's frame holds
+    ``test_doc`` from the moment that check begins."""
+    tb = exc.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        if frame.f_code.co_name == "__init__" and "test_doc" in frame.f_locals:
+            module = frame.f_globals.get("__name__", "")
+            if module.startswith("lm_eval."):
+                return frame.f_locals["test_doc"]
+        tb = tb.tb_next
+    return _NOT_CHECKING
+
+
 class LetteredViewTask(EvidentialMCQATask):
     """The lettered view of one stock multiple-choice task (see the module docstring).
 
@@ -169,7 +242,7 @@ class LetteredViewTask(EvidentialMCQATask):
             raise LetteredViewError(_not_multiple_choice(config["task"], config["metadata"]["stock_task"], declared))
         # The stock task is built (its data loaded) now, as it would be for --tasks <stock task>; the view
         # takes its splits, dataset and default number of shots.
-        self.stock = build_stock()
+        self.stock = _built_stock(build_stock, config["task"], config["metadata"]["stock_task"])
         check_stock(self.stock, config["task"])
         stock_config = self.stock.config
         for key in (
@@ -214,8 +287,17 @@ class LetteredViewTask(EvidentialMCQATask):
             )
         shuffle = _fixed_target(stock.config)
         docs, orders = [], []
+        repeated: list[tuple[str, str]] = []
+        multiline: list[tuple[str, str]] = []
         for index, row in enumerate(rows):
             question, options, gold = self._lettered(stock, row, index, split)
+            where = f"task {self.config.task!r}, {split} doc {index}"
+            shown = [mcqa_datasets.on_one_line(o) for o in options]
+            multiline += [(where, o) for o, one in zip(options, shown) if one != o][:1]
+            texts = [o.strip() for o in shown]
+            if len(set(texts)) != len(texts):
+                repeated.append((where, next(t for t in texts if texts.count(t) > 1)))
+            options = shown
             order = (
                 shuffled_order(question, len(options), seed=self.shuffle_seed) if shuffle else list(range(len(options)))
             )
@@ -235,6 +317,7 @@ class LetteredViewTask(EvidentialMCQATask):
             orders.append(order)
         if not docs:
             raise LetteredViewError(f"task {self.config.task!r}: split {split!r} of {self.stock_task_name!r} is empty")
+        mcqa_datasets.warn_option_layout(self.config.task, repeated, multiline)
         if split == self.eval_split:
             self.view_summary = {
                 "stock_task": self.stock_task_name,
@@ -249,11 +332,19 @@ class LetteredViewTask(EvidentialMCQATask):
 
     def _lettered(self, stock, doc, index: int, split: str) -> tuple[str, list[str], int]:
         where = f"task {self.config.task!r} (view of {self.stock_task_name!r}), {split} doc {index}"
-        text = stock.doc_to_text(doc)
-        choices = stock.doc_to_choice(doc)
+        text = _stock_call(stock.doc_to_text, doc, where, "doc_to_text")
+        choices = _stock_call(stock.doc_to_choice, doc, where, "doc_to_choice")
         if not isinstance(choices, list) or not choices:
-            raise LetteredViewError(f"{where}: doc_to_choice gave {choices!r}, not a list of choices")
-        choices = [str(c) for c in choices]
+            raise LetteredViewError(
+                f"{where}: doc_to_choice gave {choices!r}, not a list of choices; make the stock task's "
+                "doc_to_choice give a list of texts"
+            )
+        odd = next((i for i, c in enumerate(choices) if not isinstance(c, str)), None)
+        if odd is not None:
+            raise LetteredViewError(
+                f"{where}: choice {odd} is {choices[odd]!r} ({type(choices[odd]).__name__}), not a text: "
+                f"{choices!r}; fix the doc, or make the stock task's doc_to_choice give texts"
+            )
         if len(choices) > len(LETTERS):
             raise LetteredViewError(
                 f"{where}: {len(choices)} options, more than the {len(LETTERS)} letters A..Z a lettered view can "
@@ -261,20 +352,24 @@ class LetteredViewTask(EvidentialMCQATask):
             )
         if getattr(stock, "multiple_input", 0):
             gold = text
-            question, options = blank_rendering(choices, str(stock.doc_to_target(doc)), stock.config.target_delimiter)
+            continuation = _stock_call(stock.doc_to_target, doc, where, "doc_to_target")
+            question, options = blank_rendering(choices, str(continuation), stock.config.target_delimiter)
             if any(not o for o in options):
                 raise LetteredViewError(f"{where}: its {len(choices)} contexts do not differ ({choices!r})")
         else:
-            target = stock.doc_to_target(doc)
-            gold = choices.index(target) if isinstance(target, str) and target in choices else target
+            target = _stock_call(stock.doc_to_target, doc, where, "doc_to_target")
+            gold = _gold_index(target, choices, where)
             question, options = question_text(str(text)), choices
         if not question:
             raise LetteredViewError(
                 f"{where}: the stock prompt is empty: the task scores its choices alone (a minimal pair, "
                 "which is more likely), there is no question to show them under"
             )
-        if any(not option.strip() for option in options):
-            raise LetteredViewError(f"{where}: an option is empty ({options!r}); a lettered view cannot show it")
+        if any(mcqa_datasets.shows_nothing(option) for option in options):
+            raise LetteredViewError(
+                f"{where}: an option is empty or shows nothing (white space or invisible characters only: "
+                f"{options!r}); a lettered view cannot show it — fix or drop the doc"
+            )
         if hasattr(gold, "item"):
             gold = gold.item()
         if isinstance(gold, list):
@@ -368,9 +463,10 @@ def build_stock(factory, entry):
 
     from lm_eval.api.task import ConfigurableTask
 
-    if not os.environ.get(mcqa_datasets.MIRROR_ENV):
-        return factory.build(entry, overrides=None, registry={})
     cfg = factory._load_full_config(entry, None)
+    if not os.environ.get(mcqa_datasets.MIRROR_ENV) or (cfg.get("dataset_kwargs") or {}).get("data_files"):
+        # a task on its own files (dataset_path: json + data_files) reads them, mirror or not, as own tasks do
+        return factory.build(entry, overrides=None, registry={})
     for key in ("tag", "group", "task_list"):
         cfg.pop(key, None)
     cls = cfg.pop("class", ConfigurableTask)
@@ -410,8 +506,12 @@ class LetteredIndex(dict):
         stock = stock_name(name)
         if stock is None or stock_name(stock) is not None or not dict.__contains__(self, stock):
             return False  # no view of a view (obqa_edl_edl)
-        self[name] = view_entry(name, dict.__getitem__(self, stock), self._factory)
+        self[name] = view_entry(name, dict.__getitem__(self, stock), self._factory, known=self._known)
         return True
+
+    def _known(self, name) -> bool:
+        """``name`` is in the stock index (no view is made to answer)."""
+        return dict.__contains__(self, name)
 
     def __contains__(self, name) -> bool:
         return dict.__contains__(self, name) or self._view(name)
@@ -425,8 +525,14 @@ class LetteredIndex(dict):
         return self[name] if name in self else default
 
 
-def view_entry(name: str, stock_entry, factory):
-    """The index entry of ``name``, the view of ``stock_entry``: a view task, or for a group or tag a group of views."""
+def view_entry(name: str, stock_entry, factory, *, known: Callable[[str], bool] = lambda name: True):
+    """The index entry of ``name``, the view of ``stock_entry``: a view task, or for a group or tag a group of views.
+
+    A group's member that is lettered already (``obqa_edl``, a name ending in ``_edl`` in the index) is
+    taken as it is; a member given as a mapping must name an indexed task (overrides such as
+    ``num_fewshot`` kept), else it defines a task inline and the group has no view (refused, naming it).
+    ``known(name)``: whether ``name`` is in the stock index.
+    """
     from lm_eval.tasks._index import Entry, Kind
 
     if stock_entry.kind in (Kind.TASK, Kind.PY_TASK):
@@ -445,14 +551,20 @@ def view_entry(name: str, stock_entry, factory):
     else:
         raw = stock_entry.cfg or {}
         members = raw.get("task") or []
+        members = [members] if isinstance(members, (str, dict)) else list(members)
         version = (raw.get("metadata") or {}).get("version") if isinstance(raw.get("metadata"), dict) else None
         for member in members:
-            if not isinstance(member, str) and not (isinstance(member, dict) and isinstance(member.get("task"), str)):
+            named = member if isinstance(member, str) else member.get("task") if isinstance(member, dict) else None
+            if not isinstance(named, str) or (isinstance(member, dict) and not known(named)):
                 raise LetteredViewError(
                     f"task {name!r}: group {stock_entry.name!r} defines a member inline ({member!r}); only groups of "
-                    "named tasks have a lettered view"
+                    "named tasks have a lettered view — give the member its own task YAML and name it in the group"
                 )
-    views = [view_name(m) if isinstance(m, str) else {**m, "task": view_name(m["task"])} for m in members]
+
+    def member_view(task: str) -> str:
+        return task if stock_name(task) is not None and known(task) else view_name(task)
+
+    views = [member_view(m) if isinstance(m, str) else {**m, "task": member_view(m["task"])} for m in members]
     cfg = {
         "group": name,
         "task": views,
@@ -466,6 +578,26 @@ def install(manager) -> None:
     """Make ``manager`` (a constructed TaskManager) resolve lettered views by name."""
     if not isinstance(manager._index, LetteredIndex):
         manager._index = LetteredIndex(manager._index, manager._factory)
+
+
+def missing_view_hint(name: str) -> str | None:
+    """Why ``name``, a task name not found, names no lettered view (a view of a view, a glob), or None.
+
+    Examples
+    --------
+    >>> missing_view_hint("obqa_edl_edl")
+    "'obqa_edl_edl': obqa_edl is lettered already (there is no view of a view): --tasks obqa_edl"
+    >>> missing_view_hint("obqa")
+    """
+    stock = stock_name(name)
+    if stock is not None and stock_name(stock) is not None:
+        return f"{name!r}: {stock} is lettered already (there is no view of a view): --tasks {stock}"
+    if stock is not None and any(ch in name for ch in "*?["):
+        return (
+            f"{name!r}: glob patterns do not reach lettered views; name each view (e.g. arc_challenge_edl): "
+            "`lm-eval-evidential tasks` lists the tasks that have one"
+        )
+    return None
 
 
 def match_views(manager, patterns, matched: list[str]) -> list[str]:

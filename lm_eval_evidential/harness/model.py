@@ -86,6 +86,13 @@ EDL_ALTERNATIVES = {
 }
 
 
+# A lettered task's label that is not one token for this tokenizer (" H" of a view's 8th option).
+LETTERS_BEYOND_TOKENS_FIX = (
+    "this tokenizer has no single token for that letter, so questions with that many options cannot be scored "
+    "by this model: drop them (e.g. a process_docs that keeps questions with fewer options), or evaluate the "
+    "stock task with --model hf"
+)
+
 # The differing token of "(A)"-style labels: a letter or digit or two (harness/lettered.py: shared_prefix_split).
 _LABEL_TOKEN = re.compile(r"[A-Za-z0-9]{1,2}")
 
@@ -250,10 +257,13 @@ class EvidentialLM(HFLM):
     def _answer_ids(self, context: str, context_ids: list[int], continuations, task, where: str) -> tuple[int, ...]:
         """The answer ids by the rule training uses too (``modeling.encoding.answer_token_ids``)."""
         # a shipped task with the same questions, and the stock task's lettered view (harness/lettered.py)
-        views = [v for v in (EDL_ALTERNATIVES.get(str(task)), task and f"{task}_edl") if v]
+        lettered = task is not None and str(task).endswith("_edl")  # lettered already: no view of a view
+        views = [v for v in (EDL_ALTERNATIVES.get(str(task)), task and not lettered and f"{task}_edl") if v]
         fix = (
             f"use {' or '.join(views)}, the same questions with lettered options (docs/tasks.md: Lettered views)"
             if views
+            else LETTERS_BEYOND_TOKENS_FIX
+            if lettered
             else ANSWER_TOKEN_FIX
         )
         wholes = [self.tok_encode(context + cont) for cont in continuations]

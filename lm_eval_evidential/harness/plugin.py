@@ -110,6 +110,9 @@ def on_task_manager_imported(module) -> None:
         def match_tasks(self, task_list):
             from lm_eval_evidential.harness.lettered import match_views
 
+            if model_name(sys.argv[1:]) in (MODEL_NAME, VLLM_MODEL_NAME):
+                install_one_line_errors()  # plain lm_eval checks the task names before any model is built
+
             return match_views(self, task_list, original(self, task_list))
 
         return match_tasks
@@ -313,9 +316,15 @@ def nearest_task_names(exc: Exception) -> str:
     manager = _task_managers[-1]() if _task_managers else None
     if not (isinstance(exc, ValueError) and str(exc).startswith(prefix)) or manager is None:
         return ""
+    from lm_eval_evidential.harness.lettered import missing_view_hint
+
     known = list(manager.all_tasks)
     hints = []
     for name in str(exc)[len(prefix) :].split(", "):
+        view_hint = missing_view_hint(name.strip())
+        if view_hint is not None:
+            hints.append(view_hint)
+            continue
         close = difflib.get_close_matches(name.strip(), known, n=3, cutoff=0.7)
         hints.append(
             f"{name.strip()!r}: did you mean {' or '.join(close)}?" if close else f"{name.strip()!r}: no close name"
@@ -507,7 +516,25 @@ def model_name(argv: list[str]) -> str | None:
     return None
 
 
+def stock_argument_text(exc: BaseException, argv: list[str]) -> str | None:
+    """The one line for a ``ValueError`` the stock CLI raised checking its own arguments (``Tasks not found``,
+    with the nearest names and why a lettered view was not found) in a ``--model evidential`` run named
+    by ``argv``; None otherwise (stock models keep lm_eval's traceback)."""
+    from lm_eval_evidential.harness.lm_eval_compat import stock_argument_error
+
+    if model_name(argv) not in (MODEL_NAME, VLLM_MODEL_NAME) or not isinstance(exc, ValueError):
+        return None
+    said = stock_argument_error(exc, hint=nearest_task_names(exc))
+    return None if said is None else str(said)
+
+
+def _explain(exc: BaseException) -> str | None:
+    argv = sys.argv[1:]
+    return resource_error_text(exc, argv) or stock_argument_text(exc, argv)
+
+
 def install_one_line_errors() -> None:
     """:func:`lm_eval_evidential.errors.install_one_line_errors`, plus the one line for a limit of this
-    process (:func:`resource_error_text`) under plain ``lm_eval --model evidential``."""
-    errors.install_one_line_errors(explain=lambda exc: resource_error_text(exc, sys.argv[1:]))
+    process (:func:`resource_error_text`) and for the stock CLI's own argument checks
+    (:func:`stock_argument_text`) under plain ``lm_eval --model evidential``."""
+    errors.install_one_line_errors(explain=_explain)
