@@ -23,6 +23,7 @@ from lm_eval_evidential.audits._common import (
 from lm_eval_evidential.errors import InvalidValueError
 from lm_eval_evidential.metrics._validation import as_binary_labels
 from lm_eval_evidential.metrics.calibration import reliability_diagram
+from lm_eval_evidential.metrics.cardinality import phantom_options
 from lm_eval_evidential.metrics.scores import OOD_DEFAULT_SCORES, computable_scores
 from lm_eval_evidential.metrics.selective import risk_coverage_curve
 from lm_eval_evidential.records.io import atomic_write_bytes
@@ -84,7 +85,8 @@ def save_figure(fig, path_without_suffix, formats: Sequence[str] = ("png", "svg"
 
 def ksweep_figure(rows: Sequence[dict], title: str | None = None):
     """McNamara (2026) Figure 1 from :func:`~lm_eval_evidential.audits.ood.ksweep_rows` rows, as a Figure: AUROC
-    and AUPR-In against the number x of zero-evidence options appended.
+    and AUPR-In against the number x of options appended (the rows' ``phantom`` mode names them on the axis:
+    zero-evidence options, the model's own, or options counted in vacuity's K alone).
 
     Two panels, one line per score and condition (solid = OOD-only expansion, where only K_OOD
     grows; dashed = matched expansion, where K_ID and K_OOD grow together). Each score keeps
@@ -101,7 +103,7 @@ def ksweep_figure(rows: Sequence[dict], title: str | None = None):
     # so an axis of "K_OOD" would misdescribe the matched lines.
     base = rows[0].get("k_id") if rows[0].get("extra") == 0 else None
     grows = f"{base} + x" if isinstance(base, int) else "K + x"
-    xkey, xlabel = "extra", "zero-evidence options appended, x"
+    xkey, xlabel = "extra", f"{phantom_options(rows[0].get('phantom', 'zero'), 2)} appended, x"
     how = (
         f"solid, OOD-only: $K_{{OOD}}$ = {grows} while $K_{{ID}}$ stays;  "
         f"dashed, matched: $K_{{ID}}$ = $K_{{OOD}}$ = {grows}"

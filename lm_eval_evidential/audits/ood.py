@@ -40,6 +40,7 @@ from lm_eval_evidential.metrics.cardinality import (
     classify_k_sensitivity,
     k_histogram,
     ksweep,
+    phantom_options,
     phantom_scores,
 )
 from lm_eval_evidential.metrics.detection import (
@@ -501,9 +502,6 @@ def _signed(value: float, digits: int = 4) -> str:
     return f"{value if round(value, digits) else 0.0:+.{digits}f}"
 
 
-_KIND = {"zero": "zero-evidence", "model": "model-evidence", "count": "counted"}
-
-
 def phantom_evidence_line(rows: list[dict]) -> str | None:
     """Proposition 1 on the sweep's first OOD-only step: the appended options' mean evidence against
     the evidence S_K/K - lambda that would leave vacuity unchanged (None when undefined: softmax)."""
@@ -535,7 +533,7 @@ def sensitivity_lines(rows: list[dict], digits: int = 4) -> list[str]:
         still = all(r["delta_auroc"] == 0.0 and r["delta_aupr"] == 0.0 for r in matched)
         x = worst["extra"]
         lines.append(
-            f"{name}: K-sensitive ({x} {_KIND[worst.get('phantom', 'zero')]} option{'s' if x != 1 else ''} appended "
+            f"{name}: K-sensitive ({x} {phantom_options(worst.get('phantom', 'zero'), x)} appended "
             "to the OOD side only "
             f"move{'s' if x == 1 else ''} AUROC by {_signed(worst['delta_auroc'], digits)}, AUPR-In by "
             f"{_signed(worst['delta_aupr'], digits)}; appended to both sides, "

@@ -53,8 +53,9 @@ def add_parser(sub) -> None:
         scores=", ".join(OOD_DEFAULT_SCORES),
         help="K sweep (McNamara 2026, Table 1): how far each score's AUROC moves when only the class count K changes",
         description=(
-            "For x = 0..MAX_EXTRA zero-evidence classes appended to the OOD side only (ood_only) and to both sides "
-            "(matched), recompute AUROC and AUPR-In on the same fixed alphas. ID = positive."
+            "For x = 0..MAX_EXTRA options appended to the OOD side only (ood_only) and to both sides (matched) "
+            "— zero-evidence options by default, the model's own or vacuity's count alone with --phantom — "
+            "recompute AUROC and AUPR-In on the same fixed model outputs. ID = positive."
         ),
     )
     one_ood_task = one_task(

@@ -295,6 +295,27 @@ def check_cardinality(
 #: ``u = lambda (K + x) / S`` with S over the real options (every other score unchanged: the
 #: pattern of Tables 5-6's "5 (mismatch)" rows, where max-prob does not move).
 PHANTOM_MODES = ("zero", "model", "count")
+#: What each mode appends, in words (singular, plural): the one source of every sentence, axis label
+#: and caption that names a phantom mode, so the words say what the numbers were computed with.
+PHANTOM_OPTIONS = {
+    "zero": ("zero-evidence option", "zero-evidence options"),
+    "model": ("option with the model's own evidence", "options with the model's own evidence"),
+    "count": ("option counted in vacuity's K alone", "options counted in vacuity's K alone"),
+}
+
+
+def phantom_options(mode: str, n: int = 1) -> str:
+    """What ``n`` options appended under ``mode`` are, in words.
+
+    Examples
+    --------
+    >>> phantom_options("zero"), phantom_options("model", 2)
+    ('zero-evidence option', "options with the model's own evidence")
+    """
+    check_phantom_mode(mode)
+    return PHANTOM_OPTIONS[mode][n != 1]
+
+
 #: Scores in which K enters as the vacuity's numerator only: the ones ``phantom="count"`` changes.
 COUNT_SCORES = ("reciprocal_vacuity",)
 

@@ -119,6 +119,7 @@ def report_data(
         runs={r.task: r.meta.get("date_id") or _date_id_of(r) for r in all_records},
         k_histograms={r.task: k_histogram(r.k) for r in all_records},
         policies=policies,
+        phantom=phantom,
         mismatch_statement=MISMATCH_STATEMENT,
         k_effect=[],
         ood={},
@@ -184,12 +185,20 @@ def _k_effect(id_records: Records, ood_records: Sequence[Records], controls) -> 
     return sentences
 
 
+#: How the report names McNamara (2026)'s Implementation A where it is not computed: with what it is.
+IMPLEMENTATION_A = 'Implementation A (the published bug: OOD scored at K + 1 with the model\'s own " E")'
+IB_EDL_NO_PHANTOM = 'IB-EDL records keep no sigma or noise draws for " E"; method=edl records of the checkpoint give it'
+
+
 def _implementation_a(report: Report, id_records: Records, accepted) -> list:
     """McNamara (2026)'s Implementation A beside the K-matched number: each accepted OOD task whose questions
     all have the ID task's K, scored as it is and at K + 1 with the model's own next option (" E" after
     " A".." D"), for max-prob and reciprocal vacuity; a task the records cannot do it for is skipped with why."""
     rows = []
     k_id = k_histogram(id_records.k)
+    if id_records.method == "ib_edl" and accepted:  # one reason for the run, not one screen-wide line per task
+        _skip(report, IMPLEMENTATION_A, IB_EDL_NO_PHANTOM)
+        return rows
     for r in accepted:
         if len(k_id) != 1 or not len(r) or k_histogram(r.k) != {next(iter(k_id)): len(r)} or not r.has_phantoms:
             continue  # mixed K, or records from before phantom logits were kept: nothing to reproduce
@@ -202,7 +211,7 @@ def _implementation_a(report: Report, id_records: Records, accepted) -> list:
             matched = ood_rows(id_records, r, **common)
             forced = ood_rows(id_records, r, k_policy="report", force_k=k + 1, phantom="model", **common)
         except ValueError as exc:
-            _skip(report, f"implementation A {r.task}", exc)
+            _skip(report, f"{IMPLEMENTATION_A}, {r.task}", exc)
             continue
         for a, b in zip(matched, forced):
             rows.append(

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from lm_eval_evidential.audits.ood import phantom_evidence_line, sensitivity_lines
+from lm_eval_evidential.metrics.cardinality import phantom_options
 from lm_eval_evidential.metrics.scores import OOD_DEFAULT_SCORES
 from lm_eval_evidential.report.data import ksweep_figure, risk_coverage_figure
 from lm_eval_evidential.report.format import format_ci, format_k, format_number, format_p
@@ -169,7 +170,8 @@ def _takeaway(report: Report) -> str:
         if format_number(hi, signed=True) != size:
             size += f" to {format_number(hi, signed=True)}"
         text += (
-            f"; one zero-evidence option appended to the OOD side alone, a change of K and not of the model, moves "
+            f"; one {phantom_options(arts[0]['phantom'])} appended to the OOD side alone, a change of K and not of the "
+            "model, moves "
             f"{arts[0]['score']}'s AUROC by {size}: a comparison across K reports a difference that is not there"
         )
     return text + "."
@@ -232,7 +234,8 @@ def _md_summary(report: Report) -> list[str]:
                 f"{a['ood_task']} {format_number(a['matched_delta_auroc'], signed=True)}" for a in arts
             )
         lines += [
-            f"- **K artefact** ({arts[0]['score']} AUROC, one zero-evidence option appended to the OOD side only; "
+            f"- **K artefact** ({arts[0]['score']} AUROC, one {phantom_options(arts[0]['phantom'])} appended to the "
+            "OOD side only; "
             "DeLong test on the same examples, as in the K-sweep section): "
             + "; ".join(
                 f"{a['ood_task']} {_delong_text(a['auroc_base'], a['auroc_one_extra'], a['delta_auroc'], a['p_value'])}"
@@ -372,12 +375,13 @@ def _md_controls(report: Report) -> list[str]:
 
 def _md_ksweep(report: Report) -> list[str]:
     idt, primary = report["id_task"], report["policies"][0]
-    modes = {r.get("phantom", "zero") for e in report["ksweep"].values() for r in e.get("rows", [])} or {"zero"}
-    appended = {
-        "zero": "Zero-evidence options (α = λ)",
-        "model": "The model's own next options (\" E\".. from the records' phantom logits)",
-        "count": "Options counted in vacuity's K alone (u = λ(K+x)/S, every other score unchanged)",
-    }[min(modes)]
+    mode = report.get("phantom", "zero")  # reports written before the mode was kept: the only mode then
+    how = {
+        "zero": "α = λ",
+        "model": "the model's own next labels, \" E\".., from the records' phantom logits",
+        "count": "u = λ(K+x)/S, every other score unchanged",
+    }[mode]
+    appended = f"{phantom_options(mode, 2)[:1].upper()}{phantom_options(mode, 2)[1:]} ({how})"
     lines = [
         "## K sweep (McNamara (2026), Table 1 / Figure 1)",
         "",

@@ -34,9 +34,9 @@ def summarize(report: Report) -> Summary:
       aupr_in, aupr_in_ci`` for the headline score (reciprocal vacuity, else max prob);
     - ``mismatched``: OOD tasks compared across different K (``k_policy=report``), not valid;
     - ``refused``: OOD tasks with no valid comparison: ``ood_task, policies, reason, suggestion``;
-    - ``artefact``: per swept pair, the headline score's AUROC at x = 0 and with one zero-evidence
-      option appended to the OOD side only (x = 1), the matched-expansion change, DeLong's p, and
-      the largest OOD-only AUROC move over every swept score and x.
+    - ``artefact``: per swept pair, the headline score's AUROC at x = 0 and with one option
+      appended to the OOD side only (x = 1; ``phantom``: the sweep's mode, what the option is), the
+      matched-expansion change, DeLong's p, and the largest OOD-only AUROC move over every swept score and x.
     """
     all_rows = [r for sec in report["ood"].values() for r in sec["rows"]]
     score = headline_score(all_rows)
@@ -107,6 +107,7 @@ def _artefact(task: str, entry: KSweepEntry) -> Artefact | None:
     return Artefact(
         ood_task=task,
         score=score,
+        phantom=at[("ood_only", 1)].get("phantom", "zero"),
         auroc_base=at[("ood_only", 0)]["auroc"],
         auroc_one_extra=at[("ood_only", 1)]["auroc"],
         delta_auroc=at[("ood_only", 1)]["delta_auroc"],

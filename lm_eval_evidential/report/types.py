@@ -118,6 +118,7 @@ class Artefact(TypedDict):
 
     ood_task: str
     score: str
+    phantom: str
     auroc_base: float
     auroc_one_extra: float
     delta_auroc: float
@@ -151,6 +152,8 @@ class Report(TypedDict):
     runs: dict[str, str | None]
     k_histograms: dict[str, dict[int, int]]
     policies: list[str]
+    #: The K sweep's phantom mode (``zero``, ``model``, ``count``): what its appended options are.
+    phantom: str
     mismatch_statement: str
     #: One sentence per OOD task with more options than the ID task and a K-matched control among the OOD tasks:
     #: which scores the real extra option moved for this model, and why
