@@ -252,7 +252,7 @@ def task_rows(name: str, task, questions, prior_weight: float, chosen: list[int]
     by_doc = defaultdict(list)
     for request in task.instances:
         by_doc[request.doc_id].append(request)
-    doc_ids, labels, golds, logits, alphas, phantoms = sorted(by_doc), [], [], [], [], []
+    doc_ids, labels, golds, logits, alphas, phantoms, members = sorted(by_doc), [], [], [], [], [], []
     for doc_id in doc_ids:
         requests = sorted(by_doc[doc_id], key=lambda r: r.idx)
         continuations = [r.args[1] for r in requests]
@@ -267,16 +267,23 @@ def task_rows(name: str, task, questions, prior_weight: float, chosen: list[int]
         logits.append(question.logits)
         alphas.append(question.alpha)
         phantoms.append(question.phantom_logits)
+        members.append(question.member_logits)
     evidential = questions is not None and any(a is not None for a in alphas)
+    # Ensembles, MC dropout: logits and alpha follow from the members (records.make_records).
+    with_members = any(m is not None for m in members)
+    optional = {"phantom_logits": phantoms} if questions is not None else {}
+    if with_members:
+        optional["member_logits"] = members
     return make_records(
         task=name,
         doc_ids=doc_ids if ids is None else [ids[d] for d in doc_ids],
         labels=labels,
         gold=golds,
-        logits=logits,
-        alpha=alphas if evidential else None,
+        logits=None if with_members else logits,
+        alpha=alphas if evidential and not with_members else None,
         prior_weight=prior_weight,
-        optional={"phantom_logits": phantoms} if questions is not None else None,
+        optional=optional or None,
+        members_method=("edl" if evidential else "softmax") if with_members else None,
     )
 
 

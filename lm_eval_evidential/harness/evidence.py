@@ -34,6 +34,9 @@ class QuestionEvidence:
     logits: tuple[float, ...]
     alpha: tuple[float, ...] | None
     phantom_logits: tuple[float, ...] = ()
+    #: M x K: each member's answer logits (ensembles, MC dropout; None for one prediction). ``logits`` and
+    #: ``alpha`` then hold what the records keep for M members (log p̄, the summary alpha).
+    member_logits: tuple[tuple[float, ...], ...] | None = None
 
 
 class EvidenceLedger:
