@@ -1683,6 +1683,49 @@ CATALOGUE = [
         ["ood", "{out}", "--id", "id4", "--ood", "ood5", "--n-boot", "0"],
         Exit(2, r"refused id4 vs ood5"),
     ),
+    # -- issue 34: conformal sets and the selective coverage
+    (
+        C,
+        "conformal-k-mismatch-refused",
+        ["conformal", "{out}", "--id", "id4", "--ood", "ood5", "--n-boot", "0"],
+        Exit(2, r"refused calibration id4 \(0\.5 of \d+, seed 0\) vs ood5: K mismatch"),
+    ),
+    (
+        C,
+        "conformal-alpha-zero",
+        ["conformal", "{out}", "--id", "id4", "--alpha", "0"],
+        Exit(1, r"argument --alpha: must be a number in \(0, 1\), got '0'"),
+    ),
+    (
+        C,
+        "conformal-calibrated-on-the-test-task",
+        ["conformal", "{out}", "--id", "id4", "--calibration-task", "id4"],
+        Exit(1, r"--calibration-task and --id both name 'id4'"),
+    ),
+    (
+        C,
+        "conformal-fraction-leaves-no-calibration",
+        ["conformal", "{out}", "--id", "id4", "--calibration-fraction", "0.0001"],
+        Exit(1, r"leaves no calibration examples"),
+    ),
+    (
+        C,
+        "conformal-unknown-method",
+        ["conformal", "{out}", "--id", "id4", "--method", "raps"],
+        Exit(1, r"argument --method: invalid choice: 'raps'"),
+    ),
+    (
+        C,
+        "conformal-json-onto-the-records-file-read",
+        ["conformal", "{out}", "--id", "id4", "--json", "{rec}"],
+        Exit(1, r"it is a records \(Parquet\) file"),
+    ),
+    (
+        C,
+        "selective-coverage-zero",
+        ["selective", "{out}", "--task", "id4", "--coverage", "0"],
+        Exit(1, r"--coverage must be a number in \(0, 1\], got '0'"),
+    ),
     # -- issue 26, class 1: every identity a records file states agrees with every other
     (
         L,

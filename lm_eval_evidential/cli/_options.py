@@ -280,8 +280,9 @@ def print_rows(rows: Sequence[dict], columns: Sequence[str], label_keys: Sequenc
     return 0
 
 
-def print_refusals(refusals) -> None:
-    """One stderr line per refused pair (``(id_task, ood_task, CardinalityMismatchError)``), then why, once.
+def print_refusals(refusals, why: str | None = None) -> None:
+    """One stderr line per refused pair (``(id_task, ood_task, CardinalityMismatchError)``), then why, once
+    (``why``: the command's own reason; default the OOD-detection one).
 
     The remedies name the OOD task's shipped K-matched controls and are worded for this CLI
     (``--k-policy restrict``, not the API's ``k_policy=restrict``).
@@ -295,7 +296,7 @@ def print_refusals(refusals) -> None:
         remedy = exc.remedy([c["task"] for c in shipped.get(task, [])]).replace("k_policy=", "--k-policy ")
         print(f"refused {id_task} vs {task}: {exc.summary}. {remedy}", file=sys.stderr)
     if refusals:
-        print(f"why: {MISMATCH_REASON}", file=sys.stderr)
+        print(f"why: {why or MISMATCH_REASON}", file=sys.stderr)
 
 
 #: What comparing a task with itself gives, per option naming the other side.

@@ -28,6 +28,7 @@ COMMANDS = (
     "report",
     "calibration",
     "selective",
+    "conformal",
     "atc",
     "orders",
     "tasks",

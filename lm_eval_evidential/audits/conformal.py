@@ -1,0 +1,185 @@
+"""Conformal prediction sets of saved records under the K rules: calibrate once, evaluate each set.
+
+The threshold is calibrated on held-out in-distribution records (a seeded split of the ID task,
+:func:`split_calibration`, or a separate calibration task) and applied to the ID test part and to
+each OOD task. Rows (:data:`CONFORMAL_KEYS`) give coverage, mean set size and UAcc with bootstrap
+intervals, the shares of empty and full sets, coverage per set size and per K. The formulas and
+conventions (quantile level, ties, empty sets) are in :mod:`lm_eval_evidential.metrics.conformal`.
+
+K rules. A prediction set over 5 options is not comparable with one over 4, and a threshold
+calibrated on 4-option questions says nothing about 5-option ones: every evaluated set goes
+through :func:`~lm_eval_evidential.metrics.cardinality.check_cardinality` against the calibration
+records under ``k_policy`` (``assert`` refuses a K mismatch with the remedy, ``restrict`` keeps
+the evaluated examples with the calibration K, ``report`` computes anyway and marks the row
+``matched: false``). Coverage is reported per K in every row (``coverage_by_k``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from lm_eval_evidential.errors import InvalidValueError
+from lm_eval_evidential.metrics.cardinality import check_cardinality
+from lm_eval_evidential.metrics.conformal import (
+    check_alpha,
+    conformal_quantile,
+    nonconformity,
+    prediction_sets,
+    set_summary,
+    set_summary_ci,
+)
+from lm_eval_evidential.records import Records, check_same_producer
+
+from ._common import collect, finish_row
+from .ood import k_summary, subset_records
+
+__all__ = ["CONFORMAL_KEYS", "K_MISMATCH_REASON", "Calibration", "split_calibration", "calibrate", "conformal_row"]
+
+#: Why a conformal comparison across K is refused (said once after the refusals).
+K_MISMATCH_REASON = (
+    "a threshold calibrated on questions with one K carries no coverage guarantee on questions with another, and "
+    "a set of m of 5 options is not the statement m of 4 is: set sizes are compared only at equal K."
+)
+
+CONFORMAL_KEYS = (
+    "set",
+    "role",
+    "method",
+    "alpha",
+    "k",
+    "k_cal",
+    "n",
+    "n_cal",
+    "n_dropped",
+    "matched",
+    "qhat",
+    "coverage",
+    "coverage_ci",
+    "mean_set_size",
+    "mean_set_size_ci",
+    "uacc",
+    "uacc_ci",
+    "acc",
+    "share_empty",
+    "share_full",
+    "coverage_by_size",
+    "n_by_size",
+    "coverage_by_k",
+    "calibration",
+)
+
+
+def split_calibration(records: Records, fraction: float, seed: int = 0) -> tuple[Records, Records]:
+    """``(calibration, test)``: a seeded random ``fraction`` of ``records`` and the rest.
+
+    ``numpy.random.default_rng(seed).permutation``; the calibration part is the first
+    ``round(fraction * n)`` examples of the permutation. Both parts must be non-empty.
+    """
+    f = float(fraction)
+    if not (0.0 < f < 1.0):
+        raise InvalidValueError(f"the calibration fraction must be in (0, 1), got {fraction!r}")
+    n = len(records)
+    n_cal = int(round(f * n))
+    if n_cal == 0 or n_cal == n:
+        part = "calibration" if n_cal == 0 else "test"
+        raise InvalidValueError(
+            f"a calibration fraction of {f} of {records.task}'s {n} records leaves no {part} examples; choose a "
+            f"fraction between {1 / n if n else 0:.3g} and {1 - 1 / n if n else 0:.3g}, or give a separate "
+            "calibration task"
+        )
+    order = np.random.default_rng(seed).permutation(n)
+    keep = np.zeros(n, dtype=bool)
+    keep[order[:n_cal]] = True
+    return subset_records(records, keep), subset_records(records, ~keep)
+
+
+class Calibration:
+    """The calibrated threshold of one method and alpha, and what it was calibrated on."""
+
+    def __init__(self, records: Records, *, alpha: float, method: str, description: str):
+        self.records, self.alpha, self.method, self.description = records, check_alpha(alpha), method, description
+        if len(records) == 0:
+            raise InvalidValueError(f"the calibration records ({description}) are empty; nothing to calibrate on")
+        self.scores = nonconformity(records.probs, records.gold, method)
+        self.qhat = conformal_quantile(self.scores, self.alpha)
+        self.n = len(records)
+        self.rank = math.ceil(round((self.n + 1) * (1 - self.alpha), 9))
+
+    def line(self) -> str:
+        """One line saying what was calibrated on, and the threshold."""
+        full = " (> n: every set is the full option set)" if math.isinf(self.qhat) else ""
+        return (
+            f"calibration: {self.description}, n = {self.n}, K = {_k_text(self.records.k)}; {self.method}, "
+            f"alpha = {self.alpha:g}: qhat = {self.qhat:.6g}, order statistic {self.rank} of {self.n} scores{full}"
+        )
+
+
+def _k_text(k) -> str:
+    from lm_eval_evidential.metrics.cardinality import format_k
+
+    return format_k(k_summary(k))
+
+
+def calibrate(records: Records, *, alpha: float = 0.1, method: str = "lac", description: str | None = None):
+    """A :class:`Calibration` of ``method`` at ``alpha`` on ``records`` (the threshold and its rank)."""
+    return Calibration(records, alpha=alpha, method=method, description=description or records.task)
+
+
+def conformal_row(
+    calibration: Calibration,
+    records: Records,
+    *,
+    role: str,
+    k_policy: str = "assert",
+    n_boot: int = 1000,
+    level: float = 0.95,
+    seed: int = 0,
+) -> dict:
+    """One row of :data:`CONFORMAL_KEYS` for the evaluated ``records`` (``role``: ``id`` or ``ood``).
+
+    The K of ``records`` is checked against the calibration records' under ``k_policy``
+    (:class:`~lm_eval_evidential.metrics.cardinality.CardinalityMismatchError`, a refusal, under
+    ``assert``). ``coverage``, ``mean_set_size`` and ``uacc`` get ``level`` percentile-bootstrap
+    intervals (``*_ci``) over the evaluated examples, the threshold held fixed.
+    """
+    cal = calibration.records
+    check_same_producer([cal, records])
+    if len(records) == 0:
+        raise InvalidValueError(f"task {records.task!r} has no records (0 examples); nothing to evaluate")
+    check = check_cardinality(cal.k, records.k, policy=k_policy, id_name=calibration.description, ood_name=records.task)
+    kept = subset_records(records, check.keep_ood)
+    sets = prediction_sets(kept.probs, calibration.qhat, calibration.method)
+    reasons: list[str] = []
+    summary = collect(reasons, set_summary, sets, kept.k, kept.gold, kept.correct)
+    cis = collect(reasons, set_summary_ci, sets, kept.k, kept.gold, kept.correct, n_boot=n_boot, level=level, seed=seed)
+    row = {
+        "set": records.task,
+        "role": role,
+        "method": calibration.method,
+        "alpha": calibration.alpha,
+        "k": k_summary(kept.k),
+        "k_cal": k_summary(cal.k),
+        "n": len(kept),
+        "n_cal": calibration.n,
+        "n_dropped": check.n_dropped_ood,
+        "matched": bool(check.matched),
+        "qhat": calibration.qhat,
+        "coverage": summary["coverage"],
+        "coverage_ci": list(cis["coverage"]),
+        "mean_set_size": summary["mean_set_size"],
+        "mean_set_size_ci": list(cis["mean_set_size"]),
+        "uacc": summary["uacc"],
+        "uacc_ci": list(cis["uacc"]),
+        "acc": summary["acc"],
+        "share_empty": summary["share_empty"],
+        "share_full": summary["share_full"],
+        "coverage_by_size": summary["coverage_by_size"],
+        "n_by_size": summary["n_by_size"],
+        "coverage_by_k": summary["coverage_by_k"],
+        "calibration": calibration.description,
+    }
+    if n_boot and not all(math.isfinite(v) for v in cis["uacc"]) and math.isfinite(summary["uacc"]):
+        reasons.append("the uacc interval is undefined: some bootstrap replicate has only empty sets")
+    return finish_row(row, reasons)

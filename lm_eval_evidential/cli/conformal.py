@@ -1,0 +1,164 @@
+"""``lm-eval-evidential conformal``: conformal prediction sets (LAC, APS) calibrated on ID records, K-checked.
+
+    lm-eval-evidential conformal OUT --id obqa_edl [--ood csqa4_edl,mmlu_math_edl] --alpha 0.1
+        [--method lac|aps] [--calibration-task T | --calibration-fraction 0.5 --seed S] [--json FILE]
+
+The threshold is calibrated on a held-out part of the ID records (a seeded split, default half)
+or on a separate calibration task, then applied to the ID test part and each OOD task: one row per
+evaluated set with coverage, mean set size and UAcc (bootstrap CIs), the shares of empty and full
+sets, coverage per set size and per K. A set whose K differs from the calibration records' is
+refused (exit status 2, with the remedy) unless ``--k-policy restrict`` or ``report``. See
+:mod:`lm_eval_evidential.audits.conformal`.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from lm_eval_evidential.metrics.cardinality import format_k
+from lm_eval_evidential.records.io import write_json
+
+from ._options import (
+    add_audit_parser,
+    comma_list,
+    load,
+    non_negative_int,
+    print_refusals,
+    print_rows,
+    refuse_same_questions,
+    refuse_self_comparison,
+    task_name,
+)
+
+#: The printed columns (every key of a row is in --json).
+TABLE_COLUMNS = tuple(
+    "set role k n matched coverage coverage_ci mean_set_size mean_set_size_ci uacc uacc_ci share_empty share_full "
+    "coverage_by_size".split()
+)
+
+
+def _open_fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (0.0 < value < 1.0):
+        raise argparse.ArgumentTypeError(f"must be a number in (0, 1), got {text!r}")
+    return value
+
+
+_open_fraction.__name__ = "fraction"
+
+
+def add_parser(sub) -> None:
+    from lm_eval_evidential.metrics.conformal import METHODS
+
+    p = add_audit_parser(
+        sub,
+        "conformal",
+        __doc__,
+        run,
+        id_help="in-distribution task: calibrated on (a part of) it, evaluated on the rest",
+        k_policy=True,
+        json=True,
+        help="conformal prediction sets (LAC, APS): coverage, set size, UAcc on ID and OOD records, K-checked",
+    )
+    p.add_argument(
+        "--ood",
+        dest="ood_tasks",
+        default=[],
+        type=comma_list("task"),
+        metavar="T1,T2",
+        help="OOD task(s) to evaluate the ID-calibrated sets on, comma-separated",
+    )
+    p.add_argument("--alpha", type=_open_fraction, default=0.1, help="target miscoverage: sets aim at 1 - alpha")
+    p.add_argument("--method", choices=METHODS, default="lac", help="nonconformity score: lac (1 - p_y) or aps")
+    cal = p.add_mutually_exclusive_group()
+    cal.add_argument(
+        "--calibration-task",
+        dest="calibration_task",
+        type=task_name,
+        default=None,
+        metavar="T",
+        help="calibrate on all of task T's records (from the same run) and evaluate on all of --id",
+    )
+    cal.add_argument(
+        "--calibration-fraction",
+        dest="calibration_fraction",
+        type=_open_fraction,
+        default=None,
+        metavar="F",
+        help="calibrate on a seeded random share F of --id's records, evaluate on the rest (default: 0.5)",
+    )
+    p.add_argument("--seed", type=non_negative_int, default=0, help="seed of the calibration split and the bootstrap")
+    p.add_argument("--n-boot", dest="n_boot", type=int, default=1000, help="bootstrap replicates (0: no intervals)")
+    p.add_argument("--level", type=float, default=0.95, help="confidence level of the intervals")
+
+
+def display_rows(rows: list[dict]) -> list[dict]:
+    return [
+        {
+            **r,
+            "k": format_k(r["k"]),
+            "matched": "yes" if r["matched"] else "NO",
+            "coverage_ci": tuple(r["coverage_ci"]),
+            "mean_set_size_ci": tuple(r["mean_set_size_ci"]),
+            "uacc_ci": tuple(r["uacc_ci"]),
+            "coverage_by_size": " ".join(f"{s}:{c:.2f}" for s, c in r["coverage_by_size"].items()),
+        }
+        for r in rows
+    ]
+
+
+def run(args) -> int:
+    from lm_eval_evidential.audits.conformal import K_MISMATCH_REASON, calibrate, conformal_row, split_calibration
+    from lm_eval_evidential.cli.exit_codes import EXIT_OK, EXIT_REFUSED
+    from lm_eval_evidential.errors import InvalidValueError
+    from lm_eval_evidential.metrics.cardinality import CardinalityMismatchError
+
+    refuse_self_comparison(args.id_task, args.ood_tasks)
+    if args.calibration_task == args.id_task:
+        raise InvalidValueError(
+            f"--calibration-task and --id both name {args.calibration_task!r}: calibrating on the examples the sets "
+            "are tested on overstates their coverage; use --calibration-fraction to split it instead"
+        )
+    extra = [args.calibration_task] if args.calibration_task else []
+    id_records, *rest = load(args, [args.id_task, *extra, *args.ood_tasks])
+    cal_records = rest.pop(0) if extra else None
+    refuse_same_questions(id_records, [*([cal_records] if cal_records else []), *rest])
+    if cal_records is None:
+        fraction = args.calibration_fraction or 0.5
+        cal_records, test_records = split_calibration(id_records, fraction, args.seed)
+        description = f"{args.id_task} ({fraction:g} of {len(id_records)}, seed {args.seed})"
+    else:
+        test_records, description = id_records, args.calibration_task
+    calibration = calibrate(cal_records, alpha=args.alpha, method=args.method, description=description)
+    rows, refused = [], []
+    for role, records in (("id", test_records), *(("ood", r) for r in rest)):
+        try:
+            rows.append(
+                conformal_row(
+                    calibration,
+                    records,
+                    role=role,
+                    k_policy=args.k_policy,
+                    n_boot=args.n_boot,
+                    level=args.level,
+                    seed=args.seed,
+                )
+            )
+        except CardinalityMismatchError as exc:
+            refused.append((f"calibration {description}", records.task, exc))
+    print(calibration.line())
+    warning = (
+        "rows with matched = NO hold sets over a K other than the calibration K; their coverage carries no guarantee "
+        "and their set sizes are not comparable (coverage per K is in --json)"
+    )
+    written = [write_json(args.json_path, rows)] if args.json_path else []
+    if rows:
+        notes = [] if all(r["matched"] for r in rows) else [f"WARNING: {warning}"]
+        print_rows(display_rows(rows), TABLE_COLUMNS, ("set",), written, notes)
+    if refused:
+        print_refusals(refused, why=K_MISMATCH_REASON)
+        return EXIT_REFUSED
+    return EXIT_OK
