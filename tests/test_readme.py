@@ -157,6 +157,6 @@ def test_every_readme_command_runs_as_written_in_order(tiny_model, tmp_path):
         assert (work / name).is_file(), name
     assert list((work / "out").rglob("records_obqa_edl_*.parquet"))
     assert "refused obqa_edl vs csqa_edl" in printed and "exit status 2" in printed
-    assert "refused calibration obqa_edl (0.5 of 120, seed 0) vs csqa_edl" in printed  # docs/audits.md: conformal
+    assert "refused calibration obqa_edl (0.5 of 8, seed 0) vs csqa_edl" in printed  # docs/audits.md (--limit 8)
     report = (work / "report" / "report.md").read_text(encoding="utf-8")
     assert "## Summary" in report and "Illustrative only" in report
