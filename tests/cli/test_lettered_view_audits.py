@@ -108,6 +108,18 @@ def _audits(out: Path, tmp: Path) -> dict[str, list[str]]:
         "calibration": ["calibration", str(out), "--task", views],
         "atc": ["atc", str(out), "--id", "openbookqa_edl", "--target", "arc_easy_edl,arc_challenge_edl"],
         "orders": ["orders", str(out), "--task", views],
+        "conformal": [
+            "conformal",
+            str(out),
+            "--id",
+            "openbookqa_edl",
+            "--ood",
+            "arc_easy_edl,arc_challenge_edl",
+            "--k-policy",
+            "restrict",
+            "--n-boot",
+            "20",
+        ],  # fmt: skip
     }
 
 
