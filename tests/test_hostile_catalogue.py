@@ -1722,6 +1722,18 @@ CATALOGUE = [
     ),
     (
         C,
+        "ood-groups-k-mismatch-refused",
+        ["ood", "{out}", "--id", "id4", "--near", "ood4", "--far", "ood5", "--n-boot", "0"],
+        Exit(2, r"refused id4 vs ood5: K mismatch"),
+    ),
+    (
+        C,
+        "ood-groups-beside-ood",
+        ["ood", "{out}", "--id", "id4", "--ood", "ood4", "--near", "ood4"],
+        Exit(1, r"--ood and --near/--far are two layouts of the ood table"),
+    ),
+    (
+        C,
         "selective-coverage-zero",
         ["selective", "{out}", "--task", "id4", "--coverage", "0"],
         Exit(1, r"--coverage must be a number in \(0, 1\], got '0'"),

@@ -147,6 +147,7 @@ def test_every_readme_command_runs_as_written_in_order(tiny_model, tmp_path):
         "ckpt/evidential_config.json",
         "ood.json",
         "conformal.json",
+        "openood.json",
         "ksweep.png",
         "ksweep.json",
         "reliability.png",

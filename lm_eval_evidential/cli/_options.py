@@ -188,8 +188,10 @@ def add_k_policy(parser) -> None:
     )
 
 
-def add_ood_tasks(parser, help: str = "OOD task(s), comma-separated") -> None:
-    parser.add_argument("--ood", dest="ood_tasks", required=True, type=comma_list("task"), metavar="T1,T2", help=help)
+def add_ood_tasks(parser, help: str = "OOD task(s), comma-separated", required: bool = True) -> None:
+    parser.add_argument(
+        "--ood", dest="ood_tasks", required=required, type=comma_list("task"), metavar="T1,T2", help=help
+    )
 
 
 def add_phantom(parser) -> None:

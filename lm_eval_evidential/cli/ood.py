@@ -13,6 +13,7 @@ import sys
 from lm_eval_evidential.metrics.cardinality import format_k
 from lm_eval_evidential.records.io import write_json
 
+from ._ood_groups import add_group_options, run_groups, uses_groups
 from ._options import (
     add_audit_parser,
     add_ood_tasks,
@@ -74,7 +75,8 @@ def add_parser(sub) -> None:
             "so by default a comparison across different class counts K is refused (exit status 2)."
         ),
     )
-    add_ood_tasks(p)
+    add_ood_tasks(p, "OOD task(s), comma-separated (or the OpenOOD layout: --near/--far)", required=False)
+    add_group_options(p)
     p.add_argument(
         "--n-boot",
         dest="n_boot",
@@ -108,6 +110,8 @@ def run(args) -> int:
     from lm_eval_evidential.cli.exit_codes import EXIT_OK, EXIT_REFUSED
     from lm_eval_evidential.metrics.cardinality import CardinalityMismatchError
 
+    if uses_groups(args):
+        return run_groups(args)
     refuse_self_comparison(args.id_task, args.ood_tasks)
     id_records, *all_ood = load(args, [args.id_task, *args.ood_tasks])
     refuse_same_questions(id_records, all_ood)

@@ -1,0 +1,92 @@
+"""``ood --near A,B --far C [--percent]``: the OpenOOD layout of the ``ood`` command.
+
+Per score, one row per OOD set and a mean row per group labelled ``near`` / ``far`` (over the
+K-matched sets only; a group with a refused set says so), ID accuracy, FPR@95 with its direction
+named, AUROC, AUPR-In, AUPR-Out. See :mod:`lm_eval_evidential.audits.ood_groups`.
+"""
+
+from __future__ import annotations
+
+from lm_eval_evidential.errors import InvalidValueError
+from lm_eval_evidential.records.io import write_json
+
+from ._options import comma_list, load, print_refusals, print_rows, refuse_same_questions, refuse_self_comparison
+
+GROUPS = ("near", "far")
+TABLE_COLUMNS = (
+    "group",
+    "set",
+    "score",
+    "k_ood",
+    "n_ood",
+    "matched",
+    "id_acc",
+    "fpr95",
+    "auroc",
+    "aupr_in",
+    "aupr_out",
+)
+
+
+def add_group_options(p) -> None:
+    for group in GROUPS:
+        p.add_argument(
+            f"--{group}",
+            dest=f"{group}_tasks",
+            default=[],
+            type=comma_list("task"),
+            metavar="T1,T2",
+            help=f"{group}-OOD task(s): OpenOOD's layout, one row per task and a mean row labelled '{group}'",
+        )
+    p.add_argument(
+        "--percent", action="store_true", help="with --near/--far: FPR@95, AUROC, AUPR and ID accuracy times 100"
+    )
+    p.add_argument(
+        "--fpr95",
+        choices=("openood", "odin"),
+        default="openood",
+        help="with --near/--far, FPR@95's positive class: openood (OOD positive, ID flagged at 95%% OOD recall; "
+        "OpenOOD v1.5) or odin (ID positive, OOD accepted at 95%% ID recall, as in the --ood table)",
+    )
+
+
+def uses_groups(args) -> bool:
+    """The OpenOOD layout was asked for; refuses mixing it with ``--ood`` or with options it ignores."""
+    grouped = bool(args.near_tasks or args.far_tasks)
+    if grouped and args.ood_tasks:
+        raise InvalidValueError("--ood and --near/--far are two layouts of the ood table; give --ood or --near/--far")
+    if not grouped and not args.ood_tasks:
+        raise InvalidValueError("give the OOD task(s): --ood T1,T2, or the OpenOOD layout --near T1,T2 --far T3")
+    if grouped and args.force_k is not None:
+        raise InvalidValueError("--force-k applies to the --ood table only (Implementation A); drop it or use --ood")
+    return grouped
+
+
+def run_groups(args) -> int:
+    from lm_eval_evidential.audits.ood_groups import FPR95_DIRECTIONS, group_rows
+    from lm_eval_evidential.cli.exit_codes import EXIT_OK, EXIT_REFUSED
+
+    named = {g: getattr(args, f"{g}_tasks") for g in GROUPS if getattr(args, f"{g}_tasks")}
+    tasks = [t for ts in named.values() for t in ts]
+    twice = sorted({t for t in tasks if tasks.count(t) > 1})
+    if twice:
+        raise InvalidValueError(f"{', '.join(twice)} named in both --near and --far; a task belongs to one group")
+    refuse_self_comparison(args.id_task, tasks)
+    id_records, *loaded = load(args, [args.id_task, *tasks])
+    refuse_same_questions(id_records, loaded)
+    by_task = dict(zip(tasks, loaded))
+    groups = {g: [by_task[t] for t in ts] for g, ts in named.items()}
+    rows, refused = group_rows(
+        id_records, groups, scores=args.scores, k_policy=args.k_policy, fpr95=args.fpr95, percent=args.percent
+    )
+    print(f"FPR@95 ({args.fpr95}): {FPR95_DIRECTIONS[args.fpr95]}")
+    print(
+        f"ID = {args.id_task} (positive class of AUROC and AUPR-In); id_acc: its accuracy" + (", x100" * args.percent)
+    )
+    written = [write_json(args.json_path, rows)] if args.json_path else []
+    display = [{**r, "matched": "yes" if r["matched"] else "NO"} for r in rows]
+    print_rows(display, TABLE_COLUMNS, ("score", "set"), written)
+    if refused:
+        print_refusals(refused)
+        return EXIT_REFUSED
+    return EXIT_OK
