@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from lm_eval_evidential.audits.conformal import CONFORMAL_KEYS
-from lm_eval_evidential.cli import main
 from lm_eval_evidential.records import Records, load_records, make_record, records_path, write_records
+from tests.cli.test_quality_cli import cli as _cli  # in-process: (status, stdout, stderr)
 
 DATE = "2026-11-21T20-15-03.123456"
 
@@ -46,15 +46,6 @@ def out_dir(tmp_path_factory):
     ):
         write_records(records_path(root / "synthetic", task, DATE), _records(task, ks, seed, t))
     return root
-
-
-def _cli(argv, capsys):
-    try:
-        rc = main([str(a) for a in argv])
-    except SystemExit as exc:
-        rc = exc.code
-    cap = capsys.readouterr()
-    return rc, cap.out, cap.err
 
 
 def _hand_row(cal: Records, test: Records, alpha: float, method: str):

@@ -17,10 +17,10 @@ from hypothesis import strategies as st
 from sklearn import metrics
 
 from lm_eval_evidential.audits.ood_groups import GROUP_ROW_KEYS
-from lm_eval_evidential.cli import main
 from lm_eval_evidential.metrics.detection import fpr_at_95_tpr
 from lm_eval_evidential.metrics.scores import compute_score
 from lm_eval_evidential.records import Records, load_records, make_record, records_path, write_records
+from tests.cli.test_quality_cli import cli as _cli  # in-process: (status, stdout, stderr)
 
 DATE = "2026-11-21T20-15-03.123456"
 
@@ -53,15 +53,6 @@ def out_dir(tmp_path_factory):
     ):
         write_records(records_path(root / "synthetic", task, DATE), _records(task, ks, shift, seed))
     return root
-
-
-def _cli(argv, capsys):
-    try:
-        rc = main([str(a) for a in argv])
-    except SystemExit as exc:
-        rc = exc.code
-    cap = capsys.readouterr()
-    return rc, cap.out, cap.err
 
 
 def _hand(out_dir, ood_task, score, fpr95):
