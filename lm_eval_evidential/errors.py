@@ -46,7 +46,6 @@ __all__ = [
     "DatasetError",
     "MirrorFileNotFound",
     "HarnessVersionError",
-    "CheckpointError",
     "UndefinedMetricWarning",
 ]
 
@@ -161,6 +160,11 @@ class FingerprintMismatchError(RefusalError, ValueError):
     """Records produced by different models/settings were about to be compared."""
 
 
+class OrderMismatchError(RefusalError, ValueError):
+    """Records shown in different answer orders (a permuted against an unpermuted run, or two permutation
+    settings) were about to be compared order by order; the message names both and the fix."""
+
+
 # ------------------------------------------------------------------------------ model and data
 class EvidentialInputError(EvidentialError, ValueError):
     """A request the evidential model cannot score; the message names task, doc, value and fix."""
@@ -180,11 +184,6 @@ class MirrorFileNotFound(DatasetError, FileNotFoundError):
 
 class HarnessVersionError(EvidentialError, RuntimeError):
     """The installed lm_eval is not one this plugin can hook into."""
-
-
-class CheckpointError(EvidentialError, ValueError):
-    """A training checkpoint that cannot be resumed from (incomplete, damaged, of another base model, method
-    or task); the message names the checkpoint, what is wrong and the fix."""
 
 
 # ------------------------------------------------------------------------------ warnings

@@ -31,6 +31,7 @@ COMMANDS = (
     "conformal",
     "atc",
     "orders",
+    "permutations",
     "tasks",
     "train",
     "demo",

@@ -25,6 +25,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from lm_eval_evidential.errors import EvidentialInputError
+from lm_eval_evidential.harness.permutations import ORDER_FIELD as PERMUTATION_FIELD
+from lm_eval_evidential.harness.permutations import QUESTION_FIELD
 from lm_eval_evidential.records.provenance import sha256_text
 
 logger = logging.getLogger(__name__)
@@ -253,9 +255,14 @@ def task_rows(name: str, task, questions, prior_weight: float, chosen: list[int]
     for request in task.instances:
         by_doc[request.doc_id].append(request)
     doc_ids, labels, golds, logits, alphas, phantoms, members = sorted(by_doc), [], [], [], [], [], []
+    record_ids, orders = [], []  # a permuted task's records: each doc's question and order (harness/permutations.py)
     for doc_id in doc_ids:
         requests = sorted(by_doc[doc_id], key=lambda r: r.idx)
         continuations = [r.args[1] for r in requests]
+        doc = requests[0].doc
+        if isinstance(doc, dict) and PERMUTATION_FIELD in doc:
+            record_ids.append(int(doc[QUESTION_FIELD]))
+            orders.append([int(i) for i in doc[PERMUTATION_FIELD]])
         golds.append(gold_index(task, name, doc_id, requests[0].doc, len(continuations)))
         labels.append([c.strip() for c in continuations])
         if questions is None:
@@ -274,9 +281,13 @@ def task_rows(name: str, task, questions, prior_weight: float, chosen: list[int]
     optional = {"phantom_logits": phantoms} if questions is not None else {}
     if with_members:
         optional["member_logits"] = members
+    if orders:
+        if len(orders) != len(doc_ids):
+            raise RuntimeError(f"task {name!r}: some docs carry a permutation and some do not")
+        optional["order"] = orders
     return make_records(
         task=name,
-        doc_ids=doc_ids if ids is None else [ids[d] for d in doc_ids],
+        doc_ids=record_ids if orders else doc_ids if ids is None else [ids[d] for d in doc_ids],
         labels=labels,
         gold=golds,
         logits=None if with_members else logits,
@@ -352,10 +363,17 @@ def add_sample_evidence(results: dict, name: str, records, chosen: list[int] | N
     samples = (results.get("samples") or {}).get(name)
     if not samples:
         return
-    position = {int(d): i for i, d in enumerate(records.doc_id)}
+    if records.order is not None:  # permuted: a record is one (question, order), as each logged doc says
+        position = {(int(d), tuple(records.order_of(i))): i for i, d in enumerate(records.doc_id)}
+    else:
+        position = {int(d): i for i, d in enumerate(records.doc_id)}
     for sample in samples:
         doc_id = int(sample["doc_id"])
-        i = position.get(doc_id if logged_as is None else logged_as.get(doc_id, -1))
+        doc = sample.get("doc")
+        if records.order is not None and isinstance(doc, dict) and PERMUTATION_FIELD in doc:
+            i = position.get((int(doc[QUESTION_FIELD]), tuple(int(j) for j in doc[PERMUTATION_FIELD])))
+        else:
+            i = position.get(doc_id if logged_as is None else logged_as.get(doc_id, -1))
         if i is None:
             continue
         k = int(records.k[i])

@@ -116,10 +116,61 @@ class EvidentialMCQATask(ConfigurableTask):
         for split in sorted(splits):
             if split == self.eval_split or load_all:
                 docs = self.load_docs(split)
-                self.dataset[split] = datasets.Dataset.from_list(docs)
                 if split == self.eval_split:
                     rows_sha256 = getattr(self, "_eval_rows_sha256", None)
                     self._data_source = mcqa_datasets.data_source(config, docs, rows_sha256)
+                    self._question_docs = docs
+                    docs = self._permuted(docs)
+                self.dataset[split] = datasets.Dataset.from_list(docs)
+
+    # -- permuted evaluation (metadata.permutations; harness/permutations.py) -------------------
+    @property
+    def permutations(self) -> str | None:
+        """``metadata.permutations`` (``cyclic``, ``random:N``, ``all``), or None: the options in their own order."""
+        from lm_eval_evidential.harness.permutations import METADATA_KEY
+
+        return (self.config.metadata or {}).get(METADATA_KEY)
+
+    def _permuted(self, docs: list[dict]) -> list[dict]:
+        """The evaluated docs under every order asked for (``docs`` itself when none is)."""
+        from lm_eval_evidential.harness import permutations
+
+        self._question_of = None
+        if self.permutations is None:
+            return docs
+        meta = self.config.metadata or {}
+        out = permutations.permute_docs(
+            docs, self.permutations, task=self.config.task, seed=meta.get("permutation_seed", 0)
+        )
+        self._question_of = [doc[permutations.QUESTION_FIELD] for doc in out]
+        logger.info(
+            "%s: %d questions shown in %d orders in all (permutations %r)",
+            self.config.task,
+            len(docs),
+            len(out),
+            self.permutations,
+        )
+        return out
+
+    def request_limit(self, limit: float | None) -> None:
+        """``--limit`` as the user wrote it (the evaluate hook passes it): on a permuted task it counts questions."""
+        self._requested_limit = limit
+
+    def _question_limit(self, limit: int | None) -> int | None:
+        """The number of leading (question, order) docs that hold the first ``--limit`` questions, every order of each.
+
+        lm_eval turns ``--limit f < 1`` into ``ceil(f * docs)``; on a permuted task that is taken as
+        ``ceil(f * questions)`` instead, so that a limit never cuts a question's orders apart.
+        """
+        question_of = getattr(self, "_question_of", None)
+        if limit is None or question_of is None:
+            return limit
+        import math
+
+        requested = getattr(self, "_requested_limit", None)
+        n_questions = len(getattr(self, "_question_docs", ())) or (question_of[-1] + 1 if question_of else 0)
+        wanted = math.ceil(requested * n_questions) if requested is not None and 0 < requested < 1 else int(limit)
+        return sum(1 for q in question_of if q < wanted)
 
     @property
     def eval_split(self) -> str:
@@ -171,16 +222,21 @@ class EvidentialMCQATask(ConfigurableTask):
 
     # -- request cache --------------------------------------------------------------------
     def build_all_requests(
-        self, *, cache_requests: bool = False, rewrite_requests_cache: bool = False, **kwargs
+        self, *, cache_requests: bool = False, rewrite_requests_cache: bool = False, limit=None, **kwargs
     ) -> None:
+        limit = self._question_limit(limit)
         # lm_eval's request cache is keyed by task name, shots, chat template and tokenizer, not
         # by the data: prompts cached from another mirror or dataset version would be reused.
         super().build_all_requests(
-            cache_requests=cache_requests, rewrite_requests_cache=rewrite_requests_cache, **kwargs
+            cache_requests=cache_requests, rewrite_requests_cache=rewrite_requests_cache, limit=limit, **kwargs
         )
         if cache_requests and not rewrite_requests_cache and not self._requests_match_docs():
             logger.warning("%s: the request cache holds prompts of other data; rebuilding it", self.config.task)
-            super().build_all_requests(cache_requests=True, rewrite_requests_cache=True, **kwargs)
+            super().build_all_requests(cache_requests=True, rewrite_requests_cache=True, limit=limit, **kwargs)
+
+    def doc_iterator(self, *, rank: int = 0, limit: int | None = None, world_size: int = 1, samples=None):
+        limit = self._question_limit(limit)
+        return super().doc_iterator(rank=rank, limit=limit, world_size=world_size, samples=samples)
 
     def _requests_match_docs(self) -> bool:
         docs = self.eval_docs
@@ -252,12 +308,18 @@ class EvidentialMCQATask(ConfigurableTask):
         template = (
             self.config.doc_to_text if isinstance(self.config.doc_to_text, str) else repr(self.config.doc_to_text)
         )
-        return {
+        out = {
             "prompt_template_sha256": sha256_text(template),
             "answer_tokens": self.answer_tokens,
             "task_version": self.VERSION,
             "data_source": getattr(self, "_data_source", None),
         }
+        if self.permutations is not None:  # only then: an unpermuted run's metadata stays what it was
+            out["permutations"] = {
+                "spec": self.permutations,
+                "seed": (self.config.metadata or {}).get("permutation_seed", 0),
+            }
+        return out
 
     def evidential_metrics(self, records) -> dict[str, tuple[float, bool | None]]:
         """``{metric: (value, higher_is_better)}`` for the harness table, from this task's records.
@@ -307,10 +369,12 @@ class OODPairTask(EvidentialMCQATask):
         if source and source != "inline" and Path(source).parent != tasks_dir():
             paths.append(str(Path(source).parent))  # a user's pair finds the user's tasks beside it
         names = [meta["id_task"], meta["ood_task"]]
-        manager = TaskManager(include_path=paths, include_defaults=False)
+        # The pair's permutations are its two tasks' (each shows its questions in those orders).
+        shared = {key: meta[key] for key in ("permutations", "permutation_seed") if key in meta} or None
+        manager = TaskManager(include_path=paths, include_defaults=False, metadata=shared)
         if not all(manager.match_tasks([name]) for name in names):
             # a lettered view of a stock task (hellaswag_edl) needs lm_eval's own tasks in the index
-            manager = TaskManager(include_path=paths[1:] or None)
+            manager = TaskManager(include_path=paths[1:] or None, metadata=shared)
         return manager.load(names)["tasks"], names
 
     def download(self, dataset_kwargs: dict | None = None, **kwargs) -> None:
@@ -346,10 +410,14 @@ class OODPairTask(EvidentialMCQATask):
             )
         ]
         pair_docs = [doc for pair in _alternate(*sides) for doc in pair]
+        questions: dict[str, int] = {}
         for i, doc in enumerate(pair_docs):
             doc["doc_id"] = i
+            if "question_id" in doc:  # permuted: the orders of one question share its pair-wide number
+                doc["question_id"] = questions.setdefault(doc["origin"], len(questions))
         self._chosen = None
         self._sides = [doc["side"] for doc in pair_docs]
+        self._questions = [doc["origin"] for doc in pair_docs]
         self._data_source = {
             "id": loaded[id_name].fingerprint["data_source"],
             "ood": loaded[ood_name].fingerprint["data_source"],
@@ -381,10 +449,13 @@ class OODPairTask(EvidentialMCQATask):
                 per_side, how = {1: n_id, 0: int(limit) - n_id}, f"{requested:g} of each side"
             else:
                 per_side, how = {1: int(limit), 0: int(limit)}, f"{int(limit)} per side"
-            taken, chosen = {0: 0, 1: 0}, []
-            for doc_id, side in enumerate(self._sides):
-                if taken[side] < per_side[side]:
+            # Questions are counted, so that a permuted pair keeps every order of each question it takes.
+            taken, chosen, seen = {0: 0, 1: 0}, [], set()
+            for doc_id, (side, question) in enumerate(zip(self._sides, self._questions)):
+                if question not in seen and taken[side] < per_side[side]:
+                    seen.add(question)
                     taken[side] += 1
+                if question in seen:
                     chosen.append(doc_id)
             self._chosen = frozenset(chosen)
             logger.warning(
@@ -426,7 +497,13 @@ class OODPairTask(EvidentialMCQATask):
         return {"n_id": None, "n_ood": None}  # counts: neither direction is better
 
     def evidential_metrics(self, records) -> dict[str, tuple[float, bool | None]]:
-        """AUROC and AUPR-In per score, by the audit's own ``ood_rows``; ``k_matched`` (1/0)."""
+        """AUROC and AUPR-In per score, by the audit's own ``ood_rows``; ``k_matched`` (1/0).
+
+        Permuted (``metadata.permutations``): those pool every (question, order), and each score adds
+        ``auroc_order_range_<score>`` (max - min of the AUROC over the orders: what reordering alone moves)
+        and ``auroc_order_averaged_<score>`` (of the score averaged over each question's orders), by the
+        order audit's own :func:`~lm_eval_evidential.audits.permutations.permutation_ood_rows`.
+        """
         import numpy as np
 
         from lm_eval_evidential.audits.ood import ood_rows, subset_records
@@ -441,6 +518,15 @@ class OODPairTask(EvidentialMCQATask):
         for row in rows:
             metrics[f"auroc_{row['score']}"] = (row["auroc"], True)
             metrics[f"aupr_in_{row['score']}"] = (row["aupr_in"], True)
+        if records.order is not None:  # permuted: how far reordering alone moves each score's AUROC
+            from lm_eval_evidential.audits.permutations import permutation_ood_rows
+
+            by_order = permutation_ood_rows(
+                subset_records(records, side), subset_records(records, ~side), scores=scores, k_policy="report"
+            )
+            for row in by_order:
+                metrics[f"auroc_order_range_{row['score']}"] = (row["auroc_range"], False)
+                metrics[f"auroc_order_averaged_{row['score']}"] = (row["auroc_order_averaged"], True)
         metrics["k_matched"] = (float(self.k_check.matched), None)
         return metrics
 

@@ -384,7 +384,7 @@ class LetteredViewTask(EvidentialMCQATask):
     def download(self, dataset_kwargs: dict | None = None, **kwargs) -> None:
         super().download(dataset_kwargs, **kwargs)
         if self.eval_split in self.dataset:
-            self._data_source = stock_data_source(self.stock, list(self.dataset[self.eval_split]), self.eval_split)
+            self._data_source = stock_data_source(self.stock, list(self._question_docs), self.eval_split)
 
     @property
     def fingerprint(self) -> dict:

@@ -14,14 +14,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from lm_eval_evidential.errors import InputNotFoundError, InvalidValueError, NotAFolderError
+from lm_eval_evidential.errors import InputNotFoundError, InvalidValueError, NotAFolderError, RecordsError
 from lm_eval_evidential.records.io import RECORDS_FILE_RE, file_safe_task, read_records_file
 from lm_eval_evidential.records.provenance import checked_together
 from lm_eval_evidential.records.schema import Records
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Run", "find_record_files", "load_run", "load_records"]
+__all__ = ["Run", "check_one_kind_of_run", "find_record_files", "load_run", "load_records"]
 
 
 def find_record_files(output_path: str | os.PathLike, task: str | None = None) -> dict[str, dict[str, Path]]:
@@ -38,23 +38,10 @@ def find_record_files(output_path: str | os.PathLike, task: str | None = None) -
             f"the run's results_*.json and records_*.parquet; this file's folder, {root.parent}, works)"
         )
     runs: dict[str, dict[str, Path]] = {}
-    for p in sorted(root.rglob("records_*.parquet")):
+    for p in root.rglob("records_*.parquet"):
         m = RECORDS_FILE_RE.match(p.name)
         if m and (task is None or m["task"] == file_safe_task(task)):
-            name = m["task"] if task is None else task
-            other = runs.setdefault(m["date_id"], {}).setdefault(name, p)
-            if other != p:  # one run writes one file per task: two are copies, or two runs' files under one name
-                raise InvalidValueError(
-                    f"two records files of task {name!r} for run {m['date_id']} under {root}: {other} and {p}; pass "
-                    "the folder of the one to read as the output path (or move the other away)"
-                )
-    for date_id, files in runs.items():
-        folders = sorted({str(p.parent) for p in files.values()})
-        if len(folders) > 1:  # one run writes its records into one folder
-            raise InvalidValueError(
-                f"the records of run {date_id} under {root} lie in {len(folders)} folders ({', '.join(folders)}): "
-                "files of different runs or models with one date_id; pass the folder of the run to read"
-            )
+            runs.setdefault(m["date_id"], {})[m["task"] if task is None else task] = p
     return runs
 
 
@@ -190,3 +177,38 @@ def load_records(output_path: str | os.PathLike, task: str, *, run: str | None =
     ``OPTIONAL_FIELDS`` (None where the file has none) plus columnar arrays.
     """
     return load_run(output_path, [task], run=run)[task]
+
+
+def check_one_kind_of_run(output_path, tasks: Sequence[str], run: str | None = None) -> None:
+    """Refuse a folder whose runs of one task mix permuted and unpermuted records, unless ``run`` picks one.
+
+    The loader reads the newest run that has every task; here the newest could silently be the
+    unpermuted one (or the other way round), so the user is asked to name the run.
+    """
+    import json
+
+    import pyarrow.parquet as pq
+
+    from lm_eval_evidential.records.schema import META_KEY
+
+    if run is not None:
+        return
+    runs = find_record_files(output_path)
+    for task in tasks:
+        kinds: dict[str, list[str]] = {}
+        for date_id, files in sorted(runs.items()):
+            if task not in files:
+                continue
+            try:
+                meta = json.loads((pq.read_schema(files[task]).metadata or {}).get(META_KEY, b"{}"))
+            except (OSError, ValueError):
+                continue  # the loader says what is wrong with the file
+            setting = meta.get("permutations") if isinstance(meta, dict) else None
+            kind = setting.get("spec") if isinstance(setting, dict) else "unpermuted"
+            kinds.setdefault(str(kind), []).append(date_id)
+        if len(kinds) > 1:
+            listing = "; ".join(f"{kind}: {', '.join(ids)}" for kind, ids in kinds.items())
+            raise RecordsError(
+                f"{output_path} holds runs of {task!r} evaluated in different answer orders ({listing}); pick the "
+                "permuted run with --run DATE_ID"
+            )

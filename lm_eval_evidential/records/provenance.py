@@ -48,6 +48,7 @@ TASK_KEYS = frozenset(
         "lettered_view",
         "limit",
         "phantom_count",
+        "permutations",
     }
 )
 # Where a producer was loaded from -> the key that identifies it by content.

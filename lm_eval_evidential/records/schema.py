@@ -125,6 +125,15 @@ RECORD_SCHEMA = (
         "members; metrics.members); absent for runs of one prediction per question",
         optional=True,
     ),
+    RecordField(
+        "order",
+        "list<int32>",
+        "permuted evaluation (``metadata.permutations``): the option indices of the unpermuted question in the "
+        "order shown (``order[j]`` is the option at letter j; ``gold`` and everything else are as shown); one "
+        "record per (question, order), ``doc_id`` the question's; absent for an unpermuted run",
+        per_option=True,
+        optional=True,
+    ),
 )
 #: The fields every records file has, in file order.
 RECORD_FIELDS = tuple(f.name for f in RECORD_SCHEMA if not f.optional)
@@ -451,6 +460,13 @@ class Records(Sequence):
     phantom_logits: np.ndarray | None = None
     #: (n, M, K_max), NaN right-padded beyond each row's own K; None for one prediction per question.
     member_logits: np.ndarray | None = None
+    #: (n, K_max) int64, -1 right-padded: the order each record's options were shown in (None: unpermuted).
+    order: np.ndarray | None = None
+
+    def order_of(self, i: int) -> list[int]:
+        """Record ``i``'s order as shown (the identity for an unpermuted record)."""
+        k = int(self.k[i])
+        return list(range(k)) if self.order is None else self.order[i, :k].tolist()
 
     @property
     def has_members(self) -> bool:
@@ -561,18 +577,20 @@ class Records(Sequence):
                 columns[f.name] = None
                 continue
             column = table.column(f.name)
+            if f.name == "order" and column.null_count:
+                raise RecordsError(
+                    f"{path}: field 'order' is missing in some rows; records of a permuted and an unpermuted run "
+                    "were mixed — re-run the evaluation"
+                )
             columns[f.name] = _read_column(f, column, n, columns.get("k"), path)
-            if f.name == "phantom_logits":  # each row's own count (NaN pads beyond it): checked below
-                import pyarrow.compute as pc
-
-                counts = pc.list_value_length(column).fill_null(0).to_numpy(zero_copy_only=False)
-                phantom_lengths = np.asarray(counts, dtype=np.int64)
             del column
         k, logits, evidence, alpha = columns["k"], columns["logits"], columns["evidence"], columns["alpha"]
         col = columns.__getitem__
         _validate_values(path, meta, k, logits, alpha, columns["gold"])
         doc_id = columns["doc_id"]
-        if len(np.unique(doc_id)) != n:
+        if columns["order"] is not None:
+            _validate_orders(path, doc_id, k, columns["gold"], columns["order"])
+        elif len(np.unique(doc_id)) != n:
             values, counts = np.unique(doc_id, return_counts=True)
             raise RecordsError(
                 f"{path}: doc_id {int(values[counts > 1][0])} appears more than once; records of two runs were mixed"
@@ -583,9 +601,7 @@ class Records(Sequence):
         _validate_members(path, meta, k, logits, alpha, columns.get("member_logits"))
         _validate_derived(path, meta, k, logits, alpha, col)
         _validate_task_column(path, table.column("task"), task)
-        if columns.get("phantom_logits") is not None:
-            _validate_phantoms(path, columns["phantom_logits"], phantom_lengths, meta, k)
-        _validate_limit(path, meta, n)
+        _validate_phantoms(path, columns.get("phantom_logits"))
         return cls(task=task, meta=meta, path=path, **columns)
 
 
@@ -614,9 +630,49 @@ def _read_column(f: RecordField, column, n: int, k: np.ndarray | None, path) -> 
     if not f.per_option:
         k = np.asarray(pc.list_value_length(column).fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
     try:
-        return _padded(column, n, k, f.name)
+        values = _padded(column, n, k, f.name)
     except RecordsError as exc:
         raise RecordsError(f"{path}: {exc}") from None
+    if f.item in ("int32", "int64"):  # integer lists (order): int64, -1 right-padded
+        return np.where(np.isnan(values), -1, values).astype(np.int64)
+    return values
+
+
+def _validate_orders(path, doc_id: np.ndarray, k: np.ndarray, gold: np.ndarray, order: np.ndarray) -> None:
+    """A permuted run's records: each order a permutation of range(K), each (question, order) once, and the
+    orders of one question agree on its K and on which option is gold (``order[gold]``)."""
+    n = len(doc_id)
+    if n == 0:
+        return
+    real = np.arange(order.shape[1])[None, :] < k[:, None]
+    ranked = np.sort(np.where(real, order, np.iinfo(np.int64).max), axis=1)
+    bad = (real & (ranked != np.arange(order.shape[1])[None, :])).any(axis=1)
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raise RecordsError(
+            f"{path}: row {row}: order {order[row, : k[row]].tolist()} is not a permutation of the question's "
+            f"{int(k[row])} options; the file was edited — re-run the evaluation"
+        )
+    keys, first = np.unique(np.column_stack([doc_id, order]), axis=0, return_index=True)
+    if len(keys) != n:
+        dup = np.setdiff1d(np.arange(n), first)[0]
+        raise RecordsError(
+            f"{path}: doc_id {int(doc_id[dup])} in order {order[dup, : k[dup]].tolist()} appears more than once; "
+            "records of two runs were mixed"
+        )
+    original_gold = order[np.arange(n), gold]
+    questions, inverse = np.unique(doc_id, return_inverse=True)
+    for name, values in (("K", k), ("gold option (order[gold])", original_gold)):
+        low = np.full(len(questions), np.iinfo(np.int64).max)
+        high = np.full(len(questions), np.iinfo(np.int64).min)
+        np.minimum.at(low, inverse, values)
+        np.maximum.at(high, inverse, values)
+        if (low != high).any():
+            question = int(questions[np.flatnonzero(low != high)[0]])
+            raise RecordsError(
+                f"{path}: doc_id {question}: its orders disagree on the {name}; the gold must follow its option — "
+                "the file was edited or records of two runs were mixed; re-run the evaluation"
+            )
 
 
 def _read_matrix(f: RecordField, column, n: int, k: np.ndarray, path) -> np.ndarray:
@@ -680,53 +736,15 @@ def _validate_members(path, meta: dict, k: np.ndarray, logits: np.ndarray, alpha
                 )
 
 
-def _validate_phantoms(path, phantom: np.ndarray, lengths: np.ndarray, meta: dict, k: np.ndarray) -> None:
-    """Phantom logits, where a file has them, are finite numbers (NaN is only the right padding beyond each
-    row's own list), at most the run's ``phantom_count`` per row, and name letters that exist: K plus the
-    phantoms at most the 26 letters A..Z."""
-    redo = "the file was edited or produced by a broken run — re-run the evaluation"
-    if np.isinf(phantom).any():
-        row = int(np.flatnonzero(np.isinf(phantom).any(axis=1))[0])
-        raise RecordsError(
-            f"{path}: row {row}: non-finite phantom logit {float(phantom[row][np.isinf(phantom[row])][0])!r}; {redo}"
-        )
-    held = (~np.isnan(phantom)).sum(axis=1) if phantom.size else np.zeros(len(lengths), dtype=np.int64)
-    bad = np.flatnonzero(held != lengths)
-    if bad.size:
-        row = int(bad[0])
-        raise RecordsError(
-            f"{path}: row {row}: {int(lengths[row] - held[row])} of its {int(lengths[row])} phantom logits are NaN or "
-            f"null (a phantom logit is the logit of a label after the question's last one, always a number); {redo}"
-        )
-    limit = meta.get("phantom_count")  # the model_arg of the run that wrote the file
-    if isinstance(limit, int) and not isinstance(limit, bool):
-        over = np.flatnonzero(lengths > limit)
-        if over.size:
-            row = int(over[0])
-            raise RecordsError(
-                f"{path}: row {row} has {int(lengths[row])} phantom logits, but the run kept at most phantom_count="
-                f"{limit} (its metadata); {redo}"
-            )
-    beyond = np.flatnonzero(k + lengths > 26)
-    if beyond.size:
-        row = int(beyond[0])
-        raise RecordsError(
-            f"{path}: row {row} has K={int(k[row])} and {int(lengths[row])} phantom logits, but only "
-            f"{max(0, 26 - int(k[row]))} letters follow its last label (A..Z); {redo}"
-        )
-
-
-def _validate_limit(path, meta: dict, n: int) -> None:
-    """A run with ``--limit N`` (N >= 1) scored at most N questions per task: more rows mean the metadata or the
-    rows come from elsewhere (a report would say the numbers cover N questions)."""
-    limit = meta.get("limit")
-    if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not limit >= 1:
+def _validate_phantoms(path, phantom: np.ndarray | None) -> None:
+    """Phantom logits, where a file has them, are finite (NaN is only the right padding)."""
+    if phantom is None or not np.isinf(phantom).any():
         return
-    if n > int(limit):
-        raise RecordsError(
-            f"{path}: the metadata says the run was evaluated with --limit {limit:g} (at most {int(limit)} questions "
-            f"per task), but the file has {n} rows; the file was edited or mixes runs — re-run the evaluation"
-        )
+    row = int(np.flatnonzero(np.isinf(phantom).any(axis=1))[0])
+    raise RecordsError(
+        f"{path}: row {row}: non-finite phantom logit {float(phantom[row][np.isinf(phantom[row])][0])!r}; the file "
+        "was edited or produced by a broken run — re-run the evaluation"
+    )
 
 
 def _parse_meta(schema_metadata, path) -> dict:
@@ -958,11 +976,13 @@ class _LazyLabels(Sequence):
 def _rows_to_table(rows: Sequence[Mapping], *, task: str, meta: Mapping):
     import pyarrow as pa
 
-    rows = sorted(rows, key=lambda r: r["doc_id"])
-    ids = [r["doc_id"] for r in rows]
+    # A permuted run has one record per (question, order): the identity order first within a question.
+    rows = sorted(rows, key=lambda r: (r["doc_id"], tuple(r.get("order") or ())))
+    ids = [(r["doc_id"], tuple(r.get("order") or ())) for r in rows]
     if len(set(ids)) != len(ids):
-        dup = next(i for i in ids if ids.count(i) > 1)
-        raise InvalidValueError(f"{task}: doc_id {dup} appears more than once in the records")
+        dup, order = next(i for i in ids if ids.count(i) > 1)
+        shown = f" in order {list(order)}" if order else ""
+        raise InvalidValueError(f"{task}: doc_id {dup}{shown} appears more than once in the records")
     names = [f.name for f in RECORD_SCHEMA if not f.optional or any(r.get(f.name) is not None for r in rows)]
     columns = {name: [r[name] for r in rows] for name in names}
     columns["task"] = [task] * len(rows)

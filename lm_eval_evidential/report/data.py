@@ -152,6 +152,8 @@ def report_data(
         phantom=phantom,
     )
     report["implementation_a"] = _implementation_a(report, id_records, accepted)
+    if any(r.order is not None for r in all_records):  # a permuted run: the order audit beside the K audit
+        report["answer_order"] = _answer_order_section(report, id_records, ood_records, policies[0], scores)
     _quality_sections(report, id_records, ood_records, accepted, figures_dir, scores=scores, n_bins=n_bins)
     report["summary"] = summarize(report)
     return report
@@ -238,6 +240,20 @@ def _ood_section(id_records: Records, ood_records: Sequence[Records], policy: st
         except CardinalityMismatchError as exc:
             section["refused"].append(refusal(policy, id_records.task, r.task, exc))
     return section
+
+
+def _answer_order_section(report: Report, id_records, ood_records, policy: str, scores) -> list:
+    """AUROC per answer order of each OOD task (the order audit's rows), or why a pair has none."""
+    from lm_eval_evidential.audits.permutations import permutation_ood_rows
+    from lm_eval_evidential.errors import OrderMismatchError, RecordsError
+
+    rows = []
+    for r in ood_records:
+        try:
+            rows += permutation_ood_rows(id_records, r, scores=scores, k_policy=policy)
+        except (CardinalityMismatchError, OrderMismatchError, RecordsError) as exc:
+            _skip(report, f"answer order ({id_records.task} vs {r.task})", exc)
+    return rows
 
 
 def _skip(report: Report, section: str, reason) -> None:

@@ -75,6 +75,7 @@ def render_markdown(report: Report) -> str:
         _md_ood,
         _md_controls,
         _md_ksweep,
+        _md_answer_order,
         _md_implementation_a,
         _md_calibration,
         _md_selective,
@@ -243,8 +244,33 @@ def _md_summary(report: Report) -> list[str]:
             )
             + f"; {both}."
         ]
+    lines += [_order_line(s)] if s.get("order") else []
     lines += ["", f"Details below; tables with every score are in [{APPENDIX_FILE}]({APPENDIX_FILE}).", ""]
     return lines
+
+
+def _order_line(s) -> str:
+    """The order audit in one sentence: how far reordering alone moves the headline AUROC, against the K artefact."""
+    spreads = s["order"]
+    first = spreads[0]
+    per_task = "; ".join(
+        f"{o['ood_task']} {format_number(o['auroc_min'])} to {format_number(o['auroc_max'])} "
+        f"(range {format_number(o['auroc_range'])}, order-averaged {format_number(o['auroc_order_averaged'])})"
+        for o in spreads
+    )
+    arts = [a for a in s.get("artefact") or [] if a["score"] == first["score"]]
+    against = (
+        "against a K artefact of "
+        + ", ".join(format_number(a["delta_auroc"], signed=True) for a in arts)
+        + " from one zero-evidence option"
+        if arts
+        else "(no K sweep to set it against)"
+    )
+    return (
+        f"- **Answer order** ({first['score']} AUROC over the {first['n_orders']} orders of each question, the "
+        f"same model and questions): {per_task} — reordering the options alone moves it by up to "
+        f"{format_number(max(o['auroc_range'] for o in spreads))}, {against}."
+    )
 
 
 def _md_k_counts(report: Report) -> list[str]:
@@ -569,6 +595,35 @@ def _equivalence_groups(rows: Sequence[AuditRow]) -> dict[str, list[list[str]]]:
             members.setdefault(find(score), []).append(score)
         groups[task] = [m for m in members.values() if len(m) > 1]
     return groups
+
+
+def _md_answer_order(report: Report) -> list[str]:
+    """The order audit's AUROC per answer order (only for permuted records; `lm-eval-evidential permutations`)."""
+    rows = _headline_rows(report.get("answer_order") or [])
+    if not rows:
+        return []
+    lines = [
+        "## Answer order (`lm-eval-evidential permutations`)",
+        "",
+        "Each question was shown in several orders of its options; order s of the ID task is compared with order s "
+        "of the OOD task. The spread is what reordering the same options alone does to the AUROC.",
+        "",
+    ]
+    lines += _table(
+        ["ID → OOD", "score", "orders", "AUROC identity", "AUROC min / median / max", "order-averaged"],
+        [
+            [
+                f"{r['id_task']} → {r['ood_task']}",
+                r["score"],
+                r["n_orders"],
+                format_number(r["auroc_identity"]),
+                " / ".join(format_number(r[k]) for k in ("auroc_min", "auroc_median", "auroc_max")),
+                format_number(r["auroc_order_averaged"]),
+            ]
+            for r in rows
+        ],
+    )
+    return lines + _reasons(rows) + [""]
 
 
 def _md_orders(report: Report) -> list[str]:

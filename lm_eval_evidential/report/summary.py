@@ -10,6 +10,7 @@ from lm_eval_evidential.report.types import (
     KSweepEntry,
     LargestMove,
     MismatchedComparison,
+    OrderSpread,
     RefusedPair,
     Report,
     Summary,
@@ -82,7 +83,7 @@ def summarize(report: Report) -> Summary:
                 RefusedPair(ood_task=ref["ood_task"], policies=[], reason=ref["reason"], suggestion=ref["suggestion"]),
             )
             entry["policies"].append(policy)
-    return Summary(
+    summary = Summary(
         illustrative=report["illustrative"],
         limited={task: limit for task, limit in report["limits"].items() if limit is not None},
         headline_score=score,
@@ -91,6 +92,16 @@ def summarize(report: Report) -> Summary:
         refused=list(refused.values()),
         artefact=[a for task, entry in report["ksweep"].items() if (a := _artefact(task, entry))],
     )
+    if "answer_order" in report:
+        summary["order"] = _order_spread(report["answer_order"])
+    return summary
+
+
+def _order_spread(rows: Sequence[AuditRow]) -> list[OrderSpread]:
+    """Per permuted pair, the headline score's AUROC over the answer orders (min, max, range, order-averaged)."""
+    score = headline_score(rows)
+    keys = ("ood_task", "score", "n_orders", "auroc_min", "auroc_max", "auroc_range", "auroc_order_averaged")
+    return [OrderSpread(**{k: r[k] for k in keys}) for r in rows if r["score"] == score]
 
 
 def _artefact(task: str, entry: KSweepEntry) -> Artefact | None:

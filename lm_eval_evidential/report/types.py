@@ -8,7 +8,7 @@ the types here are the rows the report makes around them. Key order is the order
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 #: A row of an audit (:func:`~lm_eval_evidential.audits.ood.ood_rows`, ``ksweep_rows``, the
 #: :mod:`~lm_eval_evidential.audits.quality` rows), as the audit returns it.
@@ -127,6 +127,18 @@ class Artefact(TypedDict):
     largest: LargestMove
 
 
+class OrderSpread(TypedDict):
+    """How far reordering the options moves the headline AUROC of one permuted pair (the order audit)."""
+
+    ood_task: str
+    score: str
+    n_orders: int
+    auroc_min: float
+    auroc_max: float
+    auroc_range: float
+    auroc_order_averaged: float
+
+
 class Summary(TypedDict):
     """What a reader acts on (:func:`~lm_eval_evidential.report.summary.summarize`)."""
 
@@ -137,6 +149,8 @@ class Summary(TypedDict):
     mismatched: list[MismatchedComparison]
     refused: list[RefusedPair]
     artefact: list[Artefact]
+    #: Only where the records are permuted (``metadata.permutations``): reports of other runs are what they were.
+    order: NotRequired[list[OrderSpread]]
 
 
 class Report(TypedDict):
@@ -167,5 +181,8 @@ class Report(TypedDict):
     selective: list[AuditRow]
     atc: list[AuditRow]
     orders: list[AuditRow]
+    #: The order audit's AUROC per order of each permuted pair (:func:`~lm_eval_evidential.audits.permutations.
+    #: permutation_ood_rows`); only where the records are permuted.
+    answer_order: NotRequired[list[AuditRow]]
     figures: dict[str, list[str]]
     skipped: list[Skipped]

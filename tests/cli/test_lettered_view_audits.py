@@ -48,6 +48,20 @@ def run_dir(tiny_model, tiny_adapter, tmp_path_factory):
             bootstrap_iters=0,
             limit=40,
         )
+        # The same views shown in every cyclic order of their options, in a folder of their own (the order audit).
+        permuted_manager = lm_eval.tasks.TaskManager(
+            include_path=[str(tasks_dir()), str(configs)],
+            include_defaults=False,
+            metadata={"permutations": "cyclic"},
+        )
+        permuted = lm_eval.simple_evaluate(
+            model=EvidentialLM(
+                pretrained=str(tiny_model), peft=str(tiny_adapter), device="cpu", dtype="float32", batch_size=8
+            ),
+            tasks=list(permuted_manager.load(VIEWS[:2])["tasks"].values()),
+            bootstrap_iters=0,
+            limit=10,
+        )
     finally:
         if before is None:
             os.environ.pop("EVIDENTIAL_DATA_DIR", None)
@@ -55,6 +69,7 @@ def run_dir(tiny_model, tiny_adapter, tmp_path_factory):
             os.environ["EVIDENTIAL_DATA_DIR"] = before
     out = tmp_path_factory.mktemp("views_run") / "out"
     write_run_records(out / "tiny", results.records)
+    write_run_records(out.parent / "orders" / "tiny", permuted.records)
     return out
 
 
@@ -120,6 +135,18 @@ def _audits(out: Path, tmp: Path) -> dict[str, list[str]]:
             "--n-boot",
             "20",
         ],  # fmt: skip
+        "permutations": [
+            "permutations",
+            str(out.parent / "orders"),  # the views' permuted run
+            "--task",
+            "openbookqa_edl",
+            "--id",
+            "openbookqa_edl",
+            "--ood",
+            "arc_easy_edl",
+            "--k-policy",
+            "restrict",
+        ],
     }
 
 

@@ -1,0 +1,107 @@
+"""What permuted evaluation costs: K cyclic orders of N questions in one evaluation against K independent ones.
+
+    python benchmarks/bench_permutations.py [--n 24] [--task obqa_edl] [--model tiny|smollm2] [--repeats 3]
+
+The K cyclic orders of a question share everything before its options (instruction, question);
+the requests of ``--metadata '{"permutations": "cyclic"}'`` reach ``EvidentialLM.loglikelihood`` as one
+batch of K x N prompts. Measured side by side in one process, interleaved ``--repeats`` times:
+
+- ``one order``: the N questions in their own order (one ``loglikelihood`` call): today's run;
+- ``K orders, one call``: the K x N prompts of the permuted task in one call (what the harness does);
+- ``K orders, K calls``: the same prompts as K independent evaluations, one call per shift.
+
+Printed: the median wall time of each and its ratio to ``one order`` (K would be no sharing at all), with
+the machine and ``uptime`` load. Whatever the backend shares between the orders of one question (a prefix
+cache inside the forward) shows as ``one call`` below ``K calls``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def _model(kind: str, tmp: Path):
+    from lm_eval_evidential.harness.model import EvidentialLM
+
+    if kind == "smollm2":
+        from lm_eval_evidential.testing.smollm2 import smollm2_checkpoint
+
+        pretrained = smollm2_checkpoint()
+    else:
+        from lm_eval_evidential.testing.tiny import build_tiny_model
+
+        pretrained = build_tiny_model(tmp / "tiny", seed=0)
+    return EvidentialLM(pretrained=str(pretrained), device="cpu", dtype="float32", batch_size=8), pretrained
+
+
+def _instances(task_name: str, n: int, permuted: bool):
+    from lm_eval.tasks import TaskManager
+
+    from lm_eval_evidential.harness.plugin import tasks_dir
+
+    meta = {"permutations": "cyclic"} if permuted else None
+    task = TaskManager(include_path=str(tasks_dir()), include_defaults=False, metadata=meta).load([task_name])
+    task = task["tasks"][task_name]
+    task.request_limit(n)
+    task.build_all_requests(limit=n, rank=0, world_size=1)
+    return task.instances
+
+
+def _timed(lm, groups) -> float:
+    start = time.perf_counter()
+    for requests in groups:
+        lm.loglikelihood(requests, disable_tqdm=True)
+        lm.evidence.take()
+    return time.perf_counter() - start
+
+
+def main(argv=None) -> None:
+    import tempfile
+
+    from lm_eval_evidential.testing.tiny import sample_data_dir
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=24, help="questions (default 24)")
+    ap.add_argument("--task", default="obqa_edl")
+    ap.add_argument("--model", choices=("tiny", "smollm2"), default="tiny")
+    ap.add_argument("--repeats", type=int, default=3)
+    args = ap.parse_args(argv)
+    os.environ.setdefault("EVIDENTIAL_DATA_DIR", str(sample_data_dir()))
+    with tempfile.TemporaryDirectory() as tmp:
+        lm, pretrained = _model(args.model, Path(tmp))
+        plain = _instances(args.task, args.n, permuted=False)
+        permuted = _instances(args.task, args.n, permuted=True)
+        shifts: dict[int, list] = {}
+        for request in permuted:
+            shifts.setdefault(request.doc["permutation"][0], []).append(request)
+        k = len(shifts)
+        variants = {
+            "one order": [plain],
+            "K orders, one call": [permuted],
+            "K orders, K calls": [shifts[s] for s in sorted(shifts)],
+        }
+        _timed(lm, [plain])  # warm-up
+        times = {name: [] for name in variants}
+        for _ in range(args.repeats):
+            for name, groups in variants.items():
+                times[name].append(_timed(lm, groups))
+    load = os.getloadavg()
+    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; load {load[0]:.2f}")
+    print(f"model: {args.model} ({pretrained}); task {args.task}: {args.n} questions, K = {k}")
+    print(f"requests: {len(plain)} in one order, {len(permuted)} in the K orders")
+    base = statistics.median(times["one order"])
+    for name, values in times.items():
+        median = statistics.median(values)
+        print(f"{name:<20} {median:8.3f} s   x{median / base:5.2f} of one order   (runs: {len(values)})")
+
+
+if __name__ == "__main__":
+    main()

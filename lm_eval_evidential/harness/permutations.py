@@ -1,0 +1,147 @@
+"""Permuted evaluation: each question shown under several orders of its options (the order audit's data).
+
+``metadata.permutations`` (a task's YAML, or ``--metadata '{"permutations": "cyclic"}'``) asks any
+task this package scores (the shipped ``*_edl`` tasks, the K-matched controls, the lettered views
+of stock tasks, and through them the ID/OOD pairs) to show every question under several orders:
+
+- ``"cyclic"``: the K cyclic shifts, ``order_s[j] = (j + s) mod K`` for s = 0..K-1, so each option
+  visits each letter once (MMBench's CircularEval, Liu et al. 2023);
+- ``"random:N"``: N distinct orders, the identity first and N-1 permutations drawn by a generator
+  seeded by ``sha256(f"{permutation_seed}:{question}")`` (``metadata.permutation_seed``, default 0),
+  the same on every run and machine; all K! where N > K!;
+- ``"all"``: all K! orders in lexicographic order (the identity first).
+
+An order lists the question's options as the task shows them without permutations (indices into
+the unpermuted doc's ``options``): ``order[j]`` is the option shown at letter j, the gold follows
+its option, and nothing else of the prompt moves. Each (question, order) is one doc of the task,
+question by question, and one record with the order in its ``order`` column; the identity order's
+doc is the unpermuted doc itself. Absent, the task's docs are exactly what they always were.
+
+Refused, naming the task and the doc: a question with one option (no other order exists), and
+more than :data:`MAX_ORDERS` orders of one question (``"all"`` at K = 7 and beyond, or N above it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import math
+import re
+from collections.abc import Sequence
+
+from lm_eval_evidential.errors import DatasetError
+
+#: The metadata key that asks for permuted evaluation (the issue's fixed interface).
+METADATA_KEY = "permutations"
+#: The most orders of one question a run may ask for (6! = 720: "all" up to K = 6).
+MAX_ORDERS = 720
+#: The doc fields a permuted doc adds: its order, and the position of its question among the unpermuted docs.
+ORDER_FIELD = "permutation"
+QUESTION_FIELD = "question_id"
+_RANDOM = re.compile(r"random:(\d+)")
+_FORMS = "'cyclic' (the K cyclic shifts), 'random:N' (N seeded orders, N >= 2) or 'all' (all K! orders)"
+
+
+class PermutationError(DatasetError):
+    """A permutation setting, or a question, that permuted evaluation cannot serve; the message says why."""
+
+
+def parse_spec(spec, *, task: str) -> tuple[str, int | None]:
+    """``("cyclic" | "random" | "all", N or None)`` from a ``metadata.permutations`` value.
+
+    Examples
+    --------
+    >>> parse_spec("cyclic", task="t"), parse_spec("random:5", task="t"), parse_spec("all", task="t")
+    (('cyclic', None), ('random', 5), ('all', None))
+    """
+    text = spec.strip().lower() if isinstance(spec, str) else None
+    if text in ("cyclic", "all"):
+        return text, None
+    match = _RANDOM.fullmatch(text or "")
+    if match and 2 <= int(match.group(1)) <= MAX_ORDERS:
+        return "random", int(match.group(1))
+    if match:
+        raise PermutationError(
+            f"task {task!r}: metadata.permutations {spec!r} asks for {int(match.group(1))} orders per question; give "
+            f"N from 2 to {MAX_ORDERS} (the bound on orders of one question)"
+        )
+    raise PermutationError(f"task {task!r}: metadata.permutations must be {_FORMS}, got {spec!r}")
+
+
+def orders_for(
+    kind: str, n: int | None, k: int, *, question: str = "", seed: int = 0, task: str = "", where: str = ""
+) -> list[list[int]]:
+    """The orders one question of K options is shown in (the identity first; see the module docstring).
+
+    Examples
+    --------
+    >>> orders_for("cyclic", None, 3)
+    [[0, 1, 2], [1, 2, 0], [2, 0, 1]]
+    >>> len(orders_for("all", None, 4)), orders_for("random", 3, 4, question="q")[0]
+    (24, [0, 1, 2, 3])
+    """
+    if k < 2:
+        raise PermutationError(
+            f"task {task!r}{where}: K = {k}: a question with one option has no other order to show; drop the "
+            "question or evaluate the task without metadata.permutations"
+        )
+    count = {"cyclic": k, "all": math.factorial(k), "random": min(n or 0, math.factorial(k))}[kind]
+    if count > MAX_ORDERS:
+        raise PermutationError(
+            f"task {task!r}{where}: permutations {kind!r} gives {count} orders for its K = {k} options "
+            f"({k}! = {math.factorial(k)}), more than the bound of {MAX_ORDERS} orders per question; use 'cyclic' "
+            "(K orders) or 'random:N'"
+        )
+    identity = list(range(k))
+    if kind == "cyclic":
+        return [[(j + s) % k for j in range(k)] for s in range(k)]
+    if kind == "all" or count == math.factorial(k):
+        return [list(p) for p in itertools.permutations(identity)]
+    import numpy as np
+
+    digest = hashlib.sha256(f"{seed}:{question}".encode()).digest()
+    rng = np.random.default_rng(int.from_bytes(digest[:8], "little"))
+    seen, out = {tuple(identity)}, [identity]
+    while len(out) < count:
+        order = rng.permutation(k).tolist()
+        if tuple(order) not in seen:
+            seen.add(tuple(order))
+            out.append(order)
+    return out
+
+
+def permuted_doc(doc: dict, order: Sequence[int], question_id: int) -> dict:
+    """``doc`` with its options shown in ``order``: options moved, the gold following its option.
+
+    The letters, the question and every other field stay; a lettered view's ``order`` (the stock
+    positions shown) is composed with ``order``. ``permutation`` and ``question_id`` are added.
+
+    Examples
+    --------
+    >>> doc = {"question": "q", "options": ["a", "b", "c"], "letters": ["A", "B", "C"], "gold": 2, "k": 3}
+    >>> moved = permuted_doc(doc, [2, 0, 1], 7)
+    >>> moved["options"], moved["gold"], moved["permutation"], moved["question_id"]
+    (['c', 'a', 'b'], 0, [2, 0, 1], 7)
+    """
+    order = [int(i) for i in order]
+    out = {**doc, "options": [doc["options"][i] for i in order], "gold": order.index(int(doc["gold"]))}
+    if isinstance(doc.get("order"), list):  # a lettered view's stock positions, in the order now shown
+        out["order"] = [doc["order"][i] for i in order]
+    out[ORDER_FIELD] = order
+    out[QUESTION_FIELD] = int(question_id)
+    return out
+
+
+def permute_docs(docs: Sequence[dict], spec, *, task: str, seed=0) -> list[dict]:
+    """Every doc of ``docs`` under every order of ``spec``, question by question (identity first)."""
+    kind, n = parse_spec(spec, task=task)
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise PermutationError(f"task {task!r}: metadata.permutation_seed must be an integer, got {seed!r}")
+    out = []
+    for position, doc in enumerate(docs):
+        where = f" doc {doc.get('source_id', position)!r}"
+        orders = orders_for(
+            kind, n, len(doc["options"]), question=str(doc.get("question", "")), seed=seed, task=task, where=where
+        )
+        out.extend(permuted_doc(doc, order, position) for order in orders)
+    return out

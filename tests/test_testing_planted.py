@@ -1,0 +1,128 @@
+"""The planted letter prior (testing/planted.py): an adapter trained by the package's own trainer on OBQA
+questions whose gold is always " A" learns the letter, and the order audit finds it.
+
+The tiny model knows nothing of the questions, so its only learnable signal is the letter: the audit
+must see accuracy that depends on where the gold is shown (CircularEval below the identity order's
+accuracy), picks far from uniform with PriDe's prior on " A", and predictions that follow the letter.
+A model that also knows the answers (where debiasing can help) is the slow SmolLM2 test below.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from lm_eval_evidential.testing.planted import OBQA_TRAIN, write_planted_mirror
+
+CYCLIC = {"permutations": "cyclic"}
+
+
+def test_the_planted_mirror_moves_only_the_training_gold(tmp_path):
+    from lm_eval_evidential.testing.tiny import sample_data_dir
+
+    root = write_planted_mirror(tmp_path / "data", "B")
+    before = [json.loads(x) for x in (sample_data_dir() / OBQA_TRAIN).read_text().splitlines()]
+    after = [json.loads(x) for x in (root / OBQA_TRAIN).read_text().splitlines()]
+    for old, new in zip(before, after):
+        assert new["answerKey"] == "B"
+        gold = old["choices"]["text"][old["choices"]["label"].index(old["answerKey"])]
+        assert new["choices"]["text"][1] == gold and sorted(new["choices"]["text"]) == sorted(old["choices"]["text"])
+    test = OBQA_TRAIN.with_name("test.jsonl")
+    assert (root / test).read_bytes() == (sample_data_dir() / test).read_bytes()
+
+
+@pytest.fixture(scope="module")
+def planted(tiny_model, tmp_path_factory):
+    """(permuted records of obqa_edl's test split under the planted adapter, the audit's summary)."""
+    import lm_eval
+
+    from lm_eval_evidential.audits.permutations import permutation_summary
+    from lm_eval_evidential.training.config import TrainConfig
+    from lm_eval_evidential.training.trainer import train
+
+    from .harness.test_model import make_lm, our_tasks
+
+    root = tmp_path_factory.mktemp("planted")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("EVIDENTIAL_DATA_DIR", str(write_planted_mirror(root / "data", "A")))
+        task = our_tasks({"load_all_splits": True}).load(["obqa_edl"])["tasks"]["obqa_edl"]
+        config = TrainConfig(
+            output_dir=str(root / "adapter"),
+            max_steps=30,
+            learning_rate=1e-2,
+            warmup_steps=0,
+            logging_steps=10,
+            save_steps=1000,
+            max_train_docs=64,
+            seed=0,
+        )
+        adapter = train(tiny_model, task, config)
+        results = lm_eval.simple_evaluate(
+            model=make_lm(tiny_model, adapter, batch_size=8),
+            tasks=["obqa_edl"],
+            limit=40,
+            bootstrap_iters=0,
+            task_manager=our_tasks(CYCLIC),
+        )
+    records = results.records["obqa_edl"]
+    return records, permutation_summary(records, pride_fraction=0.1)
+
+
+def test_the_audit_finds_the_planted_letter_prior(planted):
+    records, summary = planted
+    assert summary["n_questions"] == 40 and summary["n_records"] == 160
+    assert summary["letter_pick_rate"]["A"] > 0.9  # the training data's letter
+    assert summary["letter_uniformity"]["p_value"] < 1e-6
+    prior = summary["pride"]["by_k"][4]["prior"]
+    assert int(np.argmax(prior)) == 0 and prior[0] > 0.5
+    assert summary["circular_accuracy"] < summary["accuracy"]  # right only where the gold happens to be at A
+    assert summary["prediction_follows"]["letter"] > 0.9
+    # accuracy moves with the letter of the gold: each order's accuracy is the share of golds it puts at A
+    shift = records.order[:, 0]
+    for s, accuracy in enumerate(summary["accuracy_per_order"]):
+        assert accuracy == pytest.approx(np.mean(records.gold[shift == s] == 0), abs=0.05)
+    assert summary["letter_mean_evidence"]["A"] > max(v for a, v in summary["letter_mean_evidence"].items() if a != "A")
+
+
+@pytest.mark.slow
+def test_on_real_smollm2_the_audit_finds_the_planted_prior_and_pride_removes_it(tmp_path):
+    """SmolLM2-135M-Instruct knows some answers: the planted " A" costs accuracy that PriDe gives back."""
+    import lm_eval
+
+    from lm_eval_evidential.audits.permutations import permutation_summary
+    from lm_eval_evidential.testing.smollm2 import smollm2_checkpoint
+    from lm_eval_evidential.training.config import TrainConfig
+    from lm_eval_evidential.training.trainer import train
+
+    from .harness.test_model import make_lm, our_tasks
+
+    model = smollm2_checkpoint()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("EVIDENTIAL_DATA_DIR", str(write_planted_mirror(tmp_path / "data", "A")))
+        task = our_tasks({"load_all_splits": True}).load(["obqa_edl"])["tasks"]["obqa_edl"]
+        config = TrainConfig(
+            output_dir=str(tmp_path / "adapter"),
+            max_steps=20,
+            learning_rate=1e-3,
+            warmup_steps=0,
+            logging_steps=10,
+            save_steps=1000,
+            max_train_docs=80,
+            dtype="float32",
+            seed=0,
+        )
+        adapter = train(model, task, config)
+        results = lm_eval.simple_evaluate(
+            model=make_lm(model, adapter, batch_size=8),
+            tasks=["obqa_edl"],
+            limit=60,
+            bootstrap_iters=0,
+            task_manager=our_tasks(CYCLIC),
+        )
+    summary = permutation_summary(results.records["obqa_edl"], pride_fraction=0.1)
+    assert summary["letter_pick_rate"]["A"] > 0.5 and summary["letter_uniformity"]["p_value"] < 1e-3
+    assert int(np.argmax(summary["pride"]["by_k"][4]["prior"])) == 0
+    assert summary["circular_accuracy"] < summary["accuracy"]
+    assert summary["pride"]["debiased_accuracy"] > summary["pride"]["accuracy"]
