@@ -333,8 +333,8 @@ def worker(args) -> dict:
         lm = get_model(way).create_from_arg_obj(model_args)
         model = lm.model
         lm.loglikelihood = clock.wrap("loglikelihood", lm.loglikelihood)
-        if hasattr(lm, "_encode_prompts"):  # (b)'s one tokenisation of each prompt, inside loglikelihood
-            lm._encode_prompts = clock.wrap("encode_prompts", lm._encode_prompts)
+        if hasattr(lm, "planner"):  # (b)'s one tokenisation of each prompt, inside loglikelihood
+            lm.planner.encode_prompts = clock.wrap("encode_prompts", lm.planner.encode_prompts)
         # The step that builds the records after evaluate() (both ways run our tasks; only (b)'s is
         # reported). Per-doc scoring (process_results) is lm_eval's own ConfigurableTask code, which
         # (c) pays too: not counted as ours.

@@ -42,9 +42,9 @@ def local_adapter(peft, revision: str | None = None) -> Path:
     vLLM's LoRA loader and the merge both read the adapter's files, so it must be on disk.
     """
     from lm_eval_evidential.errors import EvidentialInputError
-    from lm_eval_evidential.harness.loading_checks import _local_folder
+    from lm_eval_evidential.harness.loading_checks import local_folder
 
-    folder = _local_folder(peft, revision or "main")
+    folder = local_folder(peft, revision or "main")
     if folder is None or not (folder / "adapter_config.json").is_file():
         raise EvidentialInputError(
             f"peft={peft}: --model evidential-vllm needs the adapter's files on disk (vLLM's LoRA loader and the "
@@ -137,12 +137,12 @@ def merged_checkpoint(pretrained, adapter, *, dtype: str = "auto", revision: str
     from peft import PeftModel
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-    from lm_eval_evidential.harness.loading_checks import _local_folder, saved_embedding_rows
+    from lm_eval_evidential.harness.loading_checks import local_folder, saved_embedding_rows
     from lm_eval_evidential.modeling.quiet import peft_wrapping
     from lm_eval_evidential.records.io import atomic_folder
     from lm_eval_evidential.records.provenance import adapter_sha256, model_sha256
 
-    base_hash = model_sha256(_local_folder(pretrained, revision or "main"))
+    base_hash = model_sha256(local_folder(pretrained, revision or "main"))
     adapter_hash = adapter_sha256(Path(str(adapter)))
     if dtype in (None, "auto"):
         declared = getattr(AutoConfig.from_pretrained(pretrained, revision=revision), "dtype", None)

@@ -3,8 +3,8 @@
 The harness's ``loglikelihood`` contract is one ``(log p, is_greedy)`` pair per request, so the
 Dirichlet evidence cannot ride in the responses. It travels this one way instead:
 
-1. :meth:`EvidentialLM.loglikelihood <lm_eval_evidential.harness.model.EvidentialLM.loglikelihood>`
-   answers every request with ``(log E[p_j], j == argmax E[p])`` and files each question's
+1. :meth:`EvidentialScoring.loglikelihood <lm_eval_evidential.harness.scoring.EvidentialScoring.loglikelihood>`
+   (every backend's) answers every request with ``(log E[p_j], j == argmax E[p])`` and files each question's
    answer logits and Dirichlet alpha in the model's :class:`EvidenceLedger` (``lm.evidence``)
    under the request's own ``(task_name, doc_id)``.
 2. When lm_eval's ``evaluate()`` returns, :func:`lm_eval_evidential.harness.evaluation.complete`

@@ -627,7 +627,7 @@ def unscorable_stock_tasks(lm, tasks: dict) -> dict[str, str]:
         context = str(task.doc_to_text(doc))
         continuations = tuple(task.config.target_delimiter + str(c) for c in task.doc_to_choice(doc))
         try:
-            lm._split_answers(context, lm.tok_encode(context), continuations, name, f"task {name!r} doc 0")
+            lm.planner.split_answers(context, lm.tok_encode(context), continuations, name, f"task {name!r} doc 0")
         except EvidentialInputError as error:
             out[name] = str(error)
     return out

@@ -4,7 +4,7 @@ Every ``--model_args`` value is checked here before any weights load (a path tha
 a head setting of the wrong type, an IB-EDL setting that disagrees with the adapter's own run
 config, a context longer than the model's, an adapter for another base model), with one line
 naming the value and the fix (:class:`~lm_eval_evidential.errors.EvidentialInputError`);
-:mod:`lm_eval_evidential.harness.model` keeps the scoring.
+:mod:`lm_eval_evidential.harness.scoring` keeps the scoring.
 """
 
 from __future__ import annotations
@@ -15,11 +15,12 @@ from pathlib import Path
 
 from lm_eval_evidential.errors import EvidentialInputError, InvalidValueError
 from lm_eval_evidential.modeling.config import HeadConfig
+from lm_eval_evidential.modeling.encoding import PHANTOM_COUNT
 
 logger = logging.getLogger(__name__)
 
 
-def _local_folder(name_or_path, revision) -> Path | None:
+def local_folder(name_or_path, revision) -> Path | None:
     """The local folder a model or adapter was loaded from: the path itself, or its hub cache snapshot."""
     if not isinstance(name_or_path, (str, Path)) or not str(name_or_path):
         return None
@@ -182,7 +183,7 @@ def check_adapter_files(peft) -> None:
             raise EvidentialInputError(f"{weights} is not a whole safetensors file: {problem}; {_DAMAGED_ADAPTER_FIX}")
 
 
-_ADAPTER_FIT_HINT = (
+ADAPTER_FIT_HINT = (
     "pass the base model the adapter was trained on (see base_model_name_or_path in its adapter_config.json)"
 )
 
@@ -217,12 +218,12 @@ def check_adapter_fits(peft, config, pretrained) -> None:
         if isinstance(want, int) and len(shape) == 2 and shape[1] != want:
             raise EvidentialInputError(
                 f"the adapter peft={peft} does not fit the base model pretrained={pretrained}: its {name} has "
-                f"in_features={shape[1]}, the model's has {want}; {_ADAPTER_FIT_HINT}"
+                f"in_features={shape[1]}, the model's has {want}; {ADAPTER_FIT_HINT}"
             )
 
 
 #: --model_args of the head: (type, what it must be, an example value).
-_HEAD_ARGS = {
+HEAD_ARGS = {
     "method": (str, "a name", "edl"),
     "prior_weight": (float, "a number", "1"),
     "num_noises": (int, "an integer", "20"),
@@ -233,8 +234,6 @@ _HEAD_ARGS = {
 
 def check_phantom_count(value) -> int:
     """``phantom_count`` from --model_args: a whole number 0..26 (0 keeps no phantom logits)."""
-    from lm_eval_evidential.modeling.encoding import PHANTOM_COUNT
-
     try:
         number = float(value)
         if isinstance(value, bool) or not number.is_integer() or not 0 <= number <= 26:
@@ -247,12 +246,22 @@ def check_phantom_count(value) -> int:
     return int(number)
 
 
+#: The scoring's --model_args besides the head's, every backend's: name -> (default, check returning the value).
+#: ``EvidentialScoring.init_scoring`` sets each as an attribute of the model; a new one is one line here.
+SCORING_OPTIONS = {
+    "phantom_count": (PHANTOM_COUNT, check_phantom_count),
+}
+
+#: The --model_args every backend takes for the scoring (harness/scoring.EvidentialScoring.init_scoring).
+SCORING_ARGS = (*HEAD_ARGS, *SCORING_OPTIONS)
+
+
 def head_config(settings: dict) -> HeadConfig:
     """The head from ``settings`` (strings or numbers from --model_args or an adapter's metadata),
     each bad value named with an example; HeadConfig's own range checks as EvidentialInputError."""
     typed = {}
     for name, value in settings.items():
-        cast, kind, example = _HEAD_ARGS[name]
+        cast, kind, example = HEAD_ARGS[name]
         try:
             number = float(value) if cast is int and not isinstance(value, bool) else None
             if number is not None and not number.is_integer():
@@ -268,7 +277,7 @@ def head_config(settings: dict) -> HeadConfig:
         raise EvidentialInputError(f"--model_args: {exc}") from None
 
 
-def _unknown_arg_error(exc: TypeError) -> Exception:
+def unknown_arg_error(exc: TypeError) -> Exception:
     """A model_arg that nothing on the way to the model's constructor knows, named with the nearest known one."""
     import difflib
     import inspect
@@ -279,7 +288,7 @@ def _unknown_arg_error(exc: TypeError) -> Exception:
     found = re.search(r"unexpected keyword argument '([^']+)'", str(exc))
     if not found:
         return exc
-    known = (set(inspect.signature(HFLM.__init__).parameters) | set(_HEAD_ARGS) | {"phantom_count"}) - {
+    known = (set(inspect.signature(HFLM.__init__).parameters) | set(SCORING_ARGS)) - {
         "self",
         "kwargs",
     }
@@ -358,7 +367,7 @@ def saved_embedding_rows(adapter) -> int | None:
     return None
 
 
-def _wraps_tied_layer(model) -> bool:
+def wraps_tied_layer(model) -> bool:
     base = model.get_base_model()
     tied = getattr(base, "all_tied_weights_keys", None) or getattr(base, "_tied_weights_keys", None)
     if not tied or not getattr(base.config.get_text_config(), "tie_word_embeddings", False):
@@ -370,11 +379,11 @@ def _wraps_tied_layer(model) -> bool:
     return any(isinstance(m, wrapped) for m in (base.get_input_embeddings(), base.get_output_embeddings()))
 
 
-def _already_tied(*args, **kwargs) -> None:
+def already_tied(*args, **kwargs) -> None:
     """PeftModel.tie_weights for a base whose tied layer PEFT wrapped (see EvidentialLM._create_model)."""
 
 
-def _gguf_error(gguf_file: str, exc: Exception) -> Exception:
+def gguf_error(gguf_file: str, exc: Exception) -> Exception:
     if "mistral" not in str(exc):
         return exc
     return EvidentialInputError(

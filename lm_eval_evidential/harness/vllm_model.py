@@ -2,11 +2,11 @@
 
 lm-eval's own ``VLLM`` model loads the engine (every one of its model_args: ``tensor_parallel_size``,
 ``data_parallel_size``, ``gpu_memory_utilization``, ``max_model_len``, …, and any other vLLM engine
-argument); the scoring is ``--model evidential``'s, the same functions, not a copy
-(``EvidentialVLLM.SHARED``): requests grouped into questions, the single-token and distinct-answer checks,
-the prompt-length check, the head (:mod:`lm_eval_evidential.modeling.heads`), the evidence filed
-for the records. Only the forward pass differs (:meth:`EvidentialVLLM._forward_unique`): each
-distinct prompt is one vLLM request of one output token,
+argument); the scoring is every backend's, inherited from
+:class:`~lm_eval_evidential.harness.scoring.EvidentialScoring`: requests grouped into questions, the
+single-token and distinct-answer checks, the prompt-length check, the head
+(:mod:`lm_eval_evidential.modeling.heads`), the evidence filed for the records. Only the forward pass
+differs (:meth:`EvidentialVLLM.last_logits_at`): each distinct prompt is one vLLM request of one output token,
 ``SamplingParams(max_tokens=1, temperature=0, logprob_token_ids=[answer ids…, σ ids…])`` on an
 engine started with ``logprobs_mode="raw_logits"``, so the values returned for those ids are the
 model's raw last-position logits (vllm/v1/sample/sampler.py: ``raw_logits`` is a float32 copy of
@@ -34,16 +34,8 @@ import torch
 
 from lm_eval_evidential.errors import EvidentialInputError
 from lm_eval_evidential.harness.adapters import local_adapter, lora_rank, merged_checkpoint, why_merged
-from lm_eval_evidential.harness.evidence import EvidenceLedger
-from lm_eval_evidential.harness.loading_checks import (
-    check_load_args,
-    check_phantom_count,
-    head_config,
-    reference_head_settings,
-)
-from lm_eval_evidential.harness.model import EvidentialLM
-from lm_eval_evidential.modeling.config import head_defaults
-from lm_eval_evidential.modeling.encoding import PHANTOM_COUNT
+from lm_eval_evidential.harness.loading_checks import check_load_args
+from lm_eval_evidential.harness.scoring import EvidentialScoring
 
 
 def _lm_eval_vllm_module():
@@ -100,34 +92,6 @@ harness_logger = logging.getLogger("lm_eval.evidential")
 #: vLLM's upper bound on ``SamplingParams.logprob_token_ids`` (vllm/sampling_params.py MAX_LOGPROB_TOKEN_IDS).
 MAX_IDS_PER_REQUEST = 128
 
-#: ``EvidentialLM``'s own attributes that belong to transformers (loading, devices, the forward pass); every
-#: other one — the scoring — is taken by :class:`EvidentialVLLM` as it is, unless it defines its own.
-TRANSFORMERS_ONLY = frozenset(
-    {
-        "__init__",
-        "_global_rank",
-        "_get_config",
-        "_create_model",
-        "_last_logits",
-        "_auto_batch_size",
-        "_forward_unique",
-        "_records_dtype",
-        "set_cache_hook",
-    }
-)
-
-
-def _shared(cls):
-    """Give ``cls`` ``--model evidential``'s scoring: the same functions, not copies (listed in ``cls.SHARED``)."""
-    shared = []
-    for name, value in EvidentialLM.__dict__.items():
-        if name.startswith(("__", "_abc")) or name in TRANSFORMERS_ONLY or name in cls.__dict__:
-            continue
-        setattr(cls, name, value)
-        shared.append(name)
-    cls.SHARED = tuple(shared)
-    return cls
-
 
 def _ray_with_cpu_replicas(gpus: int) -> None:
     """Let lm-eval's data-parallel replicas start on the CPU build of vLLM.
@@ -147,22 +111,17 @@ def _ray_with_cpu_replicas(gpus: int) -> None:
         ray.init(num_gpus=gpus, include_dashboard=False, log_to_driver=False)
 
 
-@_shared
-class EvidentialVLLM(VLLM):
+class EvidentialVLLM(EvidentialScoring, VLLM):
     """See the module docstring. Model_args: lm-eval's ``vllm`` ones, plus the head's (``method``,
     ``prior_weight``, ``num_noises``, ``sigma_mult``, ``seed``) and ``phantom_count``, as for
     ``--model evidential`` (``seed`` is IB-EDL's noise seed, not vLLM's sampling seed, which greedy
     one-token requests never use), and ``peft``. ``dtype`` defaults to ``auto`` (the checkpoint's)."""
 
+    MODEL_NAME = "evidential-vllm"
+
     def __init__(
         self,
         pretrained: str,
-        method: str | None = None,
-        prior_weight: float | None = None,
-        num_noises: int | None = None,
-        sigma_mult: float | None = None,
-        seed: int | None = None,
-        phantom_count: int = PHANTOM_COUNT,
         peft: str | None = None,
         lora_local_path: str | None = None,
         max_lora_rank: int | None = None,
@@ -186,17 +145,8 @@ class EvidentialVLLM(VLLM):
                     "lm-eval's vllm arguments (tensor_parallel_size=, data_parallel_size=, …)"
                 )
         check_load_args(pretrained, {"peft": peft, "dtype": dtype, "max_length": kwargs.get("max_length")})
-        given = {"method": method, "prior_weight": prior_weight, "num_noises": num_noises, "sigma_mult": sigma_mult}
-        stored = head_defaults(peft) or reference_head_settings(peft) or {}
-        settings = {**stored, **{k: v for k, v in given.items() if v is not None}}
-        self.head = head_config({**settings, **({} if seed is None else {"seed": seed})})
-        self.phantom_count = check_phantom_count(phantom_count)
-        self._pretrained_name = str(pretrained)
-        self._peft_path = peft
-        self._revision = revision or "main"
-        self._gguf_file = None
+        self.init_scoring(kwargs, pretrained=pretrained, peft=peft, revision=revision or "main")  # leaves VLLM's
         self._dtype_arg = dtype
-        self.evidence = EvidenceLedger()
         self.adapter_mode = None
         engine_model, lora = pretrained, None
         if peft:
@@ -229,44 +179,35 @@ class EvidentialVLLM(VLLM):
         """Rows of the output layer (the config's ``vocab_size``): IB-EDL's σ reads the last K of them."""
         return int(self._config.get_text_config().vocab_size)
 
-    def _forward_unique(
-        self, context_ids: dict[str, list[int]], needed: dict[str, list[int]], tail_k: int, disable_tqdm: bool
-    ) -> tuple[dict[str, int], torch.Tensor, torch.Tensor | None]:
-        """``EvidentialLM._forward_unique``'s contract, from one vLLM ``generate`` call (one per adapter).
+    def last_logits_at(self, prompts: list[list[int]], ids: torch.Tensor, disable_tqdm: bool = False) -> torch.Tensor:
+        """``EvidentialScoring.last_logits_at`` from one vLLM ``generate`` call (one per adapter).
 
         Each distinct prompt is a request (several when its ids exceed :data:`MAX_IDS_PER_REQUEST`)
-        for one token, returning the raw logits at its answer ids and, for IB-EDL, at the last
-        ``tail_k`` vocabulary ids.
+        for one token, returning the raw logits at its ids; a negative id counts from the end of the
+        output layer (:attr:`vocab_rows`).
         """
-        order = list(context_ids)
-        if not order:
-            return {}, torch.empty((0, 0)), None
-        tail = list(range(self.vocab_rows - tail_k, self.vocab_rows)) if tail_k else []
-        prompts, params, owners = [], [], []
-        for c in order:
-            ids = list(dict.fromkeys([*needed[c], *tail]))
-            for start in range(0, len(ids), MAX_IDS_PER_REQUEST):
-                prompts.append(context_ids[c])
-                owners.append(c)
+        if not prompts:
+            return torch.empty((0, ids.shape[1] if ids.dim() == 2 else 0))
+        wanted = [[t if t >= 0 else self.vocab_rows + t for t in row] for row in ids.tolist()]
+        requests, params, owners = [], [], []
+        for i, (prompt, row) in enumerate(zip(prompts, wanted, strict=True)):
+            unique = list(dict.fromkeys(row))
+            for start in range(0, len(unique), MAX_IDS_PER_REQUEST):
+                requests.append(prompt)
+                owners.append(i)
                 params.append(
                     SamplingParams(
                         max_tokens=1,
                         temperature=0.0,
-                        logprob_token_ids=ids[start : start + MAX_IDS_PER_REQUEST],
+                        logprob_token_ids=unique[start : start + MAX_IDS_PER_REQUEST],
                         detokenize=False,
                     )
                 )
-        outputs = self._model_generate(prompts, generate=True, sampling_params=params)  # vLLM's own progress bar
-        got: dict[str, dict[int, float]] = {c: {} for c in order}
-        for c, out in zip(owners, outputs, strict=True):
-            got[c].update({int(t): float(lp.logprob) for t, lp in out.outputs[0].logprobs[0].items()})
-        width = max(len(needed[c]) for c in order)
-        values = torch.tensor(
-            [[got[c][t] for t in needed[c]] + [got[c][needed[c][0]]] * (width - len(needed[c])) for c in order],
-            dtype=torch.float32,
-        )
-        tails = torch.tensor([[got[c][t] for t in tail] for c in order], dtype=torch.float32) if tail_k else None
-        return {c: i for i, c in enumerate(order)}, values, tails
+        outputs = self._model_generate(requests, generate=True, sampling_params=params)  # vLLM's own progress bar
+        got: list[dict[int, float]] = [{} for _ in prompts]
+        for i, out in zip(owners, outputs, strict=True):
+            got[i].update({int(t): float(lp.logprob) for t, lp in out.outputs[0].logprobs[0].items()})
+        return torch.tensor([[got[i][t] for t in row] for i, row in enumerate(wanted)], dtype=torch.float32)
 
     def _model_generate(self, requests, generate: bool = False, sampling_params=None):
         if self.data_parallel_size > 1:
@@ -274,20 +215,10 @@ class EvidentialVLLM(VLLM):
         return super()._model_generate(requests, generate=generate, sampling_params=sampling_params)
 
     def records_meta(self) -> dict:
-        """``--model evidential``'s producer keys, plus ``backend`` and how the adapter ran (``adapter_mode``)."""
-        return {**EvidentialLM.records_meta(self), "backend": "vllm", "adapter_mode": self.adapter_mode}
+        """Every backend's producer keys, plus ``backend`` and how the adapter ran (``adapter_mode``)."""
+        return {**super().records_meta(), "backend": "vllm", "adapter_mode": self.adapter_mode}
 
-    def _records_dtype(self) -> str:
+    def records_dtype(self) -> str:
         if self.data_parallel_size > 1:  # no engine in this process: the replicas load with the dtype asked for
             return str(self._dtype_arg)
         return str(self.model.llm_engine.model_config.dtype).removeprefix("torch.")
-
-    def set_cache_hook(self, cache_hook) -> None:
-        # As --model evidential: lm_eval's response cache is keyed by the prompt only.
-        if getattr(cache_hook, "dbdict", None) is not None:
-            raise EvidentialInputError(
-                "--use_cache cannot apply to --model evidential-vllm: lm_eval's response cache is keyed by the "
-                "prompt only, so it would return numbers computed with other model settings and it cannot hold the "
-                "evidence the records need; drop --use_cache"
-            )
-        self.cache_hook = cache_hook

@@ -96,7 +96,7 @@ def head_defaults(adapter_dir) -> dict:
     """Head settings (method, prior_weight, num_noises, sigma_mult) stored with an adapter; {} if none.
 
     From its ``evidential_config.json`` (for the IB-EDL reference code's checkpoints, see
-    ``harness.model.reference_head_settings``).
+    ``harness.loading_checks.reference_head_settings``).
     """
     meta = read_metadata(adapter_dir)
     if meta is None:

@@ -731,7 +731,7 @@ def train(pretrained, task, config: TrainConfig) -> Path:
     targets, notes = resolve_target_modules(model, config.target_modules, str(pretrained))
     # The context as --model evidential reads it (one computation); a --max-length above it is refused.
     from lm_eval_evidential.harness.lm_eval_compat import resolve_max_length
-    from lm_eval_evidential.harness.model import check_context
+    from lm_eval_evidential.harness.loading_checks import check_context
 
     check_context(config.max_length, model.config)
     max_length = config.max_length or resolve_max_length(model.config, None, default=0) or None

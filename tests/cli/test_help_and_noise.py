@@ -198,6 +198,7 @@ def test_the_evidential_bar_in_a_log_file_is_one_line_per_interval(tiny_model, m
     import itertools
     import sys
 
+    import torch
     import tqdm.std
 
     from lm_eval_evidential.harness.model import EvidentialLM
@@ -209,8 +210,8 @@ def test_the_evidential_bar_in_a_log_file_is_one_line_per_interval(tiny_model, m
     monkeypatch.setattr(tqdm.std.tqdm, "monitor_interval", 0)
     log = io.StringIO()
     monkeypatch.setattr(sys, "stderr", log)
-    contexts = {f"c{i}": [5, 6, 7 + i] for i in range(60)}
-    lm._forward_unique(contexts, {c: [10, 11] for c in contexts}, 0, False)
+    prompts = [[5, 6, 7 + i] for i in range(60)]
+    lm.last_logits_at(prompts, torch.tensor([[10, 11]] * len(prompts)), False)
     redraws = [line for line in log.getvalue().replace("\r", "\n").splitlines() if "evidential: prompts" in line]
     assert redraws[-1].startswith("evidential: prompts: 100%")
     assert 2 <= len(redraws) <= 5, redraws

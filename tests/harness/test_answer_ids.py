@@ -27,7 +27,7 @@ def test_prompts_are_encoded_as_tok_encode_does(tiny_model, add_bos_token):
     lm = make_lm(tiny_model, **({} if add_bos_token is None else {"add_bos_token": add_bos_token}))
     bos = lm.tokenizer.decode(lm.prefix_token_id)
     contexts = ["Question: why?\nAnswer:", bos + "Question: why?\nAnswer:", "", "one line", "a\n\nb\n"]
-    assert lm._encode_prompts(contexts) == [lm.tok_encode(c) for c in contexts]
+    assert lm.planner.encode_prompts(contexts) == [lm.tok_encode(c) for c in contexts]
 
 
 # Prompts from a small alphabet of what sits around a line break (spaces, newlines, colons,
@@ -53,16 +53,16 @@ def test_tail_resolution_accepts_and_refuses_exactly_as_the_full_check(lm, body,
 
 def assert_same_as_full_check(lm, context, choices):
     ids = lm.tok_encode(context)
-    fast = outcome(lm._answer_ids_at_tail, context, ids, choices, "custom", "task 'custom' doc 0")
-    full = outcome(lm._answer_ids, context, ids, choices, "custom", "task 'custom' doc 0")
+    fast = outcome(lm.planner.answer_ids_at_tail, context, ids, choices, "custom", "task 'custom' doc 0")
+    full = outcome(lm.planner.answer_ids, context, ids, choices, "custom", "task 'custom' doc 0")
     assert fast == full, (context, choices)
 
 
 def test_each_prompt_tail_is_checked_in_full_once(tiny_model, use_mirror, monkeypatch):
     lm = make_lm(tiny_model)
     full_checks = []
-    original = lm._answer_ids
-    monkeypatch.setattr(lm, "_answer_ids", lambda *args: full_checks.append(args[0]) or original(*args))
+    original = lm.planner.answer_ids
+    monkeypatch.setattr(lm.planner, "answer_ids", lambda *args: full_checks.append(args[0]) or original(*args))
     _, records = evaluate(lm, ["obqa_edl", "csqa_edl"], limit=8)
     assert {len(r) for r in records.values()} == {8}
     # one tail ("Answer:") with two choice sets (A-D, A-E): two whole prompts checked in full, not 16
@@ -70,28 +70,28 @@ def test_each_prompt_tail_is_checked_in_full_once(tiny_model, use_mirror, monkey
 
 
 def test_prompt_not_split_at_its_tail_takes_the_full_check(lm, monkeypatch):
-    tail_ids, answer_ids, _ = lm._tail_check("Answer:", (" A", " B"))
+    tail_ids, answer_ids, _ = lm.planner.tail_check("Answer:", (" A", " B"))
     key = ("Answer:", (" A", " B"))
-    monkeypatch.setitem(lm._tail_answers, key, ([-1, *tail_ids], answer_ids, True))  # tokens no prompt ends in
+    monkeypatch.setitem(lm.planner._tail_answers, key, ([-1, *tail_ids], answer_ids, True))  # tokens no prompt ends in
     full_checks = []
-    original = lm._answer_ids
-    monkeypatch.setattr(lm, "_answer_ids", lambda *args: full_checks.append(args[0]) or original(*args))
+    original = lm.planner.answer_ids
+    monkeypatch.setattr(lm.planner, "answer_ids", lambda *args: full_checks.append(args[0]) or original(*args))
     context = "Question?\nAnswer:"
-    assert lm._answer_ids_at_tail(context, lm.tok_encode(context), (" A", " B"), "t", "w") == answer_ids
+    assert lm.planner.answer_ids_at_tail(context, lm.tok_encode(context), (" A", " B"), "t", "w") == answer_ids
     assert full_checks == [context]
 
 
 def test_tail_whose_whole_prompt_disagrees_is_checked_in_full_from_then_on(lm, monkeypatch):
-    from lm_eval_evidential.harness.model import _FULL_CHECK
+    from lm_eval_evidential.harness.planning import FULL_CHECK
 
     choices = (" A", " B", " C")  # a key no other test caches
     context = "Question?\nAnswer:"
-    tail_ids, answer_ids, _ = lm._tail_check("Answer:", choices)
+    tail_ids, answer_ids, _ = lm.planner.tail_check("Answer:", choices)
     monkeypatch.setitem(
-        lm._tail_answers, ("Answer:", choices), (tail_ids, answer_ids[::-1], False)
+        lm.planner._tail_answers, ("Answer:", choices), (tail_ids, answer_ids[::-1], False)
     )  # a wrong tail result
-    assert lm._answer_ids_at_tail(context, lm.tok_encode(context), choices, "t", "w") == answer_ids
-    assert lm._tail_answers[("Answer:", choices)] is _FULL_CHECK
+    assert lm.planner.answer_ids_at_tail(context, lm.tok_encode(context), choices, "t", "w") == answer_ids
+    assert lm.planner._tail_answers[("Answer:", choices)] is FULL_CHECK
 
 
 def test_encoding_examples_run_as_doctests():

@@ -131,7 +131,7 @@ def test_a_hub_id_is_hashed_from_its_cached_snapshot_like_a_local_copy(tiny_mode
     """``pretrained=org/name`` on one node and a copied folder on another are the same model."""
     from huggingface_hub import constants
 
-    from lm_eval_evidential.harness.model import _local_folder
+    from lm_eval_evidential.harness.loading_checks import local_folder
 
     commit = "0123456789abcdef0123456789abcdef01234567"
     repo = tmp_path / "hub" / "models--org--tiny"
@@ -140,6 +140,6 @@ def test_a_hub_id_is_hashed_from_its_cached_snapshot_like_a_local_copy(tiny_mode
     shutil.copytree(tiny_model, repo / "snapshots" / commit)
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    assert model_sha256(_local_folder("org/tiny", "main")) == model_sha256(tiny_model)
-    assert _local_folder("org/not-downloaded", "main") is None
-    assert _local_folder(str(tiny_adapter), "main") == tiny_adapter
+    assert model_sha256(local_folder("org/tiny", "main")) == model_sha256(tiny_model)
+    assert local_folder("org/not-downloaded", "main") is None
+    assert local_folder(str(tiny_adapter), "main") == tiny_adapter

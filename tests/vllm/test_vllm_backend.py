@@ -127,13 +127,18 @@ def test_a_text_choice_task_is_refused_by_the_same_answer_check(base_engine):
         base_engine.loglikelihood([request])
 
 
-def test_the_scoring_is_the_transformers_backends_own_functions():
+def test_the_scoring_is_inherited_from_the_one_base_the_transformers_backend_has_too():
+    import inspect
+
     from lm_eval_evidential.harness.model import EvidentialLM
+    from lm_eval_evidential.harness.scoring import EvidentialScoring
     from lm_eval_evidential.harness.vllm_model import EvidentialVLLM
 
-    for name in ("loglikelihood", "_plan", "_answer_ids", "_answer_ids_at_tail", "_encode_prompts"):
-        assert name in EvidentialVLLM.SHARED and getattr(EvidentialVLLM, name) is getattr(EvidentialLM, name)
-    assert EvidentialVLLM._forward_unique is not EvidentialLM._forward_unique
+    assert EvidentialVLLM.__mro__[1] is EvidentialScoring and not EvidentialVLLM.__abstractmethods__
+    for name in ("loglikelihood", "planner", "prompt_logits", "set_cache_hook", "init_scoring"):
+        assert name not in vars(EvidentialVLLM)
+        assert inspect.getattr_static(EvidentialVLLM, name) is inspect.getattr_static(EvidentialLM, name)
+    assert EvidentialVLLM.last_logits_at is not EvidentialLM.last_logits_at
 
 
 def test_bad_arguments_are_refused_before_the_engine_starts(smollm2):
