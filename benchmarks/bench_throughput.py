@@ -3,10 +3,12 @@
     python benchmarks/bench_throughput.py [--shapes cheap,smollm2] [--loads 0,2] [--repeats 2]
         [--device cpu] [--dtype float32] [--threads 1] [--json runs.json]
 
-Each shape is scored three ways, each run in its own fresh subprocess, at two question counts
-(``--sizes``, e.g. 240 and 960). The marginal cost per question of a way is the difference of
-the two runs' times divided by the difference of their sizes: fixed costs (loading, the
-harness's task indexing and environment report, the first forward's kernel set-up) cancel.
+Each shape is scored three ways at two question counts (``--sizes``, e.g. 240 and 960): (b) and
+(c) each in its own fresh subprocess, (a) in (b)'s, on (b)'s model, alternating with (b) run by run
+so that the two share the load of the moment (``--separate``: (a) in a process of its own too).
+The marginal cost per question of a way is the difference of the two runs' times divided by the
+difference of their sizes: fixed costs (loading, the harness's task indexing and environment
+report, the first forward's kernel set-up) cancel.
 
 (a) bare forward  the same model's forward on the prompts the tasks render, tokenised and
                   batched before the clock starts (left-padded, position ids, longest first,
@@ -309,6 +311,10 @@ def worker(args) -> dict:
     # Our tasks only (lm_eval's thousands of YAMLs take seconds to index), indexed before the clock.
     task_manager = TaskManager(include_path=str(tasks_dir()), include_defaults=False)
     way = args._worker
+    # (a) runs in (b)'s process on (b)'s model, alternating with it run by run (--together, the default):
+    # the two share the load of the moment and the process's memory layout, so their ratio is not
+    # moved by load that drifts between processes started minutes apart.
+    together = way == "evidential" and args.together
     if way == "bare":
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -332,6 +338,7 @@ def worker(args) -> dict:
             model_args["peft"] = str(args.adapter_dir)
         lm = get_model(way).create_from_arg_obj(model_args)
         model = lm.model
+        tok = lm.tokenizer
         lm.loglikelihood = clock.wrap("loglikelihood", lm.loglikelihood)
         if hasattr(lm, "planner"):  # (b)'s one tokenisation of each prompt, inside loglikelihood
             lm.planner.encode_prompts = clock.wrap("encode_prompts", lm.planner.encode_prompts)
@@ -359,7 +366,7 @@ def worker(args) -> dict:
     model.register_forward_hook(post_hook)
     sizes = [int(x) for x in args.sizes.split(",")]
 
-    def measure(size: int) -> dict:
+    def measure(size: int, way: str = way) -> dict:
         before, fwd_before, cpu_before, calls_before = dict(clock.spent), fwd["s"], fwd["cpu"], fwd["calls"]
         c0 = time.process_time()
         if way == "bare":
@@ -392,18 +399,25 @@ def worker(args) -> dict:
         )
         return out
 
-    measure(sizes[0])  # warm-up: first-call costs (lazy imports, kernel choice) are no way's marginal cost
-    runs = []
+    ways = ["bare", way] if together else [way]
+    for w in ways:
+        measure(sizes[0], w)  # warm-up: first-call costs (lazy imports, kernel choice) are no way's marginal cost
+    runs: dict[str, list] = {w: [] for w in ways}
     load = os.getloadavg()[0]
     for _ in range(args.repeats):
         for size in sizes:
-            gc.collect()
-            base_rss = psutil.Process().memory_info().rss
-            peak = PeakRSS()
-            out = measure(size)
-            out.update(rss_base=base_rss, rss_peak=peak.stop(), peak_method=peak.method)
-            runs.append(out)
-    return {"way": way, "runs": runs, "load": load, "load_end": os.getloadavg()[0], "threads": torch.get_num_threads()}
+            for w in ways:
+                gc.collect()
+                base_rss = psutil.Process().memory_info().rss
+                peak = PeakRSS()
+                out = measure(size, w)
+                out.update(rss_base=base_rss, rss_peak=peak.stop(), peak_method=peak.method)
+                runs[w].append(out)
+    common = {"load": load, "load_end": os.getloadavg()[0], "threads": torch.get_num_threads()}
+    out = {"way": way, "runs": runs[way], **common}
+    if together:
+        out["together"] = {"way": "bare", "runs": runs["bare"], "in_process_of": way, **common}
+    return out
 
 
 # ---------------------------------------------------------------------------- driver
@@ -452,6 +466,8 @@ def spawn(
     ]
     if adapter_dir is not None:
         cmd += ["--adapter-dir", str(adapter_dir)]
+    if not args.together:
+        cmd.append("--separate")
     env = {**os.environ, "EVIDENTIAL_DATA_DIR": str(mirror), "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
@@ -508,6 +524,12 @@ def main(argv=None) -> int:
     )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", type=Path, default=None, help="also write every run's raw figures here")
+    ap.add_argument(
+        "--separate",
+        dest="together",
+        action="store_false",
+        help="run (a) in its own process too (default: in (b)'s process, alternating with it run by run)",
+    )
     ap.add_argument("--_worker", choices=WAYS, help=argparse.SUPPRESS)
     ap.add_argument("--_out", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--model-dir", type=Path, help=argparse.SUPPRESS)
@@ -550,7 +572,9 @@ def main(argv=None) -> int:
             write_mirror(work / f"mirror_{shape}", sizes[1], args.seed)
             for load in loads:
                 row = {}
-                for way in WAYS:
+                for way in ("evidential", "hf", "bare") if args.together else WAYS:
+                    if way in row:  # (a), measured in (b)'s process
+                        continue
                     t = time.perf_counter()
                     with BackgroundLoad(load):
                         res = spawn(
@@ -564,6 +588,9 @@ def main(argv=None) -> int:
                         )
                     raw.append({"shape": shape, "load": load, **res})
                     row[way] = summarise(res)
+                    if "together" in res:
+                        raw.append({"shape": shape, "load": load, **res["together"]})
+                        row["bare"] = summarise(res["together"])
                     print(
                         f"# {shape} load {load} {way}: {row[way]['ms']:.3f} ms/q marginal "
                         f"({time.perf_counter() - t:.0f} s with start-up)",

@@ -12,6 +12,7 @@ through the output layer (``logits_to_keep=1``).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import chain
 
 import numpy as np
 import torch
@@ -168,15 +169,19 @@ def left_pad(rows: Sequence[Sequence[int]], pad_token_id: int | None) -> dict[st
     Positions count real tokens only, so a padded row sees the positions it has alone; the
     pad id is masked out (0 when the tokenizer has none).
     """
-    lengths = [len(r) for r in rows]
-    width = max(lengths)
-    # one array for the batch, filled row by row from the id lists (no tensor per row)
+    lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
+    width = int(lengths.max())
+    # one array for the batch, filled in one assignment from the concatenated ids (no array per row):
+    # a row's real tokens are the right end of it, so row-major order of the mask is their order
+    real = np.arange(width)[None, :] >= (width - lengths)[:, None]
     ids = np.full((len(rows), width), 0 if pad_token_id is None else int(pad_token_id), dtype=np.int64)
-    for i, row in enumerate(rows):
-        ids[i, width - lengths[i] :] = row
-    input_ids = torch.from_numpy(ids)
-    mask = (torch.arange(width)[None, :] >= width - torch.tensor(lengths)[:, None]).long()
-    return {"input_ids": input_ids, "attention_mask": mask, "position_ids": (mask.cumsum(-1) - 1).clamp(min=0)}
+    ids[real] = np.fromiter(chain.from_iterable(rows), dtype=np.int64, count=int(lengths.sum()))
+    positions = np.maximum(real.cumsum(axis=1) - 1, 0)
+    return {
+        "input_ids": torch.from_numpy(ids),
+        "attention_mask": torch.from_numpy(real.astype(np.int64)),
+        "position_ids": torch.from_numpy(positions),
+    }
 
 
 def last_position_logits(
