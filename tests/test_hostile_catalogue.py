@@ -1323,6 +1323,16 @@ CATALOGUE = [
     ),
     (
         M,
+        "peft-of-an-interrupted-train-names-its-last-adapter-checkpoint",
+        Cmd(TINY + ",peft={tmp}/work", adapter_beside("interrupted")),
+        Refused(
+            IE,
+            r"peft=.*work is not a PEFT adapter folder .*did not finish: its last checkpoint loads as "
+            r"peft=.*work/checkpoint-1, .*--resume-from-checkpoint latest",
+        ),  # fmt: skip
+    ),
+    (
+        M,
         "peft-for-another-base",
         TINY + ",peft={other_adapter}",
         Refused(

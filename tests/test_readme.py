@@ -10,10 +10,11 @@ The environment is the test process's own, less every variable the package reads
 who typed it into the same terminal. The only other changes are the ones a machine without the hub and
 without a GPU needs:
 
-- the hub model ``meta-llama/Meta-Llama-3-8B`` becomes the tiny Llama model built here (the README
-  says to use a local model offline);
-- ``lm_eval`` runs get ``--limit 8`` and ``lm-eval-evidential train`` gets ``--max-steps 2
-  --max-train-docs 16`` (the defaults are the paper's 10,080 steps over the full splits).
+- the README's blocks run exactly as written: its walk's ``MODEL`` is the demo's tiny model, built here
+  at ``demo_out/tiny-llama`` as the demo's first step builds it;
+- in the docs pages' blocks, the hub model ``meta-llama/Meta-Llama-3-8B`` becomes the tiny Llama model
+  built here, ``lm_eval`` runs get ``--limit 8`` and ``lm-eval-evidential train`` gets ``--max-steps 2
+  --max-train-docs 16`` (the pages show the paper's 10,080 steps over the full splits).
 
 Not run here: the blocks right after ``<!-- main-command -->`` and ``<!-- test-command -->``
 (CI runs them: ``.ci/run`` and tests/test_demo.py) and blocks marked ``<!-- not run by
@@ -65,7 +66,7 @@ def _with_flags(line: str, program: str, flags: str) -> str:
 
 
 def adapt(code: str, model: Path) -> str:
-    """The README block as this machine runs it (see the module docstring)."""
+    """A docs page's block as this machine runs it (see the module docstring); the README's run as written."""
     code = code.replace("\\\n", " ").replace(HUB_MODEL, str(model))
     lines = [_with_flags(line, "lm_eval", "--limit 8") for line in code.splitlines()]
     lines = [_with_flags(line, "lm-eval-evidential train", "--max-steps 2 --max-train-docs 16") for line in lines]
@@ -129,10 +130,15 @@ def test_every_readme_command_runs_as_written_in_order(tiny_model, tmp_path):
     env = reader_env()
     work = tmp_path / "reader"
     work.mkdir()
+    # The walk's MODEL, demo_out/tiny-llama, as the demo's first step builds it (the demo itself: tests/test_demo.py).
+    from lm_eval_evidential.testing.tiny import build_tiny_model
+
+    build_tiny_model(work / "demo_out" / "tiny-llama", seed=0)
     outputs = []
     for where, lang, code in all_blocks():
         if lang == "bash":
-            cmd = ["bash", "-e", "-o", "pipefail", "-c", setup + adapt(code, tiny_model)]
+            code = code if where == "README.md" else adapt(code, tiny_model)
+            cmd = ["bash", "-e", "-o", "pipefail", "-c", setup + code]
         else:  # the reader's terminal: the set-up's variables, then Python
             cmd = ["bash", "-e", "-c", setup + 'exec "$0" -c "$1"', sys.executable, code]
         proc = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=1500)

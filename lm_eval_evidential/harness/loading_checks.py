@@ -79,9 +79,13 @@ def check_load_args(pretrained, kwargs: dict) -> None:
             )
     if peft and Path(str(peft)).exists():
         if not (Path(str(peft)) / "adapter_config.json").is_file():
+            last = last_checkpoint(peft)
             hint = (
                 "it holds a full model: pass it as pretrained= instead"
                 if (Path(str(peft)) / "config.json").is_file()
+                else f"a training run that did not finish: its last checkpoint loads as peft={last}, and "
+                f"`lm-eval-evidential train … --output-dir {peft} --resume-from-checkpoint latest` finishes the run"
+                if last is not None
                 else "empty, or a training run that did not finish? Pass a folder written by PEFT's save_pretrained "
                 "(adapter_config.json + adapter_model.safetensors) or by `lm-eval-evidential train`"
             )
@@ -154,6 +158,17 @@ def safetensors_damage(path) -> str | None:
     if 8 + length + end > size:
         return f"its tensors need {8 + length + end:,} bytes, the file has {size:,}"
     return None
+
+
+def last_checkpoint(folder) -> Path | None:
+    """The ``checkpoint-N`` with the largest N inside ``folder`` that holds an adapter (a Trainer run's
+    checkpoint, loadable as ``peft=``), None if none."""
+    found = []
+    for child in Path(str(folder)).glob("checkpoint-*"):
+        step = child.name.removeprefix("checkpoint-")
+        if step.isdigit() and (child / "adapter_config.json").is_file():
+            found.append((int(step), child))
+    return max(found)[1] if found else None
 
 
 def check_adapter_files(peft) -> None:

@@ -688,9 +688,101 @@ def _save_final(trainer, output_dir: Path, metadata: dict) -> None:
     trainer.accelerator.wait_for_everyone()
 
 
+def describe_run(config: TrainConfig, n_examples: int, epoch_steps: int, seconds_per_step: float | None) -> str:
+    """The run before it starts: its step count, what that is in epochs, and a time estimate.
+
+    Examples
+    --------
+    >>> describe_run(TrainConfig(max_steps=10080), 240, 60, 0.27)
+    '10080 steps (168 epochs of 240 questions, 4 a step); about 0.27 s a step from a timed forward pass, so about \
+45.4 min (said again, measured, after 3 steps; --max-steps N for fewer)'
+    """
+    epochs = config.max_steps / max(1, epoch_steps)
+    line = (
+        f"{config.max_steps} steps ({epochs:.3g} epochs of {n_examples} questions, "
+        f"{config.per_device_train_batch_size * config.gradient_accumulation_steps} a step)"
+    )
+    if seconds_per_step is None:
+        return line
+    return (
+        f"{line}; about {seconds_per_step:.2g} s a step from a timed forward pass, so about "
+        f"{_duration(config.max_steps * seconds_per_step)} (said again, measured, after {CLOCK_STEPS} steps; "
+        "--max-steps N for fewer)"
+    )
+
+
+#: A training step's cost in forward passes: the forward and a backward of about twice its cost
+#: (recomputing the forward once more under gradient checkpointing).
+FORWARDS_PER_STEP = 3
+FORWARDS_PER_STEP_CHECKPOINTED = 4
+
+
+def _announce(trainer, config: TrainConfig, examples, pad, epoch_steps: int, resume) -> str:
+    """Before the first step: the CPU thread count a small model runs fastest on (measured and set, see
+    :mod:`~lm_eval_evidential.modeling.threads`), the step count and a time estimate from a timed forward
+    pass of one batch on the Trainer's device."""
+    from lm_eval_evidential.modeling import encoding
+    from lm_eval_evidential.modeling.threads import pick_threads_for, time_forward
+
+    model, device = trainer.model, trainer.args.device
+    rows = [r["input_ids"] for r in examples[: config.per_device_train_batch_size]]
+    batch = {k: v.to(device) for k, v in encoding.left_pad(rows, 0 if pad is None else pad).items()}
+
+    def forward():  # the step's forward, outside the Trainer: no step, no batch of the run
+        return encoding.last_position_logits(model, batch["input_ids"], batch["attention_mask"], batch["position_ids"])
+
+    threads = pick_threads_for(model, forward)
+    if threads:
+        _say(trainer.args, threads)
+    per_forward = time_forward(model, forward)
+    forwards = FORWARDS_PER_STEP_CHECKPOINTED if config.gradient_checkpointing else FORWARDS_PER_STEP
+    seconds = per_forward * forwards * config.gradient_accumulation_steps
+    line = describe_run(config, len(examples), epoch_steps, seconds)
+    return f"{config.method}, resuming from {resume}: {line}" if resume else f"{config.method}: {line}"
+
+
+def _clear_old_checkpoints(output_dir: Path) -> list[Path]:
+    """Remove the ``checkpoint-N`` folders an earlier run left in ``output_dir`` (folders the Trainer wrote:
+    they hold ``trainer_state.json`` or an adapter), so a new run's checkpoints are not mixed with them and
+    ``--resume-from-checkpoint latest`` never picks an old one. Nothing else in the folder is touched."""
+    removed = []
+    for child in sorted(output_dir.glob("checkpoint-*")) if output_dir.is_dir() else []:
+        step = child.name.removeprefix("checkpoint-")
+        is_checkpoint = (child / "trainer_state.json").is_file() or (child / "adapter_config.json").is_file()
+        if step.isdigit() and child.is_dir() and not child.is_symlink() and is_checkpoint:
+            shutil.rmtree(child)
+            removed.append(child)
+    return removed
+
+
+def _progress_for_logs(trainer) -> None:
+    """The Trainer's step bar with this package's progress options (:func:`modeling.quiet.progress_options`):
+    on a terminal as it was; written to a log, one update every 30 s, not a line per step."""
+    from tqdm.auto import tqdm
+    from transformers.trainer_callback import ProgressCallback
+
+    from lm_eval_evidential.modeling.quiet import progress_options
+
+    options = progress_options()
+    if not options or not any(isinstance(c, ProgressCallback) for c in trainer.callback_handler.callbacks):
+        return
+
+    class LogProgress(ProgressCallback):
+        def on_train_begin(self, args, state, control, **kwargs):
+            if state.is_world_process_zero:
+                self.training_bar = tqdm(total=state.max_steps, dynamic_ncols=True, **options)
+            self.current_step = 0
+
+    trainer.remove_callback(ProgressCallback)
+    trainer.add_callback(LogProgress)
+
+
 def _say(args, message: str) -> None:
-    if args.process_index == 0:
-        print(f"lm-eval-evidential train: {message}", file=sys.stderr, flush=True)
+    if args.process_index == 0:  # above a progress bar, not inside its line
+        from tqdm import tqdm
+
+        tqdm.write(f"lm-eval-evidential train: {message}", file=sys.stderr)
+        sys.stderr.flush()
 
 
 def train(pretrained, task, config: TrainConfig) -> Path:
@@ -760,14 +852,11 @@ def train(pretrained, task, config: TrainConfig) -> Path:
         evidential_config=config,
         epoch_steps=epoch_steps,
     )
-    logger.info(
-        "training %s on %s (%d docs, K %s) for %d steps",
-        config.method,
-        task_name,
-        len(examples),
-        metadata["k_values"],
-        config.max_steps,
-    )
+    if config.overwrite_output_dir and not resume and args.process_index == 0:
+        for removed in _clear_old_checkpoints(output_dir):
+            _say(args, f"--overwrite-output-dir: removed the earlier run's {removed.name}")
+    _progress_for_logs(trainer)
+    _say(args, _announce(trainer, config, examples, pad, epoch_steps, resume))
     with peft_wrapping():  # the Trainer reads the same deprecated property of the PEFT model
         trainer.train(resume_from_checkpoint=resume)
     step = trainer.state.global_step

@@ -148,3 +148,45 @@ def test_non_empty_output_folder_is_refused_in_one_line(tiny_model, tmp_path, mo
     assert message.startswith("lm-eval-evidential train: error: output folder") and "\n" not in message
     assert "--overwrite-output-dir" in message and "--resume-from-checkpoint" in message
     assert (out / "notes.txt").read_text() == "mine" and len(list(out.iterdir())) == 1
+
+
+# ------------------------------------------------------------------ what a run says before it starts
+def test_the_step_count_and_an_estimate_are_said_before_the_first_step(tiny_model, obqa, tmp_path, capsys):
+    import re
+
+    config = TrainConfig(output_dir=str(tmp_path / "run"), max_steps=3, **FAST)
+    train(tiny_model, obqa, config)
+    err = capsys.readouterr().err
+    said = re.search(r"edl: 3 steps \(.* epochs of 4 questions, 4 a step\); about \S+ s a step from a timed", err)
+    assert said, err
+    assert err.index(said.group(0)) < err.index("3/3")  # before the steps, not after them
+    assert re.search(r"CPU threads? (for this .*M-parameter model, the faster in a timed forward pass|\(set by)", err)
+
+
+def test_the_fastest_thread_count_is_measured_and_kept():
+    import torch
+
+    from lm_eval_evidential.modeling.threads import fastest_threads
+
+    before = torch.get_num_threads()
+    try:
+        calls = []
+        chosen, seconds = fastest_threads(lambda: calls.append(torch.get_num_threads()), [1, 2], repeats=2)
+        assert sorted(seconds) == [1, 2] and calls == [1, 1, 1, 2, 2, 2]  # a warm-up and two timed runs each
+        assert chosen == min(seconds, key=seconds.get) and torch.get_num_threads() == chosen
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_overwrite_output_dir_clears_the_earlier_runs_checkpoints(tiny_model, obqa, tmp_path, capsys):
+    out = tmp_path / "run"
+    fast = {**FAST, "save_steps": 1}
+    train(tiny_model, obqa, TrainConfig(output_dir=str(out), max_steps=3, **fast))
+    assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-3"]  # save_total_limit 2
+    (out / "notes.txt").write_text("mine")
+    (out / "checkpoint-9-notes").mkdir()  # not a checkpoint: kept
+    capsys.readouterr()
+    train(tiny_model, obqa, TrainConfig(output_dir=str(out), max_steps=1, overwrite_output_dir=True, **fast))
+    assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-1", "checkpoint-9-notes"]
+    assert (out / "notes.txt").read_text() == "mine"
+    assert "removed the earlier run's checkpoint-3" in capsys.readouterr().err
