@@ -1908,6 +1908,18 @@ CATALOGUE = [
     ),
     (
         C,
+        "temperature-k-mismatch-refused",
+        ["temperature", "{out}", "--id", "id4", "--ood", "ood5"],
+        Exit(2, r"refused id4 vs ood5: K mismatch"),
+    ),
+    (
+        C,
+        "temperature-fitted-on-the-test-task",
+        ["temperature", "{out}", "--id", "id4", "--calibration-task", "id4"],
+        Exit(1, r"--calibration-task and --id both name 'id4'"),
+    ),
+    (
+        C,
         "selective-coverage-zero",
         ["selective", "{out}", "--task", "id4", "--coverage", "0"],
         Exit(1, r"--coverage must be a number in \(0, 1\], got '0'"),

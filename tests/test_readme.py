@@ -154,6 +154,7 @@ def test_every_readme_command_runs_as_written_in_order(tiny_model, tmp_path):
         "ood.json",
         "conformal.json",
         "openood.json",
+        "temperature.json",
         "ksweep.png",
         "ksweep.json",
         "reliability.png",

@@ -63,16 +63,24 @@ def add_parser(sub) -> None:
         json=True,
         help="conformal prediction sets (LAC, APS): coverage, set size, UAcc on ID and OOD records, K-checked",
     )
+    add_calibration_options(p, what="calibrate on")
+    p.add_argument("--alpha", type=_open_fraction, default=0.1, help="target miscoverage: sets aim at 1 - alpha")
+    p.add_argument("--method", choices=METHODS, default="lac", help="nonconformity score: lac (1 - p_y) or aps")
+    p.add_argument("--n-boot", dest="n_boot", type=int, default=1000, help="bootstrap replicates (0: no intervals)")
+    p.add_argument("--level", type=float, default=0.95, help="confidence level of the intervals")
+
+
+def add_calibration_options(p, what: str) -> None:
+    """``--ood``, ``--calibration-task`` | ``--calibration-fraction`` and ``--seed``: the held-out ID
+    records of ``conformal`` and ``temperature``."""
     p.add_argument(
         "--ood",
         dest="ood_tasks",
         default=[],
         type=comma_list("task"),
         metavar="T1,T2",
-        help="OOD task(s) to evaluate the ID-calibrated sets on, comma-separated",
+        help="OOD task(s) to evaluate on, comma-separated",
     )
-    p.add_argument("--alpha", type=_open_fraction, default=0.1, help="target miscoverage: sets aim at 1 - alpha")
-    p.add_argument("--method", choices=METHODS, default="lac", help="nonconformity score: lac (1 - p_y) or aps")
     cal = p.add_mutually_exclusive_group()
     cal.add_argument(
         "--calibration-task",
@@ -80,7 +88,7 @@ def add_parser(sub) -> None:
         type=task_name,
         default=None,
         metavar="T",
-        help="calibrate on all of task T's records (from the same run) and evaluate on all of --id",
+        help=f"{what} all of task T's records (from the same run) and evaluate on all of --id",
     )
     cal.add_argument(
         "--calibration-fraction",
@@ -88,11 +96,30 @@ def add_parser(sub) -> None:
         type=_open_fraction,
         default=None,
         metavar="F",
-        help="calibrate on a seeded random share F of --id's records, evaluate on the rest (default: 0.5)",
+        help=f"{what} a seeded random share F of --id's records, evaluate on the rest (default: 0.5)",
     )
-    p.add_argument("--seed", type=non_negative_int, default=0, help="seed of the calibration split and the bootstrap")
-    p.add_argument("--n-boot", dest="n_boot", type=int, default=1000, help="bootstrap replicates (0: no intervals)")
-    p.add_argument("--level", type=float, default=0.95, help="confidence level of the intervals")
+    p.add_argument("--seed", type=non_negative_int, default=0, help="seed of the calibration split (and bootstrap)")
+
+
+def calibration_split(args, load, refuse_same_questions):
+    """``(calibration, ID test, OOD records, description)`` from the options of :func:`add_calibration_options`."""
+    from lm_eval_evidential.audits.conformal import split_calibration
+    from lm_eval_evidential.errors import InvalidValueError
+
+    if args.calibration_task == args.id_task:
+        raise InvalidValueError(
+            f"--calibration-task and --id both name {args.calibration_task!r}: calibrating on the examples it is "
+            "tested on overstates how well it works; use --calibration-fraction to split it instead"
+        )
+    extra = [args.calibration_task] if args.calibration_task else []
+    id_records, *rest = load(args, [args.id_task, *extra, *args.ood_tasks])
+    cal_records = rest.pop(0) if extra else None
+    refuse_same_questions(id_records, [*([cal_records] if cal_records else []), *rest])
+    if cal_records is None:
+        fraction = args.calibration_fraction or 0.5
+        cal_records, test_records = split_calibration(id_records, fraction, args.seed)
+        return cal_records, test_records, rest, f"{args.id_task} ({fraction:g} of {len(id_records)}, seed {args.seed})"
+    return cal_records, id_records, rest, args.calibration_task
 
 
 def display_rows(rows: list[dict]) -> list[dict]:
@@ -111,27 +138,12 @@ def display_rows(rows: list[dict]) -> list[dict]:
 
 
 def run(args) -> int:
-    from lm_eval_evidential.audits.conformal import K_MISMATCH_REASON, calibrate, conformal_row, split_calibration
+    from lm_eval_evidential.audits.conformal import K_MISMATCH_REASON, calibrate, conformal_row
     from lm_eval_evidential.cli.exit_codes import EXIT_OK, EXIT_REFUSED
-    from lm_eval_evidential.errors import InvalidValueError
     from lm_eval_evidential.metrics.cardinality import CardinalityMismatchError
 
     refuse_self_comparison(args.id_task, args.ood_tasks)
-    if args.calibration_task == args.id_task:
-        raise InvalidValueError(
-            f"--calibration-task and --id both name {args.calibration_task!r}: calibrating on the examples the sets "
-            "are tested on overstates their coverage; use --calibration-fraction to split it instead"
-        )
-    extra = [args.calibration_task] if args.calibration_task else []
-    id_records, *rest = load(args, [args.id_task, *extra, *args.ood_tasks])
-    cal_records = rest.pop(0) if extra else None
-    refuse_same_questions(id_records, [*([cal_records] if cal_records else []), *rest])
-    if cal_records is None:
-        fraction = args.calibration_fraction or 0.5
-        cal_records, test_records = split_calibration(id_records, fraction, args.seed)
-        description = f"{args.id_task} ({fraction:g} of {len(id_records)}, seed {args.seed})"
-    else:
-        test_records, description = id_records, args.calibration_task
+    cal_records, test_records, rest, description = calibration_split(args, load, refuse_same_questions)
     calibration = calibrate(cal_records, alpha=args.alpha, method=args.method, description=description)
     rows, refused = [], []
     for role, records in (("id", test_records), *(("ood", r) for r in rest)):

@@ -29,6 +29,7 @@ COMMANDS = (
     "calibration",
     "selective",
     "conformal",
+    "temperature",
     "atc",
     "orders",
     "permutations",

@@ -147,6 +147,16 @@ def _audits(out: Path, tmp: Path) -> dict[str, list[str]]:
             "--k-policy",
             "restrict",
         ],
+        "temperature": [
+            "temperature",
+            str(out),
+            "--id",
+            "openbookqa_edl",
+            "--ood",
+            "arc_easy_edl,arc_challenge_edl",
+            "--k-policy",
+            "restrict",
+        ],  # fmt: skip
     }
 
 

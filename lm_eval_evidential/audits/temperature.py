@@ -1,0 +1,141 @@
+"""Post-hoc temperature scaling of saved records: fitted on ID validation records, applied to the ID
+test part and each OOD task, calibration and OOD detection before and after in one table.
+
+The temperature (:func:`lm_eval_evidential.metrics.temperature.fit_temperature`, Guo et al. 2017)
+is fitted by NLL on held-out ID records (a seeded share of the ID task or a separate task, as
+for conformal sets: :func:`lm_eval_evidential.audits.conformal.split_calibration`) and is kept
+in every row (``temperature``), never applied silently. Rows per evaluated set, one per
+probability vector:
+
+- ``records``: the records' own predictive probabilities (E[p] = alpha/S for EDL records, the
+  softmax of the answer logits otherwise), what every other audit uses;
+- ``softmax(z)``: the softmax of the answer logits at T = 1 (EDL records only: for softmax
+  records it is the ``records`` row);
+- ``softmax(z/T)``: the same logits at the fitted T.
+
+Calibration (ECE with 15 bins, NLL, Brier, accuracy: :mod:`lm_eval_evidential.metrics.calibration`)
+on every set; OOD detection (AUROC, AUPR-In, FPR@95 with ID positive, of ``max_prob`` of that
+probability vector, ID test part vs the OOD task: :func:`lm_eval_evidential.metrics.detection.detection_report`)
+on OOD rows, after the K check of ``ood`` (a K-mismatched OOD task is refused under
+``assert``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from lm_eval_evidential.metrics.calibration import brier, ece, nll
+from lm_eval_evidential.metrics.cardinality import check_cardinality
+from lm_eval_evidential.metrics.detection import detection_report
+from lm_eval_evidential.metrics.dirichlet import softmax
+from lm_eval_evidential.metrics.temperature import fit_temperature, scaled_softmax, temperature_nll
+from lm_eval_evidential.records import Records, check_same_producer
+
+from ._common import collect, finish_row
+from .ood import k_summary, subset_records
+
+__all__ = ["TEMPERATURE_KEYS", "Fit", "fit", "temperature_rows"]
+
+TEMPERATURE_KEYS = (
+    "set",
+    "role",
+    "probs",
+    "temperature",
+    "k",
+    "n",
+    "matched",
+    "acc",
+    "ece",
+    "nll",
+    "brier",
+    "auroc",
+    "aupr_in",
+    "fpr95",
+    "validation",
+)
+
+
+class Fit:
+    """A fitted temperature, what it was fitted on, and the validation NLL before and after."""
+
+    def __init__(self, records: Records, description: str):
+        self.records, self.description, self.reasons = records, description, []
+        self.temperature = collect(self.reasons, fit_temperature, records.logits, records.gold)
+        self.nll_before = collect(self.reasons, temperature_nll, records.logits, records.gold, 1.0)
+        self.nll_after = (
+            collect(self.reasons, temperature_nll, records.logits, records.gold, self.temperature)
+            if math.isfinite(self.temperature)
+            else math.nan
+        )
+
+    def line(self) -> str:
+        return (
+            f"temperature: T = {self.temperature:.4g} fitted by NLL on {self.description} (n = {len(self.records)}): "
+            f"validation NLL {self.nll_before:.4f} at T = 1 -> {self.nll_after:.4f} at T"
+        )
+
+
+def fit(records: Records, description: str | None = None) -> Fit:
+    """The temperature of ``records``' answer logits (Guo et al. 2017), with its validation NLL."""
+    return Fit(records, description or records.task)
+
+
+def _variants(records: Records, temperature: float) -> list[tuple[str, float | None, np.ndarray]]:
+    out = [("records", None, records.probs)]
+    if records.has_alpha:
+        out.append(("softmax(z)", 1.0, softmax(records.logits)))
+    if math.isfinite(temperature):
+        out.append(("softmax(z/T)", temperature, scaled_softmax(records.logits, temperature)))
+    return out
+
+
+def _max_prob(p: np.ndarray) -> np.ndarray:
+    return np.nanmax(p, axis=1)
+
+
+def temperature_rows(fitted: Fit, id_test: Records, ood: list[Records], *, k_policy: str = "assert"):
+    """``(rows, refusals)``: :data:`TEMPERATURE_KEYS` rows for the ID test part and each OOD task that
+    passes the K check against it (``refusals``: ``(id_task, ood_task, CardinalityMismatchError)``)."""
+    from lm_eval_evidential.metrics.cardinality import CardinalityMismatchError
+
+    check_same_producer([fitted.records, id_test, *ood])
+    t = fitted.temperature
+    id_variants = _variants(id_test, t)
+    rows, refusals = [], []
+    sets = [("id", id_test, None)]
+    for r in ood:
+        try:
+            check = check_cardinality(id_test.k, r.k, policy=k_policy, id_name=id_test.task, ood_name=r.task)
+        except CardinalityMismatchError as exc:
+            refusals.append((id_test.task, r.task, exc))
+            continue
+        sets.append(("ood", subset_records(r, check.keep_ood), check))
+    for role, records, check in sets:
+        for (name, temp, p), (_, _, p_id) in zip(_variants(records, t), id_variants):
+            reasons = list(fitted.reasons)
+            mp = _max_prob(p)
+            row = {
+                "set": records.task,
+                "role": role,
+                "probs": name,
+                "temperature": temp,
+                "k": k_summary(records.k),
+                "n": len(records),
+                "matched": True if check is None else bool(check.matched),
+                "acc": float(np.mean(records.correct)),
+                "ece": collect(reasons, ece, mp, records.correct),
+                "nll": collect(reasons, nll, p, records.gold),
+                "brier": collect(reasons, brier, p, records.gold),
+                "auroc": None,  # OOD rows only (ID test part vs the OOD task)
+                "aupr_in": None,
+                "fpr95": None,
+                "validation": fitted.description,
+            }
+            if role == "ood":
+                y = np.r_[np.ones(len(id_test), dtype=bool), np.zeros(len(records), dtype=bool)]
+                rep = collect(reasons, detection_report, y, np.concatenate([_max_prob(p_id), mp]))
+                row.update(auroc=rep["auroc"], aupr_in=rep["aupr_in"], fpr95=rep["fpr_at_tpr"])
+            rows.append(finish_row(row, reasons))
+    return rows, refusals

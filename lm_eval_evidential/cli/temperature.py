@@ -1,0 +1,62 @@
+"""``lm-eval-evidential temperature``: post-hoc temperature scaling fitted on ID validation records.
+
+    lm-eval-evidential temperature OUT --id obqa_edl [--ood csqa4_edl,mmlu_math_edl]
+        [--calibration-task T | --calibration-fraction 0.5 --seed S] [--json FILE]
+
+T is fitted by NLL (Guo et al. 2017) on a seeded share of the ID records (default half) or on a
+separate task, printed, and applied to the answer logits of the ID test part and each OOD task:
+ECE, NLL, Brier and accuracy, and the OOD detection of max-prob (AUROC, AUPR-In, FPR@95), with
+the records' own probabilities, the softmax at T = 1 and at the fitted T, in one table. See
+:mod:`lm_eval_evidential.audits.temperature`.
+"""
+
+from __future__ import annotations
+
+from lm_eval_evidential.records.io import write_json
+
+from ._options import (
+    add_audit_parser,
+    load,
+    print_refusals,
+    print_rows,
+    refuse_same_questions,
+    refuse_self_comparison,
+)
+
+TABLE_COLUMNS = tuple("set role probs temperature k n acc ece nll brier auroc aupr_in fpr95".split())
+
+
+def add_parser(sub) -> None:
+    from .conformal import add_calibration_options
+
+    p = add_audit_parser(
+        sub,
+        "temperature",
+        __doc__,
+        run,
+        id_help="in-distribution task: T is fitted on (a part of) it",
+        k_policy=True,
+        json=True,
+        help="post-hoc temperature scaling (Guo et al. 2017) fitted on ID records: calibration and OOD before/after",
+    )
+    add_calibration_options(p, what="fit T on")
+
+
+def run(args) -> int:
+    from lm_eval_evidential.audits.temperature import fit, temperature_rows
+    from lm_eval_evidential.cli.exit_codes import EXIT_OK, EXIT_REFUSED
+
+    from .conformal import calibration_split
+
+    refuse_self_comparison(args.id_task, args.ood_tasks)
+    cal, test, rest, description = calibration_split(args, load, refuse_same_questions)
+    fitted = fit(cal, description)
+    rows, refused = temperature_rows(fitted, test, rest, k_policy=args.k_policy)
+    print(fitted.line())
+    written = [write_json(args.json_path, rows)] if args.json_path else []
+    shown = [{**r, "temperature": "records" if r["temperature"] is None else r["temperature"]} for r in rows]
+    print_rows(shown, TABLE_COLUMNS, ("set", "probs"), written)
+    if refused:
+        print_refusals(refused)
+        return EXIT_REFUSED
+    return EXIT_OK
