@@ -13,7 +13,8 @@ warm-up call), on the same questions zero-shot and behind one fixed ``--shots``-
 - ``bare``: the model's forward on each question's prompt, tokenised and batched before the clock
   (left-padded, position ids, longest first, ``logits_to_keep=1``), answer logits gathered on the
   device and copied to the host once: the device's limit.
-- ``evidential``: ``--model evidential`` (:class:`~lm_eval_evidential.harness.model.EvidentialLM`).
+- ``evidential``: ``--model evidential`` (:class:`~lm_eval_evidential.harness.model.EvidentialLM`) with
+  ``prefix_cache=False``, and (``evidential cached``, few-shot) with the prefix cache.
 - ``hf``: lm-eval's own ``--model hf`` (``HFLM``), few-shot only.
 
 Both models are given the same model object (``pretrained=<model>``; the harness's path for an
@@ -185,11 +186,14 @@ def main(argv=None) -> int:
                 bare = bare_forward(model, tok, requests, args.batch_size)
                 rows.append(measure("bare", bare, requests, n, args.device, args.repeats, shots=s))
         if "evidential" in ways:
-            lm = EvidentialLM(pretrained=model, tokenizer=tok, batch_size=args.batch_size)
-            for s, (requests, n) in runs.items():
-                rows.append(measure("evidential", lm.loglikelihood, requests, n, args.device, args.repeats, shots=s))
-                lm.evidence.take()
-            del lm
+            for cache in (False, True):
+                lm = EvidentialLM(pretrained=model, tokenizer=tok, batch_size=args.batch_size, prefix_cache=cache)
+                for s, (requests, n) in runs.items():
+                    if s or not cache:  # zero-shot prompts share nothing worth caching
+                        name = "evidential cached" if cache else "evidential"
+                        rows.append(measure(name, lm.loglikelihood, requests, n, args.device, args.repeats, shots=s))
+                    lm.evidence.take()
+                del lm
         if "hf" in ways:
             from lm_eval.models.huggingface import HFLM
 
@@ -207,6 +211,8 @@ def main(argv=None) -> int:
     ratio("evidential / bare, zero-shot", ("evidential", 0), ("bare", 0))
     ratio(f"evidential / bare, {s}-shot", ("evidential", s), ("bare", s))
     ratio(f"evidential {s}-shot / zero-shot", ("evidential", s), ("evidential", 0))
+    ratio(f"evidential {s}-shot, prefix cache on / off", ("evidential cached", s), ("evidential", s))
+    ratio(f"evidential {s}-shot cached / zero-shot", ("evidential cached", s), ("evidential", 0))
     ratio(f"evidential / hf, {s}-shot", ("evidential", s), ("hf", s))
     print(f"# load after: {os.getloadavg()}")
     return 0

@@ -6,13 +6,17 @@ this backend adds is its forward pass (:meth:`EvidentialLM.last_logits_at`): eac
 is forwarded once (a question's K requests, and identical prompts of different tasks, share it),
 longest first in batches left-padded with explicit position ids so the last position is every
 row's real last token, and only the last position's logits are computed (``logits_to_keep=1``) —
-never full-vocabulary logits for every position.
+never full-vocabulary logits for every position. Prompts that share a prefix long enough to pay
+(a few-shot block; the question before the options of permuted orders) are batched together and
+the prefix is run once (:mod:`lm_eval_evidential.modeling.prefix_cache`; ``prefix_cache=False``
+turns it off).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+from functools import cached_property
 from typing import Any
 
 import torch
@@ -33,6 +37,7 @@ from lm_eval_evidential.harness.loading_checks import (
 )
 from lm_eval_evidential.harness.scoring import EvidentialScoring
 from lm_eval_evidential.modeling.encoding import last_position_logits, left_pad
+from lm_eval_evidential.modeling.prefix_cache import cache_blocker, plan_batches, prefix_cached_logits
 from lm_eval_evidential.modeling.quiet import progress_options
 
 logger = logging.getLogger(__name__)
@@ -50,14 +55,19 @@ class EvidentialLM(EvidentialScoring, HFLM):
     ``phantom_count`` (4: the logits of up to that many labels after each question's last one,
     " E".." H" after " A".." D", kept in the records from the same forward pass). When ``peft``
     is a folder written by ``lm-eval-evidential train`` (it holds ``evidential_config.json``),
-    the first four default to the values trained with; model_args given explicitly win."""
+    the first four default to the values trained with; model_args given explicitly win.
+    ``prefix_cache`` (True): run a prefix shared by a batch's prompts once where it pays
+    (:mod:`lm_eval_evidential.modeling.prefix_cache`); False runs every prompt whole."""
 
-    def __init__(self, pretrained: Any = None, **kwargs) -> None:
+    def __init__(self, pretrained: Any = None, prefix_cache: bool = True, **kwargs) -> None:
         from lm_eval_evidential.harness.plugin import check_harness, install_one_line_errors
 
         install_one_line_errors()  # plain lm_eval: an expected error of ours is one line, from here on
         check_harness()  # before gigabytes of weights load
         check_load_args(pretrained, kwargs)
+        if not isinstance(prefix_cache, bool):  # lm_eval's model_args parser turns True/False into bools
+            raise InvalidValueError(f"prefix_cache must be True or False, got {prefix_cache!r}")
+        self.prefix_cache = prefix_cache
         # Validate the head before loading gigabytes of weights.
         self.init_scoring(
             kwargs,  # the scoring's model_args taken out, HFLM's left
@@ -149,11 +159,26 @@ class EvidentialLM(EvidentialScoring, HFLM):
             self._model.tie_weights = already_tied
 
     # ------------------------------------------------------------------ forward
-    def _last_logits(self, batch: list[list[int]]) -> torch.Tensor:
-        """Last-position logits (B, V) of left-padded ``batch``, independent of padding."""
-        padded = left_pad(batch, self.tokenizer.pad_token_id)
+    def _last_logits(self, batch: list[list[int]], prefix_length: int = 0) -> torch.Tensor:
+        """Last-position logits (B, V) of left-padded ``batch``, independent of padding; its first
+        ``prefix_length`` tokens, the same in every row, run once where the model allows
+        (:func:`~lm_eval_evidential.modeling.prefix_cache.cache_blocker`)."""
         with torch.inference_mode():
+            if prefix_length:
+                width = max(len(row) for row in batch)  # prefix, pads, the longest suffix
+                blocker = cache_blocker(self.model, width)
+                if blocker is None:
+                    return prefix_cached_logits(self.model, batch, prefix_length, self.tokenizer.pad_token_id)
+                if blocker not in self._cache_blockers_seen:
+                    self._cache_blockers_seen.add(blocker)
+                    harness_logger.info("prefix cache not used for a batch: %s; it runs uncached", blocker)
+            padded = left_pad(batch, self.tokenizer.pad_token_id)
             return last_position_logits(self.model, **{k: v.to(self.device) for k, v in padded.items()})
+
+    @cached_property
+    def _cache_blockers_seen(self) -> set[str]:
+        """Why batches ran without their shared prefix, each said once in the log."""
+        return set()
 
     def _auto_batch_size(self, longest: list[int]) -> int:
         from accelerate.utils import find_executable_batch_size
@@ -173,7 +198,9 @@ class EvidentialLM(EvidentialScoring, HFLM):
         return size
 
     def last_logits_at(self, prompts: list[list[int]], ids: torch.Tensor, disable_tqdm: bool = False) -> torch.Tensor:
-        """:meth:`EvidentialScoring.last_logits_at`: longest prompts first, in batches of ``batch_size``.
+        """:meth:`EvidentialScoring.last_logits_at`: in batches of ``batch_size``, planned by
+        :func:`~lm_eval_evidential.modeling.prefix_cache.plan_batches`: prompts sharing a prefix that
+        pays together (its prefix run once), every other prompt longest first.
 
         Only the logits at ``ids`` are kept (memory O(prompts · ids), not O(prompts · V)); they stay
         on the model's device until every batch has been launched and come to the CPU in one copy,
@@ -181,22 +208,23 @@ class EvidentialLM(EvidentialScoring, HFLM):
         """
         if not prompts:
             return torch.empty((0, ids.shape[1] if ids.dim() == 2 else 0))
-        order = sorted(range(len(prompts)), key=lambda i: -len(prompts[i]))  # stable: length buckets
         batch_size = self.batch_size
         if batch_size == "auto" or batch_size is None:
-            batch_size = self._auto_batch_size(prompts[order[0]])
-        batch_size = int(batch_size)
+            batch_size = self._auto_batch_size(max(prompts, key=len))
+        batches = plan_batches(prompts, int(batch_size), reuse=self.prefix_cache)
+        order = [i for batch in batches for i in batch.rows]
         index = ids[order]
         kept = []
         bar = tqdm(
             total=len(order), desc="evidential: prompts", disable=disable_tqdm or self.rank != 0, **progress_options()
         )
-        for start in range(0, len(order), batch_size):
-            chunk = order[start : start + batch_size]
-            logits = self._last_logits([prompts[i] for i in chunk])
-            rows = index[start : start + len(chunk)] % logits.shape[1]  # a negative id counts from the last row
+        start = 0
+        for batch in batches:
+            logits = self._last_logits([prompts[i] for i in batch.rows], batch.prefix_length)
+            rows = index[start : start + len(batch.rows)] % logits.shape[1]  # a negative id counts from the last row
             kept.append(logits.gather(1, rows.to(logits.device)))
-            bar.update(len(chunk))
+            start += len(batch.rows)
+            bar.update(len(batch.rows))
         bar.close()
         values = torch.cat(kept).float().cpu()
         return values[torch.argsort(torch.tensor(order))]  # back to the order asked for

@@ -20,8 +20,9 @@ def test_gpu_check_runs_every_way_on_the_cpu_at_a_small_shape(tmp_path):
     assert proc.returncode == 0, proc.stderr[-4000:]
     rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     measured = {(r["way"], r["shots"]) for r in rows}
-    assert measured == {("bare", 0), ("bare", 2), ("evidential", 0), ("evidential", 2), ("hf", 2)}
+    ways = {("bare", 0), ("bare", 2), ("evidential", 0), ("evidential", 2), ("evidential cached", 2), ("hf", 2)}
+    assert measured == ways
     assert all(r["questions"] == 4 and r["q_per_s"] > 0 for r in rows)
     ratios = dict(line.split(": ") for line in proc.stdout.splitlines() if line and line[0] not in "#{")
-    assert len(ratios) == 4 and all(float(v) > 0 for v in ratios.values()), proc.stdout
+    assert len(ratios) == 6 and all(float(v) > 0 for v in ratios.values()), proc.stdout
     assert proc.stdout.startswith("# device cpu, shape small")
