@@ -1,12 +1,17 @@
 """Wall-time benchmark of the full OOD audit on synthetic EDL outputs.
 
-    python benchmarks/bench_audit.py [--n 1000000] [--seed 0] [--max-extra 4]
+    python benchmarks/bench_audit.py [--n 1000000] [--seed 0] [--max-extra 4] [--new-audits]
 
 ``--n`` ID and ``--n`` OOD examples with K = 4 (plus an OOD copy where 10% of the examples
 have K = 5, for the cardinality-mismatch demo); every registered score; AUROC with DeLong
 CI, AUPR-In/Out and FPR@95%TPR per score; the K sweep (McNamara 2026, Table 1). Each step's wall
 time is printed next to its ratio to one ``sklearn.metrics.roc_auc_score`` call on the same
 2n examples, measured in this run. Target: the whole audit within 60 s on 2 cores.
+
+``--new-audits`` also times the audits of issue 34 on the same arrays (conformal LAC and APS sets
+calibrated on half of the ID side and evaluated on the rest and on the OOD side, with bootstrap
+CIs; temperature scaling fitted on half of the ID side and applied to both; AUGRC, E-AURC,
+prr_normalized and risk@0.8; the OpenOOD-direction FPR@95) and prints the process's peak RSS.
 """
 
 from __future__ import annotations
@@ -31,7 +36,10 @@ from lm_eval_evidential.metrics.cardinality import (  # noqa: E402
     ksweep,
 )
 from lm_eval_evidential.metrics.detection import detection_report  # noqa: E402
-from lm_eval_evidential.metrics.scores import SCORES, compute_score  # noqa: E402
+from lm_eval_evidential.metrics.scores import SCORES, available_scores, compute_score  # noqa: E402
+
+#: Every score one EDL prediction per question gives (member scores need an ensemble's records).
+NAMES = available_scores(True, has_logits=True)
 
 
 def synthetic_logits(rng, n, k, boost):
@@ -57,6 +65,7 @@ def main(argv=None):
     ap.add_argument("--n", type=int, default=1_000_000, help="examples per side (default 1,000,000)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--max-extra", type=int, default=4)
+    ap.add_argument("--new-audits", action="store_true", help="also time issue 34's audits, print the peak RSS")
     args = ap.parse_args(argv)
     n = args.n
     rng = np.random.default_rng(args.seed)
@@ -72,20 +81,21 @@ def main(argv=None):
 
     def all_scores():
         out = {}
-        for name in SCORES:
-            s_id = compute_score(name, probs=None, k=k_id, alpha=alpha_id)
-            s_ood = compute_score(name, probs=None, k=k_ood, alpha=alpha_ood)
+        for name in NAMES:
+            z_id, z_ood = (logits_id, logits_ood) if SCORES[name].needs_logits else (None, None)
+            s_id = compute_score(name, probs=None, k=k_id, alpha=alpha_id, logits=z_id)
+            s_ood = compute_score(name, probs=None, k=k_ood, alpha=alpha_ood, logits=z_ood)
             out[name] = np.concatenate((s_id, s_ood))
         return out
 
-    scores = timer(f"compute {len(SCORES)} scores", all_scores)
+    scores = timer(f"compute {len(NAMES)} scores", all_scores)
 
     t0 = time.perf_counter()
     ref_auc = roc_auc_score(y, scores["reciprocal_vacuity"])
     t_sklearn = time.perf_counter() - t0
 
     reports = timer(
-        f"detection ({len(SCORES)} scores: AUROC+DeLong CI, AUPR-In/Out, FPR95)",
+        f"detection ({len(NAMES)} scores: AUROC+DeLong CI, AUPR-In/Out, FPR95)",
         lambda: {name: detection_report(y, s) for name, s in scores.items()},
     )
     assert abs(reports["reciprocal_vacuity"]["auroc"] - ref_auc) <= 1e-12
@@ -122,6 +132,8 @@ def main(argv=None):
     message, matched, auc_as_is, auc_restricted, dropped = timer(
         "K check + mismatch demo (assert/report/restrict)", mismatch_demo
     )
+    if args.new_audits:
+        new_audits(timer, rng, logits_id, logits_ood, alpha_id, alpha_ood, scores, y, n)
     total = time.perf_counter() - t_all
 
     print(
@@ -133,7 +145,7 @@ def main(argv=None):
     for label, t in timer.rows:
         print(f"{label:<66}{t:>9.3f}{t / t_sklearn:>11.2f}")
     print(f"{'TOTAL (everything above, incl. data generation)':<66}{total:>9.3f}{total / t_sklearn:>11.2f}")
-    per_score = dict(timer.rows)[next(lbl for lbl, _ in timer.rows if lbl.startswith("detection"))] / len(SCORES)
+    per_score = dict(timer.rows)[next(lbl for lbl, _ in timer.rows if lbl.startswith("detection"))] / len(NAMES)
     print(f"{'  per score: full detection report':<66}{per_score:>9.3f}{per_score / t_sklearn:>11.2f}")
 
     print(f"\n{'score':<24}{'AUROC':>8}{'95% DeLong CI':>22}{'AUPR-In':>9}{'AUPR-Out':>9}{'FPR95':>8}")
@@ -157,6 +169,61 @@ def main(argv=None):
         f"(dropped {dropped:,} OOD): {auc_restricted:.4f}"
     )
     print(f"\ntotal {total:.1f} s (target < 60 s on 2 cores): {'OK' if total < 60 else 'OVER TARGET'}")
+    if args.new_audits:
+        import resource
+
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(f"peak RSS of this process: {peak:,.0f} MB; load: {os.getloadavg()}")
+
+
+def new_audits(timer, rng, logits_id, logits_ood, alpha_id, alpha_ood, scores, y, n):
+    """Issue 34's audits on the benchmark's arrays (gold labels drawn from the ID model's own E[p])."""
+    from lm_eval_evidential.metrics import conformal as C
+    from lm_eval_evidential.metrics import selective as S
+    from lm_eval_evidential.metrics.calibration import brier, ece, nll
+    from lm_eval_evidential.metrics.detection import fpr_at_95_tpr
+    from lm_eval_evidential.metrics.temperature import fit_temperature, scaled_softmax
+
+    p_id, p_ood = D.expected_probs(alpha_id), D.expected_probs(alpha_ood)
+    gold_id = (rng.random(n)[:, None] > p_id.cumsum(axis=1)).sum(axis=1).clip(0, 3)
+    gold_ood = (rng.random(n)[:, None] > p_ood.cumsum(axis=1)).sum(axis=1).clip(0, 3)
+    correct_id = p_id.argmax(axis=1) == gold_id
+    k4 = np.full(n, 4)
+    half = n // 2
+
+    def conformal(method):
+        q = C.conformal_quantile(C.nonconformity(p_id[:half], gold_id[:half], method), 0.1)
+        out = []
+        evaluated = ((p_id[half:], gold_id[half:], correct_id[half:]), (p_ood, gold_ood, p_ood.argmax(1) == gold_ood))
+        for p, g, c in evaluated:
+            sets = C.prediction_sets(p, q, method)
+            out.append((C.set_summary(sets, k4[: len(g)], g, c), C.set_summary_ci(sets, k4[: len(g)], g, c)))
+        return out
+
+    for method in C.METHODS:
+        timer(f"conformal {method}: calibrate n/2, sets + summary + 1000-rep CIs on n/2 + n", conformal, method)
+
+    def temperature():
+        t = fit_temperature(logits_id[:half], gold_id[:half])
+        for z, g in ((logits_id[half:], gold_id[half:]), (logits_ood, gold_ood)):
+            p = scaled_softmax(z, t)
+            ece(p.max(axis=1), p.argmax(axis=1) == g)
+            nll(p, g)
+            brier(p, g)
+        return t
+
+    timer("temperature: fit on n/2 (NLL, Brent), apply + ECE/NLL/Brier on n/2 + n", temperature)
+    mp = scores["max_prob"][:n]
+    timer(
+        "selective on n: AUGRC, E-AURC, prr_normalized, risk@0.8",
+        lambda: (
+            S.augrc(mp, correct_id),
+            S.eaurc(mp, correct_id),
+            S.prr_normalized(mp, correct_id),
+            S.risk_at_coverage(mp, correct_id, 0.8),
+        ),
+    )
+    timer("OpenOOD FPR@95 (OOD positive), one score, 2n", lambda: fpr_at_95_tpr(~y, -scores["max_prob"]))
 
 
 if __name__ == "__main__":
