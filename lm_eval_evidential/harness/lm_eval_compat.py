@@ -98,6 +98,16 @@ def resolve_max_length(config, tokenizer=None, **kwargs) -> int:
     return _resolve_max_length(config, tokenizer, **kwargs)
 
 
+def discovered_task_folders(manager_module) -> list:
+    """The task folders the harness finds itself through ``lm_eval.tasks`` entry points (its TaskManager's
+    ``discover_plugin_task_paths``, in harnesses with plugin discovery); [] where it has none (0.4.13).
+    Optional, so not in :data:`INTERNALS`: its absence is the 0.4.13 case, not a moved internal."""
+    from pathlib import Path
+
+    discover = getattr(manager_module, "discover_plugin_task_paths", None)
+    return [Path(p).resolve() for p in discover()] if callable(discover) else []
+
+
 def stock_argument_error(exc: ValueError, *, hint: str = ""):
     """``exc`` as an :class:`~lm_eval_evidential.errors.InvalidValueError` when the stock CLI raised it
     itself while checking its arguments (the raising frame is in :data:`STOCK_ARGUMENT_CHECKS`), else

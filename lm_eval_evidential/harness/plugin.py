@@ -36,7 +36,7 @@ from pathlib import Path
 
 from lm_eval_evidential import errors
 from lm_eval_evidential.errors import HarnessVersionError
-from lm_eval_evidential.harness import TASKS_DIR, tasks_dir  # noqa: F401 (plugin:tasks_dir is the lm_eval.tasks entry point)
+from lm_eval_evidential.harness import TASKS_DIR, tasks_dir  # noqa: F401 (plugin.tasks_dir: the folder, for callers)
 
 MODEL_NAME = "evidential"
 MODEL_TARGET = "lm_eval_evidential.harness.model:EvidentialLM"
@@ -83,7 +83,10 @@ def on_models_imported(module) -> None:
 
 
 def on_task_manager_imported(module) -> None:
-    """TaskManagers that include lm_eval's default tasks include this package's tasks too."""
+    """TaskManagers that include lm_eval's default tasks include this package's tasks too (unless the
+    harness finds them itself, through the ``lm_eval.tasks`` entry point)."""
+    from lm_eval_evidential.harness.lm_eval_compat import discovered_task_folders
+
     signature = inspect.signature(module.TaskManager.__init__)
 
     def make_wrapper(original):
@@ -99,7 +102,9 @@ def on_task_manager_imported(module) -> None:
                 return
             given = bound.arguments["include_path"]
             user = [] if given is None else list(given) if isinstance(given, (list, tuple)) else [given]
-            bound.arguments["include_path"] = [TASKS_DIR, *user]
+            # a harness that reads our lm_eval.tasks entry point indexes the folder itself: not twice
+            ours = [] if TASKS_DIR in discovered_task_folders(module) else [TASKS_DIR]
+            bound.arguments["include_path"] = [*ours, *user]
             original(*bound.args, **bound.kwargs)
             self.include_path = given  # as the caller gave it
             install(self)
