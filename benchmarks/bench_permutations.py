@@ -10,9 +10,10 @@ batch of K x N prompts. Measured side by side in one process, interleaved ``--re
 - ``K orders, one call``: the K x N prompts of the permuted task in one call (what the harness does);
 - ``K orders, K calls``: the same prompts as K independent evaluations, one call per shift.
 
-Printed: the median wall time of each and its ratio to ``one order`` (K would be no sharing at all), with
-the machine and ``uptime`` load. Whatever the backend shares between the orders of one question (a prefix
-cache inside the forward) shows as ``one call`` below ``K calls``.
+Each with the model's prefix cache (``prefix_cache``, issue 35) on and off (``--prefix-cache both``, the
+default). Printed: the median wall time of each and its ratio to ``one order`` without the cache (K would be
+no sharing at all), with the machine and ``uptime`` load. What the cache shares between the orders of one
+question shows as ``one call`` with the cache below the same without it.
 """
 
 from __future__ import annotations
@@ -28,8 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
-def _model(kind: str, tmp: Path):
-    from lm_eval_evidential.harness.model import EvidentialLM
+def _model(kind: str, tmp: Path, prefix_cache: bool = True):
 
     if kind == "smollm2":
         from lm_eval_evidential.testing.smollm2 import smollm2_checkpoint
@@ -39,7 +39,15 @@ def _model(kind: str, tmp: Path):
         from lm_eval_evidential.testing.tiny import build_tiny_model
 
         pretrained = build_tiny_model(tmp / "tiny", seed=0)
-    return EvidentialLM(pretrained=str(pretrained), device="cpu", dtype="float32", batch_size=8), pretrained
+    return _model_from(pretrained, prefix_cache), pretrained
+
+
+def _model_from(pretrained, prefix_cache: bool):
+    from lm_eval_evidential.harness.model import EvidentialLM
+
+    return EvidentialLM(
+        pretrained=str(pretrained), device="cpu", dtype="float32", batch_size=8, prefix_cache=prefix_cache
+    )
 
 
 def _instances(task_name: str, n: int, permuted: bool):
@@ -73,10 +81,20 @@ def main(argv=None) -> None:
     ap.add_argument("--task", default="obqa_edl")
     ap.add_argument("--model", choices=("tiny", "smollm2"), default="tiny")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument(
+        "--prefix-cache",
+        choices=("on", "off", "both"),
+        default="both",
+        help="the model's prefix_cache (issue 35); both: each variant with it on and off, side by side",
+    )
     args = ap.parse_args(argv)
     os.environ.setdefault("EVIDENTIAL_DATA_DIR", str(sample_data_dir()))
+    settings = {"on": [True], "off": [False], "both": [True, False]}[args.prefix_cache]
     with tempfile.TemporaryDirectory() as tmp:
-        lm, pretrained = _model(args.model, Path(tmp))
+        first, pretrained = _model(args.model, Path(tmp), settings[0])
+        models = {settings[0]: (first, pretrained)}
+        for cache in settings[1:]:
+            models[cache] = (_model_from(pretrained, cache), pretrained)
         plain = _instances(args.task, args.n, permuted=False)
         permuted = _instances(args.task, args.n, permuted=True)
         shifts: dict[int, list] = {}
@@ -88,19 +106,22 @@ def main(argv=None) -> None:
             "K orders, one call": [permuted],
             "K orders, K calls": [shifts[s] for s in sorted(shifts)],
         }
-        _timed(lm, [plain])  # warm-up
-        times = {name: [] for name in variants}
+        times = {(cache, name): [] for cache in settings for name in variants}
+        for lm, _ in models.values():
+            _timed(lm, [plain])  # warm-up
         for _ in range(args.repeats):
-            for name, groups in variants.items():
-                times[name].append(_timed(lm, groups))
+            for cache, (lm, _) in models.items():
+                for name, groups in variants.items():
+                    times[(cache, name)].append(_timed(lm, groups))
     load = os.getloadavg()
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; load {load[0]:.2f}")
     print(f"model: {args.model} ({pretrained}); task {args.task}: {args.n} questions, K = {k}")
     print(f"requests: {len(plain)} in one order, {len(permuted)} in the K orders")
-    base = statistics.median(times["one order"])
-    for name, values in times.items():
+    base = statistics.median(times[(settings[-1], "one order")])  # without the cache where both ran
+    for (cache, name), values in times.items():
         median = statistics.median(values)
-        print(f"{name:<20} {median:8.3f} s   x{median / base:5.2f} of one order   (runs: {len(values)})")
+        label = f"{name}, prefix cache {'on' if cache else 'off'}"
+        print(f"{label:<36} {median:8.3f} s   x{median / base:5.2f}   (runs: {len(values)})")
 
 
 if __name__ == "__main__":
