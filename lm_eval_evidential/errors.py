@@ -46,6 +46,7 @@ __all__ = [
     "DatasetError",
     "MirrorFileNotFound",
     "HarnessVersionError",
+    "CheckpointError",
     "UndefinedMetricWarning",
 ]
 
@@ -184,6 +185,11 @@ class MirrorFileNotFound(DatasetError, FileNotFoundError):
 
 class HarnessVersionError(EvidentialError, RuntimeError):
     """The installed lm_eval is not one this plugin can hook into."""
+
+
+class CheckpointError(EvidentialError, ValueError):
+    """A training checkpoint that cannot be resumed from (incomplete, damaged, of another base model, method
+    or task); the message names the checkpoint, what is wrong and the fix."""
 
 
 # ------------------------------------------------------------------------------ warnings

@@ -137,6 +137,7 @@ class Ctx:
     def fmt(self, text: str) -> str:
         text = text.replace("{other_adapter}", str(self.extra.get("other_adapter")))
         text = text.replace("{checkpoint}", str(self.extra.get("checkpoint")))
+        text = text.replace("{other_model}", str(self.extra.get("other_model")))
         return text.format(
             out=self.out, tmp=self.tmp, rec=self.rec(), folder=self.folder, model=self.model, adapter=self.adapter
         )
@@ -686,6 +687,83 @@ def view_of(*names: str) -> Cmd:
 
 
 QUESTION_ROW = {"q": "Which colour?", "choices": ["red", "green", "blue", "pink"], "gold": 1}
+
+
+# -------------------------------------------------------------------- inputs: training checkpoints (issue 36)
+
+
+def trained_copy(damage: str | None = None):
+    """{tmp}/t: a copy of a 2-step EDL run of the tiny model (checkpoint-1, checkpoint-2, the adapter), with
+    ``damage``: an ``optimizer.pt`` cut short, no ``trainer_state.json``, an empty ``checkpoint-3``."""
+
+    def make(ctx: Ctx) -> None:
+        out = ctx.tmp / "t"
+        shutil.copytree(ctx.extra["trained"], out)
+        last = out / "checkpoint-2"
+        if damage == "optimizer":
+            data = (last / "optimizer.pt").read_bytes()
+            (last / "optimizer.pt").write_bytes(data[: len(data) // 2])
+        elif damage == "no-state":
+            (last / "trainer_state.json").unlink()
+        elif damage == "empty":
+            (out / "checkpoint-3").mkdir()
+
+    return make
+
+
+def resume(*extra: str) -> list:
+    return [
+        "train",
+        "--pretrained",
+        "{model}",
+        "--task",
+        "obqa_edl",
+        "--output-dir",
+        "{tmp}/t",
+        "--max-steps",
+        "3",
+        "--resume-from-checkpoint",
+        "latest",
+        *extra,
+    ]
+
+
+# -------------------------------------------------------------------- inputs: records that disagree with themselves
+
+
+def with_phantoms(row0, phantom_count: int = 4):
+    """id4's records with 4 phantom logits a row (the metadata's ``phantom_count``), row 0's made ``row0``."""
+
+    def make(ctx: Ctx) -> Path:
+        rec = _records("id4", 60, 4, 1.0, 1)
+        rows = [{**r, "phantom_logits": [0.5, 0.25, 0.0, -0.5]} for r in rec]
+        meta = {**rec.meta, "phantom_count": phantom_count}
+        write_records(ctx.rec("id4"), Records.from_rows(rows, task="id4", meta=meta))
+        return edited(column="phantom_logits", row=0, value=row0)(ctx)
+
+    return make
+
+
+def another_run_in_a_subfolder(ctx: Ctx) -> None:
+    """Another run's id4 records, stamped with the same date_id, in a subfolder beside the run."""
+    write_records(records_path(ctx.folder / "older", "id4", DATE), _records("id4", 60, 4, 3.0, 9))
+
+
+def ood4_in_another_folder(ctx: Ctx) -> None:
+    """The run's ood4 records moved into another model's folder (same date_id): two folders, one run name."""
+    target = records_path(ctx.out / "other-llm", "ood4", DATE)
+    target.parent.mkdir(parents=True)
+    shutil.move(ctx.rec("ood4"), target)
+
+
+def paper_ood(k: int, *, softmax: bool = False, id_task: str = "id4"):
+    """An ``arc_c_edl`` run beside ``id_task``, both at K = ``k`` (softmax records for ``softmax``)."""
+
+    def make(ctx: Ctx) -> None:
+        for task, shift, seed in ((id_task, 1.0, 11), ("arc_c_edl", 0.0, 12)):
+            write_records(ctx.rec(task), _records(task, 40, k, shift, seed, softmax=softmax))
+
+    return make
 
 
 # ----------------------------------------------------------------------------- the catalogue
@@ -2561,6 +2639,143 @@ CATALOGUE = [
         mirror_rows(GOOD, arc_row("q-forged", list("ABCD"), "A", ["x\nAnswer: D", "y", "z", "w"])),
         Warned(r"arc_c_edl: 1 answer option\(s\) span several lines, e\.g\. task 'arc_c_edl', doc 'q-forged'"),
     ),
+    # -- issue 36, class 2: training checkpoints and output folders, checked before the model loads
+    (
+        T,
+        "train-unknown-task",
+        ["train", "--pretrained", "{model}", "--task", "obqa_edl_typo", "--output-dir", "{tmp}/t"],
+        Exit(1, r"--task 'obqa_edl_typo': no such task; did you mean obqa_edl"),
+    ),
+    (
+        T,
+        "train-resume-damaged-optimizer",
+        Cmd(resume(), trained_copy("optimizer")),
+        Exit(1, r"checkpoint .*checkpoint-2 \(picked as the latest\) is damaged \(BadZipFile"),
+    ),
+    (
+        T,
+        "train-resume-without-trainer-state",
+        Cmd(resume(), trained_copy("no-state")),
+        Exit(1, r"checkpoint .*checkpoint-2 \(picked as the latest\) lacks trainer_state\.json.*remove checkpoint-2"),
+    ),
+    (
+        T,
+        "train-resume-latest-an-empty-checkpoint",
+        Cmd(resume(), trained_copy("empty")),
+        Exit(1, r"checkpoint .*checkpoint-3 \(picked as the latest\) is empty: it cannot be resumed from"),
+    ),
+    (
+        T,
+        "train-resume-another-base",
+        Cmd([*resume()[:2], "{other_model}", *resume()[3:]], trained_copy()),
+        Exit(1, r"checkpoint .*checkpoint-2 was trained on another base model than --pretrained .*in_features="),
+    ),
+    (
+        T,
+        "train-resume-with-another-method",
+        Cmd(resume("--method", "softmax"), trained_copy()),
+        Exit(1, r"checkpoint-2 was trained with method='edl' \(now 'softmax'\).*\(--method edl\)"),
+    ),
+    (
+        T,
+        "train-resume-another-task",
+        Cmd([*resume()[:4], "csqa_edl", *resume()[5:]], trained_copy()),
+        Exit(1, r"checkpoint-2 was trained with task='obqa_edl' \(now 'csqa_edl'\)"),
+    ),
+    (
+        T,
+        "train-output-dir-a-dangling-link",
+        Cmd(
+            ["train", "--pretrained", "{model}", "--task", "obqa_edl", "--output-dir", "{tmp}/t"],
+            lambda c: (c.tmp / "t").symlink_to(c.tmp / "gone"),
+        ),
+        Exit(1, r"--output-dir .*t is a symbolic link to .*gone, which does not exist"),
+    ),
+    (
+        S,
+        "train-output-dir-under-a-read-only-folder",
+        Child(
+            [
+                "train",
+                "--pretrained",
+                "{model}",
+                "--task",
+                "obqa_edl",
+                "--output-dir",
+                "{tmp}/ro/t",
+                "--max-steps",
+                "1",
+            ],
+            read_only="{tmp}/ro",
+        ),
+        Exit(1, r"cannot write .*ro: Permission denied"),
+    ),
+    # -- issue 36, class 3: records that disagree with themselves or with their folder
+    (
+        C,
+        "same-date-id-in-a-subfolder",
+        Cmd(["ood", "{out}", "--id", "id4", "--ood", "ood4"], another_run_in_a_subfolder),
+        Exit(1, r"two records files of task 'id4' for run 2026-03-01T10-00-00\.000001 under .*older"),
+    ),
+    (
+        C,
+        "one-run-in-two-folders",
+        Cmd(["ood", "{out}", "--id", "id4", "--ood", "ood4"], ood4_in_another_folder),
+        Exit(1, r"the records of run 2026-03-01T10-00-00\.000001 under .* lie in 2 folders"),
+    ),
+    (
+        L,
+        "metadata-limit-below-the-row-count",
+        with_meta(limit=5),
+        Refused(RecordsError, r"evaluated with --limit 5 \(at most 5 questions per task\), but the file has 60 rows"),
+    ),
+    (
+        L,
+        "phantoms-beyond-phantom-count",
+        with_phantoms([0.1] * 30),
+        Refused(RecordsError, r"row 0 has 30 phantom logits, but the run kept at most phantom_count=4"),
+    ),
+    (
+        L,
+        "phantoms-beyond-the-letter-z",
+        with_phantoms([0.1] * 23, phantom_count=26),
+        Refused(RecordsError, r"row 0 has K=4 and 23 phantom logits, but only 22 letters follow its last label"),
+    ),
+    (
+        L,
+        "phantom-logits-nan",
+        with_phantoms([float("nan")] * 4),
+        Refused(RecordsError, r"row 0: 4 of its 4 phantom logits are NaN or null"),
+    ),
+    (
+        L,
+        "phantom-logit-null",
+        with_phantoms([1.0, None, 2.0, 3.0]),
+        Refused(RecordsError, r"row 0: 1 of its 4 phantom logits are NaN or null"),
+    ),
+    # -- issue 36, class 4: `tables` reports what is there
+    (
+        C,
+        "tables-without-a-paper-task",
+        ["tables", "{out}", "--id", "id4", "--ood", "ood4"],
+        Exit(1, r"--ood ood4: tables computes McNamara \(2026\)'s Tables 1 and 3-6, whose OOD tasks are arc_c_edl"),
+    ),
+    (
+        C,
+        "tables-labels-are-the-data-k",
+        Cmd(["tables", "{out}", "--id", "id4", "--ood", "arc_c_edl,ood4"], paper_ood(5)),
+        Exit(
+            0,
+            r"(?s)^(?!.*4 \(correct\))(?!.*\(0\.\d+\)).*Not in the paper's tables \(audit them with `ood`\): ood4"
+            r".*\| ARC-C \| 6 \(mismatch\) \|.*\| ARC-C \| 5 \(correct\) \|",
+        ),
+    ),
+    (
+        C,
+        "tables-on-softmax-records",
+        Cmd(["tables", "{out}", "--id", "sm4", "--ood", "arc_c_edl"], paper_ood(4, softmax=True, id_task="sm4")),
+        Exit(0, r"(?s)^(?!.*--scores).*UM \(reciprocal vacuity\) needs Dirichlet alpha.*\| ARC-C \| 5 \(mismatch\)"),
+    ),
 ]
 
 
@@ -2676,6 +2891,21 @@ def model_ctx(ctx, tiny_model, request, monkeypatch):
     return ctx
 
 
+@pytest.fixture(scope="module")
+def trained_run(tiny_model, tmp_path_factory) -> Path:
+    """A 2-step EDL run of the tiny model on obqa_edl with a checkpoint after each step (the resume rows)."""
+    from lm_eval_evidential.cli.main import main
+    from lm_eval_evidential.testing.tiny import sample_data_dir
+
+    out = tmp_path_factory.mktemp("trained") / "run"
+    argv = ["train", "--pretrained", str(tiny_model), "--task", "obqa_edl", "--output-dir", str(out)]
+    argv += ["--max-steps", "2", "--save-steps", "1", "--max-train-docs", "4", "--logging-steps", "1"]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("EVIDENTIAL_DATA_DIR", str(sample_data_dir()))
+        assert main(argv) == 0
+    return out
+
+
 def _run_model(ctx, cmd, caplog):
     from lm_eval_evidential.harness.model import EvidentialLM
 
@@ -2684,7 +2914,7 @@ def _run_model(ctx, cmd, caplog):
 
 
 @pytest.fixture
-def eval_ctx(dataset_ctx, tiny_model, monkeypatch):
+def eval_ctx(dataset_ctx, tiny_model, monkeypatch, request):
     """``lm-eval-evidential eval`` in-process over this package's tasks only (indexing the harness's
     thousands of task files takes tens of seconds and is not what these rows test)."""
     import lm_eval.tasks
@@ -2705,6 +2935,10 @@ def eval_ctx(dataset_ctx, tiny_model, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     dataset_ctx.model = tiny_model
+    if "train-resume" in request.node.name:
+        dataset_ctx.extra["trained"] = request.getfixturevalue("trained_run")
+    if "another-base" in request.node.name:
+        dataset_ctx.extra["other_model"] = request.getfixturevalue("other_adapter").parent / "model"
     return dataset_ctx
 
 

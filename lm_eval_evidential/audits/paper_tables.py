@@ -42,6 +42,8 @@ __all__ = ["PUBLISHED", "PUBLISHED_TABLE1", "DATASETS", "paper_tables"]
 
 #: Our task for each of the paper's datasets (CSQA's "removed E" row is its control ``csqa4_edl``).
 DATASETS = {"arc_c_edl": "ARC-C", "arc_e_edl": "ARC-E", "csqa_edl": "CSQA", "mmlu_math_edl": "MMLU Math"}
+#: The lettered views of the stock ARC tasks: the same questions in the same prompt (docs/tasks.md).
+DATASETS.update({"arc_challenge_edl": "ARC-C", "arc_easy_edl": "ARC-E"})
 METRICS = ("aupr_base", "mp_auroc", "mp_aupr", "um_auroc", "um_aupr")
 
 #: McNamara (2026), Tables 3-6 (Llama-3-8B fine-tuned on OBQA): (dataset, row) -> METRICS.
@@ -98,18 +100,33 @@ _PHANTOM_OF = {"A": "model", "B": "count"}
 _SCORES = ("max_prob", "reciprocal_vacuity")
 
 
+def _scores(records: Records) -> tuple[str, ...]:
+    """MP and UM, or MP alone for records without alpha (softmax: UM is undefined, its cells empty)."""
+    return _SCORES if records.has_alpha else _SCORES[:1]
+
+
+#: Why the UM (reciprocal vacuity) cells of softmax records are empty.
+NO_VACUITY = "UM (reciprocal vacuity) needs Dirichlet alpha; method=softmax records have none"
+
+
 def _metrics(rows: list[dict]) -> dict:
     by = {r["score"]: r for r in rows}
-    mp, um = by["max_prob"], by["reciprocal_vacuity"]
+    mp, um = by["max_prob"], by.get("reciprocal_vacuity", {})
     return {
         "aupr_base": mp["aupr_baseline"],
         "mp_auroc": mp["auroc"],
         "mp_aupr": mp["aupr_in"],
-        "um_auroc": um["auroc"],
-        "um_aupr": um["aupr_in"],
+        "um_auroc": um.get("auroc", float("nan")),
+        "um_aupr": um.get("aupr_in", float("nan")),
         "n_ood": mp["n_ood"],
         "k_ood": mp["k_ood"],
     }
+
+
+def _one_k(records: Records) -> int | None:
+    """The records' K where every question has the same, else None."""
+    ks = set(records.k.tolist()) if len(records) else set()
+    return ks.pop() if len(ks) == 1 else None
 
 
 def _undefined(reason: str) -> dict:
@@ -122,9 +139,9 @@ def _same_k(id_records: Records, ood_records: Records) -> Records:
 
 
 def _pair(id_records: Records, ood_records: Records, implementation: str, k_forced: int) -> list[dict]:
-    """(mismatch, correct) rows of one 4-option OOD task."""
+    """(mismatch, correct) rows of one OOD task at the ID task's K and at ``k_forced``."""
     kept = _same_k(id_records, ood_records)
-    common = {"scores": _SCORES, "n_boot": 0}
+    common = {"scores": _scores(id_records), "n_boot": 0}
     correct = {**_metrics(ood_rows(id_records, kept, **common)), "row": "correct"}
     try:
         rows = ood_rows(
@@ -154,10 +171,22 @@ def paper_tables(
     None) and ``reason`` where a row cannot be computed).
     """
     method = id_records.method
-    matches_id = id_records.task == "obqa_edl"
-    out: dict = {"method": method, "id_task": id_records.task, "table1": {}}
+    k_id = _one_k(id_records)
+    # The paper's setting: OBQA (K = 4) as ID; its published values are shown for that alone.
+    matches_id = id_records.task == "obqa_edl" and k_id == 4
+    out: dict = {
+        "method": method,
+        "id_task": id_records.task,
+        "k_id": k_id,
+        "table1": {},
+        "ignored": [t for t in ood if t not in DATASETS and t != "csqa4_edl"],
+        "notes": [] if id_records.has_alpha else [NO_VACUITY],
+    }
     for task, records in ood.items():
         if task not in DATASETS or task == "csqa_edl":
+            continue
+        if not id_records.has_alpha:
+            out["table1"][task] = {"reason": f"Table 1 sweeps reciprocal vacuity: {NO_VACUITY}", "rows": []}
             continue
         try:
             rows = ksweep_rows(
@@ -181,6 +210,7 @@ def paper_tables(
         for task, dataset in DATASETS.items():
             if task not in ood or (implementation == "A" and task == "mmlu_math_edl"):
                 continue
+            k_ood = _one_k(ood[task])
             if task == "csqa_edl":
                 pair = [{**_metrics(_as_is(id_records, ood[task])), "row": "mismatch"}]
                 if "csqa4_edl" in ood:
@@ -190,7 +220,7 @@ def paper_tables(
                                 ood_rows(
                                     id_records,
                                     ood["csqa4_edl"],
-                                    scores=_SCORES,
+                                    scores=_scores(id_records),
                                     n_boot=0,
                                 )
                             ),
@@ -201,10 +231,16 @@ def paper_tables(
                     pair.append(
                         {**_undefined("csqa4_edl (CSQA with option E removed) is not in this run"), "row": "correct"}
                     )
-                labels = ("5 (as-is)", '4 (removed "E")')
-            else:
-                pair = _pair(id_records, ood[task], implementation, 5)
-                labels = ("5 (mismatch)", "4 (correct)")
+                k_removed = _one_k(ood["csqa4_edl"]) if "csqa4_edl" in ood else None
+                labels = (f"{_k_text(k_ood)} (as-is)", f'{_k_text(k_removed)} (removed "E")')
+            elif k_id is None:
+                pair = [
+                    {**_undefined(_MIXED_K.format(task=id_records.task)), "row": r} for r in ("mismatch", "correct")
+                ]
+                labels = ("K + 1 (mismatch)", "K (correct)")
+            else:  # the labels are the data's K: the ID task's, and one more for the mismatch row
+                pair = _pair(id_records, ood[task], implementation, k_id + 1)
+                labels = (f"{k_id + 1} (mismatch)", f"{k_id} (correct)")
             for r, label in zip(pair, labels):
                 r.update(dataset=dataset, task=task, k_label=label)
                 published = PUBLISHED.get(table, {}).get((dataset, r["row"])) if matches_id and table else None
@@ -219,4 +255,11 @@ def paper_tables(
 
 def _as_is(id_records: Records, records: Records) -> list[dict]:
     """CSQA scored with its own K = 5 against a K = 4 ID task (the paper's "5 (as-is)" row)."""
-    return ood_rows(id_records, records, scores=_SCORES, n_boot=0, k_policy="report")
+    return ood_rows(id_records, records, scores=_scores(id_records), n_boot=0, k_policy="report")
+
+
+_MIXED_K = "the ID task {task} has questions of several K; the paper's rows compare one K with one more"
+
+
+def _k_text(k: int | None) -> str:
+    return "mixed K" if k is None else str(k)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 
+from lm_eval_evidential.errors import InvalidValueError
 from lm_eval_evidential.records.io import write_json
 
 from ._options import add_audit_parser, add_ood_tasks, add_phantom, load, refuse_same_questions, refuse_self_comparison
@@ -112,11 +113,18 @@ def implementation_markdown(data: dict, implementation: str, pretrained: str) ->
 
 
 def run(args) -> int:
-    from lm_eval_evidential.audits.paper_tables import paper_tables
+    from lm_eval_evidential.audits.paper_tables import DATASETS, paper_tables
 
     refuse_self_comparison(args.id_task, args.ood_tasks)
     id_records, *ood = load(args, [args.id_task, *args.ood_tasks])
     refuse_same_questions(id_records, ood)
+    paper = [t for t in args.ood_tasks if t in DATASETS]
+    if not paper:
+        raise InvalidValueError(
+            f"--ood {','.join(args.ood_tasks)}: tables computes McNamara (2026)'s Tables 1 and 3-6, whose OOD tasks "
+            f"are {', '.join(DATASETS)} (csqa4_edl: CSQA's removed-E row, beside csqa_edl); name at least one of "
+            "them, or audit other tasks with `lm-eval-evidential ood` / `ksweep`"
+        )
     data = paper_tables(
         id_records,
         dict(zip(args.ood_tasks, ood)),
@@ -124,6 +132,9 @@ def run(args) -> int:
     )
     pretrained = str(id_records.meta.get("peft") or id_records.meta.get("pretrained") or "the records' model")
     lines = [f"## McNamara (2026) tables: {args.id_task} (ID) against {', '.join(args.ood_tasks)}", ""]
+    if data["ignored"]:
+        lines += [f"Not in the paper's tables (audit them with `ood`): {', '.join(data['ignored'])}.", ""]
+    lines += [f"{note}: its columns are –." for note in data["notes"]] + ([""] if data["notes"] else [])
     for task, entry in data["table1"].items():
         lines += table1_markdown(args.id_task, task, entry)
     for implementation in ("A", "B"):

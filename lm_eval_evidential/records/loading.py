@@ -38,10 +38,23 @@ def find_record_files(output_path: str | os.PathLike, task: str | None = None) -
             f"the run's results_*.json and records_*.parquet; this file's folder, {root.parent}, works)"
         )
     runs: dict[str, dict[str, Path]] = {}
-    for p in root.rglob("records_*.parquet"):
+    for p in sorted(root.rglob("records_*.parquet")):
         m = RECORDS_FILE_RE.match(p.name)
         if m and (task is None or m["task"] == file_safe_task(task)):
-            runs.setdefault(m["date_id"], {})[m["task"] if task is None else task] = p
+            name = m["task"] if task is None else task
+            other = runs.setdefault(m["date_id"], {}).setdefault(name, p)
+            if other != p:  # one run writes one file per task: two are copies, or two runs' files under one name
+                raise InvalidValueError(
+                    f"two records files of task {name!r} for run {m['date_id']} under {root}: {other} and {p}; pass "
+                    "the folder of the one to read as the output path (or move the other away)"
+                )
+    for date_id, files in runs.items():
+        folders = sorted({str(p.parent) for p in files.values()})
+        if len(folders) > 1:  # one run writes its records into one folder
+            raise InvalidValueError(
+                f"the records of run {date_id} under {root} lie in {len(folders)} folders ({', '.join(folders)}): "
+                "files of different runs or models with one date_id; pass the folder of the run to read"
+            )
     return runs
 
 

@@ -583,6 +583,11 @@ class Records(Sequence):
                     "were mixed — re-run the evaluation"
                 )
             columns[f.name] = _read_column(f, column, n, columns.get("k"), path)
+            if f.name == "phantom_logits":  # each row's own count (NaN pads beyond it): checked below
+                import pyarrow.compute as pc
+
+                counts = pc.list_value_length(column).fill_null(0).to_numpy(zero_copy_only=False)
+                phantom_lengths = np.asarray(counts, dtype=np.int64)
             del column
         k, logits, evidence, alpha = columns["k"], columns["logits"], columns["evidence"], columns["alpha"]
         col = columns.__getitem__
@@ -601,7 +606,9 @@ class Records(Sequence):
         _validate_members(path, meta, k, logits, alpha, columns.get("member_logits"))
         _validate_derived(path, meta, k, logits, alpha, col)
         _validate_task_column(path, table.column("task"), task)
-        _validate_phantoms(path, columns.get("phantom_logits"))
+        if columns.get("phantom_logits") is not None:
+            _validate_phantoms(path, columns["phantom_logits"], phantom_lengths, meta, k)
+        _validate_limit(path, meta, n)
         return cls(task=task, meta=meta, path=path, **columns)
 
 
@@ -736,15 +743,53 @@ def _validate_members(path, meta: dict, k: np.ndarray, logits: np.ndarray, alpha
                 )
 
 
-def _validate_phantoms(path, phantom: np.ndarray | None) -> None:
-    """Phantom logits, where a file has them, are finite (NaN is only the right padding)."""
-    if phantom is None or not np.isinf(phantom).any():
+def _validate_phantoms(path, phantom: np.ndarray, lengths: np.ndarray, meta: dict, k: np.ndarray) -> None:
+    """Phantom logits, where a file has them, are finite numbers (NaN is only the right padding beyond each
+    row's own list), at most the run's ``phantom_count`` per row, and name letters that exist: K plus the
+    phantoms at most the 26 letters A..Z."""
+    redo = "the file was edited or produced by a broken run — re-run the evaluation"
+    if np.isinf(phantom).any():
+        row = int(np.flatnonzero(np.isinf(phantom).any(axis=1))[0])
+        raise RecordsError(
+            f"{path}: row {row}: non-finite phantom logit {float(phantom[row][np.isinf(phantom[row])][0])!r}; {redo}"
+        )
+    held = (~np.isnan(phantom)).sum(axis=1) if phantom.size else np.zeros(len(lengths), dtype=np.int64)
+    bad = np.flatnonzero(held != lengths)
+    if bad.size:
+        row = int(bad[0])
+        raise RecordsError(
+            f"{path}: row {row}: {int(lengths[row] - held[row])} of its {int(lengths[row])} phantom logits are NaN or "
+            f"null (a phantom logit is the logit of a label after the question's last one, always a number); {redo}"
+        )
+    limit = meta.get("phantom_count")  # the model_arg of the run that wrote the file
+    if isinstance(limit, int) and not isinstance(limit, bool):
+        over = np.flatnonzero(lengths > limit)
+        if over.size:
+            row = int(over[0])
+            raise RecordsError(
+                f"{path}: row {row} has {int(lengths[row])} phantom logits, but the run kept at most phantom_count="
+                f"{limit} (its metadata); {redo}"
+            )
+    beyond = np.flatnonzero(k + lengths > 26)
+    if beyond.size:
+        row = int(beyond[0])
+        raise RecordsError(
+            f"{path}: row {row} has K={int(k[row])} and {int(lengths[row])} phantom logits, but only "
+            f"{max(0, 26 - int(k[row]))} letters follow its last label (A..Z); {redo}"
+        )
+
+
+def _validate_limit(path, meta: dict, n: int) -> None:
+    """A run with ``--limit N`` (N >= 1) scored at most N questions per task: more rows mean the metadata or the
+    rows come from elsewhere (a report would say the numbers cover N questions)."""
+    limit = meta.get("limit")
+    if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not limit >= 1:
         return
-    row = int(np.flatnonzero(np.isinf(phantom).any(axis=1))[0])
-    raise RecordsError(
-        f"{path}: row {row}: non-finite phantom logit {float(phantom[row][np.isinf(phantom[row])][0])!r}; the file "
-        "was edited or produced by a broken run — re-run the evaluation"
-    )
+    if n > int(limit):
+        raise RecordsError(
+            f"{path}: the metadata says the run was evaluated with --limit {limit:g} (at most {int(limit)} questions "
+            f"per task), but the file has {n} rows; the file was edited or mixes runs — re-run the evaluation"
+        )
 
 
 def _parse_meta(schema_metadata, path) -> dict:

@@ -31,7 +31,13 @@ import sys
 import time
 from pathlib import Path
 
-from lm_eval_evidential.errors import InputNotFoundError, InvalidValueError, OutputExistsError
+from lm_eval_evidential.errors import (
+    CheckpointError,
+    InputNotFoundError,
+    InvalidValueError,
+    OutputExistsError,
+    OutputPathError,
+)
 from lm_eval_evidential.modeling.config import METADATA_FILE, METADATA_FORMAT, write_metadata
 from lm_eval_evidential.modeling.encoding import answer_token_ids, last_position_logits, left_pad
 from lm_eval_evidential.training.config import PAPER_TARGET_MODULES, TrainConfig
@@ -58,6 +64,15 @@ def _load_task(task_name: str):
     manager = TaskManager(include_path=str(tasks_dir()), include_defaults=False, metadata=meta)
     if task_name not in manager.all_tasks:
         manager = TaskManager(metadata=meta)
+    if not manager.match_tasks([task_name]):  # lm-eval's own lookup (lettered views included)
+        import difflib
+
+        close = difflib.get_close_matches(task_name, list(manager.all_tasks), n=3, cutoff=0.7)
+        hint = f"did you mean {' or '.join(close)}? " if close else ""
+        raise InputNotFoundError(
+            f"--task {task_name!r}: no such task; {hint}`lm_eval ls tasks` lists them, --include_path is not "
+            "read by train (name a task of lm-eval or of this package)"
+        )
     loaded = manager.load([task_name])["tasks"]
     if task_name not in loaded:
         raise InvalidValueError(f"task {task_name!r} is not a single task (a group?); pass one task such as obqa_edl")
@@ -399,9 +414,15 @@ def lora_config(config: TrainConfig, targets: tuple[str, ...]):
 
 
 def _check_output_dir(config: TrainConfig, output_dir: Path) -> None:
-    from lm_eval_evidential.records.io import check_output_folder
+    from lm_eval_evidential.records.io import check_output_folder, check_writable_folder
 
+    if output_dir.is_symlink() and not output_dir.exists():
+        raise OutputPathError(
+            f"--output-dir {output_dir} is a symbolic link to {os.readlink(output_dir)}, which does not exist; "
+            "create that folder, or choose another --output-dir"
+        )
     check_output_folder(output_dir, replaceable=lambda _: True, option="--output-dir")  # a file, or under one: never
+    check_writable_folder(output_dir)  # before the model loads, not when the first checkpoint is saved
     # transformers' example scripts' rule: never train into a folder with something in it unless told to.
     if config.resume_from_checkpoint or config.overwrite_output_dir:
         return
@@ -422,12 +443,114 @@ def _resolve_resume(config: TrainConfig, output_dir: Path) -> str | None:
         last = get_last_checkpoint(str(output_dir)) if output_dir.is_dir() else None
         if last is None:
             raise InputNotFoundError(f"resume_from_checkpoint='latest' but {output_dir} holds no checkpoint-N folder")
+        check_checkpoint_files(last, latest=True)
         return last
     if not Path(resume).is_dir():
         raise InputNotFoundError(
             f"resume_from_checkpoint={resume!r} is not a folder; pass a checkpoint-N folder or 'latest'"
         )
+    check_checkpoint_files(resume)
     return str(resume)
+
+
+#: What a checkpoint-N folder of this trainer holds (besides the adapter's weights and RNG states).
+CHECKPOINT_FILES = ("trainer_state.json", "adapter_config.json", "optimizer.pt", "scheduler.pt")
+#: Settings that define the loss and the adapter: resuming under other values would train the rest differently.
+RESUME_SETTINGS = ("method", "task", "prior_weight", "lora_r", "lora_alpha", "kl_weight", "beta", "num_noises")
+#: The settings above that only one method's loss reads.
+METHOD_SETTINGS = {"kl_weight": "edl", "beta": "ib_edl", "num_noises": "ib_edl"}
+
+
+def check_checkpoint_files(checkpoint, *, latest: bool = False) -> None:
+    """Refuse, before the model loads, a checkpoint the Trainer could not resume from: a file missing
+    (an empty ``checkpoint-N``, no ``trainer_state.json``), a ``trainer_state.json`` that is not JSON, an
+    ``optimizer.pt`` / ``scheduler.pt`` cut short or damaged (their zip archive checked, CRCs included), a
+    damaged adapter. ``latest``: the folder was picked as the newest of its output folder."""
+    import json
+    import zipfile
+
+    from lm_eval_evidential.errors import EvidentialInputError
+    from lm_eval_evidential.harness.loading_checks import check_adapter_files
+    from lm_eval_evidential.records.io import InputFileError, read_regular_file
+
+    folder = Path(checkpoint)
+    picked = " (picked as the latest)" if latest else ""
+    fix = (
+        f"resume from an earlier checkpoint-N (--resume-from-checkpoint {folder.parent}/checkpoint-N), remove "
+        f"{folder.name} to resume from the one before, or train into a new --output-dir"
+    )
+    weights = any(folder.glob("adapter_model*.safetensors")) or (folder / "adapter_model.bin").is_file()
+    missing = [name for name in CHECKPOINT_FILES if not (folder / name).is_file()]
+    missing += [] if weights else ["adapter_model.safetensors"]
+    if missing:
+        what = "is empty" if not any(folder.iterdir()) else f"lacks {', '.join(missing)}"
+        raise CheckpointError(f"checkpoint {folder}{picked} {what}: it cannot be resumed from; {fix}")
+    try:
+        state = json.loads(read_regular_file(folder / "trainer_state.json", what="trainer state", max_bytes=64 << 20))
+        if not isinstance(state, dict) or not isinstance(state.get("global_step"), int):
+            raise CheckpointError(
+                f"checkpoint {folder}{picked}: trainer_state.json holds no global_step (not the Trainer's state); {fix}"
+            )
+        for name in ("optimizer.pt", "scheduler.pt"):
+            with zipfile.ZipFile(folder / name) as archive:
+                bad = archive.testzip()
+            if bad is not None:
+                raise zipfile.BadZipFile(f"{name}: {bad} fails its CRC check")
+        check_adapter_files(folder)
+    except CheckpointError:
+        raise
+    except (InputFileError, EvidentialInputError) as exc:
+        raise CheckpointError(f"checkpoint {folder}{picked}: {exc}; {fix}") from exc
+    except (ValueError, RecursionError, zipfile.BadZipFile, OSError, EOFError) as exc:
+        raise CheckpointError(
+            f"checkpoint {folder}{picked} is damaged ({type(exc).__name__}: {exc}); it cannot be resumed from; {fix}"
+        ) from exc
+
+
+def check_resume_fits(checkpoint: str, pretrained, config: TrainConfig, task_name: str) -> None:
+    """Refuse, before the model loads, resuming a checkpoint of another base model (its LoRA matrices checked
+    against the base built on the meta device) or of other loss or adapter settings (its
+    ``evidential_config.json``: method, task, prior weight, …) — the rest would be trained differently."""
+    import json
+
+    from lm_eval_evidential.errors import EvidentialError
+    from lm_eval_evidential.harness.loading_checks import check_adapter_fits
+
+    folder = Path(checkpoint)
+    saved = folder / METADATA_FILE
+    if saved.is_file():
+        try:
+            meta = json.loads(saved.read_text())
+        except (ValueError, OSError) as exc:
+            raise CheckpointError(
+                f"checkpoint {folder}: {METADATA_FILE} is damaged ({exc}); resume from another "
+                "checkpoint-N or train into a new --output-dir"
+            ) from exc
+        before = {**(meta.get("train_config") or {}), "method": meta.get("method"), "task": meta.get("task")}
+        now = {**dataclasses.asdict(config), "task": task_name}
+        relevant = [n for n in RESUME_SETTINGS if n not in METHOD_SETTINGS or METHOD_SETTINGS[n] == before["method"]]
+        names = [n for n in relevant if before.get(n) is not None and n in now and before[n] != now[n]]
+        if names:
+            said = "; ".join(f"{n}={before[n]!r} (now {now[n]!r})" for n in names)
+            flags = " ".join(f"--{n.replace('_', '-')} {before[n]}" for n in names)
+            raise CheckpointError(
+                f"checkpoint {folder} was trained with {said}: resuming would train the rest with other settings "
+                f"and label the adapter with them; resume with the checkpoint's ({flags}), or train into a new "
+                "--output-dir"
+            )
+    try:
+        from transformers import AutoConfig
+
+        model_config = AutoConfig.from_pretrained(pretrained)
+    except Exception:  # noqa: BLE001 - the model's own load says what is wrong with pretrained
+        return
+    try:
+        check_adapter_fits(folder, model_config, pretrained)
+    except EvidentialError as exc:
+        raise CheckpointError(
+            f"checkpoint {folder} was trained on another base model than --pretrained {pretrained}: {exc}; "
+            "or train into a new --output-dir"
+        ) from exc
 
 
 def _load_base(pretrained: str, config: TrainConfig):
@@ -582,6 +705,19 @@ def _make_trainer_class():
                 self._warned.add(kind)
                 logger.warning(message)
 
+        def _save_checkpoint(self, model, trial):
+            # A folder that cannot be written any more (made read-only, a full disk) mid-run: the checkpoint
+            # goes to a rescue folder instead, and the run stops saying where (one line), losing no step.
+            try:
+                return super()._save_checkpoint(model, trial)
+            except OSError as exc:
+                from lm_eval_evidential.records.io import write_error
+
+                failed = write_error(exc, Path(self.args.output_dir) / f"checkpoint-{self.state.global_step}")
+                if failed is exc:
+                    raise  # not a condition the user can fix: a bug keeps its traceback
+                raise _rescued(self, failed) from exc
+
         def _save(self, output_dir=None, state_dict=None):
             # PEFT's default ("auto") would copy the unchanged base lm_head/embed_tokens into
             # every checkpoint once lm_head is a LoRA target (~1 GB each for Llama-3-8B).
@@ -631,6 +767,36 @@ def _make_trainer_class():
             return control
 
     return EvidentialTrainer, MetadataCallback, ScheduleClock
+
+
+def _rescued(trainer, failed: OSError) -> OSError:
+    """Save ``trainer``'s checkpoint into a new folder under the temporary directory after ``failed`` (the
+    output folder refused it); the error to raise names both folders and how to resume."""
+    import tempfile
+
+    from lm_eval_evidential.errors import OutputWriteError
+
+    output_dir, step = trainer.args.output_dir, trainer.state.global_step
+    rescue = tempfile.mkdtemp(prefix="lm-eval-evidential-rescue-")
+    trainer.args.output_dir = rescue
+    try:
+        super(type(trainer), trainer)._save_checkpoint(trainer.model, None)
+        for callback in trainer.callback_handler.callbacks:  # the checkpoint's evidential_config.json
+            if hasattr(callback, "metadata") and hasattr(callback, "on_save"):
+                callback.on_save(trainer.args, trainer.state, trainer.control)
+        saved = f"step {step} was saved in {rescue}/checkpoint-{step} instead"
+    except OSError as again:
+        saved = (
+            f"saving it under {rescue} failed too ({again.strerror or again}); the steps since the last save are lost"
+        )
+    finally:
+        trainer.args.output_dir = output_dir
+    return OutputWriteError(
+        failed.errno,
+        f"{failed}; {saved} — once {output_dir} is writable, move it there (in place of any partial "
+        f"checkpoint-{step}) and continue with --resume-from-checkpoint latest",
+        failed.filename,
+    )
 
 
 def _metadata(
@@ -811,6 +977,8 @@ def train(pretrained, task, config: TrainConfig) -> Path:
     args = _training_arguments(config, output_dir)
 
     task_name = task if isinstance(task, str) else _task_name(task)
+    if resume is not None:
+        check_resume_fits(resume, pretrained, config, task_name)
     with args.main_process_first(desc="loading the task"):
         task_obj = _load_task(task) if isinstance(task, str) else task
         docs = training_docs(task_obj, config.train_split)
@@ -862,5 +1030,13 @@ def train(pretrained, task, config: TrainConfig) -> Path:
     step = trainer.state.global_step
     if on_signal.received is not None and step < trainer.state.max_steps:
         raise TrainingInterrupted(on_signal.received, output_dir / f"checkpoint-{step}", step)
-    _save_final(trainer, output_dir, metadata)
+    try:
+        _save_final(trainer, output_dir, metadata)
+    except OSError as exc:  # the folder refused the adapter (made read-only, a full disk): keep the run's work
+        from lm_eval_evidential.records.io import write_error
+
+        failed = write_error(exc, output_dir)
+        if failed is exc:
+            raise
+        raise _rescued(trainer, failed) from exc
     return output_dir.resolve()

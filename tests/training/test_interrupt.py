@@ -92,3 +92,41 @@ def test_the_cli_says_where_the_checkpoint_is_and_exits_as_signalled(tiny_model,
     assert code == 143, err
     assert f"stopped by SIGTERM at step 2; saved a resumable checkpoint in {out / 'checkpoint-2'}" in err, err
     assert "--resume-from-checkpoint latest" in err and "Traceback" not in err
+
+
+def test_a_folder_that_refuses_writes_mid_run_keeps_the_checkpoint_elsewhere(tiny_model, tasks, tmp_path, monkeypatch):
+    """The output folder refuses a checkpoint mid-run (made read-only, a full disk): the checkpoint is saved in
+    a rescue folder, one error names both and the fix, and it resumes to the end (issue 36, class 2)."""
+    import re
+    import shutil
+    from pathlib import Path
+
+    from transformers import Trainer
+
+    from lm_eval_evidential.errors import OutputWriteError
+
+    out = tmp_path / "run"
+    real = Trainer._save_optimizer_and_scheduler
+
+    def refuse(self, output_dir):
+        if str(output_dir).startswith(str(out)):
+            raise PermissionError(13, "Permission denied", str(output_dir))
+        return real(self, output_dir)
+
+    settings = {**SETTINGS, "save_steps": 2}
+    with monkeypatch.context() as patch:
+        patch.setattr(Trainer, "_save_optimizer_and_scheduler", refuse)
+        with pytest.raises(OutputWriteError) as failed:
+            train(
+                tiny_model, tasks["obqa_edl"], TrainConfig(method="edl", output_dir=str(out), max_steps=3, **settings)
+            )
+    said = str(failed.value)
+    assert "Permission denied" in said and "--resume-from-checkpoint latest" in said, said
+    rescue = Path(re.search(r"step 2 was saved in (\S+)/checkpoint-2 instead", said)[1])
+    assert (rescue / "checkpoint-2" / METADATA_FILE).is_file() and (rescue / "checkpoint-2" / "optimizer.pt").is_file()
+    shutil.rmtree(out / "checkpoint-2")  # the partial one the folder let through
+    shutil.move(rescue / "checkpoint-2", out / "checkpoint-2")
+    resumed = TrainConfig(method="edl", output_dir=str(out), max_steps=3, resume_from_checkpoint="latest", **settings)
+    train(tiny_model, tasks["obqa_edl"], resumed)
+    assert (out / "adapter_model.safetensors").is_file() and (out / METADATA_FILE).is_file()
+    shutil.rmtree(rescue)
