@@ -18,6 +18,7 @@ TARGETS = frozenset(
         "lm_eval.tasks.manager",
         "lm_eval.evaluator",
         "lm_eval.loggers.evaluation_tracker",
+        "lm_eval.config.evaluate_config",
     }
 )
 

@@ -766,6 +766,35 @@ def paper_ood(k: int, *, softmax: bool = False, id_task: str = "id4"):
     return make
 
 
+def renamed_records(name: str):
+    """ood4's records file renamed to ``name`` in its folder (a name the loader does not read)."""
+
+    def make(ctx: Ctx) -> None:
+        shutil.move(ctx.rec("ood4"), ctx.folder / name)
+
+    return make
+
+
+def phantoms_on_both(ctx: Ctx) -> None:
+    """id4 and ood4 with 4 phantom logits a row (the run's phantom_count 4)."""
+    for task, shift, seed in (("id4", 1.0, 1), ("ood4", 0.0, 2)):
+        rec = _records(task, 40, 4, shift, seed)
+        rows = [{**r, "phantom_logits": [0.5, 0.25, 0.0, -0.5]} for r in rec]
+        write_records(ctx.rec(task), Records.from_rows(rows, task=task, meta={**rec.meta, "phantom_count": 4}))
+
+
+def one_single_option_question(ctx: Ctx) -> None:
+    """ood4 with one question of K = 1 among its 4-option ones."""
+    rec = _records("ood4", 30, 4, 0.0, 2)
+    rows = list(rec)
+    z = np.array([0.7])
+    rows[0] = make_record(task="ood4", doc_id=0, labels=["A"], gold=0, logits=z, alpha=np.logaddexp(0.0, z) + 1.0)
+    write_records(ctx.rec("ood4"), Records.from_rows(rows, task="ood4", meta=rec.meta))
+
+
+K1_NOTE = r"neg_norm_entropy left out: some questions have K = 1 \(ood4: 1\), where it is undefined"
+
+
 # ----------------------------------------------------------------------------- the catalogue
 
 L, D, C, M, E, T, S, V = "loader", "dataset", "cli", "model", "eval", "train", "subprocess", "view"
@@ -2776,6 +2805,240 @@ CATALOGUE = [
         Cmd(["tables", "{out}", "--id", "sm4", "--ood", "arc_c_edl"], paper_ood(4, softmax=True, id_task="sm4")),
         Exit(0, r"(?s)^(?!.*--scores).*UM \(reciprocal vacuity\) needs Dirichlet alpha.*\| ARC-C \| 5 \(mismatch\)"),
     ),
+    # -- issue 36, class 5: messages that name the real cause; K = 1, one rule and one wording
+    (
+        C,
+        "records-file-renamed-without-its-run",
+        Cmd(["ood", "{out}", "--id", "id4", "--ood", "ood4"], renamed_records("records_ood4.parquet")),
+        Exit(1, r"records_ood4\.parquet looks like its records under a name the loader does not read.*rename it"),
+    ),
+    (
+        C,
+        "records-file-with-an-upper-case-suffix",
+        Cmd(["ood", "{out}", "--id", "id4", "--ood", "ood4"], renamed_records(f"records_ood4_{DATE}.PARQUET")),
+        Exit(1, r"records_ood4_.*\.PARQUET looks like its records under a name the loader does not read"),
+    ),
+    (
+        L,
+        "schema-version-a-string",
+        edited(meta={"schema_version": "1"}),
+        Refused(RecordsError, r"schema_version '1', a str, where the writer stores the number 1"),
+    ),
+    (
+        C,
+        "model-phantoms-fewer-than-the-options-to-add",
+        Cmd(
+            ["ksweep", "{out}", "--id", "id4", "--ood", "ood4", "--phantom", "model", "--max-extra", "5"],
+            phantoms_on_both,
+        ),
+        Exit(
+            1,
+            r"--phantom model: 40 question\(s\) of id4 have fewer phantom logits than the 5 options to add "
+            r"\(doc_id 0: K=4, 4 kept; the run's phantom_count=4.*phantom_count=5",
+        ),
+    ),
+    (
+        C,
+        "k1-default-scores-selective",
+        Cmd(["selective", "{out}", "--task", "ood4"], one_single_option_question),
+        Exit(0, r"(?s)^(?!.*UserWarning).*" + K1_NOTE),
+    ),
+    (
+        C,
+        "k1-default-scores-ood",
+        Cmd(
+            ["ood", "{out}", "--id", "id4", "--ood", "ood4", "--k-policy", "report", "--n-boot", "0"],
+            one_single_option_question,
+        ),
+        Exit(0, r"(?s)^(?!.*UserWarning).*" + K1_NOTE),
+    ),
+    (
+        C,
+        "k1-default-scores-ksweep",
+        Cmd(
+            ["ksweep", "{out}", "--id", "id4", "--ood", "ood4", "--k-policy", "report", "--max-extra", "1"],
+            one_single_option_question,
+        ),
+        Exit(0, r"(?s)^(?!.*UserWarning).*" + K1_NOTE),
+    ),
+    (
+        C,
+        "k1-score-asked-by-name",
+        Cmd(
+            [
+                "ood",
+                "{out}",
+                "--id",
+                "id4",
+                "--ood",
+                "ood4",
+                "--k-policy",
+                "report",
+                "--n-boot",
+                "0",
+                "--scores",
+                "neg_norm_entropy",
+            ],
+            one_single_option_question,
+        ),
+        Exit(1, r"neg_norm_entropy needs K >= 2 \(it divides by log K\), but example 0 has K = 1"),
+    ),
+    # -- issue 36, classes 5 and 6: harness flags under --model evidential, one line (stock --model hf untouched)
+    (
+        E,
+        "eval-use-cache",
+        [
+            "--model",
+            "evidential",
+            "--model_args",
+            TINY,
+            "--device",
+            "cpu",
+            "--tasks",
+            "obqa_edl",
+            "--output_path",
+            "{tmp}/o",
+            "--use_cache",
+            "{tmp}/cache",
+        ],
+        Exit(1, r"error: --use_cache cannot apply"),
+    ),
+    (
+        E,
+        "eval-samples-negative-id",
+        [
+            "--model",
+            "evidential",
+            "--model_args",
+            TINY,
+            "--device",
+            "cpu",
+            "--tasks",
+            "obqa_edl",
+            "--output_path",
+            "{tmp}/o",
+            "--samples",
+            '{{"obqa_edl": [-1]}}',
+        ],
+        Exit(1, r"error: --samples: task 'obqa_edl': -1 is not a doc id"),
+    ),
+    (
+        E,
+        "eval-samples-beyond-the-docs",
+        [
+            "--model",
+            "evidential",
+            "--model_args",
+            TINY,
+            "--device",
+            "cpu",
+            "--tasks",
+            "obqa_edl",
+            "--output_path",
+            "{tmp}/o",
+            "--samples",
+            '{{"obqa_edl": [0, 100000]}}',
+        ],
+        Exit(1, r"error: --samples: task 'obqa_edl' has \d+ docs \(ids 0\.\.\d+\), not doc 100000"),
+    ),
+    (
+        E,
+        "eval-num-fewshot-beyond-the-few-shot-docs",
+        [
+            "--model",
+            "evidential",
+            "--model_args",
+            TINY,
+            "--device",
+            "cpu",
+            "--tasks",
+            "obqa_edl",
+            "--output_path",
+            "{tmp}/o",
+            "--num_fewshot",
+            "100000",
+        ],
+        Exit(1, r"error: task 'obqa_edl': --num_fewshot 100000 but its few-shot split '\w+' has \d+ usable"),
+    ),
+    (
+        E,
+        "eval-chat-template-missing",
+        [
+            "--model",
+            "evidential",
+            "--model_args",
+            TINY,
+            "--device",
+            "cpu",
+            "--tasks",
+            "obqa_edl",
+            "--output_path",
+            "{tmp}/o",
+            "--apply_chat_template",
+        ],
+        Exit(1, r"error: --apply_chat_template: the tokenizer in .* has no chat template"),
+    ),
+    (
+        E,
+        "eval-fewshot-as-multiturn-without-chat-template",
+        [
+            "--model",
+            "evidential",
+            "--model_args",
+            TINY,
+            "--device",
+            "cpu",
+            "--tasks",
+            "obqa_edl",
+            "--output_path",
+            "{tmp}/o",
+            "--fewshot_as_multiturn",
+        ],
+        Exit(1, r"error: .*fewshot_as_multiturn.*apply_chat_template"),
+    ),
+    (
+        S,
+        "stock-lm-eval-fewshot-as-multiturn-without-chat-template",
+        Child(
+            [
+                "lm_eval",
+                "--model",
+                "evidential",
+                "--model_args",
+                TINY,
+                "--device",
+                "cpu",
+                "--tasks",
+                "obqa_edl",
+                "--output_path",
+                "{tmp}/o",
+                "--fewshot_as_multiturn",
+            ]
+        ),
+        Exit(1, r"(?m)^error: .*fewshot_as_multiturn.*apply_chat_template"),
+    ),
+    (
+        S,
+        "stock-lm-eval-samples-negative-id",
+        Child(
+            [
+                "lm_eval",
+                "--model",
+                "evidential",
+                "--model_args",
+                TINY,
+                "--device",
+                "cpu",
+                "--tasks",
+                "obqa_edl",
+                "--output_path",
+                "{tmp}/o",
+                "--samples",
+                '{{"obqa_edl": [-1]}}',
+            ]
+        ),
+        Exit(1, r"(?m)^error: --samples: task 'obqa_edl': -1 is not a doc id"),
+    ),
 ]
 
 
@@ -3053,6 +3316,9 @@ def test_hostile_input(entry, make, expected, request, capsys, caplog):
             status, out, err = _run_child(ctx, cmd)
         else:
             status, out, err = _run_cli(ctx, Cmd(["eval", *cmd.argv]) if entry == E else cmd, capsys)
+            # what the command logged, as its stderr handler (cli.main's logging.basicConfig) prints it
+            logged = [r for r in caplog.records if r.levelno >= logging.WARNING]
+            err += "".join(f"\n{r.levelname} {r.name}: {r.getMessage()}" for r in logged)
         _check_exit(ctx, expected, status, out, err, before, ctx.tmp.parent)
         if expected.check is not None:
             expected.check(ctx)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
@@ -18,6 +19,30 @@ from lm_eval_evidential.metrics.scores import (  # noqa: F401 (no_alpha_reason: 
     no_alpha_reason,
 )
 from lm_eval_evidential.records import Records, check_same_producer
+
+logger = logging.getLogger(__name__)
+
+#: Scores undefined where a question has one option (neg_norm_entropy divides by log K).
+K1_UNDEFINED = ("neg_norm_entropy",)
+
+
+def without_k1_undefined(names: Sequence[str], *records: Records) -> list[str]:
+    """A default score list without the scores undefined at K = 1 where some question of ``records`` has one
+    option, said once in one wording (every audit's default); a score asked for by name is computed, and
+    refused on such questions (:mod:`lm_eval_evidential.metrics.scores`)."""
+    names = list(names)
+    single = {r.task: int((r.k < 2).sum()) for r in records if r.k.size and int(r.k.min()) < 2}
+    dropped = [n for n in names if n in K1_UNDEFINED]
+    if single and dropped:
+        where = ", ".join(f"{task}: {n}" for task, n in single.items())
+        logger.warning(
+            "%s left out: some questions have K = 1 (%s), where it is undefined (it divides by log K); "
+            "name the scores with --scores, or drop single-option questions, to choose",
+            ", ".join(dropped),
+            where,
+        )
+        names = [n for n in names if n not in K1_UNDEFINED]
+    return names
 
 
 def check_scores(scores: Iterable[str] | None) -> list[str] | None:

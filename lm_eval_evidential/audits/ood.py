@@ -25,7 +25,6 @@ Pure numpy + records: no torch, no lm_eval, no figures (those are in :mod:`lm_ev
 from __future__ import annotations
 
 import dataclasses
-import warnings
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -60,7 +59,7 @@ from lm_eval_evidential.metrics.scores import (
 )
 from lm_eval_evidential.records import Records, check_same_producer
 
-from ._common import record_scores
+from ._common import record_scores, without_k1_undefined
 
 __all__ = [
     "POLICIES",
@@ -184,10 +183,7 @@ def resolve_scores(scores: Iterable[str] | None, *records: Records, default: Seq
         names = computable_scores(
             default or available_scores(has_alpha, has_members=has_members), has_alpha, has_members
         )[0]
-        if "neg_norm_entropy" in names and any(r.k.size and int(r.k.min()) < 2 for r in records):
-            warnings.warn("neg_norm_entropy left out: some examples have K = 1 (it divides by log K)", stacklevel=3)
-            names.remove("neg_norm_entropy")
-        return names
+        return without_k1_undefined(names, *records)
     names = check_score_names(scores)
     needs = computable_scores(names, has_alpha, has_members)[1]
     if needs:
@@ -312,7 +308,7 @@ def forced_k_scores(
     out = {name: np.full(len(records), np.nan) for name in names}
     for k in np.unique(records.k):
         group = records.k == k
-        side = _side(records, group, phantom, names)
+        side = _side(records, group, phantom, names, extra=int(k_forced[0] - k))
         values, _ = phantom_scores(
             side["alpha"],
             int(k_forced[0] - k),
@@ -356,7 +352,26 @@ def _require_alpha(*records: Records, phantom: str = "zero") -> float:
     return lams.pop()
 
 
-def _side(records: Records, keep, phantom: str, names) -> dict:
+def _check_phantom_count(records: Records, keep, extra) -> None:
+    """``--phantom model`` with ``extra`` options needs that many phantom logits on every kept question
+    (``extra``: one number, or one per kept question)."""
+    need = np.broadcast_to(np.asarray(extra, dtype=np.int64), records.k[keep].shape)
+    have = records.n_phantom[keep]
+    short = np.flatnonzero(have < need)
+    if not short.size:
+        return
+    i = int(short[0])
+    doc = int(records.doc_id[keep][i])
+    count = records.meta.get("phantom_count")
+    raise InvalidValueError(
+        f"--phantom model: {short.size} question(s) of {records.task} have fewer phantom logits than the "
+        f"{int(need[i])} options to add (doc_id {doc}: K={int(records.k[keep][i])}, {int(have[i])} kept; the "
+        f"run's phantom_count={count}, and no letter exists after Z); re-evaluate with --model_args "
+        f"phantom_count={int(need.max())} (or more), add fewer options, or use --phantom zero / --phantom count"
+    )
+
+
+def _side(records: Records, keep, phantom: str, names, extra=0) -> dict:
     """``ksweep``'s inputs for one side: alpha (for softmax records ``exp(z - max z)``, whose ``alpha / S``
     is the softmax, so appended ``exp(z_phantom - max z)`` renormalises it), logits, and in model mode
     the phantom options' concentrations by the records' head and their logits."""
@@ -384,6 +399,7 @@ def _side(records: Records, keep, phantom: str, names) -> dict:
             "the records do not keep; --phantom zero and --phantom count work on IB-EDL records, and method=edl "
             "records of the same checkpoint give the model's own phantom evidence"
         )
+    _check_phantom_count(records, keep, extra)
     if records.has_alpha:
         out["phantom"] = edl_alpha(zp, records.prior_weight) if zp.shape[1] else np.full((k.size, 0), np.nan)
     else:
@@ -424,8 +440,8 @@ def ksweep_rows(
     phantom = check_phantom_mode(phantom)
     lam = _require_alpha(id_records, ood_records, phantom=phantom)
     names = resolve_scores(scores, id_records, ood_records, default=OOD_DEFAULT_SCORES)
-    a = _side(id_records, check.keep_id, phantom, names)
-    b = _side(ood_records, check.keep_ood, phantom, names)
+    a = _side(id_records, check.keep_id, phantom, names, extra=max_extra)
+    b = _side(ood_records, check.keep_ood, phantom, names, extra=max_extra)
     rows = ksweep(
         a["alpha"],
         b["alpha"],
@@ -473,7 +489,7 @@ def ksweep_delong(
     lam = _require_alpha(id_records, ood_records, phantom=phantom)
     (score,) = check_score_names([score])
     a = _side(id_records, check.keep_id, phantom, [score])
-    b = _side(ood_records, check.keep_ood, phantom, [score])
+    b = _side(ood_records, check.keep_ood, phantom, [score], extra=extra)
     common = {"phantom": phantom, "prior_weight": lam, "scores": [score]}
     s_id = phantom_scores(a["alpha"], 0, logits=a["logits"], **common)[0][score]
     s_ood = phantom_scores(b["alpha"], 0, logits=b["logits"], **common)[0][score]

@@ -41,6 +41,7 @@ from ._common import (
     no_alpha_reason,
     record_scores,
     score_inputs,
+    without_k1_undefined,
 )
 
 __all__ = [
@@ -158,7 +159,7 @@ def selective_rows(records_by_task, scores: Sequence[str] | None = None, coverag
     risk_key = keys[-2]
     rows = []
     for task, r in records_by_task.items():
-        every = available_scores(r.has_alpha, has_members=r.has_members)
+        every = without_k1_undefined(available_scores(r.has_alpha, has_members=r.has_members), r)
         lacking = computable_scores(names or every, r.has_alpha, r.has_members)[1]
         for name in names or every:
             row = {"task": task, "score": name}
@@ -219,7 +220,8 @@ def atc_rows(
     names = check_scores(scores)
     id_task = id_records.task
     if names is None:
-        names = available_scores(id_records.has_alpha and all(t.has_alpha for t in targets))
+        has_alpha = id_records.has_alpha and all(t.has_alpha for t in targets)
+        names = without_k1_undefined(available_scores(has_alpha), id_records, *targets)
     rows = []
     for target in targets:
         n_t = len(target)
@@ -301,7 +303,7 @@ def order_rows(records_by_task, scores: Sequence[str] | None = None) -> list[dic
     names = check_scores(scores)
     rows = []
     for task, r in records_by_task.items():
-        wanted = names or available_scores(r.has_alpha, has_members=r.has_members)
+        wanted = names or without_k1_undefined(available_scores(r.has_alpha, has_members=r.has_members), r)
         usable = computable_scores(wanted, r.has_alpha, r.has_members)[0]
         reasons: list[str] = []
         audited = {}

@@ -140,6 +140,52 @@ def check_tasks(lm, task_dict) -> None:
         )
 
 
+def check_requests(lm, task_dict, samples) -> None:
+    """Refuse, before any question is scored, ``--samples`` ids beyond a task's docs and a ``--num_fewshot``
+    beyond its few-shot docs, naming the task, the value and the largest that works (lm_eval would fail
+    with an IndexError or "Sample larger than population" traceback, or silently score fewer docs)."""
+    from lm_eval_evidential.harness.evidence import EvidenceLedger
+
+    if not isinstance(getattr(lm, "evidence", None), EvidenceLedger):
+        return
+    tasks = evaluated_tasks(task_dict)
+    for name, ids in (samples or {}).items():
+        if name not in tasks:
+            continue
+        n = len(tasks[name].eval_docs)
+        beyond = [i for i in ids if isinstance(i, int) and i >= n]
+        if beyond:
+            raise EvidentialInputError(
+                f"--samples: task {name!r} has {n} docs (ids 0..{n - 1}), not doc {beyond[0]}; give ids below {n}"
+            )
+    for name, task in tasks.items():
+        shots = task.get_config("num_fewshot") or 0
+        if not shots:
+            continue
+        pool, split = _fewshot_pool(task)
+        if pool is None:
+            continue
+        room = len(pool) - (1 if split == getattr(task, "eval_split", None) else 0)
+        if shots > room:
+            raise EvidentialInputError(
+                f"task {name!r}: --num_fewshot {shots} but its few-shot split {split!r} has {room} usable examples; "
+                f"give --num_fewshot {room} or fewer"
+            )
+
+
+def _fewshot_pool(task):
+    """(the docs few-shot examples are drawn from, their split) of ``task``, or (None, None) where unknown."""
+    pool = getattr(task, "fewshot_pool", None)
+    if callable(pool):  # this package's tasks: their own split, never the evaluated one
+        return pool(), getattr(task, "fewshot_split", None)
+    try:
+        docs = task.fewshot_docs()
+    except Exception:  # noqa: BLE001 - lm_eval's own sampler says what is wrong
+        return None, None
+    split = getattr(getattr(task, "config", None), "fewshot_split", None) or getattr(task, "eval_split", None)
+    return (None, None) if docs is None else (list(docs), split)
+
+
 # The harness's multiple-choice metrics that rank choices by log-likelihood per character or byte.
 LENGTH_NORMALISED = ("acc_norm", "acc_bytes")
 

@@ -49,6 +49,7 @@ HOOKED = {
     "lm_eval.tasks.manager": "TaskManager",
     "lm_eval.evaluator": "evaluate",
     "lm_eval.loggers.evaluation_tracker": "EvaluationTracker",
+    "lm_eval.config.evaluate_config": "EvaluatorConfig",
 }
 # A temp file left by an interrupted records write is removed by the next run once it is this old.
 STALE_TEMP_SECONDS = 600
@@ -135,6 +136,7 @@ def on_evaluator_imported(module) -> None:
         def evaluate(*args, **kwargs):
             from lm_eval_evidential.harness.evaluation import (
                 align_length_normalised_metrics,
+                check_requests,
                 check_tasks,
                 complete,
                 evaluated_tasks,
@@ -151,6 +153,7 @@ def on_evaluator_imported(module) -> None:
                 if hasattr(task, "request_limit"):  # ID/OOD pairs take --limit per side
                     task.request_limit(settings["limit"])
             check_tasks(lm, settings["task_dict"])
+            check_requests(lm, settings["task_dict"], settings["samples"])
             aligned = align_length_normalised_metrics(lm, settings["task_dict"])
             if aligned:
                 logger.warning(
@@ -183,6 +186,7 @@ def on_evaluator_imported(module) -> None:
                 # a run of our model from here on: its checks below are one error: line under plain lm_eval too
                 install_one_line_errors()
                 check_run_limits(settings.get("limit"), settings.get("batch_size"))
+                check_run_flags(settings)
             if _is_evidential(settings.get("model")) and tracker is not None:
                 if tracker.output_path:
                     from lm_eval_evidential.records.io import check_writable_folder
@@ -225,6 +229,63 @@ def check_run_limits(limit, batch_size) -> None:
                 f"--batch_size {batch_size}: give a positive whole number of questions per batch (e.g. "
                 "--batch_size 8), or auto to find the largest that fits"
             )
+
+
+def check_run_flags(settings: dict) -> None:
+    """Harness flags of an evidential run that lm_eval would reject only after the weights load (or with its
+    own traceback), refused before: ``--use_cache`` (its cache cannot hold evidence), ``--samples`` ids that
+    are not doc ids (whole numbers >= 0: a negative one counts from the end and files another doc's answer
+    under it), ``--apply_chat_template`` on a local tokenizer without a chat template. (Stock models keep
+    lm_eval's own handling; ids beyond a task's docs and ``--num_fewshot`` beyond its few-shot docs are
+    checked once the tasks are built, before any question is scored: harness.evaluation.check_requests.)"""
+    from lm_eval_evidential.errors import EvidentialInputError
+
+    if settings.get("use_cache"):
+        raise EvidentialInputError(
+            "--use_cache cannot apply to --model evidential: lm_eval's response cache is keyed by the prompt "
+            "only, so it would return numbers computed with other model settings (method, adapter, prior "
+            "weight) and it cannot hold the evidence the records need; drop --use_cache"
+        )
+    for task, ids in (settings.get("samples") or {}).items():
+        bad = [i for i in ids if isinstance(i, bool) or not isinstance(i, int) or i < 0]
+        if bad:
+            raise EvidentialInputError(
+                f"--samples: task {task!r}: {bad[0]!r} is not a doc id (a whole number >= 0, the doc's position in "
+                "the evaluated split; a negative one would count from the end and file another doc's answer under "
+                "it); give ids from 0"
+            )
+    if settings.get("apply_chat_template"):
+        folder = _local_tokenizer_folder(settings.get("model_args"))
+        if folder is not None and not _has_chat_template(folder):
+            raise EvidentialInputError(
+                f"--apply_chat_template: the tokenizer in {folder} has no chat template (no chat_template in its "
+                "tokenizer_config.json, no chat_template.jinja); drop --apply_chat_template (with it "
+                "--fewshot_as_multiturn), or pass a tokenizer that has one (--model_args tokenizer=…)"
+            )
+
+
+def _local_tokenizer_folder(model_args) -> Path | None:
+    """The local folder the tokenizer of ``model_args`` is read from, or None (a hub id, a GGUF file)."""
+    from lm_eval.utils import simple_parse_args_string
+
+    args = simple_parse_args_string(model_args) if isinstance(model_args, str) else dict(model_args or {})
+    if args.get("gguf_file"):
+        return None
+    source = args.get("tokenizer") or args.get("pretrained")
+    folder = Path(str(source)).expanduser() if source else None
+    return folder if folder is not None and folder.is_dir() else None
+
+
+def _has_chat_template(folder: Path) -> bool:
+    import json
+
+    if any((folder / name).is_file() for name in ("chat_template.jinja", "chat_template.json")):
+        return True
+    try:
+        config = json.loads((folder / "tokenizer_config.json").read_text())
+    except (OSError, ValueError):
+        return True  # unreadable here: the tokenizer's own load says what is wrong
+    return bool(isinstance(config, dict) and config.get("chat_template"))
 
 
 def _is_evidential(model) -> bool:
@@ -312,6 +373,15 @@ def _say_at_exit(message: str) -> None:
     _said_at_exit.append(message)
 
 
+def on_config_imported() -> None:
+    """The stock CLI checks its arguments (``--fewshot_as_multiturn`` without ``--apply_chat_template``, task
+    names) before any model or task is built: a ``--model evidential`` command line gets its one-line errors
+    from there on (stock models keep lm_eval's tracebacks)."""
+    if model_name(sys.argv[1:]) in (MODEL_NAME, VLLM_MODEL_NAME):
+        install_one_line_errors()
+    _applied.add("lm_eval.config.evaluate_config")
+
+
 def nearest_task_names(exc: Exception) -> str:
     """For lm_eval's ``ValueError("Tasks not found: a, b")``: ``"; did you mean …"`` with the nearest
     names the newest TaskManager indexed (difflib), else ``""``."""
@@ -343,6 +413,7 @@ ON_IMPORT = {
     "lm_eval.tasks.manager": on_task_manager_imported,
     "lm_eval.evaluator": on_evaluator_imported,
     "lm_eval.loggers.evaluation_tracker": on_evaluation_tracker_imported,
+    "lm_eval.config.evaluate_config": lambda module: on_config_imported(),
 }
 
 

@@ -101,6 +101,9 @@ def _missing_task(output_path, runs: dict[str, dict[str, Path]], task: str, task
     yet gets the tasks that do have records and the one ``lm_eval`` command that puts them all in one run."""
     import difflib
 
+    misnamed = _misnamed(output_path, task)
+    if misnamed is not None:
+        return misnamed
     recorded = sorted({t for files in runs.values() for t in files})
     if not recorded:
         return InputNotFoundError(
@@ -118,6 +121,41 @@ def _missing_task(output_path, runs: dict[str, dict[str, Path]], task: str, task
         f"no records for task {task!r} under {output_path} ({have}); if {task!r} is a task, evaluate it in one run "
         f"with the others: lm_eval --model evidential --tasks {','.join(tasks)} --output_path {output_path}"
     )
+
+
+def _misnamed(output_path, task: str) -> InputNotFoundError | None:
+    """The error for a records file of ``task`` under a name the loader does not read (renamed: no run in its
+    name, ``.PARQUET``), naming the file and its own name; None where there is none."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    from lm_eval_evidential.records.io import records_path
+    from lm_eval_evidential.records.schema import META_KEY
+
+    safe = file_safe_task(task)
+    for path in sorted(Path(output_path).rglob("*")):
+        name = path.name
+        if not (name.lower().startswith("records_") and name.lower().endswith(".parquet")):
+            continue
+        if RECORDS_FILE_RE.match(name) or safe not in name or not path.is_file():
+            continue
+        try:
+            meta = json.loads((pq.read_schema(path).metadata or {}).get(META_KEY, b"{}"))
+        except Exception:  # noqa: BLE001 - a file that cannot be read is named all the same
+            meta = {}
+        date_id = meta.get("date_id") if isinstance(meta, dict) else None
+        own = records_path(path.parent, str(meta.get("task") or task), date_id).name if date_id else None
+        rename = (
+            f"rename it to {own} (its own name, from its metadata)"
+            if own
+            else ("rename it to records_<task>_<date_id>.parquet with its run's date_id")
+        )
+        return InputNotFoundError(
+            f"no records for task {task!r} under {output_path}, but {path} looks like its records under a name the "
+            f"loader does not read (records_<task>_<date_id>.parquet, lower-case .parquet): {rename}"
+        )
+    return None
 
 
 def _choose_run(output_path, runs: dict[str, dict[str, Path]], tasks: list[str], run: str | None) -> str:

@@ -544,6 +544,12 @@ class Records(Sequence):
     def _from_table(cls, table, *, task: str, path: Path | None = None) -> Records:
         meta = _parse_meta(table.schema.metadata, path)
         version = meta.get("schema_version")
+        if version != SCHEMA_VERSION and str(version) == str(SCHEMA_VERSION):
+            raise RecordsError(
+                f"{path}: records metadata has schema_version {version!r}, a {type(version).__name__}, where the "
+                f"writer stores the number {SCHEMA_VERSION}; the metadata was edited or written by another program — "
+                "re-run the evaluation"
+            )
         if version != SCHEMA_VERSION:
             raise RecordsError(
                 f"{path}: records schema version {version!r}, this package reads version "
