@@ -68,6 +68,7 @@ def run(args) -> int:
     from lm_eval_evidential.report import build_report
 
     refuse_self_comparison(args.id_task, args.ood_tasks)
+    print(f"report: reading the records of {', '.join([args.id_task, *args.ood_tasks])}", file=sys.stderr, flush=True)
     id_records, *ood = load(args, [args.id_task, *args.ood_tasks])
     refuse_same_questions(id_records, ood)
     report = build_report(

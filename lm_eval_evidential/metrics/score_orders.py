@@ -41,6 +41,11 @@ def _tied_pairs(values: np.ndarray) -> int:
     return int((c * (c - 1) // 2).sum())
 
 
+def _tied_both(ra: np.ndarray, rb: np.ndarray) -> int:
+    """Number of pairs tied under both dense rankings."""
+    return _tied_pairs(ra * (int(rb.max()) + 1) + rb) if ra.size else 0
+
+
 def _dense_ranks(x: np.ndarray) -> np.ndarray:
     return np.unique(x, return_inverse=True)[1].astype(np.int64).reshape(-1)
 
@@ -74,15 +79,17 @@ def _discordant_merge(ra: np.ndarray, rb: np.ndarray) -> int:
     return total
 
 
-def _discordant_pairs(ra: np.ndarray, rb: np.ndarray) -> int:
-    """Exact number of pairs with ``(a_i - a_j)(b_i - b_j) < 0``, from dense ranks."""
+def _discordant_pairs(ra: np.ndarray, rb: np.ndarray, ties: tuple[int, int, int] | None = None) -> int:
+    """Exact number of pairs with ``(a_i - a_j)(b_i - b_j) < 0``, from dense ranks.
+
+    ``ties``: ``(tied in a, tied in b, tied in both)`` pair counts where the caller has them."""
     n = ra.size
     total = n * (n - 1) // 2
-    tie_a, tie_b = _tied_pairs(ra), _tied_pairs(rb)
+    tie_a, tie_b, tie_both = ties if ties is not None else (_tied_pairs(ra), _tied_pairs(rb), _tied_both(ra, rb))
     if tie_a == total or tie_b == total:
         return 0  # one score is constant: every pair is tied, none discordant
     # concordant + discordant = pairs tied in neither = total - tie_a - tie_b + tie_both
-    untied = total - tie_a - tie_b + _tied_pairs(ra * (int(rb.max()) + 1) + rb)
+    untied = total - tie_a - tie_b + tie_both
     if total <= _EXACT_TAU_PAIRS:
         # scipy computes tau_b = (C - D) / sqrt((total - tie_a)(total - tie_b)) from its exact
         # integer counts; undoing that division recovers C - D to well under 1/2, and
@@ -176,7 +183,13 @@ def order_audit(scores: dict) -> list[dict]:
     n = check_same_length(**arrays) if arrays else 0
     total = n * (n - 1) // 2
     ranks = {name: _dense_ranks(s) for name, s in arrays.items()}
-    ties = {name: _tied_pairs(r) for name, r in ranks.items()}
+    # Scores with identical dense ranks are order-isomorphic (no discordant pair, the same ties), exactly:
+    # each class of them is compared with every other class once (Kendall runs are the cost at large n).
+    same_as: dict[str, str] = {}
+    for name, r in ranks.items():
+        same_as[name] = next((rep for rep in dict.fromkeys(same_as.values()) if np.array_equal(ranks[rep], r)), name)
+    ties = {name: _tied_pairs(r) for name, r in ranks.items() if same_as[name] == name}
+    counted: dict[tuple[str, str], tuple[int, int]] = {}
     rows = []
     for name_a, name_b in combinations(arrays, 2):
         row = {"score_a": name_a, "score_b": name_b, "n_pairs": total}
@@ -189,10 +202,14 @@ def order_audit(scores: dict) -> list[dict]:
                 reason=reason,
             )
         else:
-            ra, rb = ranks[name_a], ranks[name_b]
-            both = _tied_pairs(ra * (int(rb.max()) + 1) + rb)
-            mismatch = ties[name_a] + ties[name_b] - 2 * both
-            discordant = _discordant_pairs(ra, rb)
+            a, b = same_as[name_a], same_as[name_b]
+            if a == b:
+                counted[a, b] = (0, 0)
+            elif (a, b) not in counted:
+                ra, rb = ranks[a], ranks[b]
+                both = _tied_both(ra, rb)
+                counted[a, b] = (_discordant_pairs(ra, rb, (ties[a], ties[b], both)), ties[a] + ties[b] - 2 * both)
+            discordant, mismatch = counted[a, b]
             row.update(
                 discordant_fraction=discordant / total,
                 tie_mismatch_fraction=mismatch / total,

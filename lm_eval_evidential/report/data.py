@@ -134,13 +134,17 @@ def report_data(
         skipped=[],
     )
     opts = {"scores": scores, "n_boot": n_boot, "seed": seed, "level": level}
+    progress = _progress(len(policies) + 4, sum(len(r) for r in all_records))
     for policy in policies:
+        progress(f"OOD detection, k_policy {policy}")
         report["ood"][policy] = _ood_section(id_records, ood_records, policy, **opts)
+    progress("K-matched controls")
     try:  # the K-matched controls side by side: what each keeps and what it measures
         report["controls"] = control_rows(id_records, ood_records, scores=scores, level=level)
     except ValueError as exc:
         _skip(report, "controls", exc)
     report["k_effect"] = _k_effect(id_records, ood_records, report["controls"])
+    progress("K sweep")
     accepted = _ksweep_section(
         report,
         id_records,
@@ -154,9 +158,35 @@ def report_data(
     report["implementation_a"] = _implementation_a(report, id_records, accepted)
     if any(r.order is not None for r in all_records):  # a permuted run: the order audit beside the K audit
         report["answer_order"] = _answer_order_section(report, id_records, ood_records, policies[0], scores)
+    progress("calibration, selective prediction, ATC, score orders")
     _quality_sections(report, id_records, ood_records, accepted, figures_dir, scores=scores, n_bins=n_bins)
+    progress("summary")
     report["summary"] = summarize(report)
+    progress(None)
     return report
+
+
+def _progress(steps: int, n_records: int):
+    """``say(step)``: one stderr line as each of the report's ``steps`` sections starts (None: done), with the
+    time so far, so that a report on millions of records never looks hung (one line each, in a terminal
+    and in a log alike)."""
+    import sys
+    import time
+
+    start = time.perf_counter()
+    done = [0]
+
+    def say(step: str | None) -> None:
+        elapsed = time.perf_counter() - start
+        if step is None:
+            print(f"report: sections done in {elapsed:.0f} s", file=sys.stderr, flush=True)
+            return
+        done[0] += 1
+        print(
+            f"report [{done[0]}/{steps}, {elapsed:.0f} s]: {step} ({n_records:,} records)", file=sys.stderr, flush=True
+        )
+
+    return say
 
 
 def _k_effect(id_records: Records, ood_records: Sequence[Records], controls) -> list[str]:
