@@ -1448,6 +1448,34 @@ CATALOGUE = [
             r"pass the base model the adapter was trained on",
         ),
     ),
+    # -- ensembles (peft=DIR of member folders) and MC dropout (mc_samples=N): refused before the weights load
+    (
+        M,
+        "mc-samples-zero-adapter",
+        TINY + ",peft={adapter},mc_samples=0",
+        Refused(IE, r"mc_samples=0: MC dropout needs an integer number of passes >= 2 \(e\.g\. mc_samples=10\)"),
+    ),
+    (
+        M,
+        "mc-samples-on-an-adapter-without-dropout",
+        Cmd(TINY + ",peft={tmp}/nodrop,mc_samples=4", lambda c: _adapter_copy(c, "nodrop", lora_dropout=0.0)),
+        Refused(IE, r"mc_samples=4 needs LoRA dropout > 0, but peft=.*nodrop has lora_dropout=0\.0"),
+    ),
+    (
+        M,
+        "ensemble-of-one-member-adapter",
+        Cmd(TINY + ",peft={tmp}/ens", lambda c: _adapter_copy(c, "ens/member_0")),
+        Refused(IE, r"peft=.*ens holds one adapter folder \(member_0\): an ensemble needs at least 2 members"),
+    ),
+    (
+        M,
+        "ensemble-members-of-another-base-adapter",
+        Cmd(
+            TINY + ",peft={tmp}/ens",
+            lambda c: _adapter_copy(c, "ens/member_0") or _adapter_copy(c, "ens/member_1", c.extra["other_adapter"]),
+        ),
+        Refused(IE, r"peft=.*ens: its members were trained with different base models \(member_0: .*, member_1: .*\)"),
+    ),
     (
         M,
         "dtype-unknown",
@@ -3131,6 +3159,14 @@ def other_adapter(tmp_path_factory) -> Path:
 
     root = tmp_path_factory.mktemp("other_base")
     return build_lora_adapter(build_tiny_model(root / "model", hidden_size=32, num_heads=2, seed=5), root / "adapter")
+
+
+def _adapter_copy(ctx, name: str, source=None, **config) -> None:
+    """A copy of the shared tiny adapter (or ``source``) at ``{tmp}/name``, its adapter_config.json updated."""
+    target = ctx.tmp / name
+    shutil.copytree(source or ctx.adapter, target)
+    path = target / "adapter_config.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), **config}))
 
 
 @pytest.fixture

@@ -78,7 +78,13 @@ def check_load_args(pretrained, kwargs: dict) -> None:
                 "and the file name as gguf_file="
             )
     if peft and Path(str(peft)).exists():
-        if not (Path(str(peft)) / "adapter_config.json").is_file():
+        from lm_eval_evidential.modeling.members import ensemble_members
+
+        members = ensemble_members(peft)  # a folder of member adapters (refused here when it cannot be one)
+        if members:
+            for member in members:
+                check_adapter_files(member)
+        elif not (Path(str(peft)) / "adapter_config.json").is_file():
             last = last_checkpoint(peft)
             hint = (
                 "it holds a full model: pass it as pretrained= instead"
@@ -90,7 +96,8 @@ def check_load_args(pretrained, kwargs: dict) -> None:
                 "(adapter_config.json + adapter_model.safetensors) or by `lm-eval-evidential train`"
             )
             raise EvidentialInputError(f"peft={peft} is not a PEFT adapter folder (no adapter_config.json); {hint}")
-        check_adapter_files(peft)
+        else:
+            check_adapter_files(peft)
     dtype = kwargs.get("dtype")
     if isinstance(dtype, str) and dtype != "auto" and not isinstance(getattr(torch, dtype, None), torch.dtype):
         raise EvidentialInputError(f"dtype={dtype} is not a torch dtype; use float32, bfloat16, float16 or auto")
@@ -261,10 +268,27 @@ def check_phantom_count(value) -> int:
     return int(number)
 
 
+def check_mc_samples(value) -> int | None:
+    """``mc_samples`` from --model_args: None (one deterministic pass) or a whole number of MC-dropout passes >= 2."""
+    if value is None:
+        return None
+    try:
+        number = float(value)
+        if isinstance(value, bool) or not number.is_integer() or number < 2:
+            raise ValueError(value)
+    except (TypeError, ValueError, OverflowError):
+        raise EvidentialInputError(
+            f"mc_samples={value}: MC dropout needs an integer number of passes >= 2 (e.g. mc_samples=10); drop "
+            "mc_samples for one deterministic pass"
+        ) from None
+    return int(number)
+
+
 #: The scoring's --model_args besides the head's, every backend's: name -> (default, check returning the value).
 #: ``EvidentialScoring.init_scoring`` sets each as an attribute of the model; a new one is one line here.
 SCORING_OPTIONS = {
     "phantom_count": (PHANTOM_COUNT, check_phantom_count),
+    "mc_samples": (None, check_mc_samples),  # MC dropout passes (harness/members.py)
 }
 
 #: The --model_args every backend takes for the scoring (harness/scoring.EvidentialScoring.init_scoring).

@@ -14,6 +14,7 @@ turns it off).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from functools import cached_property
@@ -126,6 +127,9 @@ class EvidentialLM(EvidentialScoring, HFLM):
         # adapter of another base model, are refused here.
         super()._get_config(pretrained, *args, **kwargs)
         check_context(getattr(self, "_max_length_arg", None), self._config)
+        members = getattr(self, "members", None)
+        for adapter in members.paths if members is not None and members.source == "ensemble" else ():
+            check_adapter_fits(adapter, self._config, pretrained)
         check_adapter_fits(getattr(self, "_peft_path", None), self._config, pretrained)
 
     def _create_model(
@@ -146,11 +150,26 @@ class EvidentialLM(EvidentialScoring, HFLM):
         # Not HFLM's resize to len(tokenizer): an output layer padded beyond the tokenizer
         # (Qwen2.5: 151,936 rows for 151,665 tokens) would be cut and an lm_head adapter no
         # longer fit. Only an adapter that saved resized embeddings (added tokens) resizes, to its rows.
-        rows = saved_embedding_rows(peft)
+        ensemble = self.members is not None and self.members.source == "ensemble"
+        adapters = list(self.members.paths) if ensemble else [peft]
+        rows = saved_embedding_rows(adapters[0])
         if rows is not None and rows != self._model.get_input_embeddings().weight.shape[0]:
             self._model.resize_token_embeddings(rows)
         with peft_wrapping():
-            self._model = PeftModel.from_pretrained(self._model, peft, revision=revision)
+            self._model = PeftModel.from_pretrained(self._model, adapters[0], revision=revision)
+        if ensemble:
+            # The base loads once, and so does one adapter slot; each member's LoRA weights (checked to share one
+            # LoRA configuration) are copied into it for its pass. Not PEFT's named adapters (load_adapter,
+            # set_adapter): PEFT refuses a second adapter when bias is not "none", and the paper's configuration
+            # trains bias="lora_only" (training/config.py).
+            from peft.utils import load_peft_weights
+
+            self._member_weights = [load_peft_weights(str(path), device="cpu") for path in adapters]
+        if self.members is not None and self.members.source == "mc_dropout":
+            from lm_eval_evidential.modeling.members import seeded_dropout
+
+            self._dropout_stack = contextlib.ExitStack()  # SeededDropout stays in place for the model's life
+            self._dropout_rows = self._dropout_stack.enter_context(seeded_dropout(self._model))
         if wraps_tied_layer(self._model):
             # from_pretrained tied the base already. HFLM then calls model.tie_weights(), and
             # transformers cannot re-tie a layer PEFT has wrapped (KeyError: "attribute 'weight'
@@ -162,9 +181,11 @@ class EvidentialLM(EvidentialScoring, HFLM):
     def _last_logits(self, batch: list[list[int]], prefix_length: int = 0) -> torch.Tensor:
         """Last-position logits (B, V) of left-padded ``batch``, independent of padding; its first
         ``prefix_length`` tokens, the same in every row, run once where the model allows
-        (:func:`~lm_eval_evidential.modeling.prefix_cache.cache_blocker`)."""
+        (:func:`~lm_eval_evidential.modeling.prefix_cache.cache_blocker`). In an MC-dropout pass each row's
+        masks are seeded by its own tokens (modeling/members.py) and cover its whole prompt, so no prefix is
+        shared there."""
         with torch.inference_mode():
-            if prefix_length:
+            if prefix_length and getattr(self, "_mc_sample", None) is None:
                 width = max(len(row) for row in batch)  # prefix, pads, the longest suffix
                 blocker = cache_blocker(self.model, width)
                 if blocker is None:
@@ -173,12 +194,45 @@ class EvidentialLM(EvidentialScoring, HFLM):
                     self._cache_blockers_seen.add(blocker)
                     harness_logger.info("prefix cache not used for a batch: %s; it runs uncached", blocker)
             padded = left_pad(batch, self.tokenizer.pad_token_id)
-            return last_position_logits(self.model, **{k: v.to(self.device) for k, v in padded.items()})
+            with self._dropout_batch(batch):
+                return last_position_logits(self.model, **{k: v.to(self.device) for k, v in padded.items()})
 
     @cached_property
     def _cache_blockers_seen(self) -> set[str]:
         """Why batches ran without their shared prefix, each said once in the log."""
         return set()
+
+    def _dropout_batch(self, batch: list[list[int]]) -> contextlib.AbstractContextManager:
+        """In MC-dropout pass m, the batch's rows for the seeded dropout: each keyed by its prompt's token ids."""
+        sample = getattr(self, "_mc_sample", None)
+        if sample is None:
+            return contextlib.nullcontext()
+        from lm_eval_evidential.modeling.members import dropout_rows
+
+        keys = [",".join(map(str, ids)) for ids in batch]
+        return dropout_rows(self._dropout_rows, keys, [len(ids) for ids in batch], self.head.seed, sample)
+
+    @contextlib.contextmanager
+    def member_pass(self, index: int):
+        """Member ``index``: the ensemble member's LoRA weights copied into the adapter slot, or MC-dropout pass
+        ``index``."""
+        if self.members.source == "ensemble":
+            from peft.utils import set_peft_model_state_dict
+
+            loaded = set_peft_model_state_dict(self.model, self._member_weights[index])
+            unexpected = getattr(loaded, "unexpected_keys", ())
+            if unexpected:  # a member whose weights do not all land in the slot: never scored with half of them
+                raise EvidentialInputError(
+                    f"ensemble member {self.members.names[index]}: weights {unexpected[:3]} fit no LoRA layer of the "
+                    "first member's configuration; put members of one training run in the folder"
+                )
+            yield
+            return
+        self._mc_sample = index
+        try:
+            yield
+        finally:
+            self._mc_sample = None
 
     def _auto_batch_size(self, longest: list[int]) -> int:
         from accelerate.utils import find_executable_batch_size

@@ -20,6 +20,7 @@ it calls :meth:`~EvidentialScoring.init_scoring` in its constructor with the hea
 
 from __future__ import annotations
 
+import contextlib
 import math
 from abc import ABC, abstractmethod
 from collections import defaultdict
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+import numpy as np
 import torch
 
 from lm_eval_evidential.errors import EvidentialInputError, UnsupportedRequestError
@@ -39,9 +41,12 @@ from lm_eval_evidential.harness.loading_checks import (
     model_context,
     reference_head_settings,
 )
+from lm_eval_evidential.harness.members import ensemble_sha256, members_from_args
 from lm_eval_evidential.harness.planning import QuestionPlan, QuestionPlanner
+from lm_eval_evidential.metrics.members import member_summary
 from lm_eval_evidential.modeling.config import HeadConfig, head_defaults
 from lm_eval_evidential.modeling.heads import apply_head_batch, sigma_logits
+from lm_eval_evidential.modeling.members import ensemble_members
 from lm_eval_evidential.records.provenance import adapter_sha256, model_sha256
 
 
@@ -57,6 +62,61 @@ class PromptLogits:
     tails: torch.Tensor | None
 
 
+def _by_k(plans: list[QuestionPlan]) -> dict[int, list[QuestionPlan]]:
+    by_k: dict[int, list[QuestionPlan]] = defaultdict(list)
+    for plan in plans:
+        by_k[len(plan.answer_ids)].append(plan)
+    return by_k
+
+
+def _answer_logits(group: list[QuestionPlan], logits: PromptLogits) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(rows, z)``: the prompts' rows and the (B, K) answer logits of a group of questions with one K;
+    a non-finite answer logit is refused (float16 overflow)."""
+    rows = torch.tensor([logits.row_of[p.prompt] for p in group], dtype=torch.long)
+    columns = torch.tensor([[logits.ids[p.prompt].index(a) for a in p.answer_ids] for p in group], dtype=torch.long)
+    z = logits.values[rows[:, None], columns]
+    finite = torch.isfinite(z).all(dim=1)
+    if not bool(finite.all()):
+        row = int((~finite).nonzero()[0, 0])
+        bad = z[row][~torch.isfinite(z[row])][0].item()
+        raise EvidentialInputError(
+            f"{group[row].where}: non-finite answer logit {bad!r} (float16 overflow?); run with "
+            "dtype=bfloat16 or dtype=float32"
+        )
+    return rows, z
+
+
+def score_member_questions(
+    plans: list[QuestionPlan], logits: list[PromptLogits], head: HeadConfig, n_requests: int
+) -> tuple[list[tuple[float, bool] | None], list[QuestionEvidence]]:
+    """:func:`score_questions` for M members (``logits[m]``: member m's forward): each request's
+    ``(log p̄_j, j is the argmax of p̄)`` with p̄ the members' predictive distribution, and each question's
+    member logits with what the records keep for them (:func:`~lm_eval_evidential.metrics.members.member_summary`:
+    ``log p̄`` and, for EDL members, the summary alpha). No phantom logits: none are kept per member."""
+    results: list[tuple[float, bool] | None] = [None] * n_requests
+    evidence = []
+    for group in _by_k(plans).values():
+        members = np.stack([_answer_logits(group, one)[1].double().numpy() for one in logits], axis=1)
+        log_mean, alpha = member_summary(members, head.method, head.prior_weight)
+        preds = np.argmax(log_mean, axis=1)
+        for i, plan in enumerate(group):
+            evidence.append(
+                QuestionEvidence(
+                    task=plan.task,
+                    doc_id=plan.doc_id,
+                    continuations=plan.continuations,
+                    token_ids=plan.answer_ids,
+                    logits=tuple(log_mean[i].tolist()),
+                    alpha=None if alpha is None else tuple(alpha[i].tolist()),
+                    member_logits=tuple(tuple(row) for row in members[i].tolist()),
+                )
+            )
+            for j, copies in enumerate(plan.copies):
+                for c in copies:
+                    results[c] = (float(log_mean[i, j]), j == int(preds[i]))
+    return results, evidence
+
+
 def score_questions(
     plans: list[QuestionPlan], logits: PromptLogits, head: HeadConfig, n_requests: int
 ) -> tuple[list[tuple[float, bool] | None], list[QuestionEvidence]]:
@@ -70,21 +130,8 @@ def score_questions(
     kept = values.tolist()  # phantom logits are read per question (their number varies)
     results: list[tuple[float, bool] | None] = [None] * n_requests
     evidence = []
-    by_k: dict[int, list[QuestionPlan]] = defaultdict(list)
-    for plan in plans:
-        by_k[len(plan.answer_ids)].append(plan)
-    for k, group in by_k.items():
-        rows = torch.tensor([row_of[p.prompt] for p in group], dtype=torch.long)
-        columns = torch.tensor([[order[p.prompt].index(a) for a in p.answer_ids] for p in group], dtype=torch.long)
-        z = values[rows[:, None], columns]
-        finite = torch.isfinite(z).all(dim=1)
-        if not bool(finite.all()):
-            row = int((~finite).nonzero()[0, 0])
-            bad = z[row][~torch.isfinite(z[row])][0].item()
-            raise EvidentialInputError(
-                f"{group[row].where}: non-finite answer logit {bad!r} (float16 overflow?); run with "
-                "dtype=bfloat16 or dtype=float32"
-            )
+    for k, group in _by_k(plans).items():
+        rows, z = _answer_logits(group, logits)
         sigma = sigma_logits(logits.tails[rows], k) if head.needs_sigma else None
         keys = [f"{p.prompt}\x00{p.answer_ids}" for p in group] if head.needs_sigma else None
         out = apply_head_batch(head, z, sigma_logits=sigma, keys=keys)
@@ -136,11 +183,14 @@ class EvidentialScoring(ABC):
         the records say produced them; checked before any weights load."""
         given = {name: model_args.pop(name, None) for name in HEAD_ARGS}
         seed = given.pop("seed")
-        stored = head_defaults(peft) or reference_head_settings(peft) or {}
+        paths = ensemble_members(peft)  # an ensemble's head settings are its members' (checked equal)
+        trained = paths[0] if paths else peft
+        stored = head_defaults(trained) or reference_head_settings(trained) or {}
         settings = {**stored, **{k: v for k, v in given.items() if v is not None}}
         self.head = head_config({**settings, **({} if seed is None else {"seed": seed})})
         for name, (default, check) in SCORING_OPTIONS.items():
             setattr(self, name, check(model_args.pop(name, default)))
+        self.members = members_from_args(self.mc_samples, peft, self.head.method)
         self._pretrained_name = str(pretrained)
         self._peft_path = peft
         self._revision = revision
@@ -157,6 +207,12 @@ class EvidentialScoring(ABC):
         IB-EDL's σ reads the last K rows. Each prompt's logits must not depend on the others
         (batching, padding).
         """
+
+    def member_pass(self, index: int) -> contextlib.AbstractContextManager:
+        """Within the block, the backend's forward is member ``index`` of :attr:`members` (an ensemble
+        member's adapter, or MC-dropout pass ``index``). Backends that cannot score members refuse
+        them when constructed; this default is never reached then."""
+        raise EvidentialInputError(f"--model {self.MODEL_NAME} cannot score ensembles or MC dropout")
 
     @abstractmethod
     def records_dtype(self) -> str:
@@ -184,8 +240,15 @@ class EvidentialScoring(ABC):
         forward pass.
         """
         plans = self.planner.plan(requests, max_length=self.max_length, model_context=self._model_context)
-        logits = self.prompt_logits(plans, disable_tqdm)
-        results, evidence = score_questions(plans, logits, self.head, len(requests))
+        if self.members is None:
+            logits = self.prompt_logits(plans, disable_tqdm)
+            results, evidence = score_questions(plans, logits, self.head, len(requests))
+        else:  # ensembles, MC dropout: every distinct prompt forwarded once per member
+            per_member = []
+            for m in range(self.members.count):
+                with self.member_pass(m):
+                    per_member.append(self.prompt_logits(plans, disable_tqdm))
+            results, evidence = score_member_questions(plans, per_member, self.head, len(requests))
         for question in evidence:
             self.evidence.file(question)
         return results
@@ -255,9 +318,12 @@ class EvidentialScoring(ABC):
     @cached_property
     def _identity(self) -> dict:
         """The model and the adapter by content (records/provenance.py), hashed once per process."""
+        ensemble = self.members is not None and self.members.source == "ensemble"
         return {
             "model_sha256": model_sha256(local_folder(self._pretrained_name, self._revision)),
-            "adapter_sha256": adapter_sha256(local_folder(self._peft_path, self._revision)),
+            "adapter_sha256": ensemble_sha256(self.members.paths, adapter_sha256)
+            if ensemble
+            else adapter_sha256(local_folder(self._peft_path, self._revision)),
         }
 
     def records_meta(self) -> dict:
@@ -276,4 +342,5 @@ class EvidentialScoring(ABC):
             "dtype": self.records_dtype(),
             "revision": self._revision,
             **self._identity,
+            **({} if self.members is None else {"members": self.members.meta(self.head.seed)}),
         }

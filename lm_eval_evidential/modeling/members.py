@@ -34,11 +34,13 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from lm_eval_evidential.errors import EvidentialInputError, InvalidValueError
+from lm_eval_evidential.errors import EvidentialInputError
 from lm_eval_evidential.modeling.config import read_metadata
 from lm_eval_evidential.modeling.heads import question_seed
 
 ADAPTER_CONFIG = "adapter_config.json"
+#: adapter_config.json fields that may differ between members of one ensemble (not the LoRA layers' shape).
+_NOT_LORA = frozenset({"base_model_name_or_path", "revision", "inference_mode", "lora_dropout"})
 
 
 def _adapter_config(folder: Path) -> dict:
@@ -73,9 +75,14 @@ def ensemble_members(peft) -> list[Path] | None:
             f"peft={peft} holds one adapter folder ({members[0].name}): an ensemble needs at least 2 members; pass "
             f"peft={members[0]} to score it alone"
         )
-    bases = {m.name: _adapter_config(m).get("base_model_name_or_path") for m in members}
+    configs = {m.name: _adapter_config(m) for m in members}
+    bases = {name: config.get("base_model_name_or_path") for name, config in configs.items()}
     methods = {m.name: (read_metadata(m) or {}).get("method", "edl (no evidential_config.json)") for m in members}
-    for what, values in (("base models", bases), ("methods", methods)):
+    lora = {
+        name: json.dumps({k: v for k, v in config.items() if k not in _NOT_LORA}, sort_keys=True)
+        for name, config in configs.items()
+    }
+    for what, values in (("base models", bases), ("methods", methods), ("LoRA configurations", lora)):
         if len(set(values.values())) > 1:
             listed = ", ".join(f"{name}: {value}" for name, value in values.items())
             raise EvidentialInputError(
@@ -83,22 +90,6 @@ def ensemble_members(peft) -> list[Path] | None:
                 "share one base model and one method — put members of one run in their own folder"
             )
     return members
-
-
-def check_mc_samples(mc_samples) -> int | None:
-    """``mc_samples`` model_arg: None (off) or an integer >= 2 (one pass is no MC dropout)."""
-    if mc_samples is None:
-        return None
-    try:
-        n = int(str(mc_samples).strip())
-    except ValueError:
-        n = None
-    if n is None or str(n) != str(mc_samples).strip() or n < 2:
-        raise InvalidValueError(
-            f"mc_samples={mc_samples}: MC dropout needs an integer number of passes >= 2 (e.g. mc_samples=10); drop "
-            "mc_samples for one deterministic pass"
-        )
-    return n
 
 
 def lora_dropout_rates(model) -> dict[str, float]:

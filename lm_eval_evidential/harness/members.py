@@ -1,0 +1,96 @@
+"""Which members score each question: a LoRA ensemble (``peft=DIR`` of member folders) or MC dropout
+(``mc_samples=N``), checked from the model_args before any weights load.
+
+The scoring (:mod:`lm_eval_evidential.harness.scoring`) forwards the questions' distinct prompts once
+per member and files every member's answer logits (``member_logits`` in the records, in the order
+here: ensemble members in the sorted order of their folder names, dropout passes 0..N-1).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from lm_eval_evidential.errors import EvidentialInputError
+from lm_eval_evidential.harness.loading_checks import check_mc_samples
+from lm_eval_evidential.modeling.members import ADAPTER_CONFIG, ensemble_members
+
+
+@dataclass(frozen=True)
+class Members:
+    """The members of a run: ``source`` "ensemble" (``paths``) or "mc_dropout" (``samples`` passes)."""
+
+    source: str
+    paths: tuple[Path, ...] = ()
+    samples: int = 0
+
+    @property
+    def count(self) -> int:
+        return len(self.paths) if self.source == "ensemble" else self.samples
+
+    @property
+    def names(self) -> list[str]:
+        """The adapter names the members are loaded under (their folder names)."""
+        return [p.name for p in self.paths]
+
+    def meta(self, seed: int) -> dict:
+        """What the records' metadata says of the members (a producer key: runs of other members never mix)."""
+        if self.source == "ensemble":
+            return {"source": "ensemble", "names": self.names}
+        return {"source": "mc_dropout", "samples": self.samples, "seed": seed}
+
+
+def members_from_args(mc_samples, peft, method: str) -> Members | None:
+    """The run's members from ``mc_samples`` and ``peft`` (None: one prediction per question), or a refusal."""
+    samples = check_mc_samples(mc_samples)
+    paths = ensemble_members(peft)
+    if samples is not None and paths is not None:
+        raise EvidentialInputError(
+            f"mc_samples={samples} with the ensemble peft={peft}: score either an ensemble or MC dropout of one "
+            "adapter (peft=DIR/member_0,mc_samples=N)"
+        )
+    if samples is not None and not peft:
+        raise EvidentialInputError(
+            f"mc_samples={samples} needs a PEFT adapter whose LoRA dropout is > 0 (peft=...); the base model alone "
+            "has no LoRA dropout to sample"
+        )
+    if samples is not None and Path(str(peft)).is_dir():
+        rate = _dropout_rate(Path(str(peft)))
+        if rate is not None and not rate > 0:
+            raise EvidentialInputError(
+                f"mc_samples={samples} needs LoRA dropout > 0, but peft={peft} has lora_dropout={rate}, so every pass "
+                "would be the same; train with --lora-dropout 0.1 (lm-eval-evidential train) or drop mc_samples"
+            )
+    found = None if samples is None and paths is None else "mc_samples" if samples else f"the ensemble peft={peft}"
+    if found and method == "ib_edl":
+        raise EvidentialInputError(
+            f"{found} with method=ib_edl: IB-EDL's alpha depends on its own noise draws and sigma, which the records "
+            "of several members do not keep, so members of IB-EDL adapters have no predictive rule here; score them "
+            "one by one (peft=DIR/member_0) or use edl / softmax members"
+        )
+    if paths is not None:
+        return Members("ensemble", paths=tuple(paths))
+    return None if samples is None else Members("mc_dropout", samples=samples)
+
+
+def _dropout_rate(folder: Path) -> float | None:
+    """The ``lora_dropout`` of an adapter's config (None where it does not say)."""
+    import json
+
+    try:
+        rate = json.loads((folder / ADAPTER_CONFIG).read_text(encoding="utf-8")).get("lora_dropout")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return float(rate) if isinstance(rate, (int, float)) and not isinstance(rate, bool) else None
+
+
+def ensemble_sha256(paths, adapter_sha256) -> str | None:
+    """One content hash of an ensemble: each member's name and its adapter's hash, in order."""
+    digest = hashlib.sha256()
+    for path in paths:
+        member = adapter_sha256(path)
+        if member is None:
+            return None
+        digest.update(f"{path.name}\0{member}\0".encode())
+    return digest.hexdigest()[:16]
