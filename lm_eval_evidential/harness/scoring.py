@@ -100,21 +100,31 @@ def score_member_questions(
         log_mean, alpha = member_summary(members, head.method, head.prior_weight)
         preds = np.argmax(log_mean, axis=1)
         for i, plan in enumerate(group):
-            evidence.append(
-                QuestionEvidence(
-                    task=plan.task,
-                    doc_id=plan.doc_id,
-                    continuations=plan.continuations,
-                    token_ids=plan.answer_ids,
-                    logits=tuple(log_mean[i].tolist()),
-                    alpha=None if alpha is None else tuple(alpha[i].tolist()),
-                    member_logits=tuple(tuple(row) for row in members[i].tolist()),
-                )
-            )
-            for j, copies in enumerate(plan.copies):
-                for c in copies:
-                    results[c] = (float(log_mean[i, j]), j == int(preds[i]))
+            member_rows = tuple(tuple(row) for row in members[i].tolist())
+            alpha_row = None if alpha is None else tuple(alpha[i].tolist())
+            evidence.append(_evidence(plan, tuple(log_mean[i].tolist()), alpha_row, member_logits=member_rows))
+            _respond(results, plan, log_mean[i].tolist(), int(preds[i]))
     return results, evidence
+
+
+def _evidence(plan: QuestionPlan, logits: tuple, alpha: tuple | None, **more) -> QuestionEvidence:
+    """What the ledger keeps of ``plan``'s question."""
+    return QuestionEvidence(
+        task=plan.task,
+        doc_id=plan.doc_id,
+        continuations=plan.continuations,
+        token_ids=plan.answer_ids,
+        logits=logits,
+        alpha=alpha,
+        **more,
+    )
+
+
+def _respond(results: list, plan: QuestionPlan, log_probs: list[float], pred: int) -> None:
+    """Each request of ``plan`` (and its padding copies): ``(log p_j, j is the prediction)``."""
+    for j, copies in enumerate(plan.copies):
+        for c in copies:
+            results[c] = (log_probs[j], j == pred)
 
 
 def score_questions(
@@ -143,20 +153,12 @@ def score_questions(
             row = kept[row_of[plan.prompt]]
             phantom = [row[order[plan.prompt].index(a)] for a in plan.phantom_ids]
             finite_until = next((j for j, v in enumerate(phantom) if not math.isfinite(v)), len(phantom))
+            alpha_row = None if alpha is None else tuple(alpha[i])
+            # phantom logits up to a float16 overflow, like the answers
             evidence.append(
-                QuestionEvidence(
-                    task=plan.task,
-                    doc_id=plan.doc_id,
-                    continuations=plan.continuations,
-                    token_ids=plan.answer_ids,
-                    logits=tuple(head_logits[i]),
-                    alpha=None if alpha is None else tuple(alpha[i]),
-                    phantom_logits=tuple(phantom[:finite_until]),  # up to a float16 overflow, like the answers
-                )
+                _evidence(plan, tuple(head_logits[i]), alpha_row, phantom_logits=tuple(phantom[:finite_until]))
             )
-            for j, copies in enumerate(plan.copies):
-                for c in copies:
-                    results[c] = (log_probs[i][j], j == preds[i])
+            _respond(results, plan, log_probs[i], preds[i])
     return results, evidence
 
 

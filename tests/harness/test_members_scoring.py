@@ -18,6 +18,7 @@ from scipy.special import softmax
 from lm_eval_evidential.errors import EvidentialInputError
 from lm_eval_evidential.modeling.heads import question_seed
 from tests.harness.test_model import evaluate, make_lm, task_docs
+from tests.oracles import replayed_dropout_logits
 
 pytestmark = pytest.mark.usefixtures("use_mirror")
 
@@ -80,34 +81,10 @@ def test_mc_dropout_passes_equal_the_masks_replayed_by_hand(family):
         answer = [tok(prompt + " " + x)["input_ids"][-1] for x in doc["letters"]]
         for sample in range(3):
             row_seed = question_seed(7, f"{','.join(map(str, ids))}\x00mc_sample={sample}")
-            want = _replayed(model, ids, row_seed)[answer].double().numpy()
+            want = replayed_dropout_logits(model, ids, row_seed)[0][answer].double().numpy()
             np.testing.assert_allclose(rec.member_logits[i, sample, : rec.k[i]], want, atol=1e-5, rtol=0)
         probs = softmax(rec.member_logits[i, :, : rec.k[i]], axis=1).mean(0)
         np.testing.assert_allclose(rec.probs[i, : rec.k[i]], probs, rtol=1e-9)
-
-
-def _replayed(model, ids, row_seed):
-    """Last-position logits with each lora_A's input multiplied by the documented mask (eval mode: the adapter's
-    own dropout is off)."""
-    handles = []
-    for name, module in model.named_modules():
-        if "default" not in getattr(module, "lora_A", {}):
-            continue
-        p = module.lora_dropout["default"].p
-
-        def replay(mod, args, name=name, p=p):
-            (x,) = args
-            gen = torch.Generator().manual_seed(question_seed(row_seed, f"{name}.default"))
-            draw = torch.rand((len(ids), x.shape[2]), generator=gen)
-            return (x * (draw[-x.shape[1] :] >= p).float() / (1 - p),)
-
-        handles.append(module.lora_A["default"].register_forward_pre_hook(replay))
-    try:
-        with torch.no_grad():
-            return model(torch.tensor([ids]), logits_to_keep=1).logits[0, -1]
-    finally:
-        for h in handles:
-            h.remove()
 
 
 @pytest.mark.parametrize("extra", [{}, {"mc_samples": 3}])
