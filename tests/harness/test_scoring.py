@@ -23,7 +23,8 @@ pytestmark = pytest.mark.usefixtures("use_mirror")
 HARNESS = Path(scoring.__file__).parent
 #: What a backend may define of the scoring's names: the abstract forward and dtype, and the records'
 #: producer keys extended through super() (vLLM's backend and adapter mode).
-BACKEND_OWN = {"last_logits_at", "records_dtype", "records_meta", "MODEL_NAME"}
+# member_pass: how a backend switches to member m (ensembles, MC dropout); the base refuses members by default.
+BACKEND_OWN = {"last_logits_at", "records_dtype", "records_meta", "MODEL_NAME", "member_pass"}
 BACKENDS = {"model.py": "EvidentialLM", "vllm_model.py": "EvidentialVLLM"}
 
 
