@@ -362,3 +362,40 @@ def risk_coverage_figure(records, scores: Sequence[str] | None = None):
         fontsize="x-small",
     )
     return fig
+
+
+def conformal_figure(rows: Sequence[dict], title: str | None = None):
+    """Coverage against mean set size of conformal rows (:mod:`lm_eval_evidential.audits.conformal`), as a Figure.
+
+    One point per evaluated set with its bootstrap intervals on both axes (where computed), labelled
+    with the set's name and K; the dashed line is the target coverage 1 - alpha. A set below the line
+    is under-covered, one to the right pays with larger sets. Rows of different K share the axes but
+    not a meaning (set sizes compare only at equal K): their labels say their K. A bare Figure.
+    """
+    from matplotlib.figure import Figure
+
+    if not rows:
+        raise InvalidValueError("no conformal rows to plot")
+    fig = Figure(figsize=(6.0, 4.5), layout="constrained")
+    ax = fig.add_subplot()
+    for i, r in enumerate(rows):
+        x, y = r["mean_set_size"], r["coverage"]
+        xerr = [[x - r["mean_set_size_ci"][0]], [r["mean_set_size_ci"][1] - x]]
+        yerr = [[y - r["coverage_ci"][0]], [r["coverage_ci"][1] - y]]
+        ok = all(v == v for v in (*r["mean_set_size_ci"], *r["coverage_ci"]))  # NaN CIs: no bars
+        ax.errorbar(
+            x,
+            y,
+            xerr=xerr if ok else None,
+            yerr=yerr if ok else None,
+            fmt="o",
+            color=_SPARE_COLORS[i % len(_SPARE_COLORS)],
+            label=f"{r['set']} ({r['role']}, K = {r['k']})",
+        )
+    alpha = rows[0]["alpha"]
+    ax.axhline(1 - alpha, linestyle="--", color="grey", label=f"target 1 - alpha = {1 - alpha:g}")
+    ax.set_xlabel("mean prediction-set size (options)")
+    ax.set_ylabel("coverage (gold option in the set)")
+    ax.set_title(title or f"Conformal sets ({rows[0]['method']}), calibrated on {rows[0]['calibration']}")
+    ax.legend(loc="lower right", fontsize="small")
+    return fig

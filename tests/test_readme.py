@@ -153,6 +153,7 @@ def test_every_readme_command_runs_as_written_in_order(tiny_model, tmp_path):
         "ckpt/evidential_config.json",
         "ood.json",
         "conformal.json",
+        "conformal_sets.png",
         "openood.json",
         "temperature.json",
         "ksweep.png",

@@ -66,6 +66,12 @@ def add_parser(sub) -> None:
     add_calibration_options(p, what="calibrate on")
     p.add_argument("--alpha", type=_open_fraction, default=0.1, help="target miscoverage: sets aim at 1 - alpha")
     p.add_argument("--method", choices=METHODS, default="lac", help="nonconformity score: lac (1 - p_y) or aps")
+    p.add_argument(
+        "--plot",
+        metavar="FILE",
+        default=None,
+        help="also write coverage against mean set size (one point per set, with CIs) to FILE.png and FILE.svg",
+    )
     p.add_argument("--n-boot", dest="n_boot", type=int, default=1000, help="bootstrap replicates (0: no intervals)")
     p.add_argument("--level", type=float, default=0.95, help="confidence level of the intervals")
 
@@ -167,6 +173,10 @@ def run(args) -> int:
         "and their set sizes are not comparable (coverage per K is in --json)"
     )
     written = [write_json(args.json_path, rows)] if args.json_path else []
+    if args.plot and rows:
+        from lm_eval_evidential import plots
+
+        written += plots.save_figure(plots.conformal_figure(rows), plots.figure_base(args.plot))
     if rows:
         notes = [] if all(r["matched"] for r in rows) else [f"WARNING: {warning}"]
         print_rows(display_rows(rows), TABLE_COLUMNS, ("set",), written, notes)

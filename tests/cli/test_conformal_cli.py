@@ -165,3 +165,22 @@ def test_bad_input_is_one_line(out_dir, capsys):
         rc, _, err = _cli(["conformal", out_dir, "--id", "id4", *argv], capsys)
         assert rc == 1, (argv, err)
         assert message in err and "Traceback" not in err, (argv, err)
+
+
+def test_plot_coverage_against_set_size(out_dir, tmp_path, capsys):
+    rc, _, err = _cli(
+        ["conformal", out_dir, "--id", "id4", "--ood", "ood4", "--n-boot", "50", "--plot", tmp_path / "cov"], capsys
+    )
+    assert rc == 0, err
+    png = tmp_path / "cov.png"
+    assert png.read_bytes().startswith(b"\x89PNG") and (tmp_path / "cov.svg").is_file()
+    assert f"wrote {png}" in err
+    from lm_eval_evidential.plots import conformal_figure
+
+    rows = [
+        {"set": "a", "role": "id", "k": 4, "mean_set_size": 2.0, "mean_set_size_ci": [1.8, 2.2], "coverage": 0.9,
+         "coverage_ci": [0.85, 0.95], "alpha": 0.1, "method": "lac", "calibration": "a (0.5 of 10, seed 0)"},
+    ]  # fmt: skip
+    ax = conformal_figure(rows).axes[0]
+    assert [line.get_ydata()[0] for line in ax.get_lines() if line.get_linestyle() == "--"] == [0.9]
+    assert {t.get_text() for t in ax.get_legend().get_texts()} == {"a (id, K = 4)", "target 1 - alpha = 0.9"}
