@@ -469,8 +469,12 @@ def build_stock(factory, entry):
         return factory.build(entry, overrides=None, registry={})
     for key in ("tag", "group", "task_list"):
         cfg.pop(key, None)
-    cls = cfg.pop("class", ConfigurableTask)
-    mirrored = type(
+    return mirrored(cfg.pop("class", ConfigurableTask))(config=cfg)
+
+
+def mirrored(cls):
+    """``cls`` (a ConfigurableTask class) reading its declared splits from the offline mirror."""
+    return type(
         f"Mirrored{cls.__name__}",
         (cls,),
         {
@@ -485,7 +489,35 @@ def build_stock(factory, entry):
             ),
         },
     )
-    return mirrored(config=cfg)
+
+
+def serve_from_mirror(factory) -> None:
+    """Under ``EVIDENTIAL_DATA_DIR``, ``factory`` builds stock YAML tasks (``arc_challenge``,
+    ``mmlu_abstract_algebra``) that read their splits from the offline mirror instead of the hub; an
+    evaluated split the mirror lacks is one line naming the file and where it goes. Only where the user set
+    the variable: otherwise, and for tasks with a Python class, their own ``data_files`` or a
+    ``custom_dataset``, the factory builds as stock lm-eval does."""
+    import os
+
+    from lm_eval.api.task import ConfigurableTask
+
+    original = factory._build_task
+    if getattr(original, "serves_the_mirror", False):
+        return
+
+    def build_task(entry, overrides):
+        if not os.environ.get(mcqa_datasets.MIRROR_ENV):
+            return original(entry, overrides)
+        cfg = factory._load_full_config(entry, overrides)
+        kwargs = cfg.get("dataset_kwargs") or {}
+        if "class" in cfg or not cfg.get("dataset_path") or cfg.get("custom_dataset") or kwargs.get("data_files"):
+            return original(entry, overrides)
+        for key in ("tag", "group", "task_list"):
+            cfg.pop(key, None)
+        return mirrored(ConfigurableTask)(config=cfg)
+
+    build_task.serves_the_mirror = True
+    factory._build_task = build_task
 
 
 # ------------------------------------------------------------------ the index
@@ -578,6 +610,7 @@ def install(manager) -> None:
     """Make ``manager`` (a constructed TaskManager) resolve lettered views by name."""
     if not isinstance(manager._index, LetteredIndex):
         manager._index = LetteredIndex(manager._index, manager._factory)
+    serve_from_mirror(manager._factory)
 
 
 def missing_view_hint(name: str) -> str | None:
