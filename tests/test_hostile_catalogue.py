@@ -1058,6 +1058,24 @@ CATALOGUE = [
     ),
     (
         C,
+        "audit-of-a-report-folder",
+        Cmd(["ood", "{tmp}/old_report", "--id", "id4", "--ood", "ood4"], previous_report),
+        Exit(1, r"old_report is a report folder .*not an lm_eval output folder: pass the folder given to lm_eval"),
+    ),
+    (
+        C,
+        "task-named-by-a-prefix-of-its-name",
+        ["ood", "{out}", "--id", "id", "--ood", "ood4"],
+        Exit(1, r"no records for task 'id' under .*: did you mean 'id4'\?"),
+    ),
+    (
+        C,
+        "score-named-as-the-uncertainty",
+        ["ood", "{out}", "--id", "id4", "--ood", "ood4", "--scores", "vacuity"],
+        Exit(1, r"vacuity is reciprocal_vacuity here \(scores are oriented higher = more in-distribution"),
+    ),
+    (
+        C,
         "task-never-evaluated",
         ["ood", "{out}", "--id", "id4", "--ood", "nope"],
         Exit(1, r"no records for task 'nope'"),

@@ -11,6 +11,7 @@ downloaded. A last line counts the rows by kind.
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import sys
 
@@ -55,8 +56,15 @@ def run(args) -> int:
     from lm_eval_evidential.records.io import write_json
 
     rows = census(TaskManager(include_path=args.include_path), args.patterns or None)
+    unmatched = [p for p in args.patterns or () if not any(fnmatch.fnmatchcase(r["task"], p) for r in rows)]
+    wider = ", ".join(f"'*{p.strip('*')}*'" for p in unmatched)
     if args.patterns and not rows:
-        raise InvalidValueError(f"no multiple-choice task matches {' '.join(args.patterns)}")
+        raise InvalidValueError(
+            f"no multiple-choice task matches {' '.join(args.patterns)}; patterns are globs over whole task names: "
+            f"try {wider}"
+        )
+    for pattern in unmatched:  # said, not dropped
+        print(f"note: {pattern!r} matches no multiple-choice task; try '*{pattern.strip('*')}*'", file=sys.stderr)
     if args.json_out == "-":
         json.dump(rows, sys.stdout, indent=1)
         print()

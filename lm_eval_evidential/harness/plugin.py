@@ -400,7 +400,9 @@ def nearest_task_names(exc: Exception) -> str:
         if view_hint is not None:
             hints.append(view_hint)
             continue
-        close = difflib.get_close_matches(name.strip(), known, n=3, cutoff=0.7)
+        # obqa -> obqa_edl: a shortened name is the start of the task's, too short for difflib's ratio
+        close = sorted((k for k in known if k.startswith(name.strip() + "_")), key=len)[:3]
+        close = close or difflib.get_close_matches(name.strip(), known, n=3, cutoff=0.7)
         hints.append(
             f"{name.strip()!r}: did you mean {' or '.join(close)}?" if close else f"{name.strip()!r}: no close name"
         )

@@ -351,6 +351,35 @@ def no_alpha_reason(names, tasks=()) -> str:
     )
 
 
+def score_hint(name) -> str | None:
+    """The registered score an unknown name most likely means, said with why; None when none is near.
+
+    Every score is oriented higher = more in-distribution, so an uncertainty is registered as its
+    negation or reciprocal (``vacuity`` -> ``reciprocal_vacuity``, ``entropy`` -> ``neg_entropy``).
+
+    Examples
+    --------
+    >>> score_hint("vacuity")
+    'vacuity is reciprocal_vacuity here (scores are oriented higher = more in-distribution: 1 / vacuity)'
+    >>> score_hint("entropy")
+    'entropy is neg_entropy here (scores are oriented higher = more in-distribution: -entropy)'
+    >>> score_hint("maxprob")
+    "did you mean 'max_prob'?"
+    """
+    import difflib
+
+    if not isinstance(name, str):
+        return None
+    key = name.strip().lower().replace("-", "_")
+    why = "scores are oriented higher = more in-distribution"
+    if f"reciprocal_{key}" in SCORES:
+        return f"{name} is reciprocal_{key} here ({why}: 1 / {key})"
+    if f"neg_{key}" in SCORES:
+        return f"{name} is neg_{key} here ({why}: -{key})"
+    close = difflib.get_close_matches(key, list(SCORES), n=1, cutoff=0.75)
+    return f"did you mean {close[0]!r}?" if close else None
+
+
 def check_score_names(names) -> list[str]:
     r"""The one validator of score names: registered names, duplicates dropped, order kept.
 
@@ -379,12 +408,13 @@ def check_score_names(names) -> list[str]:
     >>> check_score_names("vacuity")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    lm_eval_evidential.errors.InvalidValueError: unknown score(s) ['vacuity']; valid scores are: reciprocal_vacuity, ...
+    lm_eval_evidential.errors.InvalidValueError: unknown score(s) ['vacuity']; vacuity is reciprocal_vacuity here ...
     """
     names = [names] if isinstance(names, str) else list(names)
     unknown = [name for name in names if name not in SCORES]
     if unknown:
-        raise InvalidValueError(f"unknown score(s) {unknown}; valid scores are: {', '.join(SCORES)}")
+        hints = "".join(f"{hint}; " for name in unknown if (hint := score_hint(name)))
+        raise InvalidValueError(f"unknown score(s) {unknown}; {hints}valid scores are: {', '.join(SCORES)}")
     if not names:
         raise InvalidValueError(f"no score names given; valid scores are: {', '.join(SCORES)}")
     return list(dict.fromkeys(names))

@@ -105,6 +105,11 @@ def _missing_task(output_path, runs: dict[str, dict[str, Path]], task: str, task
     if misnamed is not None:
         return misnamed
     recorded = sorted({t for files in runs.values() for t in files})
+    if not recorded and _is_report_folder(output_path):
+        return InputNotFoundError(
+            f"{output_path} is a report folder (written by lm-eval-evidential report), not an lm_eval output folder: "
+            "pass the folder given to lm_eval --output_path, whose records the report was made from"
+        )
     if not recorded:
         return InputNotFoundError(
             f"no records files (records_<task>_<date_id>.parquet) under {output_path}: pass the folder given to "
@@ -112,14 +117,17 @@ def _missing_task(output_path, runs: dict[str, dict[str, Path]], task: str, task
             f"--output_path {output_path}"
         )
     have = f"the tasks with records there: {', '.join(recorded)}"
-    close = difflib.get_close_matches(task, recorded, n=3, cutoff=0.7)
+    # obqa -> obqa_edl: a shortened name is a prefix of the recorded one, too short for a close match
+    close = [t for t in recorded if t.startswith(task) and len(task) >= 3][:3]
+    close = close or difflib.get_close_matches(task, recorded, n=3, cutoff=0.7)
     if close:
         return InputNotFoundError(
             f"no records for task {task!r} under {output_path}: did you mean {' or '.join(map(repr, close))}? ({have})"
         )
     return InputNotFoundError(
-        f"no records for task {task!r} under {output_path} ({have}); if {task!r} is a task, evaluate it in one run "
-        f"with the others: lm_eval --model evidential --tasks {','.join(tasks)} --output_path {output_path}"
+        f"no records for task {task!r} under {output_path} ({have}); if {task!r} is a task (`lm-eval-evidential "
+        f"tasks '{task}*'` lists the tasks by name), evaluate it in one run with the others: lm_eval --model "
+        f"evidential --tasks {','.join(tasks)} --output_path {output_path}"
     )
 
 
@@ -156,6 +164,14 @@ def _misnamed(output_path, task: str) -> InputNotFoundError | None:
             f"loader does not read (records_<task>_<date_id>.parquet, lower-case .parquet): {rename}"
         )
     return None
+
+
+def _is_report_folder(folder) -> bool:
+    """Whether ``folder`` holds what ``lm-eval-evidential report`` writes (report.md and report.json)."""
+    try:
+        return (Path(folder) / "report.json").is_file() and (Path(folder) / "report.md").is_file()
+    except OSError:
+        return False
 
 
 def _choose_run(output_path, runs: dict[str, dict[str, Path]], tasks: list[str], run: str | None) -> str:

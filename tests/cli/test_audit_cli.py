@@ -488,3 +488,17 @@ def test_report_refuses_a_task_compared_with_itself(out_dir, tmp_path, capsys):
     assert "--id and --ood both name 'id4'" in err and "Traceback" not in err
     assert main(["ood", str(out_dir), "--id", "id4", "--ood", "id4"]) == 1
     assert "comparing a task with itself" in capsys.readouterr().err
+
+
+def test_cli_ood_tables_fit_a_terminal_with_each_tasks_constants_said_once(out_dir, capsys):
+    """One table per OOD task, its K, n, dropped counts, K-match and AUPR-In baseline in the line above: the
+    table itself stays within 100 columns with every default score."""
+    assert (
+        main(["ood", str(out_dir), "--id", "id4", "--ood", "ood4,ood5", "--k-policy", "report", "--n-boot", "50"]) == 0
+    )
+    out = capsys.readouterr().out
+    headings = [line for line in out.splitlines() if re.match(r"^ood[45]: K ", line)]
+    assert [h.split(":")[0] for h in headings] == ["ood4", "ood5"]
+    assert "(K-matched)" in headings[0] and "(K NOT matched)" in headings[1] and "AUPR-In baseline" in headings[0]
+    table = [line for line in out.splitlines() if line and line not in headings and not line.startswith("WARNING")]
+    assert table and max(len(line) for line in table) <= 100, max(table, key=len)

@@ -158,12 +158,13 @@ def test_a_mistyped_task_is_one_line_with_the_nearest_names(
 ):
     built = _model_loads(monkeypatch)
     argv = _argv(tiny_model, "--output_path", str(tmp_path / "out"))
-    argv[argv.index("obqa_edl")] = "obqa_ed,csqa4_edl,zzzz"
+    argv[argv.index("obqa_edl")] = "obqa_ed,csqa4_edl,zzzz,obqa"
     assert main(argv) == EXIT_ERROR
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1, err
-    assert "Tasks not found: obqa_ed, zzzz" in err[0]
+    assert "Tasks not found: obqa_ed, zzzz, obqa" in err[0]
     assert "'obqa_ed': did you mean obqa_edl" in err[0] and "'zzzz': no close name" in err[0]
+    assert "'obqa': did you mean obqa_edl or" in err[0]  # the task the short name begins, not coqa
     assert built == []
 
 

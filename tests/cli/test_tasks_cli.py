@@ -21,7 +21,10 @@ PATTERNS = [
 def test_census_rows_and_table(capsys, tmp_path):
     path = tmp_path / "census.json"
     assert main(["tasks", *PATTERNS, "--json", str(path)]) == 0
-    table = capsys.readouterr().out
+    captured = capsys.readouterr()
+    table = captured.out
+    # a pattern that matches nothing is said, not dropped
+    assert "note: 'lambada_openai' matches no multiple-choice task; try '*lambada_openai*'" in captured.err
     rows = {row["task"]: row for row in json.loads(path.read_text())}
     assert set(rows) == set(PATTERNS) - {"lambada_openai"}  # multiple-choice tasks only
     assert rows["arc_challenge"] == {
@@ -41,3 +44,4 @@ def test_census_rows_and_table(capsys, tmp_path):
     assert table.splitlines()[0].split() == ["task", "k", "choices", "as_is", "view", "note"]
     assert "note: 7 multiple-choice tasks:" in table and "4 have a lettered view" in table
     assert main(["tasks", "no_such_task_*"]) == 1
+    assert "patterns are globs over whole task names: try '*no_such_task_*'" in capsys.readouterr().err
