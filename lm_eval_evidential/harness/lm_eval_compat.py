@@ -8,8 +8,13 @@ harness upgrade moved, and the helpers below are the only places that import the
 imports lm_eval at module level: the plugin imports this module while lm_eval is still importing.
 
 Instance attributes the subclasses read (``HFLM._model``, ``_config``, ``_rank``, ``_world_size``;
-``ConfigurableTask._config``, ``_instances``, ``sampler``) cannot be checked without an instance;
-the evaluation tests read them on every run.
+``ConfigurableTask._config``, ``_instances``, ``sampler``) and the one the lettered views replace
+(``TaskManager._index``, harness/lettered.py) cannot be checked without an instance; the evaluation
+tests read them on every run.
+
+Every ``lm_eval`` import in the package names an entry of :data:`INTERNALS`, :data:`PUBLIC` or
+:data:`VLLM_INTERNALS`, and every patched function one of :data:`INTERNALS`
+(``tests/harness/test_lm_eval_compat.py`` reads every import and every patch).
 """
 
 from __future__ import annotations
@@ -28,8 +33,11 @@ INTERNALS = (
     "lm_eval.utils:create_iterator",
     "lm_eval.api.samplers:get_sampler",
     "lm_eval.api.registry:model_registry",
+    "lm_eval.tasks._index:Entry",
+    "lm_eval.tasks._index:Kind",
     # the functions the plugin patches (harness.plugin)
     "lm_eval.tasks.manager:TaskManager.__init__",
+    "lm_eval.tasks.manager:TaskManager.match_tasks",
     "lm_eval.evaluator:evaluate",
     "lm_eval.evaluator:simple_evaluate",
     "lm_eval.loggers.evaluation_tracker:EvaluationTracker.save_results_aggregated",
@@ -47,23 +55,46 @@ INTERNALS = (
     "lm_eval.config.evaluate_config:EvaluatorConfig",
 )
 
+#: lm_eval's public interface as the package uses it (documented, but checked all the same).
+PUBLIC = (
+    "lm_eval",
+    "lm_eval:utils",
+    "lm_eval.__main__:cli_evaluate",
+    "lm_eval.api:samplers",
+    "lm_eval.api.task:ConfigurableTask",
+    "lm_eval.models.huggingface:HFLM",
+    "lm_eval.tasks:TaskManager",
+)
+
+#: What ``--model evidential-vllm`` uses besides (checked when that backend is built: it imports vLLM).
+VLLM_INTERNALS = ("lm_eval.models.vllm_causallms:VLLM",)
+
 #: Modules whose ``ValueError`` is the stock CLI's own check of its arguments (``--tasks`` naming
 #: no task, ``--samples`` with ``--limit``, a malformed ``--model_args``, an unreadable ``--config``).
 STOCK_ARGUMENT_CHECKS = ("lm_eval._cli", "lm_eval.config")
 
 
 def missing_internals(names=None) -> list[str]:
-    """The entries of ``names`` (default :data:`INTERNALS`) that the installed lm_eval does not define."""
+    """The entries of ``names`` (default :data:`INTERNALS` and :data:`PUBLIC`) that the installed lm_eval does
+    not define (``module`` alone: the module; ``module:a.b``: an attribute, or a submodule, of it)."""
     missing = []
-    for entry in INTERNALS if names is None else names:
+    for entry in (*INTERNALS, *PUBLIC) if names is None else names:
         module_name, _, qualname = entry.partition(":")
         try:
             obj = importlib.import_module(module_name)
         except ImportError:
             missing.append(entry)
             continue
-        for part in qualname.split("."):
-            obj = getattr(obj, part, None)
+        path = module_name
+        for part in qualname.split(".") if qualname else []:
+            path = f"{path}.{part}"
+            found = getattr(obj, part, None)
+            if found is None and isinstance(obj, type(importlib)):
+                try:
+                    found = importlib.import_module(path)
+                except ImportError:
+                    found = None
+            obj = found
             if obj is None:
                 missing.append(entry)
                 break

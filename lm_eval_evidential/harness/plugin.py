@@ -437,8 +437,9 @@ def supported_versions() -> str:
     return "lm-eval>=0.4.13,<0.5"
 
 
-def check_harness() -> None:
-    """Raise :class:`HarnessVersionError` (one line) unless every hook above is in place.
+def check_harness(extra: tuple[str, ...] = ()) -> None:
+    """Raise :class:`HarnessVersionError` (one line) unless every hook above, every lm_eval name the package
+    uses (``lm_eval_compat``) and the ``extra`` ones (a backend's own) are in place.
 
     A hooked module imported without the import hook (``python -S``, ``LM_EVAL_EVIDENTIAL_DISABLE_HOOK``)
     is patched here, as the hook would have done.
@@ -463,7 +464,7 @@ def check_harness() -> None:
             ON_IMPORT[name](module)
         if name not in _applied:
             missing.append(f"{name} (not hooked)")
-    missing += missing_internals()
+    missing += missing_internals() + (missing_internals(extra) if extra else [])
     if missing:
         raise HarnessVersionError(
             f"lm-eval-evidential cannot hook into lm-eval {getattr(lm_eval, '__version__', '?')} "

@@ -129,10 +129,11 @@ class EvidentialVLLM(EvidentialScoring, VLLM):
         revision: str | None = None,
         **kwargs,
     ) -> None:
+        from lm_eval_evidential.harness.lm_eval_compat import VLLM_INTERNALS
         from lm_eval_evidential.harness.plugin import check_harness, install_one_line_errors
 
         install_one_line_errors()  # plain lm_eval: an expected error of ours is one line, from here on
-        check_harness()
+        check_harness(VLLM_INTERNALS)
         if peft and lora_local_path and str(peft) != str(lora_local_path):
             raise EvidentialInputError(
                 f"peft={peft} and lora_local_path={lora_local_path} name two adapters; pass one (peft=)"
