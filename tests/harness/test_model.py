@@ -146,9 +146,9 @@ def test_each_distinct_prompt_is_forwarded_once_across_tasks(tiny_model, tiny_ad
     seen = []
     original = lm._last_logits
 
-    def counting(batch):
+    def counting(batch, *prefix_length):
         seen.extend(tuple(x) for x in batch)
-        return original(batch)
+        return original(batch, *prefix_length)
 
     monkeypatch.setattr(lm, "_last_logits", counting)
     results, records = evaluate(lm, ["obqa_edl", "obqa_edl_vs_mmlu_math_edl"], limit=None)
