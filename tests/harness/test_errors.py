@@ -109,7 +109,7 @@ def test_adapter_for_another_base_model(tiny_model, tmp_path):
 def test_non_finite_logits_name_the_doc(tiny_model, use_mirror, monkeypatch):
     lm = make_lm(tiny_model)
     original = lm._last_logits
-    monkeypatch.setattr(lm, "_last_logits", lambda batch: original(batch).clone().fill_(float("inf")))
+    monkeypatch.setattr(lm, "_last_logits", lambda batch, *prefix: original(batch, *prefix).clone().fill_(float("inf")))
     with pytest.raises(EvidentialInputError, match=r"obqa_edl.*doc \d+.*non-finite answer logit inf.*bfloat16"):
         evaluate(lm, ["obqa_edl"], limit=2)
 
