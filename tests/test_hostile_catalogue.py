@@ -2802,7 +2802,7 @@ CATALOGUE = [
         L,
         "metadata-limit-below-the-row-count",
         with_meta(limit=5),
-        Refused(RecordsError, r"evaluated with --limit 5 \(at most 5 questions per task\), but the file has 60 rows"),
+        Refused(RecordsError, r"--limit 5 \(at most 5 questions per task\), but the file has 60 questions"),
     ),
     (
         L,

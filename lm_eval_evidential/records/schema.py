@@ -614,7 +614,7 @@ class Records(Sequence):
         _validate_task_column(path, table.column("task"), task)
         if columns.get("phantom_logits") is not None:
             _validate_phantoms(path, columns["phantom_logits"], phantom_lengths, meta, k)
-        _validate_limit(path, meta, n)
+        _validate_limit(path, meta, len(np.unique(doc_id)))  # questions: a permuted run has a row per order
         return cls(task=task, meta=meta, path=path, **columns)
 
 
@@ -794,7 +794,7 @@ def _validate_limit(path, meta: dict, n: int) -> None:
     if n > int(limit):
         raise RecordsError(
             f"{path}: the metadata says the run was evaluated with --limit {limit:g} (at most {int(limit)} questions "
-            f"per task), but the file has {n} rows; the file was edited or mixes runs — re-run the evaluation"
+            f"per task), but the file has {n} questions; the file was edited or mixes runs — re-run the evaluation"
         )
 
 
