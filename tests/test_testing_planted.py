@@ -87,8 +87,12 @@ def test_the_audit_finds_the_planted_letter_prior(planted):
 
 
 @pytest.mark.slow
-def test_on_real_smollm2_the_audit_finds_the_planted_prior_and_pride_removes_it(tmp_path):
-    """SmolLM2-135M-Instruct knows some answers: the planted " A" costs accuracy that PriDe gives back."""
+def test_on_real_smollm2_the_audit_finds_the_planted_prior(tmp_path):
+    """SmolLM2-135M-Instruct with the planted " A": the audit finds the prior on a real model and tokenizer.
+
+    PriDe's debiased accuracy is not asserted: on the bundled sample questions SmolLM2 is near chance, so
+    removing the prior gave nothing back (2026-11-27: 0.222 debiased against 0.241 on 54 questions).
+    """
     import lm_eval
 
     from lm_eval_evidential.audits.permutations import permutation_summary
@@ -125,4 +129,3 @@ def test_on_real_smollm2_the_audit_finds_the_planted_prior_and_pride_removes_it(
     assert summary["letter_pick_rate"]["A"] > 0.5 and summary["letter_uniformity"]["p_value"] < 1e-3
     assert int(np.argmax(summary["pride"]["by_k"][4]["prior"])) == 0
     assert summary["circular_accuracy"] < summary["accuracy"]
-    assert summary["pride"]["debiased_accuracy"] > summary["pride"]["accuracy"]
