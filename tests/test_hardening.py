@@ -483,7 +483,7 @@ def _cli(argv, capsys):
         (["report", "{o}", "--id", "id4", "--ood", "empty", "--out", "{t}/r1", "--n-boot", "0"], 1, "has no examples"),
         (["report", "{o}", "--id", "empty", "--ood", "id4", "--out", "{t}/r2", "--n-boot", "0"], 1, "has no examples"),
         (["selective", "{o}", "--task", "empty", "--plot", "{t}/rc"], 1, "has no records (0 examples)"),
-        (["selective", "{o}", "--task", "k1"], 1, "neg_norm_entropy needs K >= 2"),
+        (["selective", "{o}", "--task", "k1", "--scores", "neg_norm_entropy"], 1, "neg_norm_entropy needs K >= 2"),
         (["calibration", "{o}", "--task", "nope"], 1, "no records for task 'nope'"),
     ],
 )

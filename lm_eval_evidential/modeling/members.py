@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -40,6 +41,7 @@ from lm_eval_evidential.modeling.heads import question_seed
 
 ADAPTER_CONFIG = "adapter_config.json"
 #: adapter_config.json fields that may differ between members of one ensemble (not the LoRA layers' shape).
+_CHECKPOINT = re.compile(r"checkpoint-\d+")
 _NOT_LORA = frozenset({"base_model_name_or_path", "revision", "inference_mode", "lora_dropout"})
 
 
@@ -65,8 +67,15 @@ def ensemble_members(peft) -> list[Path] | None:
     folder = Path(str(peft))
     if not folder.is_dir() or (folder / ADAPTER_CONFIG).exists():
         return None
+    # A training run's checkpoint-N folders hold adapters too, but they are one run's steps, not members: an
+    # interrupted run's folder is named as such by the adapter checks, never scored as an ensemble.
     members = sorted(
-        (p for p in folder.iterdir() if p.is_dir() and (p / ADAPTER_CONFIG).is_file()), key=lambda p: p.name
+        (
+            p
+            for p in folder.iterdir()
+            if p.is_dir() and (p / ADAPTER_CONFIG).is_file() and not _CHECKPOINT.fullmatch(p.name)
+        ),
+        key=lambda p: p.name,
     )
     if not members:
         return None

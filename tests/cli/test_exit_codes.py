@@ -63,7 +63,7 @@ CASES = {
         (["--id", "id4", "--ood", "nope", *PAIR], EXIT_ERROR, "no records for task 'nope'"),
         (["--id", "id4", "--ood", "ood4", "--n-boot", "1"], EXIT_ERROR, "n_boot must be 0"),
         (["--id", "id4", "--ood", "ood4", "--n-boot", "many"], EXIT_ERROR, "invalid int value"),
-        (["--id", "id4"], EXIT_ERROR, "the following arguments are required: --ood"),
+        (["--id", "id4"], EXIT_ERROR, "give the OOD task(s): --ood T1,T2"),
     ],
     "ksweep": [
         (["--id", "id4", "--ood", "ood4", "--max-extra", "1"], EXIT_OK, "K-sensitive"),

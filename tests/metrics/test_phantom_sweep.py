@@ -103,9 +103,13 @@ def test_zero_mode_is_unchanged_and_reports_zero_phantom_evidence():
     assert all(np.isnan(r["phantom_evidence_id"]) for r in rows if r["condition"] == "ood_only")
 
 
-def test_model_mode_stops_where_a_row_runs_out_of_phantoms():
+def test_model_mode_refuses_more_options_than_a_row_has_phantoms():
+    # Asking for more appended options than the records kept phantom logits for is refused naming the task and
+    # the phantom_count that fixes it (issue 36, class 5), not cut short without a word; within them it sweeps.
     rid, rood = _records("id", 40, 4, 1.0, 7, n_phantom=3), _records("ood", 30, 4, 0.0, 8, n_phantom=2)
-    rows = ksweep_rows(rid, rood, max_extra=4, scores=["max_prob"], phantom="model")
+    with pytest.raises(ValueError, match=r"question\(s\) of id have fewer phantom logits than the 4 options"):
+        ksweep_rows(rid, rood, max_extra=4, scores=["max_prob"], phantom="model")
+    rows = ksweep_rows(rid, rood, max_extra=2, scores=["max_prob"], phantom="model")
     assert max(r["extra"] for r in rows if r["condition"] == "ood_only") == 2
     assert max(r["extra"] for r in rows if r["condition"] == "matched") == 2
 
