@@ -83,8 +83,7 @@ def test_old_import_paths_name_the_same_classes():
     from lm_eval_evidential.harness.plugin import HarnessVersionError
     from lm_eval_evidential.metrics._validation import UndefinedMetricWarning
     from lm_eval_evidential.modeling.encoding import AnswerTokenError
-    from lm_eval_evidential.records import FingerprintMismatchError, OutputPathError, RecordsError
-    from lm_eval_evidential.records.io import OutputWriteError
+    from lm_eval_evidential.records import FingerprintMismatchError, RecordsError
 
     assert (DatasetError, MirrorFileNotFound, EvidentialInputError, HarnessVersionError) == (
         errors.DatasetError,
@@ -97,11 +96,7 @@ def test_old_import_paths_name_the_same_classes():
         errors.AnswerTokenError,
         errors.FingerprintMismatchError,
     )
-    assert (OutputPathError, RecordsError, OutputWriteError) == (
-        errors.OutputPathError,
-        errors.RecordsError,
-        errors.OutputWriteError,
-    )
+    assert RecordsError is errors.RecordsError
 
 
 def test_the_examples_run():

@@ -1,12 +1,12 @@
 """The package's layers, read off its imports: every module imports only from layers below its own.
 
-errors < metrics < records < {audits, modeling} < {plots, harness} < {report, training, testing} < cli
+errors < files < metrics < records < {audits, modeling} < {plots, harness} < {report, training, testing} < cli
 
 Every ``import`` in every module counts, including the ones inside functions (lazy imports keep
 the CLI fast; they are no way around the layering), and two layers of the same rank never
 import each other (audits never imports modeling, plots never harness, report never training).
 Each lower layer may use only the third-party libraries listed for it (the standard library is
-always allowed): errors is the standard library alone, metrics is numpy/scipy, records adds
+always allowed): errors and files are the standard library alone, metrics is numpy/scipy, records adds
 pyarrow, audits and report never import torch, lm_eval or matplotlib. And no module imports
 itself through others: the graph of the package's own imports has no cycle.
 """
@@ -25,7 +25,8 @@ import lm_eval_evidential
 PACKAGE = Path(lm_eval_evidential.__file__).resolve().parent
 NAME = PACKAGE.name
 RANK = {
-    "errors": -1,
+    "errors": -2,
+    "files": -1,
     "metrics": 0,
     "records": 1,
     "audits": 2,
@@ -43,6 +44,7 @@ NUMERIC = {"numpy", "scipy"}
 #: The only third-party packages each of these layers may import (others: anything they need).
 ALLOWED_THIRD_PARTY = {
     "errors": set(),
+    "files": set(),
     "metrics": NUMERIC,
     "records": NUMERIC | {"pyarrow"},
     "audits": NUMERIC,

@@ -8,7 +8,7 @@ named, AUROC, AUPR-In, AUPR-Out. See :mod:`lm_eval_evidential.audits.ood_groups`
 from __future__ import annotations
 
 from lm_eval_evidential.errors import InvalidValueError
-from lm_eval_evidential.records.io import write_json
+from lm_eval_evidential.files import write_json
 
 from ._options import comma_list, load, print_refusals, print_rows, refuse_same_questions, refuse_self_comparison
 

@@ -349,9 +349,9 @@ def refuse_same_questions(id_records, others, option: str = "--ood") -> None:
 
 def check_outputs(args) -> None:
     """Refuse, before any work, an output option that would destroy data: ``--json``/``--plot`` onto a
-    folder, a records or results file (:func:`~lm_eval_evidential.records.io.check_output_file`), and
+    folder, a records or results file (:func:`~lm_eval_evidential.files.check_output_file`), and
     ``report --out`` onto a file or a folder that is not a previous report."""
-    from lm_eval_evidential.records.io import check_output_file, check_output_folder
+    from lm_eval_evidential.files import check_output_file, check_output_folder
 
     if getattr(args, "json_path", None):
         check_output_file(args.json_path, option="--json")

@@ -11,7 +11,7 @@ mean confidence from the ID accuracy. The targets' own labels give ``true_acc`` 
 
 from __future__ import annotations
 
-from lm_eval_evidential.records.io import write_json
+from lm_eval_evidential.files import write_json
 
 from ._options import (
     add_audit_parser,

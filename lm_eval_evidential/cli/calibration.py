@@ -9,7 +9,7 @@ Reads the records that ``lm_eval --model evidential … --output_path OUT`` save
 
 from __future__ import annotations
 
-from lm_eval_evidential.records.io import write_json
+from lm_eval_evidential.files import write_json
 
 from ._options import add_audit_parser, load, positive_int, print_rows
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import argparse
 
+from lm_eval_evidential.files import write_json
 from lm_eval_evidential.metrics.cardinality import format_k
-from lm_eval_evidential.records.io import write_json
 
 from ._options import (
     add_audit_parser,

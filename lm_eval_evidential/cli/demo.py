@@ -62,7 +62,7 @@ def heading(text: str) -> None:
 def run(args) -> int:
     from lm_eval_evidential.cli.exit_codes import EXIT_ERROR, EXIT_OK, EXIT_REFUSED
     from lm_eval_evidential.cli.main import main as cli
-    from lm_eval_evidential.records.io import check_output_folder
+    from lm_eval_evidential.files import check_output_folder
     from lm_eval_evidential.testing.tiny import build_tiny_model, sample_data_dir
 
     # Reused only if it is a previous demo's folder (its tiny model was built first) or empty: never someone's files.

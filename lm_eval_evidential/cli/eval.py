@@ -124,8 +124,8 @@ def _check_output_path(argv: list[str]) -> None:
     """An --output_path nobody can write to is refused before the model loads, not after the evaluation; a
     ``--model evidential`` run without one (and without ``--config``, which may name one) is refused at once,
     before the harness indexes its tasks (``simple_evaluate``'s hook refuses it too, for every other way)."""
+    from lm_eval_evidential.files import check_writable_folder
     from lm_eval_evidential.harness import plugin
-    from lm_eval_evidential.records.io import check_writable_folder
 
     given = _option(argv, "--output_path", "-o")
     if given:

@@ -11,7 +11,7 @@ invariance value S_K/K - lambda. Exit status as for ``ood`` (2: refused for a K 
 
 from __future__ import annotations
 
-from lm_eval_evidential.records.io import write_json
+from lm_eval_evidential.files import write_json
 
 from ._options import (
     add_audit_parser,

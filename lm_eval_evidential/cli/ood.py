@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import sys
 
+from lm_eval_evidential.files import write_json
 from lm_eval_evidential.metrics.cardinality import format_k
-from lm_eval_evidential.records.io import write_json
 
 from ._ood_groups import add_group_options, run_groups, uses_groups
 from ._options import (

@@ -12,7 +12,7 @@ are order-equivalent on the task (Maaz et al. 2023, Definition 1) — then every
 from __future__ import annotations
 
 from lm_eval_evidential.errors import InvalidValueError
-from lm_eval_evidential.records.io import write_json
+from lm_eval_evidential.files import write_json
 
 from ._options import add_audit_parser, load, print_rows
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import sys
 
 from lm_eval_evidential.errors import InvalidValueError
-from lm_eval_evidential.records.io import write_json
+from lm_eval_evidential.files import write_json
 
 from ._options import (
     add_audit_parser,

@@ -11,7 +11,7 @@ prr_normalized (higher is better, 1 = oracle, 0 = random), AURC, E-AURC, AUGRC a
 
 from __future__ import annotations
 
-from lm_eval_evidential.records.io import write_json
+from lm_eval_evidential.files import write_json
 
 from ._options import add_audit_parser, load, print_rows, unit_fraction
 

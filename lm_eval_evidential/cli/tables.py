@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 from lm_eval_evidential.errors import InvalidValueError
-from lm_eval_evidential.records.io import write_json
+from lm_eval_evidential.files import write_json
 
 from ._options import add_audit_parser, add_ood_tasks, add_phantom, load, refuse_same_questions, refuse_self_comparison
 

@@ -52,8 +52,8 @@ def summary(rows: list[dict]) -> str:
 def run(args) -> int:
     from lm_eval.tasks import TaskManager
 
+    from lm_eval_evidential.files import write_json
     from lm_eval_evidential.harness.lettered import CENSUS_KEYS, census
-    from lm_eval_evidential.records.io import write_json
 
     rows = census(TaskManager(include_path=args.include_path), args.patterns or None)
     unmatched = [p for p in args.patterns or () if not any(fnmatch.fnmatchcase(r["task"], p) for r in rows)]

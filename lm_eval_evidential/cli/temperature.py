@@ -12,7 +12,7 @@ the records' own probabilities, the softmax at T = 1 and at the fitted T, in one
 
 from __future__ import annotations
 
-from lm_eval_evidential.records.io import write_json
+from lm_eval_evidential.files import write_json
 
 from ._options import (
     add_audit_parser,

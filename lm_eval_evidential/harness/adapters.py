@@ -137,9 +137,9 @@ def merged_checkpoint(pretrained, adapter, *, dtype: str = "auto", revision: str
     from peft import PeftModel
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
+    from lm_eval_evidential.files import atomic_folder
     from lm_eval_evidential.harness.loading_checks import local_folder, saved_embedding_rows
     from lm_eval_evidential.modeling.quiet import peft_wrapping
-    from lm_eval_evidential.records.io import atomic_folder
     from lm_eval_evidential.records.provenance import adapter_sha256, model_sha256
 
     base_hash = model_sha256(local_folder(pretrained, revision or "main"))

@@ -226,7 +226,7 @@ def mirror_file(root: str | os.PathLike, dataset_path: str, config: str | None, 
 
 
 def read_jsonl(path: Path, *, task: str) -> list[dict]:
-    from lm_eval_evidential.records.io import open_regular_file
+    from lm_eval_evidential.files import open_regular_file
 
     if not path.is_file() and not path.exists():
         raise MirrorFileNotFound(

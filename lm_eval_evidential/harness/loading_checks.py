@@ -140,12 +140,12 @@ def safetensors_damage(path) -> str | None:
 
     The format is an 8-byte little-endian header length, that many bytes of JSON naming each
     tensor's byte range, then the data: a file cut short misses bytes its header promises.
-    Only the header is read (:func:`~lm_eval_evidential.records.io.open_regular_file`).
+    Only the header is read (:func:`~lm_eval_evidential.files.open_regular_file`).
     """
     import json
     import struct
 
-    from lm_eval_evidential.records.io import open_regular_file
+    from lm_eval_evidential.files import open_regular_file
 
     with open_regular_file(path, what="adapter weights file") as fh:
         size = os.fstat(fh.fileno()).st_size
@@ -184,7 +184,8 @@ def check_adapter_files(peft) -> None:
     (PEFT would fail later with a bare ``JSONDecodeError`` or ``SafetensorError``)."""
     import json
 
-    from lm_eval_evidential.records.io import InputFileError, read_regular_file
+    from lm_eval_evidential.errors import InputFileError
+    from lm_eval_evidential.files import read_regular_file
 
     folder = Path(str(peft))
     config = folder / "adapter_config.json"
@@ -359,7 +360,8 @@ def reference_head_settings(adapter_dir) -> dict | None:
     if adapter_dir is None or not (Path(str(adapter_dir)) / "adapter_config.json").is_file():
         return None
     found: dict[str, dict] = {}
-    from lm_eval_evidential.records.io import InputFileError, read_regular_file
+    from lm_eval_evidential.errors import InputFileError
+    from lm_eval_evidential.files import read_regular_file
 
     for path in sorted(Path(str(adapter_dir)).resolve().parent.glob("*.yaml")):
         try:  # only regular files, and no more than a run config can be: a FIFO or a huge file never blocks

@@ -189,7 +189,7 @@ def on_evaluator_imported(module) -> None:
                 check_run_flags(settings)
             if _is_evidential(settings.get("model")) and tracker is not None:
                 if tracker.output_path:
-                    from lm_eval_evidential.records.io import check_writable_folder
+                    from lm_eval_evidential.files import check_writable_folder
 
                     check_writable_folder(tracker.output_path)  # before the weights load, not after the evaluation
                 else:  # a tracker without a path (the CLI without --output_path) drops the records
@@ -311,7 +311,7 @@ def on_evaluation_tracker_imported(module) -> None:
             try:
                 outcome = original(self, results, samples, *args, **kwargs)
             except OSError as exc:  # the harness's own results file: a full disk or a file-size limit is the user's
-                from lm_eval_evidential.records.io import write_error
+                from lm_eval_evidential.files import write_error
 
                 raise write_error(exc, exc.filename or folder) from exc
             if written and self.api and self.push_results_to_hub:
@@ -327,7 +327,7 @@ def on_evaluation_tracker_imported(module) -> None:
 # ------------------------------------------------------------------- runs that keep nothing
 #: What a ``--model evidential`` run without ``--output_path`` does: "warn" (plain ``lm_eval``: a warning before
 #: the weights load and again at the end), "refuse" (``lm-eval-evidential eval``: an
-#: :class:`~lm_eval_evidential.records.io.OutputPathError` before the weights load) or "allow" (``eval`` with
+#: :class:`~lm_eval_evidential.errors.OutputPathError` before the weights load) or "allow" (``eval`` with
 #: :data:`NO_OUTPUT_PATH_FLAG`: the user asked for a run that keeps nothing).
 NO_OUTPUT_PATH_POLICY = "warn"
 NO_OUTPUT_PATH_FLAG = "--no_output_path"
@@ -509,8 +509,8 @@ def write_run_records(folder: Path, records: dict) -> dict:
     from datetime import datetime
 
     from lm_eval_evidential import __version__
+    from lm_eval_evidential.files import write_error
     from lm_eval_evidential.records import records_path, write_records
-    from lm_eval_evidential.records.io import write_error
 
     try:
         folder.mkdir(parents=True, exist_ok=True)

@@ -15,8 +15,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from lm_eval_evidential.errors import InvalidValueError
-from lm_eval_evidential.records.io import InputFileError, atomic_write_text, read_regular_file
+from lm_eval_evidential.errors import InputFileError, InvalidValueError
+from lm_eval_evidential.files import atomic_write_text, read_regular_file
 from lm_eval_evidential.records.schema import RECORD_METHODS
 
 METADATA_FILE = "evidential_config.json"

@@ -1,27 +1,18 @@
-"""Per-example evidence records: the format (:mod:`.schema`), files (:mod:`.io`), the one
+"""Per-example evidence records: the format (:mod:`.schema`), files (:mod:`.parquet`), the one
 loader (:mod:`.loading`) and who produced them (:mod:`.provenance`).
 
 The names below are the public API; ``_rows_to_table`` is re-exported for tests that build
 foreign or damaged files on purpose.
 """
 
-from lm_eval_evidential.records.io import (
-    RECORDS_FILE_RE,
-    OutputPathError,
-    atomic_folder,
-    atomic_write_bytes,
-    atomic_write_text,
-    read_records_file,
-    records_path,
-    write_json,
-    write_records,
-)
+from lm_eval_evidential.files import RECORDS_FILE_RE
 from lm_eval_evidential.records.loading import (
     Run,
     find_record_files,
     load_records,
     load_run,
 )
+from lm_eval_evidential.records.parquet import read_records_file, records_path, write_records
 from lm_eval_evidential.records.provenance import (
     FingerprintMismatchError,
     ProducerCheck,
@@ -54,13 +45,9 @@ __all__ = [
     "RecordField",
     "RECORDS_FILE_RE",
     "SCHEMA_VERSION",
-    "OutputPathError",
     "Records",
     "RecordsError",
     "Run",
-    "atomic_folder",
-    "atomic_write_bytes",
-    "atomic_write_text",
     "arrow_schema",
     "check_same_producer",
     "checked_together",
@@ -74,6 +61,5 @@ __all__ = [
     "read_records_file",
     "record_probs",
     "records_path",
-    "write_json",
     "write_records",
 ]

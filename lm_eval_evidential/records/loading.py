@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lm_eval_evidential.errors import InputNotFoundError, InvalidValueError, NotAFolderError, RecordsError
-from lm_eval_evidential.records.io import RECORDS_FILE_RE, file_safe_task, read_records_file
+from lm_eval_evidential.files import RECORDS_FILE_RE
+from lm_eval_evidential.records.parquet import file_safe_task, read_records_file
 from lm_eval_evidential.records.provenance import checked_together
 from lm_eval_evidential.records.schema import Records
 
@@ -138,7 +139,7 @@ def _misnamed(output_path, task: str) -> InputNotFoundError | None:
 
     import pyarrow.parquet as pq
 
-    from lm_eval_evidential.records.io import records_path
+    from lm_eval_evidential.records.parquet import records_path
     from lm_eval_evidential.records.schema import META_KEY
 
     safe = file_safe_task(task)

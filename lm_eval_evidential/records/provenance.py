@@ -33,7 +33,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from lm_eval_evidential.errors import FingerprintMismatchError, InvalidValueError
-from lm_eval_evidential.records.io import open_regular_file, read_regular_file
+from lm_eval_evidential.files import open_regular_file, read_regular_file
 
 # Keys that describe the task or the run, not the producer.
 TASK_KEYS = frozenset(

@@ -1,6 +1,6 @@
 """Per-example evidence records: the format (schema, columns, validation of every value).
 
-Writing and naming files is :mod:`lm_eval_evidential.records.io`; finding and loading a run
+Writing and naming records files is :mod:`lm_eval_evidential.records.parquet`; finding and loading a run
 is :mod:`lm_eval_evidential.records.loading`.
 
 Format (schema version 1). One Apache Parquet file per task and run, written next to the

@@ -6,12 +6,12 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from lm_eval_evidential.errors import InvalidValueError
+from lm_eval_evidential.errors import InvalidValueError, OutputPathError
+from lm_eval_evidential.files import atomic_folder, atomic_write_text, read_regular_file, write_json
 from lm_eval_evidential.metrics.calibration import check_n_bins
 from lm_eval_evidential.metrics.cardinality import check_max_extra, check_phantom_mode
 from lm_eval_evidential.metrics.detection import check_n_boot
-from lm_eval_evidential.records import OutputPathError, Records, atomic_folder, atomic_write_text, checked_together
-from lm_eval_evidential.records.io import read_regular_file, write_json
+from lm_eval_evidential.records import Records, checked_together
 from lm_eval_evidential.report.data import check_policies, report_data
 from lm_eval_evidential.report.markdown import APPENDIX_FILE, render_appendix, render_markdown
 from lm_eval_evidential.report.types import Report
@@ -47,11 +47,11 @@ def build_report(
     (then the differences are in ``meta_warnings``) or they were checked together before
     (:func:`~lm_eval_evidential.records.loading.load_run`): the one producer check of the report.
 
-    The folder is written whole or not at all (:func:`~lm_eval_evidential.records.io.atomic_folder`):
+    The folder is written whole or not at all (:func:`~lm_eval_evidential.files.atomic_folder`):
     built beside ``out_dir`` and swapped in, so a killed or failed run never leaves files of two
     runs side by side. An existing ``out_dir`` is replaced only if it is a previous report (or
     empty); a file, another folder, or a folder holding the records read are refused
-    (:class:`~lm_eval_evidential.records.OutputPathError`), like bad options, before any work.
+    (:class:`~lm_eval_evidential.errors.OutputPathError`), like bad options, before any work.
     """
     policies = check_policies(k_policy)
     check_n_boot(n_boot)  # size options refused before any work (a section would otherwise only be skipped)

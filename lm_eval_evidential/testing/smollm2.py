@@ -31,7 +31,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from lm_eval_evidential.records.io import atomic_write_bytes
+from lm_eval_evidential.files import atomic_write_bytes
 
 __all__ = ["SMOLLM2_PACKAGE", "SMOLLM2_GGUF", "cache_dir", "smollm2_gguf", "smollm2_checkpoint"]
 

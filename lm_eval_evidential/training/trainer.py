@@ -414,7 +414,7 @@ def lora_config(config: TrainConfig, targets: tuple[str, ...]):
 
 
 def _check_output_dir(config: TrainConfig, output_dir: Path) -> None:
-    from lm_eval_evidential.records.io import check_output_folder, check_writable_folder
+    from lm_eval_evidential.files import check_output_folder, check_writable_folder
 
     if output_dir.is_symlink() and not output_dir.exists():
         raise OutputPathError(
@@ -469,9 +469,9 @@ def check_checkpoint_files(checkpoint, *, latest: bool = False) -> None:
     import json
     import zipfile
 
-    from lm_eval_evidential.errors import EvidentialInputError
+    from lm_eval_evidential.errors import EvidentialInputError, InputFileError
+    from lm_eval_evidential.files import read_regular_file
     from lm_eval_evidential.harness.loading_checks import check_adapter_files
-    from lm_eval_evidential.records.io import InputFileError, read_regular_file
 
     folder = Path(checkpoint)
     picked = " (picked as the latest)" if latest else ""
@@ -711,7 +711,7 @@ def _make_trainer_class():
             try:
                 return super()._save_checkpoint(model, trial)
             except OSError as exc:
-                from lm_eval_evidential.records.io import write_error
+                from lm_eval_evidential.files import write_error
 
                 failed = write_error(exc, Path(self.args.output_dir) / f"checkpoint-{self.state.global_step}")
                 if failed is exc:
@@ -1033,7 +1033,7 @@ def train(pretrained, task, config: TrainConfig) -> Path:
     try:
         _save_final(trainer, output_dir, metadata)
     except OSError as exc:  # the folder refused the adapter (made read-only, a full disk): keep the run's work
-        from lm_eval_evidential.records.io import write_error
+        from lm_eval_evidential.files import write_error
 
         failed = write_error(exc, output_dir)
         if failed is exc:

@@ -159,8 +159,8 @@ def test_stock_simple_evaluate_refuses_an_output_path_it_cannot_write_before_loa
     import lm_eval
     from lm_eval.loggers import EvaluationTracker
 
+    from lm_eval_evidential.errors import OutputPathError, OutputWriteError
     from lm_eval_evidential.harness.model import EvidentialLM
-    from lm_eval_evidential.records.io import OutputPathError, OutputWriteError
 
     out = tmp_path / "out"
     if problem == "unwritable":  # root ignores permission bits: the probe's own call is made to fail

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lm_eval_evidential.records import META_KEY, Records, RecordsError, make_record, read_records_file, records_path
-from lm_eval_evidential.records.io import write_records
+from lm_eval_evidential.records.parquet import write_records
 
 TASKS = st.from_regex(r"[a-z][a-z0-9_]{0,11}", fullmatch=True)
 DATES = st.builds(

@@ -123,7 +123,8 @@ def records_table(n: int, seed: int = 0):
 def test_two_million_records_load_and_audit_within_bounded_memory(tmp_path):
     import pyarrow.parquet as pq
 
-    from lm_eval_evidential.records import atomic_write_bytes, records_path
+    from lm_eval_evidential.files import atomic_write_bytes
+    from lm_eval_evidential.records import records_path
 
     table, truth = records_table(N)
     atomic_write_bytes(records_path(tmp_path, TASK, DATE_ID), lambda tmp, t=table: pq.write_table(t, tmp))

@@ -1,4 +1,5 @@
-"""Files: the one atomic writer, JSON output, the records file-name pattern, records read/write.
+"""Files, the package's bottom layer beside :mod:`lm_eval_evidential.errors`: the one atomic writer,
+JSON output, bounded reads of regular files, and the checks of output paths.
 
 Every file this package writes goes through :func:`atomic_write_bytes` (temp file in the same
 folder, fsync, rename): a reader never sees a partial file, an interrupted write leaves the
@@ -6,7 +7,8 @@ old file intact. A folder of files written together (a report) goes through
 :func:`atomic_folder`: built beside its destination and swapped in whole. Outputs never
 replace data: :func:`check_output_file` refuses a folder, a records or other Parquet file and a
 harness results file, and :func:`atomic_write_bytes` itself refuses to replace a folder or a
-Parquet file with anything but records.
+Parquet file with anything but records. Reading, writing and naming records files is
+:mod:`lm_eval_evidential.records.parquet`.
 """
 
 from __future__ import annotations
@@ -24,13 +26,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from lm_eval_evidential.errors import InputFileError, OutputPathError, OutputWriteError
-from lm_eval_evidential.records.schema import (
-    Records,
-    RecordsError,
-    _ColumnsOnDemand,
-    _parse_meta,
-)
 
+#: The records file-name pattern (:func:`lm_eval_evidential.records.parquet.records_path`): an input, never an output.
 RECORDS_FILE_RE = re.compile(r"^records_(?P<task>.+)_(?P<date_id>\d{4}-\d{2}-\d{2}T[\d\-.]+)\.parquet$")
 #: The harness's own results file (``results_<date_id>.json``), never an output of ours.
 RESULTS_FILE_RE = re.compile(r"^results_.+\.json$")
@@ -123,8 +120,9 @@ def atomic_write_bytes(path: Path, write, *, replaces_records: bool = False) -> 
     """Call ``write(tmp_path)`` then rename onto ``path``: readers never see a partial file.
 
     Refuses (:class:`OutputPathError`) to replace a folder, and a Parquet file unless
-    ``replaces_records`` (only :func:`write_records` says so). A write that fails for a reason the
-    user can fix (:func:`write_error`) raises :class:`OutputWriteError`; the temp file is removed.
+    ``replaces_records`` (only :func:`~lm_eval_evidential.records.parquet.write_records` says so). A
+    write that fails for a reason the user can fix (:func:`write_error`) raises
+    :class:`OutputWriteError`; the temp file is removed.
     """
     path = Path(path)
     if path.is_dir() or (not replaces_records and path.is_file() and _is_parquet(path)):
@@ -147,16 +145,6 @@ def atomic_write_bytes(path: Path, write, *, replaces_records: bool = False) -> 
         if isinstance(exc, OSError):
             raise write_error(exc, path) from exc
         raise
-
-
-def write_records(path: str | os.PathLike, records: Records) -> Path:
-    """Write ``records`` to ``path`` (Parquet, atomically). Returns the path."""
-    import pyarrow.parquet as pq
-
-    table = records.to_table()
-    path = Path(path)
-    atomic_write_bytes(path, lambda tmp: pq.write_table(table, tmp), replaces_records=True)
-    return path
 
 
 _READ_FIXES = {
@@ -246,91 +234,6 @@ def read_regular_file(path, *, what: str = "file", max_bytes: int) -> bytes:
             errno.EFBIG, f"cannot read {what} {path}: it grew beyond {max_bytes:,} bytes while read", str(path)
         )
     return data
-
-
-def check_records_identity(path: Path, meta: dict) -> None:
-    """Every identity the file states agrees: the task and the run's date_id in its name
-    (``records_<task>_<date_id>.parquet``) with those in its metadata, and a method is named.
-
-    A file copied under another task's name or another run's date is refused naming both values
-    (the task column is checked against the metadata's task by the schema).
-    """
-    method = meta.get("method")
-    if method is None:
-        raise RecordsError(
-            f"{path}: the records metadata names no method (edl, ib_edl or softmax); it was not written by "
-            "lm-eval-evidential or was edited — re-run the evaluation"
-        )
-    task = meta.get("task")
-    if not isinstance(task, str) or not task:
-        raise RecordsError(f"{path}: the records metadata names no task (got {task!r}); re-run the evaluation")
-    named = RECORDS_FILE_RE.match(path.name)
-    if named is None:
-        return
-    if named["task"] != file_safe_task(task):
-        raise RecordsError(
-            f"{path}: the file name says task {named['task']!r}, its metadata says {task!r}; the file was copied "
-            "or renamed — read it under its own name "
-            f"({records_path(path.parent, task, named['date_id']).name}) or re-run the evaluation"
-        )
-    date_id = meta.get("date_id")
-    if date_id is not None and date_id != named["date_id"]:
-        raise RecordsError(
-            f"{path}: the file name says run {named['date_id']!r}, its metadata says run {date_id!r}; a file of "
-            "another run was renamed into this one — records of two runs are never mixed; move it back "
-            f"({records_path(path.parent, task, str(date_id)).name}) or re-run the evaluation"
-        )
-
-
-def read_records_file(path: str | os.PathLike) -> Records:
-    """Read one records file, validating its schema version, shape and identity.
-
-    Only a regular file is read (:func:`open_regular_file`: a FIFO or folder is refused, an
-    unreadable path names its errno and fix); its name, metadata and columns must agree
-    (:func:`check_records_identity`).
-    """
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    path = Path(path)
-    open_regular_file(path, what="records file").close()
-    try:
-        parquet = pq.ParquetFile(path, pre_buffer=False)
-    except (pa.ArrowInvalid, OSError) as exc:
-        raise RecordsError(
-            f"{path}: cannot read records file ({exc}); it is truncated or corrupted — re-run the evaluation"
-        ) from exc
-    with parquet:
-        table = _ColumnsOnDemand(parquet, path)
-        meta = _parse_meta(table.schema.metadata, path)
-        check_records_identity(path, meta)
-        records = Records._from_table(table, task=meta["task"], path=path)
-    # Arrow's allocator keeps freed decode buffers; return them now that only numpy arrays remain.
-    pa.default_memory_pool().release_unused()
-    return records
-
-
-_UNSAFE_IN_FILE_NAMES = re.compile(r"[^A-Za-z0-9._+=@-]")
-
-
-def file_safe_task(task: str) -> str:
-    """``task`` as it appears in a file name: unchanged when it is already safe, else a safe form.
-
-    Separators, NUL, leading dots and other characters outside ``[A-Za-z0-9._+=@-]`` become
-    ``_`` and a hash of the real name is appended (two names never share a file); very long
-    names are cut. The real task name is kept inside the file (its metadata and ``task`` column).
-    """
-    import hashlib
-
-    safe = _UNSAFE_IN_FILE_NAMES.sub("_", task).lstrip(".")
-    if safe == task and 0 < len(safe.encode()) <= 150:
-        return task
-    return f"{safe[:100] or 'task'}-{hashlib.sha256(task.encode('utf-8', 'surrogatepass')).hexdigest()[:8]}"
-
-
-def records_path(folder: str | os.PathLike, task: str, date_id: str) -> Path:
-    """The one records file-name pattern: ``records_<task>_<date_id>.parquet`` inside ``folder``."""
-    return Path(folder) / f"records_{file_safe_task(task)}_{date_id}.parquet"
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
