@@ -119,24 +119,16 @@ def _module_name(path: Path, package: Path) -> str:
 
 
 def import_graph(package: Path = PACKAGE) -> dict[str, set[str]]:
-    """``{module: modules of the package it imports}``, every import that runs counted (lazy ones too,
-    not those under ``if TYPE_CHECKING:``); a name imported from a package resolves to its submodule
-    when there is one (``from .records import io``)."""
+    """``{module: modules of the package it imports}``, every import counted: lazy ones, and those under
+    ``if TYPE_CHECKING:`` too (an annotation that names another module's type depends on that module as
+    much as a call does: two modules that name each other's types are one module split in two); a name
+    imported from a package resolves to its submodule when there is one (``from .records import io``)."""
     paths = {_module_name(p, package): p for p in package.rglob("*.py")}
     graph: dict[str, set[str]] = {name: set() for name in paths}
     for name, path in paths.items():
         here = name if path.name == "__init__.py" else name.rpartition(".")[0]
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        typing_only = {  # `if TYPE_CHECKING:` imports name types for annotations; nothing runs them
-            id(inner)
-            for node in ast.walk(tree)
-            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
-            for stmt in node.body
-            for inner in ast.walk(stmt)
-        }
         for node in ast.walk(tree):
-            if id(node) in typing_only:
-                continue
             if isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom):
@@ -199,10 +191,13 @@ def test_the_cycle_finder_reports_a_planted_cycle(tmp_path):
     (fake / "harness" / "b.py").write_text("def f():\n    from .c import x\n")
     (fake / "harness" / "c.py").write_text("from lm_eval_evidential.harness.a import y\n")
     (fake / "harness" / "d.py").write_text("from lm_eval_evidential.harness.a import y\n")
-    # an annotation-only import back is no cycle
+    # an import for annotations only (under TYPE_CHECKING) closes a circle too
     (fake / "harness" / "e.py").write_text("if TYPE_CHECKING:\n    from lm_eval_evidential.harness.f import z\n")
     (fake / "harness" / "f.py").write_text("from lm_eval_evidential.harness.e import q\n")
-    assert import_cycles(fake) == [[f"{NAME}.harness.a", f"{NAME}.harness.b", f"{NAME}.harness.c"]]
+    assert import_cycles(fake) == [
+        [f"{NAME}.harness.a", f"{NAME}.harness.b", f"{NAME}.harness.c"],
+        [f"{NAME}.harness.e", f"{NAME}.harness.f"],
+    ]
 
 
 def test_imports_only_go_down_and_each_layer_uses_only_its_libraries():
@@ -224,6 +219,11 @@ def test_every_folder_is_a_declared_layer():
             "metrics (rank 0) imports lm_eval_evidential.records",
         ),
         ("metrics", "def f():\n    import torch", "metrics imports torch"),
+        (
+            "metrics",
+            "if TYPE_CHECKING:\n    from lm_eval_evidential.records import Records",
+            "metrics (rank 0) imports lm_eval_evidential.records",
+        ),
         ("records", "from ..audits import ood", "records (rank 1) imports lm_eval_evidential.audits"),
         ("audits", "from lm_eval_evidential import modeling", "audits (rank 2) imports lm_eval_evidential.modeling"),
         ("audits", "import matplotlib", "audits imports matplotlib"),
