@@ -1,17 +1,26 @@
-"""Per-example evidence records: the format (:mod:`.schema`), files (:mod:`.parquet`), the one
-loader (:mod:`.loading`) and who produced them (:mod:`.provenance`).
+"""Per-example evidence records: the format (:mod:`.schema`: the field table; :mod:`.arrow`: its Arrow
+types), the derived fields (:mod:`.make`), the :class:`Records` container (:mod:`.container`) and the
+checks of its values (:mod:`.validation`), files (:mod:`.parquet`), the one loader (:mod:`.loading`)
+and who produced them (:mod:`.provenance`).
 
 The names below are the public API; ``_rows_to_table`` is re-exported for tests that build
 foreign or damaged files on purpose.
 """
 
+from lm_eval_evidential.errors import RecordsError
 from lm_eval_evidential.files import RECORDS_FILE_RE
+from lm_eval_evidential.records.arrow import (
+    _rows_to_table,  # noqa: F401  (tests build foreign files with it)
+    arrow_schema,
+)
+from lm_eval_evidential.records.container import Records
 from lm_eval_evidential.records.loading import (
     Run,
     find_record_files,
     load_records,
     load_run,
 )
+from lm_eval_evidential.records.make import make_record, make_records, predictive_probs, record_probs
 from lm_eval_evidential.records.parquet import read_records_file, records_path, write_records
 from lm_eval_evidential.records.provenance import (
     FingerprintMismatchError,
@@ -26,14 +35,6 @@ from lm_eval_evidential.records.schema import (
     RECORD_SCHEMA,
     SCHEMA_VERSION,
     RecordField,
-    Records,
-    RecordsError,
-    _rows_to_table,  # noqa: F401  (tests build foreign files with it)
-    arrow_schema,
-    make_record,
-    make_records,
-    predictive_probs,
-    record_probs,
 )
 
 __all__ = [

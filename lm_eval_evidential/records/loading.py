@@ -16,9 +16,9 @@ from pathlib import Path
 
 from lm_eval_evidential.errors import InputNotFoundError, InvalidValueError, NotAFolderError, RecordsError
 from lm_eval_evidential.files import RECORDS_FILE_RE
+from lm_eval_evidential.records.container import Records
 from lm_eval_evidential.records.parquet import file_safe_task, read_records_file
 from lm_eval_evidential.records.provenance import checked_together
-from lm_eval_evidential.records.schema import Records
 
 logger = logging.getLogger(__name__)
 

@@ -11,13 +11,35 @@ import os
 import re
 from pathlib import Path
 
+from lm_eval_evidential.errors import RecordsError
 from lm_eval_evidential.files import RECORDS_FILE_RE, atomic_write_bytes, open_regular_file
-from lm_eval_evidential.records.schema import (
-    Records,
-    RecordsError,
-    _ColumnsOnDemand,
-    _parse_meta,
-)
+from lm_eval_evidential.records.arrow import _parse_meta
+from lm_eval_evidential.records.container import Records
+
+
+class _ColumnsOnDemand:
+    """What ``Records._from_table`` uses of a pyarrow Table, read one column at a time (row group
+    by row group) from a Parquet file: a large file is never decoded whole, so the peak is the
+    arrays plus one column, not the arrays plus the whole decoded table."""
+
+    def __init__(self, parquet_file, path: Path):
+        self._file = parquet_file
+        self._path = path
+        self.schema = parquet_file.schema_arrow
+        self.column_names = self.schema.names
+        self.num_rows = parquet_file.metadata.num_rows
+
+    def column(self, name: str):
+        import pyarrow as pa
+
+        try:
+            parts = [self._file.read_row_group(i, columns=[name]).column(0) for i in range(self._file.num_row_groups)]
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise RecordsError(
+                f"{self._path}: cannot read column {name!r} ({exc}); the file is truncated or corrupted — re-run "
+                "the evaluation"
+            ) from exc
+        return pa.chunked_array([c for part in parts for c in part.chunks], type=self.schema.field(name).type)
 
 
 def write_records(path: str | os.PathLike, records: Records) -> Path:

@@ -1,0 +1,232 @@
+"""The :class:`Records` container: the columns of one task's records as numpy arrays, a sequence of
+per-example mappings, built from rows or from a file's Arrow table (every value checked,
+:mod:`~lm_eval_evidential.records.validation`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from lm_eval_evidential.errors import RecordsError
+from lm_eval_evidential.records.arrow import _check_types, _parse_meta, _read_column, _rows_to_table
+from lm_eval_evidential.records.make import predictive_probs
+from lm_eval_evidential.records.schema import (
+    RECORD_FIELDS,
+    RECORD_METHODS,
+    RECORD_SCHEMA,
+    SCHEMA_VERSION,
+    RecordField,
+)
+from lm_eval_evidential.records.validation import (
+    _validate_derived,
+    _validate_edl_alpha,
+    _validate_evidence,
+    _validate_limit,
+    _validate_members,
+    _validate_orders,
+    _validate_phantoms,
+    _validate_task_column,
+    _validate_values,
+)
+
+if TYPE_CHECKING:
+    from lm_eval_evidential.records.provenance import ProducerCheck
+
+
+@dataclass(frozen=True)
+class Records(Sequence):
+    """Columnar records of one task: a sequence of mappings with the fields of ``RECORD_SCHEMA``.
+
+    Per-example access (``records[i]``, iteration) builds a dict; audits use the columns:
+    ``k``, ``gold``, ``pred``, ``correct``, ``strength``, ``vacuity``, ``max_prob`` (1-D) and
+    ``logits``, ``evidence``, ``alpha``, ``probs`` (NaN right-padded (n, K_max) float64), and
+    ``phantom_logits`` ((n, P_max), NaN right-padded beyond each row's own; None when the file
+    has none).
+    """
+
+    task: str
+    meta: dict
+    doc_id: np.ndarray
+    k: np.ndarray
+    labels: list
+    gold: np.ndarray
+    pred: np.ndarray
+    correct: np.ndarray
+    logits: np.ndarray
+    evidence: np.ndarray
+    alpha: np.ndarray
+    strength: np.ndarray
+    vacuity: np.ndarray
+    max_prob: np.ndarray
+    path: Path | None = field(default=None, compare=False)
+    #: Set when the records were checked together with others to come from one producer
+    #: (:func:`~lm_eval_evidential.records.provenance.checked_together`); audits skip the check then.
+    producer_check: ProducerCheck | None = field(default=None, compare=False, repr=False)
+    # One attribute per optional field of RECORD_SCHEMA, default None (absent from the file);
+    # tests/records/test_schema_table.py checks they match.
+    phantom_logits: np.ndarray | None = None
+    #: (n, M, K_max), NaN right-padded beyond each row's own K; None for one prediction per question.
+    member_logits: np.ndarray | None = None
+    #: (n, K_max) int64, -1 right-padded: the order each record's options were shown in (None: unpermuted).
+    order: np.ndarray | None = None
+
+    def order_of(self, i: int) -> list[int]:
+        """Record ``i``'s order as shown (the identity for an unpermuted record)."""
+        k = int(self.k[i])
+        return list(range(k)) if self.order is None else self.order[i, :k].tolist()
+
+    @property
+    def has_members(self) -> bool:
+        """Whether these records were scored by several members (ensembles, MC dropout)."""
+        return self.member_logits is not None
+
+    @property
+    def n_members(self) -> int:
+        """M, the members per question (1 for records of one prediction per question)."""
+        return 1 if self.member_logits is None else int(self.member_logits.shape[1])
+
+    @property
+    def has_phantoms(self) -> bool:
+        """Whether these records keep phantom logits (files from before them, ``--model hf``: no)."""
+        return self.phantom_logits is not None
+
+    @property
+    def n_phantom(self) -> np.ndarray:
+        """Phantom logits per row (0 where the records keep none)."""
+        if self.phantom_logits is None:
+            return np.zeros(len(self.doc_id), dtype=np.int64)
+        return (~np.isnan(self.phantom_logits)).sum(axis=1).astype(np.int64)
+
+    @property
+    def method(self) -> str:
+        return self.meta.get("method", "edl")
+
+    @property
+    def prior_weight(self) -> float:
+        return float(self.meta.get("prior_weight", 1.0))
+
+    @property
+    def has_alpha(self) -> bool:
+        return self.method != "softmax"
+
+    @property
+    def probs(self) -> np.ndarray:
+        """E[p]: α/S for evidential records, softmax of the logits otherwise (NaN padded)."""
+        return predictive_probs(self.logits, self.alpha if self.has_alpha else None)
+
+    def __len__(self) -> int:
+        return len(self.doc_id)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        k = int(self.k[i])
+        return {f.name: self._value(f, i, k) for f in RECORD_SCHEMA}
+
+    def _value(self, f: RecordField, i: int, k: int):
+        """Field ``f`` of example ``i`` as the records format gives it (Python values, lists of length K)."""
+        if f.name == "task":
+            return self.task
+        column = getattr(self, f.name)
+        if column is None or (f.nullable and not self.has_alpha):
+            return None  # an optional field these records lack; alpha and evidence of softmax records
+        if f.item == "string":
+            return list(column[i])
+        if f.is_matrix:
+            return column[i, :, :k].tolist()
+        if f.is_list:
+            row = column[i, :k] if f.per_option else column[i]
+            return row.tolist() if f.per_option else row[~np.isnan(row)].tolist()
+        return _PYTHON[f.item](column[i])
+
+    @classmethod
+    def from_rows(cls, rows: Sequence[Mapping], *, task: str, meta: Mapping | None = None) -> Records:
+        """Records from per-example mappings (as produced by :func:`make_record`), sorted by doc_id."""
+        return cls._from_table(_rows_to_table(rows, task=task, meta=meta or {}), task=task)
+
+    def to_table(self):
+        return _rows_to_table(list(self), task=self.task, meta=self.meta)
+
+    @classmethod
+    def _from_table(cls, table, *, task: str, path: Path | None = None) -> Records:
+        meta = _parse_meta(table.schema.metadata, path)
+        version = meta.get("schema_version")
+        if version != SCHEMA_VERSION and str(version) == str(SCHEMA_VERSION):
+            raise RecordsError(
+                f"{path}: records metadata has schema_version {version!r}, a {type(version).__name__}, where the "
+                f"writer stores the number {SCHEMA_VERSION}; the metadata was edited or written by another program — "
+                "re-run the evaluation"
+            )
+        if version != SCHEMA_VERSION:
+            raise RecordsError(
+                f"{path}: records schema version {version!r}, this package reads version "
+                f"{SCHEMA_VERSION}; re-run the evaluation with this version of lm-eval-evidential"
+            )
+        method = meta.get("method", "edl")
+        if method not in RECORD_METHODS:
+            raise RecordsError(
+                f"{path}: the records metadata names method {method!r}, not one of {', '.join(RECORD_METHODS)}; "
+                "the file was edited or written by another program — re-run the evaluation"
+            )
+        missing = [f for f in RECORD_FIELDS if f not in table.column_names]
+        if missing:
+            raise RecordsError(f"{path}: records file lacks the fields {missing}")
+        _check_types(table.schema, path)
+        for f in RECORD_SCHEMA:
+            if (
+                not f.is_list
+                and f.item != "string"
+                and f.name in table.column_names
+                and table.column(f.name).null_count
+            ):
+                raise RecordsError(f"{path}: field {f.name!r} has missing (null) values; re-run the evaluation")
+        n = table.num_rows
+        columns: dict[str, Any] = {}
+        # Each column is fetched once and dropped once converted (``table`` may read on demand).
+        for f in RECORD_SCHEMA:
+            if f.name == "task":  # not stored: every row must name the file's task (checked below)
+                continue
+            if f.name not in table.column_names:  # an optional field this file lacks
+                columns[f.name] = None
+                continue
+            column = table.column(f.name)
+            if f.name == "order" and column.null_count:
+                raise RecordsError(
+                    f"{path}: field 'order' is missing in some rows; records of a permuted and an unpermuted run "
+                    "were mixed — re-run the evaluation"
+                )
+            columns[f.name] = _read_column(f, column, n, columns.get("k"), path)
+            if f.name == "phantom_logits":  # each row's own count (NaN pads beyond it): checked below
+                import pyarrow.compute as pc
+
+                counts = pc.list_value_length(column).fill_null(0).to_numpy(zero_copy_only=False)
+                phantom_lengths = np.asarray(counts, dtype=np.int64)
+            del column
+        k, logits, evidence, alpha = columns["k"], columns["logits"], columns["evidence"], columns["alpha"]
+        col = columns.__getitem__
+        _validate_values(path, meta, k, logits, alpha, columns["gold"])
+        doc_id = columns["doc_id"]
+        if columns["order"] is not None:
+            _validate_orders(path, doc_id, k, columns["gold"], columns["order"])
+        elif len(np.unique(doc_id)) != n:
+            values, counts = np.unique(doc_id, return_counts=True)
+            raise RecordsError(
+                f"{path}: doc_id {int(values[counts > 1][0])} appears more than once; records of two runs were mixed"
+            )
+        _validate_evidence(path, meta, k, evidence, alpha, col)
+        if columns.get("member_logits") is None:
+            _validate_edl_alpha(path, meta, k, logits, alpha)  # one member: alpha follows from its logits
+        _validate_members(path, meta, k, logits, alpha, columns.get("member_logits"))
+        _validate_derived(path, meta, k, logits, alpha, col)
+        _validate_task_column(path, table.column("task"), task)
+        if columns.get("phantom_logits") is not None:
+            _validate_phantoms(path, columns["phantom_logits"], phantom_lengths, meta, k)
+        _validate_limit(path, meta, len(np.unique(doc_id)))  # questions: a permuted run has a row per order
+        return cls(task=task, meta=meta, path=path, **columns)
+
+
+_PYTHON = {"int64": int, "int32": int, "bool": bool, "float64": float}

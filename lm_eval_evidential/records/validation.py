@@ -1,0 +1,319 @@
+"""The checks of every value a records file holds: each derived field follows from the logits or alpha,
+values are those a model can give, orders, members and phantom logits are consistent (the loader
+calls them all from :meth:`~lm_eval_evidential.records.container.Records._from_table`). Each names the
+row and the value, and says the file was edited or comes from a broken run."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lm_eval_evidential.errors import RecordsError
+from lm_eval_evidential.records.make import _summary_of, predictive_probs
+
+
+def _validate_orders(path, doc_id: np.ndarray, k: np.ndarray, gold: np.ndarray, order: np.ndarray) -> None:
+    """A permuted run's records: each order a permutation of range(K), each (question, order) once, and the
+    orders of one question agree on its K and on which option is gold (``order[gold]``)."""
+    n = len(doc_id)
+    if n == 0:
+        return
+    real = np.arange(order.shape[1])[None, :] < k[:, None]
+    ranked = np.sort(np.where(real, order, np.iinfo(np.int64).max), axis=1)
+    bad = (real & (ranked != np.arange(order.shape[1])[None, :])).any(axis=1)
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raise RecordsError(
+            f"{path}: row {row}: order {order[row, : k[row]].tolist()} is not a permutation of the question's "
+            f"{int(k[row])} options; the file was edited — re-run the evaluation"
+        )
+    keys, first = np.unique(np.column_stack([doc_id, order]), axis=0, return_index=True)
+    if len(keys) != n:
+        dup = np.setdiff1d(np.arange(n), first)[0]
+        raise RecordsError(
+            f"{path}: doc_id {int(doc_id[dup])} in order {order[dup, : k[dup]].tolist()} appears more than once; "
+            "records of two runs were mixed"
+        )
+    original_gold = order[np.arange(n), gold]
+    questions, inverse = np.unique(doc_id, return_inverse=True)
+    for name, values in (("K", k), ("gold option (order[gold])", original_gold)):
+        low = np.full(len(questions), np.iinfo(np.int64).max)
+        high = np.full(len(questions), np.iinfo(np.int64).min)
+        np.minimum.at(low, inverse, values)
+        np.maximum.at(high, inverse, values)
+        if (low != high).any():
+            question = int(questions[np.flatnonzero(low != high)[0]])
+            raise RecordsError(
+                f"{path}: doc_id {question}: its orders disagree on the {name}; the gold must follow its option — "
+                "the file was edited or records of two runs were mixed; re-run the evaluation"
+            )
+
+
+def _validate_members(path, meta: dict, k: np.ndarray, logits: np.ndarray, alpha: np.ndarray, members) -> None:
+    """Records of M members: ``logits`` is log p̄ of the member logits and, for EDL members, ``alpha`` the
+    summary Dirichlet (:func:`lm_eval_evidential.metrics.members.member_summary`); members are finite."""
+    if members is None or len(k) == 0:
+        return
+    from lm_eval_evidential.metrics.members import MEMBER_METHODS
+
+    method = meta.get("method", "edl")
+    if method not in MEMBER_METHODS:
+        raise RecordsError(
+            f"{path}: method={method} records with member_logits; members of that method have no predictive rule "
+            f"here ({', '.join(MEMBER_METHODS)} do) — the file was edited or written by another program"
+        )
+    real = np.arange(members.shape[2])[None, None, :] < k[:, None, None]
+    bad = (real & ~np.isfinite(members)).any(axis=(1, 2))
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raise RecordsError(f"{path}: row {row}: a non-finite member logit; the file was edited — re-run the evaluation")
+    lam = float(meta.get("prior_weight", 1.0))
+    for start in range(0, len(k), _CHECK_BLOCK):
+        block = slice(start, start + _CHECK_BLOCK)
+        log_mean, summary = _summary_of(members[block], method, lam)
+        width = log_mean.shape[1]
+        for name, stored, want in (("logits", logits, log_mean), ("alpha", alpha, summary)):
+            if want is None:
+                continue
+            found = _first_mismatch(stored[block, :width], want, np.arange(width)[None, :] < k[block, None])
+            if found:
+                row, j = start + found[0], found[1]
+                raise RecordsError(
+                    f"{path}: row {row}: stored {name} {float(stored[row, j])!r} (class {j}) does not follow from the "
+                    f"record's member_logits (expected {float(want[found[0], j])!r}: "
+                    f"{'log p̄' if name == 'logits' else 'the summary alpha'}); the file was edited — re-run the "
+                    "evaluation"
+                )
+
+
+def _validate_phantoms(path, phantom: np.ndarray, lengths: np.ndarray, meta: dict, k: np.ndarray) -> None:
+    """Phantom logits, where a file has them, are finite numbers (NaN is only the right padding beyond each
+    row's own list), at most the run's ``phantom_count`` per row, and name letters that exist: K plus the
+    phantoms at most the 26 letters A..Z."""
+    redo = "the file was edited or produced by a broken run — re-run the evaluation"
+    if np.isinf(phantom).any():
+        row = int(np.flatnonzero(np.isinf(phantom).any(axis=1))[0])
+        raise RecordsError(
+            f"{path}: row {row}: non-finite phantom logit {float(phantom[row][np.isinf(phantom[row])][0])!r}; {redo}"
+        )
+    held = (~np.isnan(phantom)).sum(axis=1) if phantom.size else np.zeros(len(lengths), dtype=np.int64)
+    bad = np.flatnonzero(held != lengths)
+    if bad.size:
+        row = int(bad[0])
+        raise RecordsError(
+            f"{path}: row {row}: {int(lengths[row] - held[row])} of its {int(lengths[row])} phantom logits are NaN or "
+            f"null (a phantom logit is the logit of a label after the question's last one, always a number); {redo}"
+        )
+    limit = meta.get("phantom_count")  # the model_arg of the run that wrote the file
+    if isinstance(limit, int) and not isinstance(limit, bool):
+        over = np.flatnonzero(lengths > limit)
+        if over.size:
+            row = int(over[0])
+            raise RecordsError(
+                f"{path}: row {row} has {int(lengths[row])} phantom logits, but the run kept at most phantom_count="
+                f"{limit} (its metadata); {redo}"
+            )
+    beyond = np.flatnonzero(k + lengths > 26)
+    if beyond.size:
+        row = int(beyond[0])
+        raise RecordsError(
+            f"{path}: row {row} has K={int(k[row])} and {int(lengths[row])} phantom logits, but only "
+            f"{max(0, 26 - int(k[row]))} letters follow its last label (A..Z); {redo}"
+        )
+
+
+def _validate_limit(path, meta: dict, n: int) -> None:
+    """A run with ``--limit N`` (N >= 1) scored at most N questions per task: more rows mean the metadata or the
+    rows come from elsewhere (a report would say the numbers cover N questions)."""
+    limit = meta.get("limit")
+    if path is None or isinstance(limit, bool) or not isinstance(limit, (int, float)) or not limit >= 1:
+        return  # records built in memory: an ID/OOD pair task's rows are --limit per side (it writes no file)
+    if n > int(limit):
+        raise RecordsError(
+            f"{path}: the metadata says the run was evaluated with --limit {limit:g} (at most {int(limit)} questions "
+            f"per task), but the file has {n} questions; the file was edited or mixes runs — re-run the evaluation"
+        )
+
+
+def _validate_derived(path, meta: dict, k: np.ndarray, logits: np.ndarray, alpha: np.ndarray, col) -> None:
+    """Stored strength/vacuity/max_prob/pred/correct must follow from logits or alpha."""
+    if len(k) == 0:
+        return
+    if meta.get("method", "edl") == "softmax":
+        probs = predictive_probs(logits, None)
+        strength = vacuity = None
+    else:
+        with np.errstate(over="ignore", invalid="ignore"):
+            strength = np.nansum(alpha, axis=1)
+        if not np.isfinite(strength).all():
+            row = int(np.flatnonzero(~np.isfinite(strength))[0])
+            raise RecordsError(
+                f"{path}: row {row}: alpha sums beyond the float64 range; the file was edited — re-run the evaluation"
+            )
+        probs = predictive_probs(logits, alpha)
+        vacuity = float(meta.get("prior_weight", 1.0)) * k / strength
+    pred = np.nanargmax(probs, axis=1)
+    expected = {
+        "strength": strength,
+        "vacuity": vacuity,
+        "max_prob": probs[np.arange(len(k)), pred],
+        "pred": pred,
+        "correct": pred == col("gold"),
+    }
+    for name, want in expected.items():
+        if want is None:
+            continue
+        got = col(name)
+        if want.dtype.kind in "fc":
+            bad = ~np.isclose(got.astype(np.float64), want, rtol=1e-9, atol=1e-12)
+        else:
+            bad = got.astype(want.dtype) != want
+        if bad.any():
+            row = int(np.flatnonzero(bad)[0])
+            raise RecordsError(
+                f"{path}: row {row}: stored {name} {got[row].item()!r} does not follow from the record's "
+                f"{'logits' if strength is None else 'alpha'} (expected {want[row].item()!r}); the file was edited "
+                "— re-run the evaluation"
+            )
+
+
+def _validate_evidence(path, meta: dict, k: np.ndarray, evidence: np.ndarray, alpha: np.ndarray, col) -> None:
+    """The evidence column must be alpha - λ (evidential) or absent (softmax: no evidence, alpha,
+    strength or vacuity). A reader of ``records[i]["evidence"]`` must get what the audits use."""
+    if len(k) == 0:
+        return
+    real = np.arange(alpha.shape[1])[None, :] < k[:, None]
+    if meta.get("method", "edl") == "softmax":
+        for name, values in (("evidence", evidence), ("alpha", alpha)):
+            if (real & ~np.isnan(values)).any():
+                row = int(np.flatnonzero((real & ~np.isnan(values)).any(axis=1))[0])
+                raise RecordsError(
+                    f"{path}: row {row}: a method=softmax record has {name} values; softmax records have none "
+                    "(null) — the file was edited or its metadata names the wrong method; re-run the evaluation"
+                )
+        for name in ("strength", "vacuity"):
+            stored = col(name).astype(np.float64)
+            if (~np.isnan(stored)).any():
+                row = int(np.flatnonzero(~np.isnan(stored))[0])
+                raise RecordsError(
+                    f"{path}: row {row}: a method=softmax record has {name} {float(stored[row])!r}; it is "
+                    "undefined (NaN) "
+                    "for softmax — the file was edited or its metadata names the wrong method; re-run the evaluation"
+                )
+        return
+    want = alpha - float(meta.get("prior_weight", 1.0))
+    found = _first_mismatch(evidence, want, real)
+    if found:
+        row, j = found
+        raise RecordsError(
+            f"{path}: row {row}: stored evidence {float(evidence[row, j])!r} (class {j}) does not follow from the "
+            f"record's alpha {float(alpha[row, j])!r} (expected alpha - prior_weight = {float(want[row, j])!r}); "
+            "the file was edited — re-run the evaluation"
+        )
+
+
+#: Rows checked at once by the loader's element-wise checks (bounds their temporaries' memory).
+_CHECK_BLOCK = 1 << 16
+
+
+def _first_mismatch(stored: np.ndarray, want: np.ndarray, real: np.ndarray) -> tuple[int, int] | None:
+    """(row, class) of the first real option whose stored value is not ``want`` (float64 rounding allowed).
+
+    Compared in blocks of :data:`_CHECK_BLOCK` rows, so ``isclose``'s temporaries stay small on large files.
+    """
+    for start in range(0, len(stored), _CHECK_BLOCK):
+        block = slice(start, start + _CHECK_BLOCK)
+        with np.errstate(invalid="ignore"):
+            bad = real[block] & ~np.isclose(stored[block], want[block], rtol=1e-9, atol=1e-12)
+        if bad.any():
+            row = int(np.flatnonzero(bad.any(axis=1))[0])
+            return start + row, int(np.flatnonzero(bad[row])[0])
+    return None
+
+
+def _validate_edl_alpha(path, meta: dict, k: np.ndarray, logits: np.ndarray, alpha: np.ndarray) -> None:
+    """For ``method=edl`` the stored alpha is the record's logits through the head: softplus(z) + λ
+    (:func:`lm_eval_evidential.modeling.heads.edl_alpha`; IB-EDL's alpha depends on noise draws and
+    σ not stored here, so only its floor λ is checked, by :func:`_validate_values`)."""
+    if meta.get("method", "edl") != "edl" or len(k) == 0:
+        return
+    lam = float(meta.get("prior_weight", 1.0))
+    classes = np.arange(alpha.shape[1])[None, :]
+    # In blocks of rows: the check's temporaries (softplus, isclose) stay a few MB on a file of millions of rows.
+    for start in range(0, len(k), _CHECK_BLOCK):
+        block = slice(start, start + _CHECK_BLOCK)
+        with np.errstate(invalid="ignore", over="ignore"):
+            want = np.logaddexp(0.0, logits[block]) + lam
+        found = _first_mismatch(alpha[block], want, classes < k[block, None])
+        if found:
+            i, j = found
+            row = start + i
+            raise RecordsError(
+                f"{path}: row {row}: stored alpha {float(alpha[row, j])!r} (class {j}) does not follow from the "
+                f"record's logit {float(logits[row, j])!r} (method=edl: softplus(logit) + prior_weight = "
+                f"{float(want[i, j])!r}); the file was edited or its metadata names the wrong method — "
+                "re-run the evaluation"
+            )
+
+
+def _validate_task_column(path, column, task: str) -> None:
+    """Every row's ``task`` is the file's task (records of two tasks are never mixed in one file)."""
+    import pyarrow.compute as pc
+
+    others = [t for t in pc.unique(column).to_pylist() if t != task]
+    if others:
+        raise RecordsError(
+            f"{path}: rows of task {others[0]!r} in the records of {task!r}; records of two tasks were mixed — "
+            "re-run the evaluation"
+        )
+
+
+def _validate_values(path, meta: dict, k: np.ndarray, logits: np.ndarray, alpha: np.ndarray, gold: np.ndarray) -> None:
+    """Refuse records whose numbers cannot have come from a model: say which row and value."""
+
+    def fail(row: int, what: str) -> None:
+        raise RecordsError(
+            f"{path or 'records'}: row {row}: {what}; the file was edited or produced by a broken run — re-run the "
+            "evaluation"
+        )
+
+    if len(k) and (k.min() < 1):
+        fail(int(np.argmin(k)), f"k={int(k.min())}")
+    real = np.arange(logits.shape[1])[None, :] < k[:, None] if len(k) else np.zeros((0, 0), bool)
+    bad = real & ~np.isfinite(logits)
+    if bad.any():
+        row = int(np.flatnonzero(bad.any(axis=1))[0])
+        fail(row, f"non-finite logit {float(logits[row][bad[row]][0])!r}")
+    if len(gold) and ((gold < 0) | (gold >= k)).any():
+        row = int(np.flatnonzero((gold < 0) | (gold >= k))[0])
+        fail(row, f"gold index {int(gold[row])} outside 0..{int(k[row]) - 1}")
+    try:
+        lam = float(meta.get("prior_weight", 1.0))
+    except (TypeError, ValueError):
+        lam = float("nan")
+    if not np.isfinite(lam) or lam <= 0:
+        raise RecordsError(
+            f"{path}: prior_weight {meta.get('prior_weight')!r} in the metadata must be a positive number"
+        )
+    if meta.get("method", "edl") == "softmax":
+        return
+    bad = real & ~np.isfinite(alpha)
+    if bad.any():
+        row = int(np.flatnonzero(bad.any(axis=1))[0])
+        fail(row, f"alpha {float(alpha[row][bad[row]][0])!r} is not finite (or missing) for an evidential record")
+    # evidence = alpha - λ must be >= 0; allow float rounding of the subtraction
+    bad = real & (alpha < lam * (1 - 1e-12))
+    if bad.any():
+        row = int(np.flatnonzero(bad.any(axis=1))[0])
+        fail(row, f"alpha {float(alpha[row][bad[row]][0])!r} is below the prior weight {lam} (negative evidence)")
+    # Reciprocal vacuity S/(λK) must stay a finite float64: it overflows once λK/S falls below the
+    # smallest normal float (a tiny prior weight with large evidence, or a strength that overflows).
+    with np.errstate(over="ignore", divide="ignore"):
+        u = lam * k / np.where(real, alpha, 0.0).sum(axis=1)
+    bad = ~(u >= np.finfo(np.float64).tiny)
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        fail(
+            row,
+            f"vacuity λK/S = {float(u[row])!r} (prior_weight {lam}) is below the float64 range, so its "
+            "reciprocal overflows; the prior weight is too small for this evidence",
+        )
