@@ -38,7 +38,7 @@ from lm_eval_evidential.harness.loading_checks import (
 )
 from lm_eval_evidential.harness.scoring import EvidentialScoring
 from lm_eval_evidential.modeling.encoding import last_position_logits, left_pad
-from lm_eval_evidential.modeling.prefix_cache import cache_blocker, plan_batches, prefix_cached_logits
+from lm_eval_evidential.modeling.prefix_cache import SharedPrefix, cache_blocker, plan_batches
 from lm_eval_evidential.modeling.quiet import progress_options
 
 logger = logging.getLogger(__name__)
@@ -178,18 +178,22 @@ class EvidentialLM(EvidentialScoring, HFLM):
             self._model.tie_weights = already_tied
 
     # ------------------------------------------------------------------ forward
-    def _last_logits(self, batch: list[list[int]], prefix_length: int = 0) -> torch.Tensor:
+    def _last_logits(
+        self, batch: list[list[int]], prefix_length: int = 0, shared: SharedPrefix | None = None
+    ) -> torch.Tensor:
         """Last-position logits (B, V) of left-padded ``batch``, independent of padding; its first
         ``prefix_length`` tokens, the same in every row, run once where the model allows
-        (:func:`~lm_eval_evidential.modeling.prefix_cache.cache_blocker`). In an MC-dropout pass each row's
-        masks are seeded by its own tokens (modeling/members.py) and cover its whole prompt, so no prefix is
-        shared there."""
+        (:func:`~lm_eval_evidential.modeling.prefix_cache.cache_blocker`) — once for the batches of a
+        group when they pass the same ``shared`` (it holds the last prefix run). In an MC-dropout pass
+        each row's masks are seeded by its own tokens (modeling/members.py) and cover its whole prompt,
+        so no prefix is shared there."""
         with torch.inference_mode():
             if prefix_length and getattr(self, "_mc_sample", None) is None:
                 width = max(len(row) for row in batch)  # prefix, pads, the longest suffix
                 blocker = cache_blocker(self.model, width)
                 if blocker is None:
-                    return prefix_cached_logits(self.model, batch, prefix_length, self.tokenizer.pad_token_id)
+                    shared = shared or SharedPrefix(self.model, self.tokenizer.pad_token_id)
+                    return shared.logits(batch, prefix_length)
                 if blocker not in self._cache_blockers_seen:
                     self._cache_blockers_seen.add(blocker)
                     harness_logger.info("prefix cache not used for a batch: %s; it runs uncached", blocker)
@@ -254,7 +258,8 @@ class EvidentialLM(EvidentialScoring, HFLM):
     def last_logits_at(self, prompts: list[list[int]], ids: torch.Tensor, disable_tqdm: bool = False) -> torch.Tensor:
         """:meth:`EvidentialScoring.last_logits_at`: in batches of ``batch_size``, planned by
         :func:`~lm_eval_evidential.modeling.prefix_cache.plan_batches`: prompts sharing a prefix that
-        pays together (its prefix run once), every other prompt longest first.
+        pays in consecutive batches, longest first (their prefix run once for all of them and freed
+        after the group), every other prompt longest first.
 
         Only the logits at ``ids`` are kept (memory O(prompts · ids), not O(prompts · V)); they stay
         on the model's device until every batch has been launched and come to the CPU in one copy,
@@ -273,12 +278,14 @@ class EvidentialLM(EvidentialScoring, HFLM):
             total=len(order), desc="evidential: prompts", disable=disable_tqdm or self.rank != 0, **progress_options()
         )
         start = 0
+        shared = SharedPrefix(self.model, self.tokenizer.pad_token_id)  # a group's prefix, run once for its batches
         for batch in batches:
-            logits = self._last_logits([prompts[i] for i in batch.rows], batch.prefix_length)
+            logits = self._last_logits([prompts[i] for i in batch.rows], batch.prefix_length, shared)
             rows = index[start : start + len(batch.rows)] % logits.shape[1]  # a negative id counts from the last row
             kept.append(logits.gather(1, rows.to(logits.device)))
             start += len(batch.rows)
             bar.update(len(batch.rows))
+        shared.clear()
         bar.close()
         values = torch.cat(kept).float().cpu()
         return values[torch.argsort(torch.tensor(order))]  # back to the order asked for

@@ -1,10 +1,12 @@
-"""Shared prompt prefixes computed once: the few-shot block of a batch's prompts (or the question
+"""Shared prompt prefixes computed once: the few-shot block of a call's prompts (or the question
 before the options of its permuted orders) goes through the model once, and every prompt's own
 suffix runs against its keys and values.
 
-:func:`plan_batches` orders a call's distinct prompts and cuts them into batches; a batch whose
-prompts share a prefix long enough to pay (:func:`pays`) is run by :func:`prefix_cached_logits`,
-the others by :func:`~lm_eval_evidential.modeling.encoding.last_position_logits` as before.
+:func:`plan_batches` orders a call's distinct prompts into groups sharing a prefix long enough to
+pay (:func:`pays`), each cut into batches longest first, and batches the other prompts longest
+first as before. The batches of a group follow each other and are run by one
+:class:`SharedPrefix`, which runs the group's prefix once and keeps its keys and values until the
+group ends; the others by :func:`~lm_eval_evidential.modeling.encoding.last_position_logits`.
 
 Exactness. The suffix batch is left-padded *after* the shared prefix: row i is
 ``[prefix][pad...][suffix_i]`` with the attention mask zero on the pads and position ids counting
@@ -15,7 +17,8 @@ being recomputed in each row: the same arithmetic on other matrix shapes, equal 
 logits within float rounding (measured ≤ 4e-7 in float32 on every family ``testing.tiny`` builds;
 the tests bound it by 1e-5). The prefix's layer caches are read, never written: each layer hands
 its attention ``cat(prefix expanded to the batch, the suffix's own keys)`` and keeps nothing, so
-the expanded prefix exists for one layer at a time and is freed with its group.
+the expanded prefix exists for one layer at a time; the prefix itself (a batch of one) is held
+while its group's batches run and freed when the next group's prefix is run or the call ends.
 
 Fallbacks (per batch, to :func:`last_position_logits`; :func:`cache_blocker` says why): a model
 whose cache layers are not transformers' plain dynamic layers (linear-attention / state-space
@@ -27,6 +30,7 @@ layers, quantised or offloaded caches), an attention implementation other than `
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import torch
@@ -41,12 +45,14 @@ __all__ = [
     "common_prefix_length",
     "pays",
     "plan_batches",
+    "SharedPrefix",
     "prefix_cached_logits",
 ]
 
-#: A batch is run against a shared prefix when it saves at least this many token positions of the
-#: forward: prefix length × (rows - 1). Below it the prefix's own forward call and the per-layer
-#: concatenation cost more than they save (benchmarks/bench_prefix_cache.py, ``--sweep``).
+#: A group of prompts is run against its shared prefix when it saves at least this many token positions
+#: of the forward, prefix length × (rows - 1), and so does a full batch of it, prefix length × min(rows,
+#: batch size): below that the prefix's own forward call and the per-layer concatenation cost more
+#: than they save (benchmarks/bench_prefix_cache.py ``--sweep``).
 MIN_SAVED_TOKENS = 64
 
 
@@ -67,19 +73,24 @@ def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
     return i
 
 
-def pays(prefix_length: int, rows: int, min_saved: int = MIN_SAVED_TOKENS) -> bool:
-    """Whether running ``rows`` prompts against one shared prefix of ``prefix_length`` tokens pays.
+def pays(prefix_length: int, rows: int, batch_size: int, min_saved: int = MIN_SAVED_TOKENS) -> bool:
+    """Whether running a group of ``rows`` prompts, in batches of ``batch_size``, against one shared
+    prefix of ``prefix_length`` tokens pays: its prefix runs once for the group, and the group and a
+    full batch of it each save at least ``min_saved`` token positions (:data:`MIN_SAVED_TOKENS`).
 
     Examples
     --------
-    >>> pays(323, 8), pays(8, 4), pays(500, 1)
-    (True, False, False)
+    >>> pays(323, 8, 32), pays(15, 480, 8), pays(8, 4, 8), pays(500, 1, 8), pays(2, 1000, 8)
+    (True, True, False, False, False)
     """
-    return rows > 1 and prefix_length * (rows - 1) >= min_saved
+    return rows > 1 and prefix_length * (rows - 1) >= min_saved and prefix_length * min(rows, batch_size) >= min_saved
 
 
 class Batch(tuple):
-    """``(rows, prefix_length)``: indices into the prompts, and the shared prefix to run once (0: none)."""
+    """``(rows, prefix_length)``: indices into the prompts, and the shared prefix to run once (0: none).
+
+    Consecutive batches whose rows begin with the same ``prefix_length`` tokens are one group: its
+    prefix runs once for all of them (:class:`SharedPrefix`)."""
 
     __slots__ = ()
 
@@ -95,53 +106,69 @@ class Batch(tuple):
         return self[1]
 
 
+def _groups(prompts: Sequence[Sequence[int]], batch_size: int, min_saved: int) -> tuple[list[tuple], list[int]]:
+    """``([(rows, prefix length), ...], plain rows)``: prompts in token order cut into groups sharing
+    a prefix that pays, each the run from its first prompt that saves the most token positions."""
+    order = sorted(range(len(prompts)), key=lambda i: prompts[i])
+    # lcp[k]: tokens prompt order[k] shares with order[k - 1], less its last token (every row keeps one of its own)
+    lcp = [0] + [
+        min(common_prefix_length(prompts[a], prompts[b]), len(prompts[a]) - 1, len(prompts[b]) - 1)
+        for a, b in zip(order, order[1:])
+    ]
+    groups, plain = [], []
+    start, n = 0, len(order)
+    while start < n:
+        best_end, best_prefix, best_saved = start, 0, 0
+        shared = len(prompts[order[start]]) - 1
+        for end in range(start + 1, n):
+            shared = min(shared, lcp[end])
+            # a longer run only lowers the prefix: stop where even all the rest could not save more
+            if shared * (n - 1 - start) <= best_saved or shared * batch_size < min_saved:
+                break
+            rows = end - start + 1
+            if shared * (rows - 1) > best_saved and pays(shared, rows, batch_size, min_saved):
+                best_end, best_prefix, best_saved = end, shared, shared * (rows - 1)
+        if best_end > start:
+            groups.append((order[start : best_end + 1], best_prefix))
+        else:
+            plain.append(order[start])
+        start = best_end + 1
+    return groups, plain
+
+
 def plan_batches(
     prompts: Sequence[Sequence[int]], batch_size: int, *, reuse: bool = True, min_saved: int = MIN_SAVED_TOKENS
 ) -> list[Batch]:
     """Cut ``prompts`` (token id lists) into batches of at most ``batch_size``.
 
     With ``reuse``, prompts in token order (so that prompts sharing a prefix are neighbours) are
-    cut into runs of at most ``batch_size`` whose shared prefix pays (:func:`pays`, every row
-    keeping at least one token of its own); each such run is one batch with its prefix length.
-    Every other prompt — and every prompt without ``reuse`` — goes into plain batches, longest
-    first (as few pad tokens as the lengths allow), with prefix length 0. Prefix batches come
-    first, longest first too.
+    cut into groups whose shared prefix pays (:func:`pays`, every row keeping at least one token
+    of its own), each the run that saves the most token positions from where it starts; a group's
+    prompts are batched longest first (as few pads as their lengths allow) and its batches follow
+    each other, so that its prefix runs once for all of them. Every other prompt — and every
+    prompt without ``reuse`` — goes into plain batches, longest first, with prefix length 0.
+    Groups come first, the one with the longest prompt first.
 
     Examples
     --------
     >>> shots = list(range(100, 180))  # an 80-token few-shot block
     >>> prompts = [shots + [1, 2], shots + [3], [7, 8, 9], shots + [4, 5, 6]]
-    >>> plan_batches(prompts, 4)
-    [([0, 1, 3], 80), ([2], 0)]
+    >>> plan_batches(prompts, 2)
+    [([3, 0], 80), ([1], 80), ([2], 0)]
     >>> plan_batches(prompts, 4, reuse=False)
     [([3, 0, 1, 2], 0)]
     """
     if batch_size < 1:
         raise InvalidValueError(f"batch_size must be >= 1, got {batch_size}")
+    groups, plain = _groups(prompts, batch_size, min_saved) if reuse else ([], list(range(len(prompts))))
+
+    def longest_first(rows: list[int]) -> list[int]:
+        return sorted(rows, key=lambda i: (-len(prompts[i]), i))  # ties in the order given, as without reuse
+
     batches: list[Batch] = []
-    plain: list[int] = []
-    if reuse:
-        order = sorted(range(len(prompts)), key=lambda i: prompts[i])
-        start = 0
-        while start < len(order):
-            run, shared = [order[start]], len(prompts[order[start]]) - 1
-            best_rows, best_prefix = 1, 0  # the start of this run that saves the most tokens
-            for i in order[start + 1 : start + batch_size]:
-                shared = min(shared, common_prefix_length(prompts[run[-1]], prompts[i]), len(prompts[i]) - 1)
-                if shared * (batch_size - 1) < min_saved:
-                    break  # from here on, not even a full batch on this prefix would pay
-                run.append(i)
-                if pays(shared, len(run), min_saved) and shared * (len(run) - 1) >= best_prefix * (best_rows - 1):
-                    best_rows, best_prefix = len(run), shared
-            if best_rows > 1:
-                batches.append(Batch(run[:best_rows], best_prefix))
-            else:
-                plain.append(order[start])
-            start += best_rows
-    else:
-        plain = list(range(len(prompts)))
-    batches.sort(key=lambda b: -max(len(prompts[i]) for i in b.rows))
-    plain.sort(key=lambda i: (-len(prompts[i]), i))  # ties in the order given, as without reuse
+    for rows, prefix in sorted(((longest_first(r), p) for r, p in groups), key=lambda g: -len(prompts[g[0][0]])):
+        batches += [Batch(rows[i : i + batch_size], prefix) for i in range(0, len(rows), batch_size)]
+    plain = longest_first(plain)
     batches += [Batch(plain[i : i + batch_size]) for i in range(0, len(plain), batch_size)]
     return batches
 
@@ -186,6 +213,7 @@ def cache_blocker(model, width: int) -> str | None:
     return None
 
 
+@functools.cache
 def _shared_layer_class():
     Cache, CacheLayerMixin, DynamicLayer, DynamicSlidingWindowLayer = _cache_api()
 
@@ -224,42 +252,70 @@ def _shared_layer_class():
     return Cache, (DynamicLayer, DynamicSlidingWindowLayer), SharedPrefixLayer
 
 
-def prefix_cached_logits(model, rows: Sequence[Sequence[int]], prefix_length: int, pad_token_id) -> torch.Tensor:
-    """Last-position logits (B, V) of ``rows``, whose first ``prefix_length`` tokens are the same,
-    with the prefix run once; equal to ``last_position_logits`` of the left-padded rows within
-    float rounding (module docstring). Everything stays on ``model.device``: nothing is read back.
+class SharedPrefix:
+    """The keys and values of the last shared prefix run on ``model``, kept while consecutive batches
+    share it (a group of :func:`plan_batches`) and freed when another prefix comes or :meth:`clear`
+    is called: one prefix's layers (a batch of one) at a time. Everything stays on ``model.device``:
+    nothing is read back.
 
-    The caller has checked :func:`cache_blocker`; a cache layer of another kind than transformers'
-    dynamic ones (a model that builds its own) is run without the shared prefix instead.
+    The caller has checked :func:`cache_blocker`; a model that builds other cache layers than
+    transformers' dynamic ones is run without the shared prefix instead (:meth:`logits`).
     """
-    device = model.device
-    if prefix_length < 1 or any(len(r) <= prefix_length for r in rows):
-        raise InvalidValueError(f"every row must be longer than the shared prefix ({prefix_length} tokens)")
-    Cache, plain_layers, SharedPrefixLayer = _shared_layer_class()
-    prefix = torch.tensor([list(rows[0][:prefix_length])], dtype=torch.long).to(device)
-    out = model(
-        input_ids=prefix,
-        attention_mask=torch.ones_like(prefix),
-        position_ids=torch.arange(prefix_length, device=device)[None, :],
-        use_cache=True,
-        logits_to_keep=1,
-    )
-    cached = out.cache
-    if not all(type(layer) in plain_layers for layer in cached.layers):
-        del out, cached
-        padded = left_pad(rows, pad_token_id)
-        return last_position_logits(model, **{k: v.to(device) for k, v in padded.items()})
-    shared = Cache(layers=[SharedPrefixLayer(layer) for layer in cached.layers])
-    del out, cached
-    suffix = {k: v.to(device) for k, v in left_pad([r[prefix_length:] for r in rows], pad_token_id).items()}
-    mask = suffix["attention_mask"]
-    mask = torch.cat([mask.new_ones((mask.shape[0], prefix_length)), mask], dim=1)
-    logits = model(
-        input_ids=suffix["input_ids"],
-        attention_mask=mask,
-        position_ids=suffix["position_ids"] + prefix_length,
-        cache=shared,
-        use_cache=True,
-        logits_to_keep=1,
-    ).logits
-    return logits[:, -1, :]
+
+    def __init__(self, model, pad_token_id) -> None:
+        self.model, self.pad_token_id = model, pad_token_id
+        self.ids: list[int] | None = None  # the prefix whose layers are held
+        self.cache = None  # its transformers Cache of SharedPrefixLayer, or None: the model's layers cannot be shared
+        self.runs = 0  # prefixes run so far (one per group)
+
+    def clear(self) -> None:
+        self.ids = self.cache = None
+
+    def _run(self, ids: list[int]) -> None:
+        self.clear()
+        Cache, plain_layers, SharedPrefixLayer = _shared_layer_class()
+        device = self.model.device
+        prefix = torch.tensor([ids], dtype=torch.long).to(device)
+        out = self.model(
+            input_ids=prefix,
+            attention_mask=torch.ones_like(prefix),
+            position_ids=torch.arange(len(ids), device=device)[None, :],
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        layers = out.cache.layers
+        if all(type(layer) in plain_layers for layer in layers):
+            self.cache = Cache(layers=[SharedPrefixLayer(layer) for layer in layers])
+        self.ids = ids
+        self.runs += 1
+
+    def logits(self, rows: Sequence[Sequence[int]], prefix_length: int) -> torch.Tensor:
+        """Last-position logits (B, V) of ``rows``, whose first ``prefix_length`` tokens are the same,
+        against that prefix's keys and values (run now unless they are the ones held); equal to
+        ``last_position_logits`` of the left-padded rows within float rounding (module docstring)."""
+        if prefix_length < 1 or any(len(r) <= prefix_length for r in rows):
+            raise InvalidValueError(f"every row must be longer than the shared prefix ({prefix_length} tokens)")
+        ids = list(rows[0][:prefix_length])
+        if self.ids != ids:
+            self._run(ids)
+        device = self.model.device
+        if self.cache is None:
+            padded = left_pad(rows, self.pad_token_id)
+            return last_position_logits(self.model, **{k: v.to(device) for k, v in padded.items()})
+        suffix = {k: v.to(device) for k, v in left_pad([r[prefix_length:] for r in rows], self.pad_token_id).items()}
+        mask = suffix["attention_mask"]
+        mask = torch.cat([mask.new_ones((mask.shape[0], prefix_length)), mask], dim=1)
+        logits = self.model(
+            input_ids=suffix["input_ids"],
+            attention_mask=mask,
+            position_ids=suffix["position_ids"] + prefix_length,
+            cache=self.cache,
+            use_cache=True,
+            logits_to_keep=1,
+        ).logits
+        return logits[:, -1, :]
+
+
+def prefix_cached_logits(model, rows: Sequence[Sequence[int]], prefix_length: int, pad_token_id) -> torch.Tensor:
+    """:meth:`SharedPrefix.logits` of one batch: its prefix run once for its rows, then freed."""
+    return SharedPrefix(model, pad_token_id).logits(rows, prefix_length)

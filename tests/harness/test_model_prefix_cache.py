@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-import lm_eval_evidential.harness.model as model_module
+from lm_eval_evidential.modeling.prefix_cache import SharedPrefix
 
 from .test_model import make_lm
 
@@ -51,18 +51,24 @@ def _evidence(lm, requests):
 
 @pytest.mark.parametrize("method", ["edl", "ib_edl", "softmax"])
 def test_evidential_files_the_same_evidence_with_the_cache_on_and_off(tiny_model, tiny_adapter, method, monkeypatch):
-    cached_calls = []
-    real = model_module.prefix_cached_logits
+    cached_calls, prefix_runs = [], []
+    real_logits, real_run = SharedPrefix.logits, SharedPrefix._run
 
-    def counted(model, rows, prefix_length, pad):
+    def counted(self, rows, prefix_length):
         cached_calls.append((len(rows), prefix_length))
-        return real(model, rows, prefix_length, pad)
+        return real_logits(self, rows, prefix_length)
 
-    monkeypatch.setattr(model_module, "prefix_cached_logits", counted)
+    def run(self, ids):
+        prefix_runs.append(tuple(ids))
+        return real_run(self, ids)
+
+    monkeypatch.setattr(SharedPrefix, "logits", counted)
+    monkeypatch.setattr(SharedPrefix, "_run", run)
     requests = _requests()
     on = make_lm(tiny_model, tiny_adapter, method=method, batch_size=6)
     responses_on, evidence_on = _evidence(on, requests)
-    assert cached_calls and all(rows > 1 and prefix > 30 for rows, prefix in cached_calls)
+    assert cached_calls and all(prefix > 30 for _, prefix in cached_calls)
+    assert len(prefix_runs) == len(set(prefix_runs)) < len(cached_calls)  # a group's prefix runs once
     off = make_lm(tiny_model, tiny_adapter, method=method, batch_size=6, prefix_cache=False)
     calls = len(cached_calls)
     responses_off, evidence_off = _evidence(off, requests)

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from lm_eval_evidential.modeling.encoding import last_position_logits, left_pad
 from lm_eval_evidential.modeling.prefix_cache import (
+    SharedPrefix,
     cache_blocker,
-    common_prefix_length,
     pays,
     plan_batches,
     prefix_cached_logits,
@@ -94,13 +94,74 @@ def test_plan_covers_every_prompt_once_and_shares_only_what_pays(prompts, batch_
     batches = plan_batches(prompts, batch_size, min_saved=min_saved)
     rows = [i for b in batches for i in b.rows]
     assert sorted(rows) == list(range(len(prompts)))
+    # a group: consecutive batches that begin with the same prefix (its prefix run once for all of them)
+    groups: list[list] = []
     for batch in batches:
         assert 1 <= len(batch.rows) <= batch_size
-        if batch.prefix_length:
-            assert pays(batch.prefix_length, len(batch.rows), min_saved)
-            first = prompts[batch.rows[0]]
-            assert all(len(prompts[i]) > batch.prefix_length for i in batch.rows)
-            assert all(common_prefix_length(first, prompts[i]) >= batch.prefix_length for i in batch.rows)
+        key = (batch.prefix_length, tuple(prompts[batch.rows[0]][: batch.prefix_length]))
+        if batch.prefix_length and groups and groups[-1][0] == key:
+            groups[-1][1].extend(batch.rows)
+        else:
+            groups.append([key, list(batch.rows)])
+    seen_plain = False
+    for (prefix_length, prefix), members in groups:
+        if not prefix_length:
+            seen_plain = True
+            continue
+        assert not seen_plain  # groups first, plain batches after
+        assert pays(prefix_length, len(members), batch_size, min_saved)
+        assert all(len(prompts[i]) > prefix_length and tuple(prompts[i][:prefix_length]) == prefix for i in members)
+        lengths = [len(prompts[i]) for i in members]
+        assert lengths == sorted(lengths, reverse=True)  # longest first within a group: fewest pads
+    assert len({key for key, _ in groups if key[0]}) == sum(1 for key, _ in groups if key[0])  # one run each
     plain = plan_batches(prompts, batch_size, reuse=False)
     assert all(b.prefix_length == 0 for b in plain)
     assert [len(prompts[i]) for b in plain for i in b.rows] == sorted(map(len, prompts), reverse=True)
+
+
+def test_a_few_shot_block_is_one_group_whatever_the_questions_share_beyond_it():
+    rng = random.Random(1)
+    shots = [rng.randrange(10, 90) for _ in range(300)]
+    # questions that begin alike ("Question: What ...") in pairs, of lengths 5..60
+    questions = [[7, 8, i % 3] + [rng.randrange(10, 90) for _ in range(rng.randrange(2, 58))] for i in range(70)]
+    prompts = [shots + q for q in questions]
+    batches = plan_batches(prompts, 16)
+    assert [b.prefix_length for b in batches] == [300 + 2] * 5  # [7, 8] follow the shots in every prompt
+    lengths = [len(prompts[i]) for b in batches for i in b.rows]
+    assert lengths == sorted(lengths, reverse=True)
+
+
+def test_a_short_shared_instruction_pays_only_in_batches_that_save_enough():
+    instruction = list(range(100, 115))  # 15 tokens every zero-shot prompt of a task begins with
+    prompts = [instruction + [i, i + 1, i + 2] for i in range(40)]
+    assert all(b.prefix_length == 15 for b in plan_batches(prompts, 8))  # 15 x 8 >= 64: every batch saves
+    assert all(b.prefix_length == 0 for b in plan_batches(prompts, 4))  # 15 x 4 < 64
+    bos_only = [[1, i % 50, i // 50 + 60] for i in range(1000)]  # one BOS token shared by a thousand prompts
+    assert all(b.prefix_length == 0 for b in plan_batches(bos_only, 32))
+
+
+def test_a_groups_prefix_runs_once_for_its_batches_and_is_freed_after(family_models):
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(family_models["llama"], dtype=torch.float32).eval()
+    rng = random.Random(2)
+    prefix = [rng.randrange(5, 60) for _ in range(30)]
+    other = [rng.randrange(5, 60) for _ in range(30)]
+    rows = [p + [rng.randrange(5, 60) for _ in range(n)] for p in (prefix, prefix, other) for n in (3, 1, 6)]
+    shared = SharedPrefix(model, 0)
+    with torch.inference_mode():
+        got = [shared.logits(rows[i : i + 3], 30) for i in (0, 3, 6)]  # two batches of one prefix, then another
+        want = last_position_logits(model, **left_pad(rows, 0))
+    assert shared.runs == 2 and shared.ids == other
+    torch.testing.assert_close(torch.cat(got), want, rtol=0, atol=TOL)
+    shared.clear()
+    assert shared.cache is None and shared.ids is None
+
+
+def test_the_examples_run():
+    import doctest
+
+    import lm_eval_evidential.modeling.prefix_cache as module
+
+    assert doctest.testmod(module).failed == 0
+    assert doctest.testmod(module).attempted >= 5
