@@ -399,3 +399,75 @@ def conformal_figure(rows: Sequence[dict], title: str | None = None):
     ax.set_title(title or f"Conformal sets ({rows[0]['method']}), calibrated on {rows[0]['calibration']}")
     ax.legend(loc="lower right", fontsize="small")
     return fig
+
+
+def ood_groups_figure(rows: Sequence[dict], refused: Sequence[tuple[str, str]] = (), title: str | None = None):
+    """AUROC and FPR@95 of the OpenOOD layout (:func:`lm_eval_evidential.audits.ood_groups.group_rows`) as bars,
+    one panel each, a Figure.
+
+    Per score (one colour each): a bar per OOD set and a hatched bar for its group's mean row, the sets of
+    one group side by side and the groups apart; a set compared across K (``matched: false``) is drawn
+    unfilled and named so, a refused set (``refused``: ``(group, set)``) has no bar and its label says
+    "refused". The dashed line marks AUROC 0.5 (chance). Values as the rows hold them (x100 with ``percent``).
+    """
+    from matplotlib.figure import Figure
+
+    if not rows:
+        raise InvalidValueError("no OpenOOD rows to plot")
+    scores = list(dict.fromkeys(r["score"] for r in rows))
+    groups = list(dict.fromkeys([*(r["group"] for r in rows), *(g for g, _ in refused)]))
+    slots: list[tuple[str, str, bool]] = []  # (group, set, is_mean) in drawing order
+    for g in groups:
+        sets = list(dict.fromkeys(r["set"] for r in rows if r["group"] == g and r["set"] != g))
+        sets += [s for gg, s in refused if gg == g and s not in sets]
+        slots += [(g, s, False) for s in sets] + [(g, g, True)]
+    x, pos = [], 0.0
+    for i, slot in enumerate(slots):
+        x.append(pos)
+        pos += 1.0 + (0.6 if slot[2] and i + 1 < len(slots) else 0.0)  # a gap after each group's mean
+    by_slot = {(r["group"], r["set"], r["score"]): r for r in rows}
+    refused_sets = {(g, s) for g, s in refused}
+    scale = rows[0].get("scale", 1.0)
+    fig = Figure(figsize=(max(6.0, 0.55 * len(slots) * max(len(scores), 1) + 2.0), 6.5), layout="constrained")
+    width = 0.8 / max(len(scores), 1)
+    fpr_label = f"FPR@95 ({rows[0].get('fpr95_positive', 'openood')})"
+    for panel, (key, label) in enumerate((("auroc", "AUROC (ID positive)"), ("fpr95", fpr_label))):
+        ax = fig.add_subplot(2, 1, panel + 1)
+        labelled: set[str] = set()
+        for j, score in enumerate(scores):
+            offset = (j - (len(scores) - 1) / 2) * width
+            for xi, (g, s, is_mean) in zip(x, slots):
+                r = by_slot.get((g, s, score))
+                if r is None or r[key] is None or r[key] != r[key]:
+                    continue
+                ax.bar(
+                    xi + offset,
+                    r[key],
+                    width,
+                    color=score_color(score, j) if r["matched"] else "none",
+                    edgecolor="black" if is_mean else score_color(score, j),
+                    hatch="//" if is_mean else None,
+                    label=None if score in labelled else score,
+                )
+                labelled.add(score)
+        if key == "auroc":
+            ax.axhline(0.5 * scale, linestyle="--", color="grey", gid=REFERENCE_GID)
+        ax.set_ylabel(label + (" x100" if scale != 1 else ""))
+        ax.set_xticks(x)
+        ax.set_xticklabels(
+            [
+                f"{s}\n(refused)"
+                if (g, s) in refused_sets
+                else f"{g} mean"
+                if is_mean
+                else s + ("" if all(r["matched"] for r in rows if r["set"] == s) else "\n(K not matched)")
+                for g, s, is_mean in slots
+            ],
+            rotation=30,
+            ha="right",
+            fontsize="small",
+        )
+        if panel == 0:
+            ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="x-small")
+    fig.suptitle(title or "OOD detection per set and group mean (hatched: mean over the K-matched sets)")
+    return fig

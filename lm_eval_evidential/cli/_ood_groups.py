@@ -57,7 +57,7 @@ def uses_groups(args) -> bool:
         raise InvalidValueError("--ood and --near/--far are two layouts of the ood table; give --ood or --near/--far")
     if not grouped and not args.ood_tasks:
         raise InvalidValueError("give the OOD task(s): --ood T1,T2, or the OpenOOD layout --near T1,T2 --far T3")
-    if grouped and args.force_k is not None:
+    if grouped and getattr(args, "force_k", None) is not None:
         raise InvalidValueError("--force-k applies to the --ood table only (Implementation A); drop it or use --ood")
     return grouped
 

@@ -188,6 +188,19 @@ def add_k_policy(parser) -> None:
     )
 
 
+def open_fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (0.0 < value < 1.0):
+        raise argparse.ArgumentTypeError(f"must be a number in (0, 1), got {text!r}")
+    return value
+
+
+open_fraction.__name__ = "fraction"
+
+
 def add_ood_tasks(parser, help: str = "OOD task(s), comma-separated", required: bool = True) -> None:
     parser.add_argument(
         "--ood", dest="ood_tasks", required=required, type=comma_list("task"), metavar="T1,T2", help=help

@@ -13,8 +13,6 @@ refused (exit status 2, with the remedy) unless ``--k-policy restrict`` or ``rep
 
 from __future__ import annotations
 
-import argparse
-
 from lm_eval_evidential.files import write_json
 from lm_eval_evidential.metrics.cardinality import format_k
 
@@ -23,6 +21,7 @@ from ._options import (
     comma_list,
     load,
     non_negative_int,
+    open_fraction,
     print_refusals,
     print_rows,
     refuse_same_questions,
@@ -35,19 +34,6 @@ TABLE_COLUMNS = tuple(
     "set role k n matched coverage coverage_ci mean_set_size mean_set_size_ci uacc uacc_ci share_empty share_full "
     "coverage_by_size".split()
 )
-
-
-def _open_fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not (0.0 < value < 1.0):
-        raise argparse.ArgumentTypeError(f"must be a number in (0, 1), got {text!r}")
-    return value
-
-
-_open_fraction.__name__ = "fraction"
 
 
 def add_parser(sub) -> None:
@@ -64,7 +50,7 @@ def add_parser(sub) -> None:
         help="conformal prediction sets (LAC, APS): coverage, set size, UAcc on ID and OOD records, K-checked",
     )
     add_calibration_options(p, what="calibrate on")
-    p.add_argument("--alpha", type=_open_fraction, default=0.1, help="target miscoverage: sets aim at 1 - alpha")
+    p.add_argument("--alpha", type=open_fraction, default=0.1, help="target miscoverage: sets aim at 1 - alpha")
     p.add_argument("--method", choices=METHODS, default="lac", help="nonconformity score: lac (1 - p_y) or aps")
     p.add_argument(
         "--plot",
@@ -99,7 +85,7 @@ def add_calibration_options(p, what: str) -> None:
     cal.add_argument(
         "--calibration-fraction",
         dest="calibration_fraction",
-        type=_open_fraction,
+        type=open_fraction,
         default=None,
         metavar="F",
         help=f"{what} a seeded random share F of --id's records, evaluate on the rest (default: 0.5)",

@@ -12,6 +12,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from ._ood_groups import GROUPS, add_group_options, uses_groups
 from ._options import (
     add_audit_parser,
     add_ood_tasks,
@@ -19,6 +20,7 @@ from ._options import (
     comma_list,
     load,
     non_negative_int,
+    open_fraction,
     refuse_same_questions,
     refuse_self_comparison,
 )
@@ -39,7 +41,8 @@ def add_parser(sub) -> None:
         help="write a Markdown + JSON report (OOD tables per K policy, K sweep, calibration, selective, ATC, orders)",
         description="Every audit of an ID task against OOD tasks, as paper-ready Markdown tables, JSON and figures.",
     )
-    add_ood_tasks(p)
+    add_ood_tasks(p, "OOD task(s), comma-separated (or named groups: --near/--far)", required=False)
+    add_group_options(p)
     p.add_argument("--out", dest="out_dir", required=True, metavar="DIR", help="folder to write the report into")
     p.add_argument(
         "--k-policy",
@@ -61,12 +64,28 @@ def add_parser(sub) -> None:
         "--max-extra", dest="max_extra", type=int, default=4, help="largest K-sweep expansion (default 4, at most 64)"
     )
     add_phantom(p)
+    p.add_argument(
+        "--alpha", type=open_fraction, default=0.1, help="conformal sets' target miscoverage (sets aim at 1 - alpha)"
+    )
+    p.add_argument(
+        "--calibration-fraction",
+        dest="calibration_fraction",
+        type=open_fraction,
+        default=0.5,
+        metavar="F",
+        help="the seeded share (--seed) of the ID records the conformal sets and the temperature are calibrated on "
+        "(default 0.5); their sections evaluate on the rest",
+    )
 
 
 def run(args) -> int:
     from lm_eval_evidential.cli.exit_codes import EXIT_OK, EXIT_REFUSED
     from lm_eval_evidential.report import build_report
 
+    groups = None
+    if uses_groups(args):
+        groups = {g: getattr(args, f"{g}_tasks") for g in GROUPS if getattr(args, f"{g}_tasks")}
+        args.ood_tasks = [t for tasks in groups.values() for t in tasks]
     refuse_self_comparison(args.id_task, args.ood_tasks)
     print(f"report: reading the records of {', '.join([args.id_task, *args.ood_tasks])}", file=sys.stderr, flush=True)
     id_records, *ood = load(args, [args.id_task, *args.ood_tasks])
@@ -81,6 +100,11 @@ def run(args) -> int:
         seed=args.seed,
         max_extra=args.max_extra,
         phantom=args.phantom,
+        groups=groups,
+        alpha=args.alpha,
+        calibration_fraction=args.calibration_fraction,
+        fpr95=args.fpr95,
+        percent=args.percent,
     )
     # One line per refused pair, its policies together; the remedies are in report.md.
     refused: dict[str, list] = {}

@@ -8,7 +8,6 @@ listed under ``skipped`` with the reason; the others are still computed.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -27,6 +26,8 @@ from lm_eval_evidential.metrics.cardinality import k_histogram
 from lm_eval_evidential.records import RECORDS_FILE_RE, Records
 from lm_eval_evidential.records.provenance import is_illustrative
 from lm_eval_evidential.report.controls import control_rows, refusal
+from lm_eval_evidential.report.field import field_sections
+from lm_eval_evidential.report.format import file_slug
 from lm_eval_evidential.report.summary import summarize
 from lm_eval_evidential.report.types import KSweepEntry, OODSection, Report, Skipped
 
@@ -58,18 +59,14 @@ def check_policies(k_policy) -> list[str]:
     return pols
 
 
-def _slug(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
-
-
 def ksweep_figure(id_task: str, ood_task: str) -> str:
     """The name (without suffix) of the K-sweep figure of a pair."""
-    return f"ksweep_{_slug(id_task)}_vs_{_slug(ood_task)}"
+    return f"ksweep_{file_slug(id_task)}_vs_{file_slug(ood_task)}"
 
 
 def risk_coverage_figure(id_task: str) -> str:
     """The name (without suffix) of the risk-coverage figure of the ID task."""
-    return f"risk_coverage_{_slug(id_task)}"
+    return f"risk_coverage_{file_slug(id_task)}"
 
 
 def _model_meta(records: Sequence[Records]) -> tuple[dict, list[str]]:
@@ -104,8 +101,14 @@ def report_data(
     max_extra: int,
     n_bins: int,
     phantom: str = "zero",
+    groups=None,
+    alpha: float = 0.1,
+    calibration_fraction: float = 0.5,
+    fpr95: str = "openood",
+    percent: bool = False,
 ) -> Report:
-    """Every section of the report on checked inputs, its figures drawn into ``figures_dir``, the summary last."""
+    """Every section of the report on checked inputs, its figures drawn into ``figures_dir``, the summary last
+    (``groups`` and the options after it: :func:`~lm_eval_evidential.report.field.field_sections`)."""
     all_records = [id_records, *ood_records]
     meta, meta_warnings = _model_meta(all_records)
     report = Report(
@@ -134,7 +137,7 @@ def report_data(
         skipped=[],
     )
     opts = {"scores": scores, "n_boot": n_boot, "seed": seed, "level": level}
-    progress = _progress(len(policies) + 4, sum(len(r) for r in all_records))
+    progress = _progress(len(policies) + 5, sum(len(r) for r in all_records))
     for policy in policies:
         progress(f"OOD detection, k_policy {policy}")
         report["ood"][policy] = _ood_section(id_records, ood_records, policy, **opts)
@@ -160,6 +163,24 @@ def report_data(
         report["answer_order"] = _answer_order_section(report, id_records, ood_records, policies[0], scores)
     progress("calibration, selective prediction, ATC, score orders")
     _quality_sections(report, id_records, ood_records, accepted, figures_dir, scores=scores, n_bins=n_bins)
+    progress("conformal sets, temperature scaling" + (", OpenOOD groups" if groups else ""))
+    field_sections(
+        report,
+        id_records,
+        ood_records,
+        figures_dir,
+        policy=policies[0],
+        groups=groups,
+        scores=scores,
+        alpha=alpha,
+        calibration_fraction=calibration_fraction,
+        seed=seed,
+        n_boot=n_boot,
+        level=level,
+        fpr95=fpr95,
+        percent=percent,
+        skip=lambda section, reason: _skip(report, section, reason),
+    )
     progress("summary")
     report["summary"] = summarize(report)
     progress(None)

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from lm_eval_evidential.errors import InvalidValueError, OutputPathError
 from lm_eval_evidential.files import atomic_folder, atomic_write_text, read_regular_file, write_json
 from lm_eval_evidential.metrics.calibration import check_n_bins
 from lm_eval_evidential.metrics.cardinality import check_max_extra, check_phantom_mode
+from lm_eval_evidential.metrics.conformal import check_alpha
 from lm_eval_evidential.metrics.detection import check_n_boot
 from lm_eval_evidential.records import Records, checked_together
 from lm_eval_evidential.report.data import check_policies, report_data
@@ -31,6 +32,11 @@ def build_report(
     n_bins: int = 15,
     allow_fingerprint_mismatch: bool = False,
     phantom: str = "zero",
+    groups: Mapping[str, Sequence[str]] | None = None,
+    alpha: float = 0.1,
+    calibration_fraction: float = 0.5,
+    fpr95: str = "openood",
+    percent: bool = False,
 ) -> Report:
     """Write ``report.md``, ``appendix.md`` (every score), ``report.json`` and the figures (PNG + SVG) into
     ``out_dir``; return the report dict.
@@ -47,6 +53,12 @@ def build_report(
     (then the differences are in ``meta_warnings``) or they were checked together before
     (:func:`~lm_eval_evidential.records.loading.load_run`): the one producer check of the report.
 
+    The sections on conformal sets and temperature scaling calibrate on a seeded ``calibration_fraction``
+    of the ID records (``seed``) and evaluate on the rest (conformal sets at miscoverage ``alpha``);
+    ``groups`` (``{"near": [task, ...], "far": [...]}``, tasks among ``ood_records``) adds OpenOOD's
+    table, its FPR@95 in the ``fpr95`` direction, times 100 with ``percent``
+    (:mod:`lm_eval_evidential.report.field`).
+
     The folder is written whole or not at all (:func:`~lm_eval_evidential.files.atomic_folder`):
     built beside ``out_dir`` and swapped in, so a killed or failed run never leaves files of two
     runs side by side. An existing ``out_dir`` is replaced only if it is a previous report (or
@@ -58,7 +70,11 @@ def build_report(
     check_max_extra(max_extra)
     check_phantom_mode(phantom)
     check_n_bins(n_bins)
+    check_alpha(alpha)
+    if not 0.0 < float(calibration_fraction) < 1.0:
+        raise InvalidValueError(f"calibration_fraction must be in (0, 1), got {calibration_fraction!r}")
     ood_records = list(ood_records)
+    groups = check_groups(groups, [r.task for r in ood_records], fpr95)
     if not ood_records:
         raise InvalidValueError("build_report needs at least one OOD task")
     same = [r.task for r in ood_records if r.task == id_records.task]
@@ -89,11 +105,39 @@ def build_report(
             max_extra=max_extra,
             n_bins=n_bins,
             phantom=phantom,
+            groups=groups,
+            alpha=alpha,
+            calibration_fraction=calibration_fraction,
+            fpr95=fpr95,
+            percent=percent,
         )
         write_json(staging / "report.json", report)
         atomic_write_text(staging / "report.md", render_markdown(report))
         atomic_write_text(staging / APPENDIX_FILE, render_appendix(report))
         return report
+
+
+def check_groups(groups, ood_tasks: Sequence[str], fpr95: str) -> dict[str, list[str]] | None:
+    """Named OOD groups as ``{group: [task, ...]}`` (None: none), each task one of ``ood_tasks`` and in one group
+    only; ``fpr95`` one of the directions (ValueError otherwise, before any work)."""
+    from lm_eval_evidential.audits.ood_groups import FPR95_DIRECTIONS
+
+    if fpr95 not in FPR95_DIRECTIONS:
+        raise InvalidValueError(f"unknown fpr95 direction {fpr95!r}; valid: {', '.join(FPR95_DIRECTIONS)}")
+    named = {str(g): list(tasks) for g, tasks in (groups or {}).items() if tasks}
+    if not named:
+        return None
+    tasks = [t for ts in named.values() for t in ts]
+    twice = sorted({t for t in tasks if tasks.count(t) > 1})
+    if twice:
+        raise InvalidValueError(f"{', '.join(twice)} named in more than one group; a task belongs to one group")
+    unknown = [t for t in tasks if t not in ood_tasks]
+    if unknown:
+        raise InvalidValueError(
+            f"group task(s) {', '.join(unknown)} are not among the OOD tasks ({', '.join(ood_tasks)}); name each "
+            "grouped task as an OOD task too"
+        )
+    return named
 
 
 def is_report_folder(path) -> bool:

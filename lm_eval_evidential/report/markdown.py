@@ -10,11 +10,19 @@ from lm_eval_evidential.audits.ood import phantom_evidence_line, sensitivity_lin
 from lm_eval_evidential.metrics.cardinality import phantom_options
 from lm_eval_evidential.metrics.scores import OOD_DEFAULT_SCORES
 from lm_eval_evidential.report.data import ksweep_figure, risk_coverage_figure
-from lm_eval_evidential.report.format import format_ci, format_k, format_number, format_p
+from lm_eval_evidential.report.field import md_conformal, md_groups, md_temperature
+from lm_eval_evidential.report.format import (  # noqa: F401 (APPENDIX_FILE: re-exported)
+    APPENDIX_FILE,
+    figure_lines,
+    format_ci,
+    format_k,
+    format_number,
+    format_p,
+    headline_rows,
+    markdown_table,
+    undefined_lines,
+)
 from lm_eval_evidential.report.types import AuditRow, Report
-
-#: The file beside ``report.md`` with every score's tables.
-APPENDIX_FILE = "appendix.md"
 
 ILLUSTRATIVE_NOTE = (
     "These records come from the bundled tiny model (random weights, a few fine-tuning steps) on sample questions "
@@ -23,14 +31,7 @@ ILLUSTRATIVE_NOTE = (
 )
 
 
-def _cell(text) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
-
-
-def _table(headers: Sequence[str], body: Sequence[Sequence]) -> list[str]:
-    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in body]
-    return lines + [""]
+_table = markdown_table
 
 
 def _details(summary: str, lines: list[str]) -> list[str]:
@@ -39,27 +40,11 @@ def _details(summary: str, lines: list[str]) -> list[str]:
 
 
 def _figure(report: Report, name: str, caption: str) -> list[str]:
-    files = report["figures"].get(name)
-    if not files:
-        return []
-    png = next((f for f in files if f.endswith(".png")), files[0])
-    others = ", ".join(f"[{f}]({f})" for f in files if f != png)
-    return [f"![{caption}]({png})", "", f"*{caption}* ({others})" if others else f"*{caption}*", ""]
+    return figure_lines(report["figures"], name, caption)
 
 
-def _reasons(rows: Sequence[AuditRow]) -> list[str]:
-    out = [
-        f"- {r.get('task') or r.get('target_task') or ''} {r.get('score', '')}: {r['reason']}"
-        for r in rows
-        if r.get("reason")
-    ]
-    return ["Undefined values (n/a):", *out, ""] if out else []
-
-
-def _headline_rows(rows: Sequence[AuditRow], key: str = "score") -> list[AuditRow]:
-    """The rows of the few scores that matter (OOD_DEFAULT_SCORES), or all rows if none is among them."""
-    few = [r for r in rows if r.get(key) in OOD_DEFAULT_SCORES]
-    return few or list(rows)
+_reasons = undefined_lines
+_headline_rows = headline_rows
 
 
 def render_markdown(report: Report) -> str:
@@ -73,12 +58,15 @@ def render_markdown(report: Report) -> str:
         _md_summary,
         _md_k_counts,
         _md_ood,
+        md_groups,
         _md_controls,
         _md_ksweep,
         _md_answer_order,
         _md_implementation_a,
         _md_calibration,
+        md_temperature,
         _md_selective,
+        md_conformal,
         _md_atc,
         _md_orders,
         _md_not_computed,
@@ -666,6 +654,14 @@ def _md_appendix(report: Report) -> list[str]:
         lines += _details(
             f"Selective prediction ({len(report['selective'])} rows)", _selective_table(report["selective"])
         )
+    groups = report.get("ood_groups")
+    if groups:
+        every = md_groups(report, rows=groups["rows"])[2:]  # the section without its report.md heading
+        lines += _details(f"OOD detection by group, every score ({len(groups['rows'])} rows)", every)
+    if report.get("temperature"):
+        lines += _details("Temperature scaling, every probability vector", md_temperature(report, every=True)[2:])
+    if report.get("conformal"):
+        lines += _details("Conformal prediction sets, every method", md_conformal(report, every=True)[2:])
     if report["atc"]:
         lines += _details(f"ATC / DoC ({len(report['atc'])} rows)", _atc_table(report["atc"]))
     if report["orders"]:

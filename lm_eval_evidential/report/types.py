@@ -71,6 +71,57 @@ class Skipped(TypedDict):
     reason: str
 
 
+class Threshold(TypedDict):
+    """One method's calibrated conformal threshold and the line that says what it was calibrated on."""
+
+    method: str
+    qhat: float
+    rank: int  # qhat is the rank-th smallest of the n calibration scores (rank > n: qhat = inf, every set full)
+    n: int
+    line: str
+
+
+class ConformalSection(TypedDict):
+    """Conformal prediction sets (:mod:`lm_eval_evidential.audits.conformal`): per method, the rows of the ID test
+    part and of each OOD task the K check admits; the refused tasks."""
+
+    alpha: float
+    level: float  # of the bootstrap intervals
+    calibration: str
+    thresholds: list[Threshold]
+    rows: list[AuditRow]
+    refused: list[Refusal]
+
+
+class TemperatureSection(TypedDict):
+    """Post-hoc temperature scaling (:mod:`lm_eval_evidential.audits.temperature`): the fitted T (also on every
+    row), what it was fitted on, the rows, the refused tasks."""
+
+    temperature: float
+    line: str
+    validation: str
+    rows: list[AuditRow]
+    refused: list[Refusal]
+
+
+class GroupRefusal(Refusal):
+    """A refused set of a named OOD group (its group's mean row leaves it out and says so)."""
+
+    group: str
+
+
+class OODGroupsSection(TypedDict):
+    """OpenOOD's layout (:func:`lm_eval_evidential.audits.ood_groups.group_rows`): the groups named, FPR@95's
+    positive class and what it measures, the scale (100 with ``percent``), the rows, the refused sets."""
+
+    groups: dict[str, list[str]]
+    fpr95_positive: str
+    fpr95_direction: str
+    scale: float
+    rows: list[AuditRow]
+    refused: list[GroupRefusal]
+
+
 class ValidComparison(TypedDict):
     """A K-matched comparison and its headline numbers."""
 
@@ -184,5 +235,11 @@ class Report(TypedDict):
     #: The order audit's AUROC per order of each permuted pair (:func:`~lm_eval_evidential.audits.permutations.
     #: permutation_ood_rows`); only where the records are permuted.
     answer_order: NotRequired[list[AuditRow]]
+    #: The audits the field reports beside OOD detection (:mod:`lm_eval_evidential.report.field`); absent where
+    #: skipped (``skipped`` says why) and in reports written before them.
+    conformal: NotRequired[ConformalSection]
+    temperature: NotRequired[TemperatureSection]
+    #: Only where OOD groups are named (``report --near/--far``).
+    ood_groups: NotRequired[OODGroupsSection]
     figures: dict[str, list[str]]
     skipped: list[Skipped]
