@@ -7,6 +7,8 @@ named, AUROC, AUPR-In, AUPR-Out. See :mod:`lm_eval_evidential.audits.ood_groups`
 
 from __future__ import annotations
 
+import sys
+
 from lm_eval_evidential.errors import InvalidValueError
 from lm_eval_evidential.files import write_json
 
@@ -39,6 +41,14 @@ def add_group_options(p) -> None:
             help=f"{group}-OOD task(s): OpenOOD's layout, one row per task and a mean row labelled '{group}'",
         )
     p.add_argument(
+        "--groups-from",
+        dest="groups_from",
+        default=None,
+        metavar="TASK",
+        help="the near/far groups a pair task, or every pair of a group task (e.g. obqa_edl_ood), declares in "
+        "metadata.ood_group, instead of --near/--far",
+    )
+    p.add_argument(
         "--percent", action="store_true", help="with --near/--far: FPR@95, AUROC, AUPR and ID accuracy times 100"
     )
     p.add_argument(
@@ -52,9 +62,14 @@ def add_group_options(p) -> None:
 
 def uses_groups(args) -> bool:
     """The OpenOOD layout was asked for; refuses mixing it with ``--ood`` or with options it ignores."""
-    grouped = bool(args.near_tasks or args.far_tasks)
+    if args.groups_from and (args.near_tasks or args.far_tasks):
+        raise InvalidValueError("--groups-from names the groups itself; give --groups-from or --near/--far")
+    grouped = bool(args.near_tasks or args.far_tasks or args.groups_from)
     if grouped and args.ood_tasks:
-        raise InvalidValueError("--ood and --near/--far are two layouts of the ood table; give --ood or --near/--far")
+        raise InvalidValueError(
+            "--ood and --near/--far are two layouts of the ood table (--groups-from gives --near/--far); give --ood or "
+            "--near/--far"
+        )
     if not grouped and not args.ood_tasks:
         raise InvalidValueError("give the OOD task(s): --ood T1,T2, or the OpenOOD layout --near T1,T2 --far T3")
     if grouped and getattr(args, "force_k", None) is not None:
@@ -62,15 +77,31 @@ def uses_groups(args) -> bool:
     return grouped
 
 
-def run_groups(args) -> int:
-    from lm_eval_evidential.audits.ood_groups import FPR95_DIRECTIONS, group_rows
-    from lm_eval_evidential.cli.exit_codes import EXIT_OK, EXIT_REFUSED
+def named_groups(args) -> dict[str, list[str]]:
+    """``{group: [task, ...]}`` from ``--near``/``--far``, or from the pair metadata of ``--groups-from`` (what
+    it leaves out said on stderr); a task named in two groups is refused."""
+    if args.groups_from:
+        from lm_eval_evidential.harness import tasks_dir
+        from lm_eval_evidential.harness.declared_groups import declared_groups
 
-    named = {g: getattr(args, f"{g}_tasks") for g in GROUPS if getattr(args, f"{g}_tasks")}
+        named, notes = declared_groups(args.groups_from, args.id_task, [tasks_dir()])
+        for note in notes:
+            print(f"--groups-from {args.groups_from}: {note}", file=sys.stderr)
+    else:
+        named = {g: getattr(args, f"{g}_tasks") for g in GROUPS if getattr(args, f"{g}_tasks")}
     tasks = [t for ts in named.values() for t in ts]
     twice = sorted({t for t in tasks if tasks.count(t) > 1})
     if twice:
         raise InvalidValueError(f"{', '.join(twice)} named in both --near and --far; a task belongs to one group")
+    return named
+
+
+def run_groups(args) -> int:
+    from lm_eval_evidential.audits.ood_groups import FPR95_DIRECTIONS, group_rows
+    from lm_eval_evidential.cli.exit_codes import EXIT_OK, EXIT_REFUSED
+
+    named = named_groups(args)
+    tasks = [t for ts in named.values() for t in ts]
     refuse_self_comparison(args.id_task, tasks)
     id_records, *loaded = load(args, [args.id_task, *tasks])
     refuse_same_questions(id_records, loaded)

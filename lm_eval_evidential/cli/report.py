@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ._ood_groups import GROUPS, add_group_options, uses_groups
+from ._ood_groups import add_group_options, named_groups, uses_groups
 from ._options import (
     add_audit_parser,
     add_ood_tasks,
@@ -84,7 +84,7 @@ def run(args) -> int:
 
     groups = None
     if uses_groups(args):
-        groups = {g: getattr(args, f"{g}_tasks") for g in GROUPS if getattr(args, f"{g}_tasks")}
+        groups = named_groups(args)
         args.ood_tasks = [t for tasks in groups.values() for t in tasks]
     refuse_self_comparison(args.id_task, args.ood_tasks)
     print(f"report: reading the records of {', '.join([args.id_task, *args.ood_tasks])}", file=sys.stderr, flush=True)

@@ -422,16 +422,10 @@ def control_tasks(tasks_dir: str | os.PathLike) -> dict[str, list[dict]]:
     (one line on what it keeps and drops). Read from the YAML files themselves, so the report
     and messages name exactly the controls that ship.
     """
-    import yaml
+    from .declared_groups import task_configs
 
-    class _Loader(yaml.SafeLoader):
-        pass
-
-    _Loader.add_multi_constructor("!", lambda loader, suffix, node: None)  # !function: not needed here
     out: dict[str, list[dict]] = {}
-    for path in sorted(Path(tasks_dir).glob("*.yaml")):
-        with open(path, encoding="utf-8") as fh:
-            config = yaml.load(fh, Loader=_Loader) or {}
+    for _, config in task_configs([tasks_dir]):
         meta = config.get("metadata") or {}
         if isinstance(meta, dict) and meta.get("control_of") and config.get("task"):
             out.setdefault(meta["control_of"], []).append({"task": config["task"], "control": meta.get("control", "")})
