@@ -1494,6 +1494,25 @@ CATALOGUE = [
         ),
         Refused(IE, r"peft=.*ens: its members were trained with different base models \(member_0: .*, member_1: .*\)"),
     ),
+    # -- Laplace-LoRA posteriors (peft=DIR holding laplace_config.json): refused before the weights load
+    (
+        M,
+        "laplace-samples-one-adapter",
+        TINY + ",peft={adapter},laplace_samples=1",
+        Refused(IE, r"laplace_samples=1: a Laplace posterior needs an integer number of weight samples >= 2"),
+    ),
+    (
+        M,
+        "laplace-samples-on-an-adapter-without-a-posterior",
+        TINY + ",peft={adapter},laplace_samples=4",
+        Refused(IE, r"laplace_samples=4: peft=.* holds no Laplace posterior \(laplace_config\.json\); fit one"),
+    ),
+    (
+        M,
+        "mc-samples-on-a-laplace-posterior-adapter",
+        Cmd(TINY + ",peft={tmp}/lap,mc_samples=3", lambda c: _laplace_copy(c, "lap")),
+        Refused(IE, r"mc_samples=3 with peft=.*lap, which holds a Laplace posterior: score either its weight samples"),
+    ),
     (
         M,
         "dtype-unknown",
@@ -3185,6 +3204,13 @@ def _adapter_copy(ctx, name: str, source=None, **config) -> None:
     shutil.copytree(source or ctx.adapter, target)
     path = target / "adapter_config.json"
     path.write_text(json.dumps({**json.loads(path.read_text()), **config}))
+
+
+def _laplace_copy(ctx, name: str) -> None:
+    """A copy of the shared tiny adapter at ``{tmp}/name`` marked as holding a Laplace posterior (its config)."""
+    _adapter_copy(ctx, name)
+    config = {"structure": "diag", "samples": 3, "seed": 0, "parameters": []}
+    (ctx.tmp / name / "laplace_config.json").write_text(json.dumps(config))
 
 
 @pytest.fixture

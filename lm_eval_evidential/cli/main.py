@@ -35,6 +35,7 @@ COMMANDS = (
     "permutations",
     "tasks",
     "train",
+    "laplace",
     "demo",
 )
 __all__ = ["COMMANDS", "EXIT_CODES", "EXIT_ERROR", "EXIT_OK", "EXIT_REFUSED", "build_parser", "main"]

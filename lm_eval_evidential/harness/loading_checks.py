@@ -269,8 +269,8 @@ def check_phantom_count(value) -> int:
     return int(number)
 
 
-def check_mc_samples(value) -> int | None:
-    """``mc_samples`` from --model_args: None (one deterministic pass) or a whole number of MC-dropout passes >= 2."""
+def _member_count(value, name: str, what: str, unit: str, drop: str) -> int | None:
+    """A number of members from --model_args: None (not given) or a whole number >= 2, else one line."""
     if value is None:
         return None
     try:
@@ -279,10 +279,25 @@ def check_mc_samples(value) -> int | None:
             raise ValueError(value)
     except (TypeError, ValueError, OverflowError):
         raise EvidentialInputError(
-            f"mc_samples={value}: MC dropout needs an integer number of passes >= 2 (e.g. mc_samples=10); drop "
-            "mc_samples for one deterministic pass"
+            f"{name}={value}: {what} needs an integer number of {unit} >= 2 (e.g. {name}=10); {drop}"
         ) from None
     return int(number)
+
+
+def check_mc_samples(value) -> int | None:
+    """``mc_samples`` from --model_args: None (one deterministic pass) or a whole number of MC-dropout passes >= 2."""
+    return _member_count(value, "mc_samples", "MC dropout", "passes", "drop mc_samples for one deterministic pass")
+
+
+def check_laplace_samples(value) -> int | None:
+    """``laplace_samples`` from --model_args: None (the number saved with the posterior) or a whole number >= 2."""
+    return _member_count(
+        value,
+        "laplace_samples",
+        "a Laplace posterior",
+        "weight samples",
+        "drop laplace_samples for the number saved with it",
+    )
 
 
 #: The scoring's --model_args besides the head's, every backend's: name -> (default, check returning the value).
@@ -290,6 +305,7 @@ def check_mc_samples(value) -> int | None:
 SCORING_OPTIONS = {
     "phantom_count": (PHANTOM_COUNT, check_phantom_count),
     "mc_samples": (None, check_mc_samples),  # MC dropout passes (harness/members.py)
+    "laplace_samples": (None, check_laplace_samples),  # Laplace-LoRA weight samples (harness/members.py)
 }
 
 #: The --model_args every backend takes for the scoring (harness/scoring.EvidentialScoring.init_scoring).

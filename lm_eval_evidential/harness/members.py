@@ -1,29 +1,36 @@
-"""Which members score each question: a LoRA ensemble (``peft=DIR`` of member folders) or MC dropout
-(``mc_samples=N``), checked from the model_args before any weights load.
+"""Which members score each question: a LoRA ensemble (``peft=DIR`` of member folders), MC dropout
+(``mc_samples=N``) or the weight samples of a Laplace-LoRA posterior saved with the adapter
+(``peft=DIR`` holding ``laplace_config.json``; ``laplace_samples=N`` overrides the number saved),
+checked from the model_args before any weights load.
 
 The scoring (:mod:`lm_eval_evidential.harness.scoring`) forwards the questions' distinct prompts once
 per member and files every member's answer logits (``member_logits`` in the records, in the order
-here: ensemble members in the sorted order of their folder names, dropout passes 0..N-1).
+here: ensemble members in the sorted order of their folder names, dropout passes 0..N-1, Laplace
+samples 0..N-1 in the order laplace-torch draws them).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from lm_eval_evidential.errors import EvidentialInputError
-from lm_eval_evidential.harness.loading_checks import check_mc_samples
+from lm_eval_evidential.harness.loading_checks import check_laplace_samples, check_mc_samples
+from lm_eval_evidential.modeling.laplace import LAPLACE_CONFIG, LAPLACE_POSTERIOR, has_posterior
 from lm_eval_evidential.modeling.members import ADAPTER_CONFIG, ensemble_members
 
 
 @dataclass(frozen=True)
 class Members:
-    """The members of a run: ``source`` "ensemble" (``paths``) or "mc_dropout" (``samples`` passes)."""
+    """The members of a run: ``source`` "ensemble" (``paths``), "mc_dropout" (``samples`` passes) or "laplace"
+    (``samples`` weight samples of the posterior in ``paths[0]``, drawn with ``seed``)."""
 
     source: str
     paths: tuple[Path, ...] = ()
     samples: int = 0
+    seed: int = 0
 
     @property
     def count(self) -> int:
@@ -38,12 +45,32 @@ class Members:
         """What the records' metadata says of the members (a producer key: runs of other members never mix)."""
         if self.source == "ensemble":
             return {"source": "ensemble", "names": self.names}
+        if self.source == "laplace":
+            config = json.loads((self.paths[0] / LAPLACE_CONFIG).read_text(encoding="utf-8"))
+            digest = hashlib.sha256((self.paths[0] / LAPLACE_POSTERIOR).read_bytes()).hexdigest()[:16]
+            return {
+                "source": "laplace",
+                "samples": self.samples,
+                "seed": self.seed,
+                "structure": config["structure"],
+                "prior_precision": config["prior_precision"],
+                "posterior_sha256": digest,
+            }
         return {"source": "mc_dropout", "samples": self.samples, "seed": seed}
 
 
-def members_from_args(mc_samples, peft, method: str) -> Members | None:
-    """The run's members from ``mc_samples`` and ``peft`` (None: one prediction per question), or a refusal."""
+def members_from_args(mc_samples, peft, method: str, laplace_samples=None) -> Members | None:
+    """The run's members from ``mc_samples``, ``laplace_samples`` and ``peft`` (None: one prediction per
+    question), or a refusal."""
     samples = check_mc_samples(mc_samples)
+    draws = check_laplace_samples(laplace_samples)
+    if has_posterior(peft):
+        return _laplace_members(peft, method, samples, draws)
+    if draws is not None:
+        raise EvidentialInputError(
+            f"laplace_samples={draws}: peft={peft} holds no Laplace posterior (laplace_config.json); fit one on this "
+            "adapter with lm-eval-evidential laplace and pass its --output-dir as peft, or drop laplace_samples"
+        )
     paths = ensemble_members(peft)
     if samples is not None and paths is not None:
         raise EvidentialInputError(
@@ -74,10 +101,31 @@ def members_from_args(mc_samples, peft, method: str) -> Members | None:
     return None if samples is None else Members("mc_dropout", samples=samples)
 
 
+def _laplace_members(peft, method: str, mc_samples: int | None, draws: int | None) -> Members:
+    """The weight samples of the Laplace posterior saved in ``peft``, or a refusal."""
+    folder = Path(str(peft))
+    if mc_samples is not None:
+        raise EvidentialInputError(
+            f"mc_samples={mc_samples} with peft={peft}, which holds a Laplace posterior: score either its weight "
+            "samples (peft alone) or MC dropout of the MAP adapter it was fitted on"
+        )
+    try:
+        config = json.loads((folder / LAPLACE_CONFIG).read_text(encoding="utf-8"))
+        saved, seed = int(config["samples"]), int(config["seed"])
+    except (OSError, ValueError, TypeError, KeyError) as exc:
+        raise EvidentialInputError(
+            f"{folder / LAPLACE_CONFIG} cannot be read ({exc!r}); fit the posterior again (lm-eval-evidential laplace)"
+        ) from None
+    if method != "softmax":
+        raise EvidentialInputError(
+            f"peft={peft} holds a Laplace posterior of the softmax likelihood (Yang et al. 2024), but method={method}; "
+            "drop method= (the adapter's is softmax) — its weight samples are scored with the softmax head"
+        )
+    return Members("laplace", paths=(folder,), samples=draws or saved, seed=seed)
+
+
 def _dropout_rate(folder: Path) -> float | None:
     """The ``lora_dropout`` of an adapter's config (None where it does not say)."""
-    import json
-
     try:
         rate = json.loads((folder / ADAPTER_CONFIG).read_text(encoding="utf-8")).get("lora_dropout")
     except (OSError, ValueError, AttributeError):

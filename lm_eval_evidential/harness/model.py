@@ -165,6 +165,14 @@ class EvidentialLM(EvidentialScoring, HFLM):
             from peft.utils import load_peft_weights
 
             self._member_weights = [load_peft_weights(str(path), device="cpu") for path in adapters]
+        if self.members is not None and self.members.source == "laplace":
+            # The posterior's weight samples, drawn once as laplace-torch draws them (modeling/laplace.py); each
+            # member pass copies θ_MAP + δ_m into the adapter's LoRA weights, which hold θ_MAP (checked) between.
+            from lm_eval_evidential.modeling.laplace import check_mean_fits, load_posterior, sample_deltas
+
+            posterior = load_posterior(peft)
+            params = check_mean_fits(posterior, self._model, peft)
+            self._laplace = (posterior, params, sample_deltas(posterior, self.members.samples, self.members.seed))
         if self.members is not None and self.members.source == "mc_dropout":
             from lm_eval_evidential.modeling.members import seeded_dropout
 
@@ -218,8 +226,8 @@ class EvidentialLM(EvidentialScoring, HFLM):
 
     @contextlib.contextmanager
     def member_pass(self, index: int):
-        """Member ``index``: the ensemble member's LoRA weights copied into the adapter slot, or MC-dropout pass
-        ``index``."""
+        """Member ``index``: the ensemble member's LoRA weights copied into the adapter slot, Laplace weight sample
+        ``index`` copied into the adapter's LoRA weights (θ_MAP put back after), or MC-dropout pass ``index``."""
         if self.members.source == "ensemble":
             from peft.utils import set_peft_model_state_dict
 
@@ -231,6 +239,20 @@ class EvidentialLM(EvidentialScoring, HFLM):
                     "first member's configuration; put members of one training run in the folder"
                 )
             yield
+            return
+        if self.members.source == "laplace":
+            from lm_eval_evidential.modeling.laplace import member_weights
+
+            posterior, params, deltas = self._laplace
+            with torch.no_grad():
+                for name, value in member_weights(posterior, deltas, index).items():
+                    params[name].copy_(value)
+            try:
+                yield
+            finally:
+                with torch.no_grad():
+                    for name, value in member_weights(posterior, torch.zeros_like(deltas[:1]), 0).items():
+                        params[name].copy_(value)
             return
         self._mc_sample = index
         try:

@@ -192,7 +192,7 @@ class EvidentialScoring(ABC):
         self.head = head_config({**settings, **({} if seed is None else {"seed": seed})})
         for name, (default, check) in SCORING_OPTIONS.items():
             setattr(self, name, check(model_args.pop(name, default)))
-        self.members = members_from_args(self.mc_samples, peft, self.head.method)
+        self.members = members_from_args(self.mc_samples, peft, self.head.method, self.laplace_samples)
         self._pretrained_name = str(pretrained)
         self._peft_path = peft
         self._revision = revision

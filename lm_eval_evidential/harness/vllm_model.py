@@ -148,13 +148,14 @@ class EvidentialVLLM(EvidentialScoring, VLLM):
         check_load_args(pretrained, {"peft": peft, "dtype": dtype, "max_length": kwargs.get("max_length")})
         self.init_scoring(kwargs, pretrained=pretrained, peft=peft, revision=revision or "main")  # leaves VLLM's
         if self.members is not None:
-            what = (
-                f"mc_samples={self.mc_samples}" if self.members.source == "mc_dropout" else f"the ensemble peft={peft}"
-            )
+            what = {
+                "mc_dropout": f"mc_samples={self.mc_samples}",
+                "laplace": f"the Laplace posterior in peft={peft}",
+            }.get(self.members.source, f"the ensemble peft={peft}")
             raise EvidentialInputError(
                 f"{what}: --model evidential-vllm scores one prediction per question — vLLM's forward has no LoRA "
                 "dropout to sample, and serving each member as a LoRA of its own is not wired to the records' "
-                "member_logits; use --model evidential (transformers) for ensembles and MC dropout"
+                "member_logits; use --model evidential (transformers) for ensembles, MC dropout and Laplace samples"
             )
         self._dtype_arg = dtype
         self.adapter_mode = None

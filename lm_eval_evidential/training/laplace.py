@@ -1,0 +1,240 @@
+"""``lm-eval-evidential laplace``: a Laplace-LoRA posterior fitted on a trained (MAP) adapter with laplace-torch.
+
+Laplace-LoRA (Yang et al., ICLR 2024) is a post-hoc Laplace approximation over the LoRA weights
+only: the base model stays fixed, the adapter's weights θ_MAP are the mean, and the posterior
+precision is the generalised Gauss-Newton of the categorical likelihood of the K answer logits
+on the training questions — Kronecker-factored (``kron``, the paper's) or diagonal — plus an
+isotropic prior precision chosen by the marginal likelihood (laplace-torch's
+``optimize_prior_precision(method="marglik")``) or given.
+
+Why laplace-torch (Daxberger et al. 2021) and not ``bayesian-lora`` (the Laplace-LoRA authors'
+package, 0.0.6): laplace-torch is kept up, tested and documented, takes a model whose input is
+a dict of tensors (Hugging Face batches), computes its KFAC/diagonal GGN through curvlinops and
+has its own sampling predictive, which the tests use as the oracle of the scored members.
+bayesian-lora 0.0.6 keeps the activations of the last position only (its K-FAC misses every
+other token's contribution to a LoRA weight's gradient), measures the prior term with the norm
+instead of the squared norm of the weights, and its ``default_output_callback`` reads globals it
+never defines.
+
+The likelihood is the softmax over the answer logits, so only ``--method softmax`` adapters (the
+Laplace-LoRA paper's cross-entropy fine-tuning) are fitted; an EDL adapter's loss is not that
+likelihood and is refused with the reason. laplace-torch is an optional dependency
+(``pip install ".[laplace]"``); without it this command refuses in one line.
+
+References
+----------
+.. [1] Yang, A. X., Robeyns, M., Wang, X. and Aitchison, L. (2024). Bayesian low-rank adaptation
+       for large language models. *ICLR*.
+.. [2] Daxberger, E. et al. (2021). Laplace redux — effortless Bayesian deep learning. *NeurIPS*.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from lm_eval_evidential.errors import EvidentialInputError, InvalidValueError
+from lm_eval_evidential.modeling.config import read_metadata
+from lm_eval_evidential.modeling.laplace import STRUCTURES, has_posterior, save_posterior
+
+#: What ``pip`` needs for the fit: laplace-torch and its curvature backends, without replacing the installed torch.
+INSTALL = 'pip install ".[laplace]" "torch==$(python -c \'import torch; print(torch.__version__.split("+")[0])\')"'
+
+
+@dataclass(frozen=True)
+class LaplaceSettings:
+    """How the posterior is fitted (CLI: ``lm-eval-evidential laplace --field-name``)."""
+
+    structure: str = "kron"
+    prior_precision: float | None = None  # None: the marginal likelihood's choice
+    samples: int = 10
+    seed: int = 0
+    # One question per batch: curvlinops' KFAC counts every position of a Linear layer's input, left padding
+    # included (the attention mask hides pads from the logits, not from the activation factor), and laplace-torch
+    # sums per-batch Kronecker factors; with one question per batch the posterior depends on neither.
+    batch_size: int = 1
+    max_train_docs: int | None = None
+    train_split: str | None = None
+    marglik_steps: int = 100
+
+    def __post_init__(self) -> None:
+        if self.structure not in STRUCTURES:
+            raise InvalidValueError(f"--structure must be one of {', '.join(STRUCTURES)}, got {self.structure!r}")
+        if self.prior_precision is not None and not self.prior_precision > 0:
+            raise InvalidValueError(f"--prior-precision must be > 0, got {self.prior_precision!r}")
+        for name in ("samples", "batch_size", "marglik_steps"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InvalidValueError(f"--{name.replace('_', '-')} must be a positive integer, got {value!r}")
+        if self.samples < 2:
+            raise InvalidValueError(
+                f"--samples {self.samples}: the posterior is scored by sampling, so it needs at least 2 weight samples"
+            )
+        if self.max_train_docs is not None and self.max_train_docs < 1:
+            raise InvalidValueError(f"--max-train-docs must be >= 1, got {self.max_train_docs!r}")
+
+
+def _laplace_library():
+    try:
+        import laplace
+    except ImportError:
+        raise EvidentialInputError(
+            "lm-eval-evidential laplace fits the posterior with laplace-torch, which is not installed; install it "
+            f"with {INSTALL} (the torch pin keeps the torch you have), or score the MAP adapter alone"
+        ) from None
+    return laplace
+
+
+def answer_logits_module(model):
+    """The module laplace-torch fits: a batch dict (``input_ids``, ``attention_mask``, ``position_ids``,
+    ``answer_ids``) → its (B, K) last-position answer logits in float32, as evaluation computes them."""
+    import torch
+
+    from lm_eval_evidential.training.trainer import last_logits
+
+    class AnswerLogits(torch.nn.Module):
+        def __init__(self, inner):
+            super().__init__()
+            self.model = inner
+
+        def forward(self, batch):
+            return last_logits(self.model, batch).gather(1, batch["answer_ids"].to(torch.long))
+
+    return AnswerLogits(model)
+
+
+def _check_adapter(peft: Path) -> dict:
+    if not (peft / "adapter_config.json").is_file():
+        raise EvidentialInputError(f"--peft {peft}: no adapter_config.json; pass the folder of a trained adapter")
+    if has_posterior(peft):
+        raise EvidentialInputError(
+            f"--peft {peft} already holds a Laplace posterior; fit on the MAP adapter it was made from"
+        )
+    meta = read_metadata(peft) or {}
+    method = meta.get("method")
+    if method != "softmax":
+        raise EvidentialInputError(
+            f"--peft {peft} was trained with method={method or 'unknown (no evidential_config.json)'}: Laplace-LoRA's "
+            "posterior is over the categorical likelihood of the answer logits (Yang et al. 2024), which is the "
+            "training loss of --method softmax adapters only; train one with lm-eval-evidential train --method softmax"
+        )
+    return meta
+
+
+def _posterior_tensors(la, structure: str) -> dict:
+    """What :mod:`lm_eval_evidential.modeling.laplace` needs of a fitted ``la`` to draw its samples."""
+    import torch
+
+    tensors = {"mean": la.mean.detach()}
+    if structure == "diag":
+        tensors["scale"] = la.posterior_scale.detach()
+        return tensors
+    precision = la.posterior_precision  # KronDecomposed: H · (1/T) + prior, eigen-decomposed per block
+    for i, (ls, qs, delta) in enumerate(zip(precision.eigenvalues, precision.eigenvectors, precision.deltas)):
+        if len(ls) == 1:
+            tensors[f"block{i}.q0"] = qs[0]
+            tensors[f"block{i}.scale"] = torch.pow(ls[0] + delta, -0.5)
+        else:
+            l1, l2 = ls
+            if precision.damping:
+                scale = torch.pow(torch.outer(l1 + torch.sqrt(delta), l2 + torch.sqrt(delta)), -0.5)
+            else:
+                scale = torch.pow(torch.outer(l1, l2) + delta, -0.5)
+            tensors[f"block{i}.q0"], tensors[f"block{i}.q1"], tensors[f"block{i}.scale"] = qs[0], qs[1], scale
+    return {k: v.detach() for k, v in tensors.items()}
+
+
+def fit_laplace(pretrained, peft, task, output_dir, settings: LaplaceSettings | None = None) -> Path:
+    """Fit a Laplace-LoRA posterior on the MAP adapter ``peft`` over ``task``'s training questions and write
+    ``output_dir``: the adapter's files and the posterior (``peft=output_dir`` then scores it). Returns the folder.
+    """
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from lm_eval_evidential.modeling.quiet import peft_wrapping
+    from lm_eval_evidential.records.io import atomic_folder, check_output_folder
+    from lm_eval_evidential.training.trainer import (
+        LeftPadCollator,
+        _load_task,
+        _task_name,
+        encode_examples,
+        training_docs,
+    )
+
+    settings = settings or LaplaceSettings()
+    peft = Path(str(peft))
+    meta = _check_adapter(peft)
+    laplace = _laplace_library()
+    output = check_output_folder(Path(str(output_dir)), replaceable=has_posterior, option="--output-dir")
+    task_obj = _load_task(task) if isinstance(task, str) else task
+    docs = training_docs(task_obj, settings.train_split)[: settings.max_train_docs]
+    tokenizer = AutoTokenizer.from_pretrained(pretrained)
+    examples, _ = encode_examples(task_obj, docs, tokenizer)
+    ks = sorted({e["k"] for e in examples})
+    if len(ks) != 1:
+        raise EvidentialInputError(
+            f"task {_task_name(task_obj)}: its training questions have K = {ks}; the Laplace fit's categorical "
+            "likelihood needs one K (fit on a K-matched task, e.g. csqa_k4_edl, or a task of one K)"
+        )
+    model = AutoModelForCausalLM.from_pretrained(pretrained, dtype=torch.float32)
+    with peft_wrapping():
+        model = PeftModel.from_pretrained(model, str(peft), is_trainable=True)
+    for name, param in model.named_parameters():  # the LoRA weights only (no lora_only bias: not the paper's)
+        param.requires_grad_(".lora_" in name)
+    names = [n for n, p in model.named_parameters() if p.requires_grad]
+    shapes = [list(p.shape) for n, p in model.named_parameters() if p.requires_grad]
+    module = answer_logits_module(model)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    loader = torch.utils.data.DataLoader(
+        examples, batch_size=settings.batch_size, shuffle=False, collate_fn=LeftPadCollator(0 if pad is None else pad)
+    )
+    la = laplace.Laplace(
+        module,
+        "classification",
+        subset_of_weights="all",
+        hessian_structure=settings.structure,
+        dict_key_x="input_ids",
+        dict_key_y="target",
+    )
+    la.fit(loader)
+    if settings.prior_precision is None:
+        la.optimize_prior_precision(
+            pred_type="glm", method="marglik", prior_structure="scalar", n_steps=settings.marglik_steps
+        )
+    else:
+        la.prior_precision = float(settings.prior_precision)
+    config = {
+        "structure": settings.structure,
+        "parameters": [{"name": n, "shape": s} for n, s in zip(names, shapes)],
+        "prior_precision": float(la.prior_precision.reshape(-1)[0]),
+        "prior_precision_from": "given" if settings.prior_precision is not None else "marglik",
+        "log_marginal_likelihood": float(la.log_marginal_likelihood().detach()),
+        "n_data": int(la.n_data),
+        "batch_size": settings.batch_size,  # KFAC sums per-batch factors, pads included: part of the fit
+        "samples": settings.samples,
+        "seed": settings.seed,
+        "likelihood": "categorical over the K answer logits (softmax)",
+        "task": _task_name(task_obj),
+        "fitted_on": str(peft),
+        "library": f"laplace-torch {_version('laplace-torch')}",
+        "backend": type(la.backend).__name__,
+        "method": meta.get("method"),
+    }
+    tensors = _posterior_tensors(la, settings.structure)
+    with atomic_folder(output, replaceable=has_posterior) as tmp:
+        for item in sorted(peft.iterdir()):
+            if item.is_file():
+                shutil.copy2(item, tmp / item.name)
+        save_posterior(tmp, config, tensors)
+    return output.resolve()
+
+
+def _version(dist: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return "unknown"

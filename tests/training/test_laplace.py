@@ -1,0 +1,129 @@
+"""``lm-eval-evidential laplace``: a Laplace-LoRA posterior fitted by laplace-torch, scored by --model evidential.
+
+Oracle: laplace-torch's own sampling predictive (``Laplace.predictive_samples(pred_type="nn")``),
+on a posterior the test fits itself through the library (same adapter, same training questions,
+the prior precision the command chose), at the same seed: each member of the records equals the
+library's sample of the same index, question by question (one unpadded prompt each), <= 1e-5.
+Needs laplace-torch (``pip install ".[laplace]"``); the refusals without it run everywhere.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from lm_eval_evidential.errors import EvidentialInputError
+from tests.harness.test_model import evaluate, make_lm, task_docs
+
+DOCS = 8
+
+
+@pytest.fixture(scope="module")
+def softmax_adapter(tiny_model, tmp_path_factory):
+    """A q_proj/v_proj LoRA adapter marked as trained with the softmax objective."""
+    from lm_eval_evidential.testing.tiny import build_lora_adapter
+
+    folder = build_lora_adapter(
+        tiny_model,
+        tmp_path_factory.mktemp("map") / "adapter",
+        seed=3,
+        init_std=0.1,
+        target_modules=("q_proj", "v_proj"),
+    )
+    (folder / "evidential_config.json").write_text(json.dumps({"method": "softmax"}), encoding="utf-8")
+    return folder
+
+
+def _library_laplace(base, adapter, tasks, structure, prior_precision):
+    """The test's own fit: laplace-torch on the adapter's LoRA weights over the first DOCS training questions."""
+    laplace = pytest.importorskip("laplace")
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from lm_eval_evidential.training.trainer import LeftPadCollator, encode_examples, training_docs
+
+    model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
+    model = PeftModel.from_pretrained(model, str(adapter), is_trainable=True)
+    for name, param in model.named_parameters():
+        param.requires_grad_(".lora_" in name)
+
+    class Answers(torch.nn.Module):  # the K answer logits at the last position, by transformers directly
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, batch):
+            mask = batch["attention_mask"]
+            positions = batch.get("position_ids", (mask.cumsum(1) - 1).clamp(min=0))
+            out = self.inner(input_ids=batch["input_ids"], attention_mask=mask, position_ids=positions).logits[:, -1]
+            return out.gather(1, batch["answer_ids"])
+
+    task = tasks["obqa_edl"]
+    tok = AutoTokenizer.from_pretrained(base)
+    examples, _ = encode_examples(task, training_docs(task)[:DOCS], tok)
+    loader = torch.utils.data.DataLoader(examples, batch_size=1, collate_fn=LeftPadCollator(0))  # no padding
+    la = laplace.Laplace(
+        Answers(model),
+        "classification",
+        subset_of_weights="all",
+        hessian_structure=structure,
+        dict_key_x="input_ids",
+        dict_key_y="target",
+    )
+    la.fit(loader)
+    la.prior_precision = prior_precision
+    return la, tok
+
+
+@pytest.mark.parametrize("structure", ["diag", "kron"])
+def test_members_equal_the_librarys_own_samples(tiny_model, softmax_adapter, tasks, tmp_path, structure, monkeypatch):
+    pytest.importorskip("laplace")
+    from lm_eval_evidential.testing.tiny import sample_data_dir
+    from lm_eval_evidential.training.laplace import LaplaceSettings, fit_laplace
+
+    monkeypatch.setenv("EVIDENTIAL_DATA_DIR", str(sample_data_dir()))
+    settings = LaplaceSettings(structure=structure, samples=3, seed=11, max_train_docs=DOCS, marglik_steps=3)
+    out = fit_laplace(tiny_model, softmax_adapter, tasks["obqa_edl"], tmp_path / "laplace", settings)
+    config = json.loads((out / "laplace_config.json").read_text())
+    assert config["structure"] == structure and config["n_data"] == DOCS and config["prior_precision"] > 0
+    rec = evaluate(make_lm(tiny_model, out), ["obqa_edl"], limit=4)[1]["obqa_edl"]
+    assert rec.meta["members"]["source"] == "laplace" and rec.n_members == 3
+
+    la, tok = _library_laplace(tiny_model, softmax_adapter, tasks, structure, config["prior_precision"])
+    task, docs = task_docs("obqa_edl")
+    for i in range(len(rec)):
+        doc = docs[rec.doc_id[i]]
+        prompt = task.doc_to_text(doc)
+        ids = tok(prompt)["input_ids"]
+        answer = [tok(prompt + " " + x)["input_ids"][-1] for x in doc["letters"]]
+        batch = {"input_ids": torch.tensor([ids]), "attention_mask": torch.ones(1, len(ids), dtype=torch.long)}
+        batch["answer_ids"] = torch.tensor([answer])
+        want = la.predictive_samples(batch, pred_type="nn", n_samples=3, generator=torch.Generator().manual_seed(11))
+        got = torch.softmax(torch.from_numpy(rec.member_logits[i, :, : rec.k[i]]), dim=-1)
+        np.testing.assert_allclose(got.numpy(), want[:, 0].double().numpy(), atol=1e-5, rtol=0)
+        np.testing.assert_allclose(rec.probs[i, : rec.k[i]], want[:, 0].double().mean(0).numpy(), atol=1e-5)
+
+
+def test_refusals(tiny_model, tiny_adapter, softmax_adapter, tasks, tmp_path, monkeypatch):
+    from lm_eval_evidential.training.laplace import LaplaceSettings, fit_laplace
+
+    edl = tmp_path / "edl"
+    shutil.copytree(tiny_adapter, edl)
+    (edl / "evidential_config.json").write_text(json.dumps({"method": "edl"}), encoding="utf-8")
+    with pytest.raises(EvidentialInputError, match="method=edl: Laplace-LoRA's posterior is over the categorical"):
+        fit_laplace(tiny_model, edl, tasks["obqa_edl"], tmp_path / "out")
+    with pytest.raises(EvidentialInputError, match="no adapter_config.json"):
+        fit_laplace(tiny_model, tmp_path, tasks["obqa_edl"], tmp_path / "out")
+    with pytest.raises(ValueError, match="--samples 1: .* at least 2 weight samples"):
+        LaplaceSettings(samples=1)
+    with pytest.raises(ValueError, match="--structure must be one of kron, diag"):
+        LaplaceSettings(structure="full")
+    monkeypatch.setitem(sys.modules, "laplace", None)  # laplace-torch not installed
+    with pytest.raises(EvidentialInputError, match=r"laplace-torch, which is not installed; install it with pip"):
+        fit_laplace(tiny_model, softmax_adapter, tasks["obqa_edl"], tmp_path / "out")
+    assert not (tmp_path / "out").exists()
