@@ -38,7 +38,7 @@ from lm_eval_evidential.harness.loading_checks import (
 )
 from lm_eval_evidential.harness.scoring import EvidentialScoring
 from lm_eval_evidential.modeling.encoding import last_position_logits, left_pad
-from lm_eval_evidential.modeling.prefix_cache import SharedPrefix, cache_blocker, plan_batches
+from lm_eval_evidential.modeling.prefix_cache import SharedPrefix, plan_batches
 from lm_eval_evidential.modeling.quiet import progress_options
 
 logger = logging.getLogger(__name__)
@@ -198,12 +198,13 @@ class EvidentialLM(EvidentialScoring, HFLM):
         with torch.inference_mode():
             if prefix_length and getattr(self, "_mc_sample", None) is None:
                 width = max(len(row) for row in batch)  # prefix, pads, the longest suffix
-                blocker = cache_blocker(self.model, width)
+                shared = shared or SharedPrefix(self.model, self.tokenizer.pad_token_id)
+                blocker = shared.blocker(width)
                 if blocker is None:
-                    shared = shared or SharedPrefix(self.model, self.tokenizer.pad_token_id)
                     return shared.logits(batch, prefix_length)
-                if blocker not in self._cache_blockers_seen:
-                    self._cache_blockers_seen.add(blocker)
+                reason = blocker.partition(" (")[0]  # said once per reason, whatever the batch's width
+                if reason not in self._cache_blockers_seen:
+                    self._cache_blockers_seen.add(reason)
                     harness_logger.info("prefix cache not used for a batch: %s; it runs uncached", blocker)
             padded = left_pad(batch, self.tokenizer.pad_token_id)
             with self._dropout_batch(batch):

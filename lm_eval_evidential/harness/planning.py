@@ -108,6 +108,8 @@ class QuestionPlanner:
         self._tail_answers: dict = {}
         #: (tail, phantom labels, answer ids) -> (tail ids, phantom ids), checked on a whole prompt.
         self._tail_phantoms: dict = {}
+        #: continuations -> their phantom labels (:func:`phantom_labels`).
+        self._phantom_labels: dict = {}
 
     # ------------------------------------------------------------------ the plan
     def plan(self, requests, *, max_length: int, model_context: Callable[[], int]) -> list[QuestionPlan]:
@@ -248,7 +250,9 @@ class QuestionPlanner:
         check on the tail alone agrees; otherwise in full on each prompt (``phantom_count`` more
         tokenisations of that prompt).
         """
-        phantoms = phantom_labels(continuations, self.phantom_count)
+        phantoms = self._phantom_labels.get(continuations)
+        if phantoms is None:  # a task's questions share their labels: worked out once per label set
+            phantoms = self._phantom_labels[continuations] = phantom_labels(continuations, self.phantom_count)
         if not phantoms:
             return ()
         tail = prompt_tail(context)

@@ -191,26 +191,36 @@ def _config(model):
     return base.config
 
 
-def cache_blocker(model, width: int) -> str | None:
-    """Why ``model`` cannot run a batch ``width`` tokens wide (prefix + padded suffix) against a
-    shared prefix exactly; None when it can. Read off the config (no forward pass)."""
+def _model_limits(model) -> tuple[str | None, int | None]:
+    """``(why the model cannot share a prefix at any width, or None; its sliding window, or None)``."""
     if _cache_api() is None:
-        return "transformers before 5.0 has no per-layer cache to share"
+        return "transformers before 5.0 has no per-layer cache to share", None
     config = _config(model)
     attention = getattr(config, "_attn_implementation", None) or "eager"
     if attention not in ("sdpa", "eager"):
-        return f"attention implementation {attention!r} (the shared prefix is tested with sdpa and eager only)"
+        return f"attention implementation {attention!r} (the shared prefix is tested with sdpa and eager only)", None
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
     layer_types = getattr(text, "layer_types", None) or ()
     if any(t not in ("full_attention", "sliding_attention") for t in layer_types):
-        return f"layer types {sorted(set(layer_types))} (only attention layers share a prefix)"
+        return f"layer types {sorted(set(layer_types))} (only attention layers share a prefix)", None
     window = getattr(text, "sliding_window", None)
     sliding = window is not None and (
         "sliding_attention" in layer_types or (not layer_types and getattr(text, "use_sliding_window", True))
     )
-    if sliding and width > int(window):
+    return None, int(window) if sliding else None
+
+
+def _blocker(limits: tuple[str | None, int | None], width: int) -> str | None:
+    reason, window = limits
+    if reason is None and window is not None and width > window:
         return f"a sliding window of {window} tokens, narrower than the batch ({width}: prefix, pads, suffix)"
-    return None
+    return reason
+
+
+def cache_blocker(model, width: int) -> str | None:
+    """Why ``model`` cannot run a batch ``width`` tokens wide (prefix + padded suffix) against a
+    shared prefix exactly; None when it can. Read off the config (no forward pass)."""
+    return _blocker(_model_limits(model), width)
 
 
 @functools.cache
@@ -267,9 +277,16 @@ class SharedPrefix:
         self.ids: list[int] | None = None  # the prefix whose layers are held
         self.cache = None  # its transformers Cache of SharedPrefixLayer, or None: the model's layers cannot be shared
         self.runs = 0  # prefixes run so far (one per group)
+        self._limits = None  # _model_limits, read on first use
 
     def clear(self) -> None:
         self.ids = self.cache = None
+
+    def blocker(self, width: int) -> str | None:
+        """:func:`cache_blocker` of the model, its config read once per :class:`SharedPrefix` (one call's batches)."""
+        if self._limits is None:
+            self._limits = _model_limits(self.model)
+        return _blocker(self._limits, width)
 
     def _run(self, ids: list[int]) -> None:
         self.clear()

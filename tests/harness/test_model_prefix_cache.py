@@ -139,3 +139,22 @@ def test_the_shared_prefix_lives_on_the_model_device_and_logits_come_back_once(t
     lm.loglikelihood(requests, disable_tqdm=True)
     assert fed and set(fed) == {device}
     assert copies == [device]  # the kept logits: one copy per call, none per batch or question
+
+
+def test_a_model_that_cannot_share_its_prefix_runs_uncached_and_says_so_once(tiny_model, monkeypatch, caplog):
+    import logging
+
+    calls = []
+    monkeypatch.setattr(SharedPrefix, "_run", lambda self, ids: calls.append(ids))
+    requests = _requests()
+    lm = make_lm(tiny_model, batch_size=3)
+    # a sliding window narrower than the batches (Llama reads none; cache_blocker does): every batch falls back
+    monkeypatch.setattr(lm.model.config, "sliding_window", 8, raising=False)
+    with caplog.at_level(logging.INFO, logger="lm_eval.evidential"):
+        responses, evidence = _evidence(lm, requests)
+    said = [r.getMessage() for r in caplog.records if "prefix cache not used" in r.getMessage()]
+    assert calls == [] and len(said) == 1 and "sliding window of 8 tokens" in said[0]
+    off = make_lm(tiny_model, batch_size=3, prefix_cache=False)
+    responses_off, evidence_off = _evidence(off, requests)
+    assert responses == responses_off  # the same batches' arithmetic: byte for byte
+    assert {k: v.logits for k, v in evidence.items()} == {k: v.logits for k, v in evidence_off.items()}
