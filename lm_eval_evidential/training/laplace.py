@@ -153,8 +153,8 @@ def fit_laplace(pretrained, peft, task, output_dir, settings: LaplaceSettings | 
     from peft import PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from lm_eval_evidential.modeling.quiet import peft_wrapping
     from lm_eval_evidential.files import atomic_folder, check_output_folder
+    from lm_eval_evidential.modeling.quiet import peft_wrapping
     from lm_eval_evidential.training.trainer import (
         LeftPadCollator,
         _load_task,
