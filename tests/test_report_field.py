@@ -162,7 +162,7 @@ def test_group_options_are_checked_before_any_work(out_dir, capsys, tmp_path):
     rc, _, err = _cli([*argv, "--ood", "near_a", "--near", "near_b"], capsys)
     assert rc == 1 and "give --ood or --near/--far" in err
     rc, _, err = _cli([*argv, "--near", "near_a", "--far", "near_a"], capsys)
-    assert rc == 1 and "near_a named in more than one group" in err
+    assert rc == 1 and "near_a named in both --near and --far" in err
     assert not (tmp_path / "r").exists()
     with pytest.raises(ValueError, match="not among the OOD tasks"):
         check_groups({"near": ["x"]}, ["y"], "openood")

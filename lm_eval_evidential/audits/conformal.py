@@ -23,7 +23,10 @@ import numpy as np
 from lm_eval_evidential.errors import InvalidValueError
 from lm_eval_evidential.metrics.cardinality import check_cardinality
 from lm_eval_evidential.metrics.conformal import (
+    RAPS_K_REG,
+    RAPS_LAMBDA,
     check_alpha,
+    check_raps,
     conformal_quantile,
     nonconformity,
     prediction_sets,
@@ -98,11 +101,23 @@ def split_calibration(records: Records, fraction: float, seed: int = 0) -> tuple
 class Calibration:
     """The calibrated threshold of one method and alpha, and what it was calibrated on."""
 
-    def __init__(self, records: Records, *, alpha: float, method: str, description: str):
+    def __init__(
+        self,
+        records: Records,
+        *,
+        alpha: float,
+        method: str,
+        description: str,
+        lam: float = RAPS_LAMBDA,
+        k_reg: int = RAPS_K_REG,
+    ):
         self.records, self.alpha, self.method, self.description = records, check_alpha(alpha), method, description
         if len(records) == 0:
             raise InvalidValueError(f"the calibration records ({description}) are empty; nothing to calibrate on")
-        self.scores = nonconformity(records.probs, records.gold, method)
+        lam, k_reg = check_raps(lam, k_reg)
+        #: The score's parameters (RAPS's penalty), passed to every set built with this threshold.
+        self.params = {"lam": lam, "k_reg": k_reg} if method == "raps" else {}
+        self.scores = nonconformity(records.probs, records.gold, method, **self.params)
         self.qhat = conformal_quantile(self.scores, self.alpha)
         self.n = len(records)
         self.rank = math.ceil(round((self.n + 1) * (1 - self.alpha), 9))
@@ -110,8 +125,11 @@ class Calibration:
     def line(self) -> str:
         """One line saying what was calibrated on, and the threshold."""
         full = " (> n: every set is the full option set)" if math.isinf(self.qhat) else ""
+        method = self.method + (
+            f" (lambda = {self.params['lam']:g}, k_reg = {self.params['k_reg']})" if self.params else ""
+        )
         return (
-            f"calibration: {self.description}, n = {self.n}, K = {_k_text(self.records.k)}; {self.method}, "
+            f"calibration: {self.description}, n = {self.n}, K = {_k_text(self.records.k)}; {method}, "
             f"alpha = {self.alpha:g}: qhat = {self.qhat:.6g}, order statistic {self.rank} of {self.n} scores{full}"
         )
 
@@ -122,9 +140,20 @@ def _k_text(k) -> str:
     return format_k(k_summary(k))
 
 
-def calibrate(records: Records, *, alpha: float = 0.1, method: str = "lac", description: str | None = None):
-    """A :class:`Calibration` of ``method`` at ``alpha`` on ``records`` (the threshold and its rank)."""
-    return Calibration(records, alpha=alpha, method=method, description=description or records.task)
+def calibrate(
+    records: Records,
+    *,
+    alpha: float = 0.1,
+    method: str = "lac",
+    description: str | None = None,
+    lam: float = RAPS_LAMBDA,
+    k_reg: int = RAPS_K_REG,
+):
+    """A :class:`Calibration` of ``method`` at ``alpha`` on ``records`` (the threshold and its rank); ``lam`` and
+    ``k_reg``: RAPS's penalty (:func:`~lm_eval_evidential.metrics.conformal.nonconformity`)."""
+    return Calibration(
+        records, alpha=alpha, method=method, description=description or records.task, lam=lam, k_reg=k_reg
+    )
 
 
 def conformal_row(
@@ -150,7 +179,7 @@ def conformal_row(
         raise InvalidValueError(f"task {records.task!r} has no records (0 examples); nothing to evaluate")
     check = check_cardinality(cal.k, records.k, policy=k_policy, id_name=calibration.description, ood_name=records.task)
     kept = subset_records(records, check.keep_ood)
-    sets = prediction_sets(kept.probs, calibration.qhat, calibration.method)
+    sets = prediction_sets(kept.probs, calibration.qhat, calibration.method, **calibration.params)
     reasons: list[str] = []
     summary = collect(reasons, set_summary, sets, kept.k, kept.gold, kept.correct)
     cis = collect(reasons, set_summary_ci, sets, kept.k, kept.gold, kept.correct, n_boot=n_boot, level=level, seed=seed)

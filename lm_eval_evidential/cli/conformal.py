@@ -37,7 +37,7 @@ TABLE_COLUMNS = tuple(
 
 
 def add_parser(sub) -> None:
-    from lm_eval_evidential.metrics.conformal import METHODS
+    from lm_eval_evidential.metrics.conformal import METHODS, RAPS_K_REG, RAPS_LAMBDA
 
     p = add_audit_parser(
         sub,
@@ -51,7 +51,29 @@ def add_parser(sub) -> None:
     )
     add_calibration_options(p, what="calibrate on")
     p.add_argument("--alpha", type=open_fraction, default=0.1, help="target miscoverage: sets aim at 1 - alpha")
-    p.add_argument("--method", choices=METHODS, default="lac", help="nonconformity score: lac (1 - p_y) or aps")
+    p.add_argument(
+        "--method",
+        choices=METHODS,
+        default="lac",
+        help="nonconformity score: lac (1 - p_y), aps (mass of the options at least as probable) or raps (aps + "
+        "a penalty per option beyond the k_reg most probable; Angelopoulos et al. 2021)",
+    )
+    p.add_argument(
+        "--raps-lambda",
+        dest="raps_lambda",
+        type=float,
+        default=RAPS_LAMBDA,
+        metavar="L",
+        help=f"with --method raps: the penalty per option beyond the k_reg most probable (default {RAPS_LAMBDA:g})",
+    )
+    p.add_argument(
+        "--raps-k-reg",
+        dest="raps_k_reg",
+        type=non_negative_int,
+        default=RAPS_K_REG,
+        metavar="K",
+        help=f"with --method raps: how many of the most probable options go unpenalised (default {RAPS_K_REG})",
+    )
     p.add_argument(
         "--plot",
         metavar="FILE",
@@ -132,11 +154,22 @@ def display_rows(rows: list[dict]) -> list[dict]:
 def run(args) -> int:
     from lm_eval_evidential.audits.conformal import K_MISMATCH_REASON, calibrate, conformal_row
     from lm_eval_evidential.cli.exit_codes import EXIT_OK, EXIT_REFUSED
+    from lm_eval_evidential.errors import InvalidValueError
     from lm_eval_evidential.metrics.cardinality import CardinalityMismatchError
+    from lm_eval_evidential.metrics.conformal import RAPS_K_REG, RAPS_LAMBDA
 
+    if args.method != "raps" and (args.raps_lambda != RAPS_LAMBDA or args.raps_k_reg != RAPS_K_REG):
+        raise InvalidValueError(f"--raps-lambda and --raps-k-reg apply to --method raps only, not {args.method}")
     refuse_self_comparison(args.id_task, args.ood_tasks)
     cal_records, test_records, rest, description = calibration_split(args, load, refuse_same_questions)
-    calibration = calibrate(cal_records, alpha=args.alpha, method=args.method, description=description)
+    calibration = calibrate(
+        cal_records,
+        alpha=args.alpha,
+        method=args.method,
+        description=description,
+        lam=args.raps_lambda,
+        k_reg=args.raps_k_reg,
+    )
     rows, refused = [], []
     for role, records in (("id", test_records), *(("ood", r) for r in rest)):
         try:

@@ -1,4 +1,4 @@
-"""Split conformal prediction sets over each example's own K options: LAC and APS.
+"""Split conformal prediction sets over each example's own K options: LAC, APS and RAPS.
 
 A nonconformity score ``s(x, y)`` says how unusual label ``y`` is for ``x`` (higher = less
 conforming). On ``n`` calibration examples with gold labels the threshold is the
@@ -35,6 +35,16 @@ Scores, from the predictive probabilities ``p`` of an example (``E[p] = alpha / 
   point mass there: every example whose gold option is its least probable one). MAPIE
   randomises the calibration score (``- u p_y``, ``u`` uniform) and includes the option that
   crosses the threshold; LLM-Uncertainty-Bench breaks ties by ``np.argsort``'s order.
+- ``raps`` (regularized adaptive prediction sets, Angelopoulos, Bates, Malik & Jordan 2021,
+  non-randomised): the APS score plus :math:`\\lambda\\,(o(y) - k_{reg})^+`, where :math:`o(y)` is
+  the number of options at least as probable as ``y`` (its rank, tied options together): a penalty
+  on each option beyond the ``k_reg`` most probable, so that sets stop growing through many
+  improbable options. The paper picks :math:`\\lambda` and :math:`k_{reg}` on held-out data (MAPIE
+  tries :math:`\\lambda \\in \\{0.001, 0.01, 0.1, 0.2, 0.5\\}` with :math:`k_{reg}` the
+  :math:`(1-\\alpha)` quantile of the true label's rank on a split of the calibration data); here
+  they are given (:data:`RAPS_LAMBDA`, :data:`RAPS_K_REG` by default: with K ≤ 5 options every option
+  beyond the top one is penalised, by MAPIE's middle :math:`\\lambda`). MAPIE randomises and includes
+  the crossing option, as for APS.
 
 References
 ----------
@@ -46,7 +56,9 @@ References
        bounded error levels. *JASA* 114(525), 223-234.
 .. [4] Romano, Y., Sesia, M. and Candès, E. (2020). Classification with valid and adaptive
        coverage. *NeurIPS*.
-.. [5] Ye, F., Yang, M., Pang, J., Wang, L., Wong, D. F., Yilmaz, E., Shi, S. and Tu, Z. (2024).
+.. [5] Angelopoulos, A. N., Bates, S., Malik, J. and Jordan, M. I. (2021). Uncertainty sets for image
+       classifiers using conformal prediction. *ICLR* (RAPS).
+.. [6] Ye, F., Yang, M., Pang, J., Wang, L., Wong, D. F., Yilmaz, E., Shi, S. and Tu, Z. (2024).
        Benchmarking LLMs via uncertainty quantification. *NeurIPS Datasets and Benchmarks*
        (LLM-Uncertainty-Bench: coverage, set size, UAcc).
 """
@@ -66,6 +78,8 @@ from .scores import _check_simplex
 
 __all__ = [
     "METHODS",
+    "RAPS_K_REG",
+    "RAPS_LAMBDA",
     "conformal_quantile",
     "nonconformity",
     "prediction_sets",
@@ -73,8 +87,24 @@ __all__ = [
     "set_summary_ci",
 ]
 
-#: The nonconformity scores: LAC (score thresholding) and APS (adaptive prediction sets).
-METHODS = ("lac", "aps")
+#: The nonconformity scores: LAC (score thresholding), APS (adaptive prediction sets), RAPS (regularized APS).
+METHODS = ("lac", "aps", "raps")
+#: RAPS's default penalty per option beyond the ``k_reg`` most probable, and ``k_reg``.
+RAPS_LAMBDA = 0.1
+RAPS_K_REG = 1
+
+
+def check_raps(lam, k_reg) -> tuple[float, int]:
+    """RAPS's ``(lambda, k_reg)``: a finite ``lambda >= 0`` and an integer ``k_reg >= 0`` (InvalidValueError)."""
+    try:
+        lam_f = float(lam)
+    except (TypeError, ValueError):
+        lam_f = float("nan")
+    if not (math.isfinite(lam_f) and lam_f >= 0):
+        raise InvalidValueError(f"the RAPS penalty lambda must be a finite number >= 0, got {lam!r}")
+    if isinstance(k_reg, bool) or not isinstance(k_reg, (int, np.integer)) or k_reg < 0:
+        raise InvalidValueError(f"the RAPS k_reg must be an integer >= 0 (options not penalised), got {k_reg!r}")
+    return lam_f, int(k_reg)
 
 
 def check_alpha(alpha) -> float:
@@ -150,18 +180,29 @@ def _aps_option_scores(p: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return out
 
 
-def _option_scores(p: np.ndarray, mask: np.ndarray, method: str) -> np.ndarray:
+def _rank_penalty(q: np.ndarray, ref: np.ndarray, lam: float, k_reg: int) -> np.ndarray:
+    """RAPS's ``lam * (o - k_reg)^+``, ``o`` the number of options with ``q >= ref`` (ties together)."""
+    rank = (q >= ref[..., None]).sum(axis=-1)
+    return lam * np.maximum(rank - k_reg, 0)
+
+
+def _option_scores(p: np.ndarray, mask: np.ndarray, method: str, raps: tuple[float, int]) -> np.ndarray:
     if method == "lac":
         return np.where(mask, 1.0 - p, np.nan)
-    return _aps_option_scores(p, mask)
+    out = _aps_option_scores(p, mask)
+    if method == "raps":
+        q = np.where(mask, p, -np.inf)  # padding never counts toward an option's rank
+        out = out + _rank_penalty(q[:, None, :], q, *raps)
+    return out
 
 
-def nonconformity(probs, gold, method: str = "lac") -> np.ndarray:
+def nonconformity(probs, gold, method: str = "lac", *, lam: float = RAPS_LAMBDA, k_reg: int = RAPS_K_REG) -> np.ndarray:
     r"""The nonconformity score of each example's gold option (the calibration scores).
 
     .. math::
 
-        s_{lac}(x, y) = 1 - p_y, \qquad s_{aps}(x, y) = \sum_{j < K:\ p_j \ge p_y} p_j
+        s_{lac}(x, y) = 1 - p_y, \qquad s_{aps}(x, y) = \sum_{j < K:\ p_j \ge p_y} p_j, \qquad
+        s_{raps}(x, y) = s_{aps}(x, y) + \lambda \big(|\{j < K: p_j \ge p_y\}| - k_{reg}\big)^+
 
     Parameters
     ----------
@@ -169,7 +210,9 @@ def nonconformity(probs, gold, method: str = "lac") -> np.ndarray:
         Predictive probabilities over each row's own K options, NaN right-padded.
     gold : array-like of int, shape (n_samples,)
         The gold option of each row (``0 <= gold < K``).
-    method : {"lac", "aps"}, default="lac"
+    method : {"lac", "aps", "raps"}, default="lac"
+    lam, k_reg : float >= 0, int >= 0
+        RAPS's penalty per option beyond the ``k_reg`` most probable (ignored by the others).
 
     Returns
     -------
@@ -181,17 +224,25 @@ def nonconformity(probs, gold, method: str = "lac") -> np.ndarray:
     >>> probs = [[0.6, 0.3, 0.1], [0.2, 0.5, 0.3]]
     >>> nonconformity(probs, [1, 1]).round(2).tolist(), nonconformity(probs, [1, 1], "aps").round(2).tolist()
     ([0.7, 0.5], [0.9, 0.5])
+    >>> nonconformity(probs, [1, 1], "raps", lam=0.1, k_reg=1).round(2).tolist()  # rank 2 and 1
+    [1.0, 0.5]
     """
     method = _check_method(method)
+    raps = check_raps(lam, k_reg)
     p, _, mask, g = _probs_gold(probs, gold)
     rows = np.arange(p.shape[0])
     if method == "lac":
         return 1.0 - p[rows, g]
     q = np.where(mask, p, 0.0)
-    return 1.0 - np.where(q < q[rows, g][:, None], q, 0.0).sum(axis=1)
+    aps = 1.0 - np.where(q < q[rows, g][:, None], q, 0.0).sum(axis=1)
+    if method == "aps":
+        return aps
+    return aps + _rank_penalty(np.where(mask, p, -np.inf), p[rows, g], *raps)
 
 
-def prediction_sets(probs, qhat: float, method: str = "lac") -> np.ndarray:
+def prediction_sets(
+    probs, qhat: float, method: str = "lac", *, lam: float = RAPS_LAMBDA, k_reg: int = RAPS_K_REG
+) -> np.ndarray:
     r"""Boolean prediction sets: option ``j`` of row ``i`` is in the set iff ``j < K_i`` and its
     score is at most the threshold.
 
@@ -200,7 +251,9 @@ def prediction_sets(probs, qhat: float, method: str = "lac") -> np.ndarray:
         C(x) = \{\, y < K : s(x, y) \le \hat q \,\}
 
     LAC: every option with :math:`p_y \ge 1 - \hat q` (possibly none); APS: the most probable
-    options, in order, while their mass is at most :math:`\hat q` (tied options together).
+    options, in order, while their mass is at most :math:`\hat q` (tied options together); RAPS:
+    the same with each option's rank penalty added (its score grows with the rank, so the set is
+    still the most probable options).
 
     Parameters
     ----------
@@ -208,7 +261,9 @@ def prediction_sets(probs, qhat: float, method: str = "lac") -> np.ndarray:
         Predictive probabilities, NaN right-padded beyond each row's K.
     qhat : float
         Threshold from :func:`conformal_quantile` (``inf``: every option).
-    method : {"lac", "aps"}, default="lac"
+    method : {"lac", "aps", "raps"}, default="lac"
+    lam, k_reg : float >= 0, int >= 0
+        RAPS's penalty, as for :func:`nonconformity`.
 
     Returns
     -------
@@ -225,12 +280,13 @@ def prediction_sets(probs, qhat: float, method: str = "lac") -> np.ndarray:
     [[1, 0, 0], [0, 1, 1]]
     """
     method = _check_method(method)
+    raps = check_raps(lam, k_reg)
     q = float(qhat)
     if math.isnan(q):
         raise InvalidValueError("qhat is NaN; compute it with conformal_quantile on a non-empty calibration set")
     p, _, mask = _padded(probs, "probs")
     _check_simplex(p, mask)
-    return mask & (_option_scores(p, mask, method) <= q)
+    return mask & (_option_scores(p, mask, method, raps) <= q)
 
 
 def _summary_inputs(sets, k, gold, correct):

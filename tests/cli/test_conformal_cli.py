@@ -48,11 +48,15 @@ def out_dir(tmp_path_factory):
     return root
 
 
-def _hand_row(cal: Records, test: Records, alpha: float, method: str):
-    """The row's numbers by loops: the ceil((n+1)(1-alpha))-th smallest score, sets option by option."""
+def _hand_row(cal: Records, test: Records, alpha: float, method: str, lam: float = 0.3, k_reg: int = 2):
+    """The row's numbers by loops: the ceil((n+1)(1-alpha))-th smallest score, sets option by option (RAPS:
+    APS plus lam per option at least as probable beyond the k_reg first)."""
 
     def score(p, y):
-        return 1 - p[y] if method == "lac" else 1 - sum(q for q in p if q < p[y])
+        if method == "lac":
+            return 1 - p[y]
+        aps = 1 - sum(q for q in p if q < p[y])
+        return aps + (lam * max(0, sum(q >= p[y] for q in p) - k_reg) if method == "raps" else 0.0)
 
     cal_scores = sorted(score(cal.probs[i, : cal.k[i]], cal.gold[i]) for i in range(len(cal)))
     rank = math.ceil((len(cal) + 1) * (1 - alpha) - 1e-9)
@@ -75,10 +79,11 @@ def _hand_row(cal: Records, test: Records, alpha: float, method: str):
     }
 
 
-@pytest.mark.parametrize("method", ["lac", "aps"])
+@pytest.mark.parametrize("method", ["lac", "aps", "raps"])
 def test_rows_equal_a_hand_computation_from_the_records(out_dir, tmp_path, capsys, method):
     path = tmp_path / "c.json"
     argv = ["conformal", out_dir, "--id", "id4", "--ood", "ood4", "--alpha", "0.1", "--method", method]
+    argv += ["--raps-lambda", "0.3", "--raps-k-reg", "2"] if method == "raps" else []
     rc, out, err = _cli([*argv, "--calibration-fraction", "0.5", "--seed", "3", "--json", path], capsys)
     assert rc == 0, err
     rows = json.loads(path.read_text())
@@ -158,7 +163,9 @@ def test_bad_input_is_one_line(out_dir, capsys):
         (["--alpha", "1.5"], "argument --alpha: must be a number in (0, 1), got '1.5'"),
         (["--calibration-fraction", "1"], "argument --calibration-fraction: must be a number in (0, 1)"),
         (["--calibration-fraction", "0.5", "--calibration-task", "cal4"], "not allowed with argument"),
-        (["--method", "raps"], "invalid choice: 'raps'"),
+        (["--method", "thr"], "invalid choice: 'thr'"),
+        (["--raps-lambda", "0.5"], "--raps-lambda and --raps-k-reg apply to --method raps only, not lac"),
+        (["--method", "raps", "--raps-lambda", "-1"], "the RAPS penalty lambda must be a finite number >= 0"),
         (["--calibration-fraction", "0.001"], "leaves no calibration examples"),
         (["--ood", "nope"], "no records for task 'nope'"),
     ):

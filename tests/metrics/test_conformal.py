@@ -127,9 +127,61 @@ def test_aps_scores_and_sets_equal_the_ported_formula_and_a_loop(seed, k, ties):
                 np.testing.assert_array_equal(sets[i], _ye_aps_set(p, qhat))
 
 
+@FAST
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    k=st.integers(2, 6),
+    ties=st.booleans(),
+    lam=st.sampled_from([0.0, 0.001, 0.1, 0.5]),
+    k_reg=st.integers(0, 3),
+)
+def test_raps_scores_equal_mapies_regularisation_and_sets_a_loop(seed, k, ties, lam, k_reg):
+    """RAPS = APS + MAPIE's ``RAPSConformityScore._regularize_conformity_score`` (lambda * (rank - k_star)^+, the
+    rank of the gold option as its position among the options sorted by probability, 1-based); the sets are every
+    option whose own regularised score is at most qhat, by a loop; MAPIE's prediction-phase ``_add_regularization``
+    on the sorted cumulative mass gives the same option scores where no two options tie."""
+    from mapie.conformity_scores.sets.raps import RAPSConformityScore
+
+    rng = np.random.default_rng(seed)
+    probs = rng.dirichlet(np.full(k, 0.7), size=50)
+    if ties:
+        probs = np.round(probs * 4) + 1
+        probs /= probs.sum(axis=1, keepdims=True)
+    y = rng.integers(0, k, 50)
+    got = nonconformity(probs, y, "raps", lam=lam, k_reg=k_reg)
+    aps = nonconformity(probs, y, "aps")
+    rank = np.array([sum(p[j] >= p[t] for j in range(k)) for p, t in zip(probs, y)])  # ties: counted together
+    mapie = RAPSConformityScore._regularize_conformity_score(np.array([k_reg]), lam, aps[:, None], rank)
+    np.testing.assert_allclose(got, mapie[:, 0, 0], rtol=0, atol=1e-12)
+    if not ties:  # MAPIE's prediction-phase scores: the sorted cumulative mass plus the same penalty
+        score = RAPSConformityScore()
+        score.lambda_star, score.k_star = lam, k_reg
+        order = np.argsort(-probs, axis=1)
+        cumsum = np.take_along_axis(probs, order, axis=1).cumsum(axis=1)
+        regularised = score._add_regularization(cumsum.copy(), prediction_phase=True)
+        ours = np.take_along_axis(
+            np.stack([nonconformity(probs, np.full(50, j), "raps", lam=lam, k_reg=k_reg) for j in range(k)], 1),
+            order,
+            axis=1,
+        )
+        np.testing.assert_allclose(ours, regularised, rtol=0, atol=1e-12)
+    for qhat in (0.5, 0.9, 1.05, float(np.median(got))):
+        sets = prediction_sets(probs, qhat, "raps", lam=lam, k_reg=k_reg)
+        for i, p in enumerate(probs):
+            loop = [
+                1 - sum(p[m] for m in range(k) if p[m] < p[j]) + lam * max(0, sum(p >= p[j]) - k_reg) <= qhat
+                for j in range(k)
+            ]
+            np.testing.assert_array_equal(sets[i], loop)
+    with pytest.raises(ValueError, match="lambda must be a finite number >= 0"):
+        nonconformity(probs, y, "raps", lam=-0.1)
+    with pytest.raises(ValueError, match="k_reg must be an integer >= 0"):
+        prediction_sets(probs, 0.5, "raps", k_reg=1.5)
+
+
 def test_sets_respect_each_rows_own_k():
     probs = np.array([[0.5, 0.3, 0.2, np.nan], [0.25, 0.25, 0.25, 0.25]])
-    for method in ("lac", "aps"):
+    for method in ("lac", "aps", "raps"):
         sets = prediction_sets(probs, math.inf, method)
         assert sets.tolist() == [[True, True, True, False], [True, True, True, True]]
     assert nonconformity(probs, [0, 3], "aps").tolist() == [0.5, 1.0]  # ties: all four options together
@@ -158,7 +210,7 @@ def _mean_coverage(method, alpha, n_cal, n_seeds, rank_shift=0):
     return float(np.mean(covs)), float(np.std(covs) / np.sqrt(n_seeds))
 
 
-@pytest.mark.parametrize("method", ["lac", "aps"])
+@pytest.mark.parametrize("method", ["lac", "aps", "raps"])
 def test_coverage_within_the_finite_sample_bound_and_off_by_one_fails(method):
     # n = 19, alpha = 0.1: rank ceil(20 * 0.9) = 18, so without ties E[coverage] = 18/20 = 0.9 exactly,
     # inside [1 - alpha, 1 - alpha + 1/(n+1)] = [0.9, 0.95]. A rank one lower gives 0.85, one higher 0.95.
@@ -234,7 +286,7 @@ def test_undefined_and_invalid():
         with pytest.raises(ValueError, match="alpha"):
             conformal_quantile([0.1, 0.2], bad)
     with pytest.raises(ValueError, match="unknown conformal method"):
-        prediction_sets([[0.5, 0.5]], 0.5, "raps")
+        prediction_sets([[0.5, 0.5]], 0.5, "thr")
     with pytest.raises(ValueError, match="not a probability vector"):
         prediction_sets([[2.0, 3.0]], 0.5)
     with pytest.raises(ValueError, match="qhat is NaN"):
