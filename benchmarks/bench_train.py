@@ -7,7 +7,7 @@ Two ways of taking the same optimiser steps on the same batches of ``obqa_edl``'
 (the bundled sample mirror, 240 questions, unless ``EVIDENTIAL_DATA_DIR`` points at real data):
 
 (a) bare step   a plain loop: left padding (``modeling.encoding.left_pad``), the forward with
-                ``logits_to_keep=1``, the loss on the answer logits (``training.trainer.batch_loss``:
+                ``logits_to_keep=1``, the loss on the answer logits (``training.objective.batch_loss``:
                 EDL's MSE + KL, or IB-EDL's), backward, gradient clipping, ``torch.optim.AdamW`` on a
                 q_proj/v_proj LoRA (r=8, alpha=16, dropout 0.1), ``zero_grad``. Nothing else.
 (b) train       ``lm_eval_evidential.training.trainer.train`` itself (the code ``lm-eval-evidential train``
@@ -171,7 +171,7 @@ class BareStep:
         from peft import get_peft_model
         from transformers import AutoModelForCausalLM, set_seed
 
-        from lm_eval_evidential.training.trainer import lora_config
+        from lm_eval_evidential.training.lora_targets import lora_config
 
         set_seed(config.seed)
         model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
@@ -185,7 +185,7 @@ class BareStep:
         import torch
 
         from lm_eval_evidential.modeling.encoding import left_pad
-        from lm_eval_evidential.training.trainer import batch_loss, last_logits
+        from lm_eval_evidential.training.objective import batch_loss, last_logits
 
         t, config = self.timer, self.config
         with t.part("collation"):

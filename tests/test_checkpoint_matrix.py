@@ -101,7 +101,7 @@ def _modules_to_save_adapter(base, out):
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
-    from lm_eval_evidential.training.trainer import resolve_target_modules
+    from lm_eval_evidential.training.lora_targets import resolve_target_modules
 
     model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
     attention = tuple(t for t in resolve_target_modules(model, None)[0] if t != "lm_head")

@@ -90,7 +90,8 @@ def train_ensemble(pretrained, task, config: TrainConfig) -> Path:
     one resumes from its last checkpoint. Everything that can be refused is refused before
     the first member trains.
     """
-    from lm_eval_evidential.training.trainer import _task_name, train
+    from lm_eval_evidential.training.data import _task_name
+    from lm_eval_evidential.training.trainer import train
 
     n = config.ensemble
     if n is None or n < 2:

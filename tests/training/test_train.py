@@ -7,17 +7,12 @@ import json
 import pytest
 import torch
 
-from lm_eval_evidential.training import trainer as train_mod
-from lm_eval_evidential.training.config import TrainConfig
-from lm_eval_evidential.training.trainer import (
-    METADATA_FILE,
-    LeftPadCollator,
-    batch_loss,
-    encode_examples,
-    last_logits,
-    train,
-    training_docs,
-)
+from lm_eval_evidential.modeling.config import METADATA_FILE
+from lm_eval_evidential.training import evidential_trainer, schedule
+from lm_eval_evidential.training.config import PAPER_TARGET_MODULES, TrainConfig
+from lm_eval_evidential.training.data import LeftPadCollator, encode_examples, training_docs
+from lm_eval_evidential.training.objective import batch_loss, last_logits
+from lm_eval_evidential.training.trainer import train
 from tests.training.conftest import FAST
 
 
@@ -194,8 +189,9 @@ def test_resume_continues_the_step_count(tiny_model, tasks, tmp_path, monkeypatc
         train(tiny_model, tasks["obqa_edl"], TrainConfig(method="edl", output_dir=str(out), max_steps=4, **FAST))
 
     calls = []
-    real = train_mod.kl_weight_at
-    monkeypatch.setattr(train_mod, "kl_weight_at", lambda *a, **k: calls.append(a[0]) or real(*a, **k))
+    real = schedule.kl_weight_at
+    for module in (schedule, evidential_trainer):  # the printed schedule's, and the loss's
+        monkeypatch.setattr(module, "kl_weight_at", lambda *a, **k: calls.append(a[0]) or real(*a, **k))
     resumed = TrainConfig(method="edl", output_dir=str(out), max_steps=4, resume_from_checkpoint="latest", **FAST)
     train(tiny_model, tasks["obqa_edl"], resumed)
     assert calls == [3, 2, 3]  # the printed schedule (last step), then only the two missing steps: global steps 2 and 3
@@ -225,7 +221,7 @@ def test_config_validation():
         None,
         "lora_only",
     )
-    assert train_mod.PAPER_TARGET_MODULES == ("q_proj", "v_proj", "lm_head")
+    assert PAPER_TARGET_MODULES == ("q_proj", "v_proj", "lm_head")
     assert (paper.learning_rate, paper.lr_scheduler_type, paper.warmup_steps, paper.weight_decay) == (
         5e-5,
         "cosine",

@@ -7,16 +7,12 @@ import logging
 
 import pytest
 
-from lm_eval_evidential.training import trainer as train_mod
+from lm_eval_evidential.training import evidential_trainer
 from lm_eval_evidential.training.config import TrainConfig
-from lm_eval_evidential.training.trainer import (
-    describe_kl_schedule,
-    evidence_warning,
-    kl_weight_at,
-    resolve_target_modules,
-    steps_per_epoch,
-    train,
-)
+from lm_eval_evidential.training.lora_targets import resolve_target_modules
+from lm_eval_evidential.training.objective import COLLAPSED_EVIDENCE, evidence_warning
+from lm_eval_evidential.training.schedule import describe_kl_schedule, kl_weight_at, steps_per_epoch
+from lm_eval_evidential.training.trainer import train
 from tests.training.conftest import FAST
 
 
@@ -72,7 +68,7 @@ def test_collapse_is_logged_with_the_loss_terms_apart(tiny_model, obqa, tmp_path
         **{**FAST, "learning_rate": 3e-2},
         lr_scheduler_type="constant",
     )
-    with caplog.at_level(logging.WARNING, logger=train_mod.__name__):
+    with caplog.at_level(logging.WARNING, logger=evidential_trainer.__name__):
         out = train(tiny_model, obqa, config)
     warned = [r.getMessage() for r in caplog.records if "collapsed" in r.getMessage()]
     assert len(warned) == 1 and "KL regulariser (weight now 50)" in warned[0]
@@ -83,13 +79,13 @@ def test_collapse_is_logged_with_the_loss_terms_apart(tiny_model, obqa, tmp_path
     assert {"mse", "kl", "kl_weight", "evidence", "vacuity"} <= set(logged[0])
     for h in logged:  # the logged loss is its terms' sum
         assert h["loss"] == pytest.approx(h["mse"] + h["kl_weight"] * h["kl"], rel=1e-3, abs=1e-4)
-    assert logged[-1]["evidence"] < train_mod.COLLAPSED_EVIDENCE < logged[0]["evidence"]
+    assert logged[-1]["evidence"] < COLLAPSED_EVIDENCE < logged[0]["evidence"]
     assert logged[-1]["loss"] == pytest.approx(0.9, abs=0.01) and logged[-1]["vacuity"] > 0.99
 
 
 def test_a_healthy_run_does_not_warn(tiny_model, obqa, tmp_path, caplog):
     config = TrainConfig(output_dir=str(tmp_path / "run"), max_steps=3, **FAST)
-    with caplog.at_level(logging.WARNING, logger=train_mod.__name__):
+    with caplog.at_level(logging.WARNING, logger=evidential_trainer.__name__):
         train(tiny_model, obqa, config)
     assert not [r for r in caplog.records if "evidence" in r.getMessage()]
 

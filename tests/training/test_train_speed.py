@@ -8,18 +8,14 @@ from __future__ import annotations
 import pytest
 import torch
 
+from lm_eval_evidential.training import evidential_trainer, objective
 from lm_eval_evidential.training import trainer as train_mod
 from lm_eval_evidential.training.config import TrainConfig
-from lm_eval_evidential.training.trainer import (
-    CLOCK_STEPS,
-    LeftPadCollator,
-    batch_loss,
-    describe_kl_clock,
-    host_to_device,
-    kl_full_step,
-    last_logits,
-    train,
-)
+from lm_eval_evidential.training.data import LeftPadCollator
+from lm_eval_evidential.training.evidential_trainer import host_to_device
+from lm_eval_evidential.training.objective import batch_loss, last_logits
+from lm_eval_evidential.training.schedule import CLOCK_STEPS, describe_kl_clock, kl_full_step
+from lm_eval_evidential.training.trainer import train
 from tests.training.conftest import FAST
 
 
@@ -149,14 +145,16 @@ def test_length_grouped_batches_cover_every_question_once_and_pad_less(tiny_mode
 
 
 def test_gpu_settings_are_asked_for_on_a_gpu_only(tmp_path):
-    on_gpu = train_mod._training_arguments(TrainConfig(output_dir="o"), tmp_path / "o", accelerator=True)
+    on_gpu = evidential_trainer._training_arguments(TrainConfig(output_dir="o"), tmp_path / "o", accelerator=True)
     assert on_gpu.dataloader_pin_memory and on_gpu.accelerator_config.non_blocking
-    on_cpu = train_mod._training_arguments(TrainConfig(output_dir="o"), tmp_path / "o", accelerator=False)
+    on_cpu = evidential_trainer._training_arguments(TrainConfig(output_dir="o"), tmp_path / "o", accelerator=False)
     assert not on_cpu.dataloader_pin_memory and not on_cpu.accelerator_config.non_blocking
     assert host_to_device(False) == {"dataloader_pin_memory": False, "accelerator_config": {"non_blocking": False}}
     # No per-step host read of the loss; no activation recomputation unless asked.
     assert not on_cpu.logging_nan_inf_filter and not on_cpu.gradient_checkpointing
-    asked = train_mod._training_arguments(TrainConfig(output_dir="o", gradient_checkpointing=True), tmp_path / "o")
+    asked = evidential_trainer._training_arguments(
+        TrainConfig(output_dir="o", gradient_checkpointing=True), tmp_path / "o"
+    )
     assert asked.gradient_checkpointing
 
 
@@ -164,7 +162,7 @@ def test_bf16_runs_the_forward_under_autocast_and_the_loss_in_float32(tiny_model
     # The same code path as on a GPU: accelerate's autocast around compute_loss, the logits cast to
     # float32 before the loss (CPU autocast stands in for CUDA's).
     seen = []
-    real = train_mod.last_position_logits
+    real = objective.last_position_logits
 
     def recording(model, *args):
         def hook(module, inputs, output):
@@ -176,14 +174,14 @@ def test_bf16_runs_the_forward_under_autocast_and_the_loss_in_float32(tiny_model
         finally:
             handle.remove()
 
-    real_loss = train_mod.batch_loss
+    real_loss = evidential_trainer.batch_loss
 
     def loss_recording(logits, *args, **kwargs):
         seen.append(("loss", logits.dtype))
         return real_loss(logits, *args, **kwargs)
 
-    monkeypatch.setattr(train_mod, "last_position_logits", recording)
-    monkeypatch.setattr(train_mod, "batch_loss", loss_recording)
+    monkeypatch.setattr(objective, "last_position_logits", recording)
+    monkeypatch.setattr(evidential_trainer, "batch_loss", loss_recording)
     train(tiny_model, obqa, TrainConfig(output_dir=str(tmp_path / "run"), max_steps=1, bf16=True, **FAST))
     assert seen == [(True, torch.bfloat16, torch.bfloat16), ("loss", torch.float32)]
 
