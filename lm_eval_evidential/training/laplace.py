@@ -91,7 +91,7 @@ def answer_logits_module(model):
     ``answer_ids``) → its (B, K) last-position answer logits in float32, as evaluation computes them."""
     import torch
 
-    from lm_eval_evidential.training.trainer import last_logits
+    from lm_eval_evidential.training.objective import last_logits
 
     class AnswerLogits(torch.nn.Module):
         def __init__(self, inner):
@@ -155,7 +155,7 @@ def fit_laplace(pretrained, peft, task, output_dir, settings: LaplaceSettings | 
 
     from lm_eval_evidential.files import atomic_folder, check_output_folder
     from lm_eval_evidential.modeling.quiet import peft_wrapping
-    from lm_eval_evidential.training.trainer import (
+    from lm_eval_evidential.training.data import (
         LeftPadCollator,
         _load_task,
         _task_name,

@@ -45,7 +45,7 @@ def _library_laplace(base, adapter, tasks, structure, prior_precision):
     from peft import PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from lm_eval_evidential.training.trainer import LeftPadCollator, encode_examples, training_docs
+    from lm_eval_evidential.training.data import LeftPadCollator, encode_examples, training_docs
 
     model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
     model = PeftModel.from_pretrained(model, str(adapter), is_trainable=True)
