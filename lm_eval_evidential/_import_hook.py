@@ -3,7 +3,7 @@
 lm-eval 0.4.13 has no plugin discovery, so a ``.pth`` file installed with the package imports
 this module at interpreter start. It imports nothing (``sys`` is already loaded): it only puts
 a finder first on ``sys.meta_path`` that, for the lm_eval modules named below and for nothing
-else, wraps the real loader so that :func:`lm_eval_evidential.harness.plugin.on_imported`
+else, wraps the real loader so that :func:`lm_eval_evidential.integration.hooks.on_imported`
 patches the module once it has executed. Every other import
 pays one dictionary lookup. ``benchmarks/bench_startup.py`` measures the cost.
 Set ``LM_EVAL_EVIDENTIAL_DISABLE_HOOK=1`` to turn it off.
@@ -11,7 +11,7 @@ Set ``LM_EVAL_EVIDENTIAL_DISABLE_HOOK=1`` to turn it off.
 
 import sys
 
-# The lm_eval modules the plugin patches (plugin.ON_IMPORT's keys; named here so that start-up imports nothing).
+# The lm_eval modules the plugin patches (hooks.ON_IMPORT's keys; named here so that start-up imports nothing).
 TARGETS = frozenset(
     {
         "lm_eval.models",
@@ -24,9 +24,9 @@ TARGETS = frozenset(
 
 
 def _run(fullname, module):
-    from lm_eval_evidential.harness import plugin
+    from lm_eval_evidential.integration import hooks
 
-    plugin.on_imported(fullname, module)
+    hooks.on_imported(fullname, module)
 
 
 class _PatchingLoader:

@@ -80,16 +80,14 @@ def test_the_k_refusal_is_a_refusal_and_a_value_error():
 def test_old_import_paths_name_the_same_classes():
     from lm_eval_evidential.harness.datasets import DatasetError, MirrorFileNotFound
     from lm_eval_evidential.harness.model import EvidentialInputError
-    from lm_eval_evidential.harness.plugin import HarnessVersionError
     from lm_eval_evidential.metrics._validation import UndefinedMetricWarning
     from lm_eval_evidential.modeling.encoding import AnswerTokenError
     from lm_eval_evidential.records import FingerprintMismatchError, RecordsError
 
-    assert (DatasetError, MirrorFileNotFound, EvidentialInputError, HarnessVersionError) == (
+    assert (DatasetError, MirrorFileNotFound, EvidentialInputError) == (
         errors.DatasetError,
         errors.MirrorFileNotFound,
         errors.EvidentialInputError,
-        errors.HarnessVersionError,
     )
     assert (UndefinedMetricWarning, AnswerTokenError, FingerprintMismatchError) == (
         errors.UndefinedMetricWarning,
@@ -120,7 +118,7 @@ def test_the_errors_module_imports_only_the_standard_library():
 def test_stock_cli_argument_errors_are_expected_and_deeper_value_errors_are_not():
     from lm_eval._cli.utils import key_val_to_dict
 
-    from lm_eval_evidential.harness.lm_eval_compat import stock_argument_error
+    from lm_eval_evidential.integration.lm_eval_compat import stock_argument_error
 
     with pytest.raises(ValueError) as stock:
         key_val_to_dict("no_equals_sign")

@@ -368,7 +368,7 @@ def test_keyboard_interrupt_in_the_records_hook_leaves_no_records_file(tmp_path,
 
     import pyarrow.parquet as pq
 
-    from lm_eval_evidential.harness.plugin import results_folder, write_run_records
+    from lm_eval_evidential.integration.run_output import results_folder, write_run_records
 
     run_records = {"first": _records("first", 40, seed=1), "second": _records("second", 40, seed=2)}
     tracker = types.SimpleNamespace(

@@ -344,7 +344,7 @@ def obqa_renamed(name: str):
     """A task YAML in {tmp}/tasks: the shipped obqa_edl under the task name ``name`` (``../``, absolute, NUL …)."""
 
     def make(ctx: Ctx) -> None:
-        from lm_eval_evidential.harness.plugin import tasks_dir
+        from lm_eval_evidential.harness import tasks_dir
 
         folder = ctx.tmp / "tasks"
         folder.mkdir(exist_ok=True)
@@ -447,7 +447,7 @@ def mixed_order_runs(ctx: Ctx) -> None:
 
 def stale_records_temp(ctx: Ctx) -> None:
     """The temp file an eval killed while writing records leaves (older than the harness's grace period)."""
-    from lm_eval_evidential.harness.plugin import STALE_TEMP_SECONDS
+    from lm_eval_evidential.integration.run_output import STALE_TEMP_SECONDS
 
     folder = ctx.tmp / "o" / str(ctx.model).replace("/", "__")
     folder.mkdir(parents=True)
@@ -3145,7 +3145,7 @@ def _run_loader(ctx, make, caplog):
 def _run_dataset(ctx, make, caplog):
     from lm_eval.tasks import TaskManager
 
-    from lm_eval_evidential.harness.plugin import tasks_dir
+    from lm_eval_evidential.harness import tasks_dir
 
     make(ctx)
     return TaskManager(include_path=str(tasks_dir()), include_defaults=False).load(["arc_c_edl"])["tasks"]["arc_c_edl"]
@@ -3155,7 +3155,7 @@ def _run_view(ctx, cmd, caplog):
     """The lettered views ``cmd.argv`` of a user's stock tasks in {tmp}/tasks, loaded as ``lm_eval --tasks`` does."""
     from lm_eval.tasks import TaskManager
 
-    from lm_eval_evidential.harness.plugin import tasks_dir
+    from lm_eval_evidential.harness import tasks_dir
 
     manager = TaskManager(include_path=[str(ctx.tmp / "tasks"), str(tasks_dir())], include_defaults=False)
     return manager.load(cmd.argv)["tasks"]
@@ -3263,7 +3263,7 @@ def eval_ctx(dataset_ctx, tiny_model, monkeypatch, request):
     import lm_eval.tasks
     from lm_eval.tasks import TaskManager
 
-    from lm_eval_evidential.harness.plugin import tasks_dir
+    from lm_eval_evidential.harness import tasks_dir
 
     class OurTasksOnly(TaskManager):
         def __init__(self, *args, include_path=None, **kwargs):
@@ -3301,7 +3301,7 @@ import sys
 if sys.argv[1] in ("eval", "lm_eval"):
     import lm_eval.tasks
 
-    from lm_eval_evidential.harness.plugin import tasks_dir
+    from lm_eval_evidential.harness import tasks_dir
 
     class OurTasksOnly(lm_eval.tasks.TaskManager):
         def __init__(self, *args, **kwargs):

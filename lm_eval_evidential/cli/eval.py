@@ -44,7 +44,7 @@ def help_preamble() -> str:
 
 
 def add_parser(sub) -> None:
-    from lm_eval_evidential.harness.plugin import NO_OUTPUT_PATH_FLAG
+    from lm_eval_evidential.integration.run_output import NO_OUTPUT_PATH_FLAG
 
     p = sub.add_parser(
         "eval",
@@ -75,8 +75,10 @@ def run_lm_eval(argv: list[str]) -> int:
     import lm_eval_evidential._import_hook as hook
     from lm_eval_evidential.cli.exit_codes import EXIT_ERROR, EXIT_OK, fail
     from lm_eval_evidential.errors import EvidentialError
-    from lm_eval_evidential.harness import plugin
-    from lm_eval_evidential.harness.lm_eval_compat import stock_argument_error
+    from lm_eval_evidential.integration.error_lines import nearest_task_names, resource_error_text
+    from lm_eval_evidential.integration.lm_eval_compat import stock_argument_error
+    from lm_eval_evidential.integration.policy import RUN_POLICY
+    from lm_eval_evidential.integration.run_output import NO_OUTPUT_PATH_FLAG
 
     hook.install()
     from lm_eval.__main__ import cli_evaluate
@@ -85,32 +87,29 @@ def run_lm_eval(argv: list[str]) -> int:
         print(help_preamble())
         if len(argv) == 1:  # the stock `lm_eval --help` lists subcommands; the arguments are run's
             argv = ["run", *argv]
-    allow_no_output = plugin.NO_OUTPUT_PATH_FLAG in argv
-    argv = [a for a in argv if a != plugin.NO_OUTPUT_PATH_FLAG]
+    allow_no_output = NO_OUTPUT_PATH_FLAG in argv
+    argv = [a for a in argv if a != NO_OUTPUT_PATH_FLAG]
     sys.argv = ["lm_eval", *argv]
-    previous = plugin.NO_OUTPUT_PATH_POLICY
-    plugin.NO_OUTPUT_PATH_POLICY = "allow" if allow_no_output else "refuse"
-    try:
-        _check_output_path(argv)
+    with RUN_POLICY.no_output_path_as("allow" if allow_no_output else "refuse"):
         try:
-            cli_evaluate()
-        except ValueError as exc:
-            said = stock_argument_error(exc, hint=plugin.nearest_task_names(exc))
-            if said is None:
+            _check_output_path(argv)
+            try:
+                cli_evaluate()
+            except ValueError as exc:
+                said = stock_argument_error(exc, hint=nearest_task_names(exc))
+                if said is None:
+                    raise
+                raise said from exc
+        except EvidentialError as exc:  # expected: one line; anything else is a bug and keeps its traceback
+            if os.environ.get("LM_EVAL_EVIDENTIAL_TRACEBACK"):
                 raise
-            raise said from exc
-    except EvidentialError as exc:  # expected: one line; anything else is a bug and keeps its traceback
-        if os.environ.get("LM_EVAL_EVIDENTIAL_TRACEBACK"):
-            raise
-        return fail("eval", exc)
-    except (MemoryError, RecursionError, ImportError) as exc:  # limits of this process: one line for our model
-        text = plugin.resource_error_text(exc, argv)
-        if text is None or os.environ.get("LM_EVAL_EVIDENTIAL_TRACEBACK"):
-            raise
-        print(f"lm-eval-evidential eval: error: {text}", file=sys.stderr)
-        return EXIT_ERROR
-    finally:
-        plugin.NO_OUTPUT_PATH_POLICY = previous
+            return fail("eval", exc)
+        except (MemoryError, RecursionError, ImportError) as exc:  # limits of this process: one line for our model
+            text = resource_error_text(exc, argv)
+            if text is None or os.environ.get("LM_EVAL_EVIDENTIAL_TRACEBACK"):
+                raise
+            print(f"lm-eval-evidential eval: error: {text}", file=sys.stderr)
+            return EXIT_ERROR
     return EXIT_OK
 
 
@@ -125,17 +124,15 @@ def _check_output_path(argv: list[str]) -> None:
     ``--model evidential`` run without one (and without ``--config``, which may name one) is refused at once,
     before the harness indexes its tasks (``simple_evaluate``'s hook refuses it too, for every other way)."""
     from lm_eval_evidential.files import check_writable_folder
-    from lm_eval_evidential.harness import plugin
+    from lm_eval_evidential.integration.command_line import names_our_model
+    from lm_eval_evidential.integration.policy import RUN_POLICY
+    from lm_eval_evidential.integration.run_output import no_output_path
 
     given = _option(argv, "--output_path", "-o")
     if given:
         check_writable_folder(given)
-    elif (
-        plugin.NO_OUTPUT_PATH_POLICY == "refuse"
-        and plugin.model_name(argv) in (plugin.MODEL_NAME, plugin.VLLM_MODEL_NAME)
-        and _option(argv, "--config", "-C") is None
-    ):
-        plugin.no_output_path(_tasks(argv))
+    elif RUN_POLICY.no_output_path == "refuse" and names_our_model(argv) and _option(argv, "--config", "-C") is None:
+        no_output_path(_tasks(argv))
 
 
 def _tasks(argv: list[str]) -> list[str]:

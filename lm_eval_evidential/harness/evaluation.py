@@ -1,7 +1,7 @@
 """What one lm_eval evaluation adds to the harness's results: records, evidential metrics, sample fields.
 
 :func:`complete` runs once per ``lm_eval.evaluator.evaluate()`` call, on every rank, right after
-it returns (:mod:`lm_eval_evidential.harness.plugin` wraps ``evaluate``). It is the one place
+it returns (:mod:`lm_eval_evidential.integration.hooks` wraps ``evaluate``). It is the one place
 where records are built, for this package's tasks and stock multiple-choice tasks alike:
 
 - with ``--model evidential``, from the evidence the model filed per (task, doc) in its

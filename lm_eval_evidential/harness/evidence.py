@@ -8,7 +8,7 @@ Dirichlet evidence cannot ride in the responses. It travels this one way instead
    answer logits and Dirichlet alpha in the model's :class:`EvidenceLedger` (``lm.evidence``)
    under the request's own ``(task_name, doc_id)``.
 2. When lm_eval's ``evaluate()`` returns, :func:`lm_eval_evidential.harness.evaluation.complete`
-   (run by the wrapper :mod:`lm_eval_evidential.harness.plugin` puts around ``evaluate``) takes
+   (run by the wrapper :mod:`lm_eval_evidential.integration.hooks` puts around ``evaluate``) takes
    the ledger — emptying it, so nothing outlives the evaluation — gathers it from every rank,
    and builds one :class:`~lm_eval_evidential.records.Records` per evaluated task. The results
    dict it returns carries them as ``results.records``.

@@ -39,7 +39,7 @@ CALIBRATION_BINS = 15
 
 def _with_base(config: dict) -> dict:
     """The shared base config under ``config`` (a task that included the base YAML already has it)."""
-    from lm_eval_evidential.harness.lm_eval_compat import load_yaml
+    from lm_eval_evidential.integration.lm_eval_compat import load_yaml
 
     if "output_type" in config:
         return config

@@ -61,7 +61,8 @@ class EvidentialLM(EvidentialScoring, HFLM):
     (:mod:`lm_eval_evidential.modeling.prefix_cache`); False runs every prompt whole."""
 
     def __init__(self, pretrained: Any = None, prefix_cache: bool = True, **kwargs) -> None:
-        from lm_eval_evidential.harness.plugin import check_harness, install_one_line_errors
+        from lm_eval_evidential.integration.error_lines import install_one_line_errors
+        from lm_eval_evidential.integration.hooks import check_harness
 
         install_one_line_errors()  # plain lm_eval: an expected error of ours is one line, from here on
         check_harness()  # before gigabytes of weights load

@@ -10,7 +10,7 @@ import logging
 import pytest
 
 from lm_eval_evidential.cli.main import EXIT_ERROR, EXIT_OK, main
-from lm_eval_evidential.harness import plugin
+from lm_eval_evidential.integration.policy import RUN_POLICY
 
 
 @pytest.fixture
@@ -19,7 +19,7 @@ def our_tasks_only(monkeypatch):
     import lm_eval.__main__
     import lm_eval.tasks
 
-    from lm_eval_evidential.harness.plugin import tasks_dir
+    from lm_eval_evidential.harness import tasks_dir
 
     class OurTasksOnly(lm_eval.tasks.TaskManager):
         def __init__(self, *args, include_path=None, **kwargs):
@@ -36,7 +36,7 @@ def our_tasks_only(monkeypatch):
 def at_exit(monkeypatch):
     """What the plugin would print when the process ends (collected instead of printed at pytest's exit)."""
     said: list[str] = []
-    monkeypatch.setattr(plugin, "_say_at_exit", said.append)
+    monkeypatch.setattr(RUN_POLICY, "say_at_exit", said.append)
     return said
 
 
@@ -83,7 +83,7 @@ def test_eval_refuses_a_run_that_keeps_nothing_before_the_weights_load(
     for words in ("obqa_edl", "records_<task>_<date_id>.parquet", "--output_path DIR", "--no_output_path"):
         assert words in line
     assert built == [] and list(tmp_path.iterdir()) == []
-    assert plugin.NO_OUTPUT_PATH_POLICY == "warn"  # plain lm_eval in the same process still only warns
+    assert RUN_POLICY.no_output_path == "warn"  # plain lm_eval in the same process still only warns
 
 
 def test_eval_refuses_it_before_the_harness_indexes_its_tasks(tiny_model, our_tasks_only, monkeypatch, capsys):

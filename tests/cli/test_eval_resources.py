@@ -63,12 +63,12 @@ def test_a_missing_module_stays_a_bug(failing):
 def test_plain_lm_eval_says_it_in_one_line_for_evidential_only(model, one_line, monkeypatch, capsys):
     import sys
 
-    from lm_eval_evidential.harness import plugin
+    from lm_eval_evidential.integration.error_lines import install_one_line_errors
 
     monkeypatch.setattr(sys, "excepthook", sys.__excepthook__)
     monkeypatch.setattr(sys, "argv", ["lm_eval", "--model", model, "--tasks", "obqa_edl"])
     monkeypatch.delenv("LM_EVAL_EVIDENTIAL_TRACEBACK", raising=False)
-    plugin.install_one_line_errors()
+    install_one_line_errors()
     try:
         raise MemoryError
     except MemoryError as exc:

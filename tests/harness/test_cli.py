@@ -158,10 +158,10 @@ def test_without_output_path_nothing_is_written_and_nothing_fails(tiny_model, us
     import lm_eval
     from lm_eval.loggers import EvaluationTracker
 
-    from lm_eval_evidential.harness import plugin
+    from lm_eval_evidential.integration.policy import RUN_POLICY
 
     said_at_exit = []
-    monkeypatch.setattr(plugin, "_say_at_exit", said_at_exit.append)
+    monkeypatch.setattr(RUN_POLICY, "say_at_exit", said_at_exit.append)
     monkeypatch.chdir(tmp_path)
     tracker = EvaluationTracker(output_path=None)
     results = lm_eval.simple_evaluate(

@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from lm_eval_evidential.harness import tasks_dir
 from lm_eval_evidential.harness.datasets import DatasetError, control_tasks
-from lm_eval_evidential.harness.plugin import tasks_dir
 from lm_eval_evidential.metrics.cardinality import check_cardinality, k_histogram
 
 from .test_model import evaluate, make_lm, our_tasks

@@ -45,16 +45,16 @@ def upstream_task_dir(value: str) -> Path | None:
 
 
 def test_the_model_entry_points_name_the_two_backends_and_load_the_transformers_one():
-    from lm_eval_evidential.harness import plugin
+    from lm_eval_evidential import integration
     from lm_eval_evidential.harness.model import EvidentialLM
 
     registry = upstream_models(declared("lm_eval.models"), {})
     assert {name: ep.value for name, ep in registry.items()} == {
-        plugin.MODEL_NAME: plugin.MODEL_TARGET,
-        plugin.VLLM_MODEL_NAME: plugin.VLLM_MODEL_TARGET,
+        integration.MODEL_NAME: integration.MODEL_TARGET,
+        integration.VLLM_MODEL_NAME: integration.VLLM_MODEL_TARGET,
     }
-    assert registry[plugin.MODEL_NAME].load() is EvidentialLM  # what get_model materialises
-    module, _, name = plugin.VLLM_MODEL_TARGET.partition(":")  # importing it needs vLLM: its file names the class
+    assert registry[integration.MODEL_NAME].load() is EvidentialLM  # what get_model materialises
+    module, _, name = integration.VLLM_MODEL_TARGET.partition(":")  # importing it needs vLLM: its file names the class
     assert f"class {name}(" in Path(importlib.util.find_spec(module).origin).read_text(encoding="utf-8")
 
 
@@ -85,7 +85,7 @@ def test_a_harness_that_discovers_the_task_folder_indexes_it_once(monkeypatch):
 
 
 def test_the_import_hook_registers_what_the_entry_points_name():
-    """0.4.13: the names come from the import hook (plugin.on_models_imported registers MODEL_TARGET and
+    """0.4.13: the names come from the import hook (integration.hooks.on_models_imported registers MODEL_TARGET and
     VLLM_MODEL_TARGET, which the first test holds equal to the entry points)."""
     import lm_eval.models  # noqa: F401 (the hook registers on its import)
     from lm_eval.api.registry import model_registry

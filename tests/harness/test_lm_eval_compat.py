@@ -7,8 +7,8 @@ import ast
 from pathlib import Path
 
 import lm_eval_evidential
-from lm_eval_evidential.harness import lm_eval_compat
-from lm_eval_evidential.harness.lm_eval_compat import INTERNALS, PUBLIC, VLLM_INTERNALS, missing_internals
+from lm_eval_evidential.integration import lm_eval_compat
+from lm_eval_evidential.integration.lm_eval_compat import INTERNALS, PUBLIC, VLLM_INTERNALS, missing_internals
 
 PACKAGE = Path(lm_eval_evidential.__file__).parent
 INVENTORY = {*INTERNALS, *PUBLIC, *VLLM_INTERNALS}
@@ -50,12 +50,12 @@ def test_every_lm_eval_import_is_in_the_inventory():
         for where, entry in imports
         if entry not in INVENTORY and not (":" not in entry and entry in modules)
     ]
-    assert not outside, f"lm_eval imports not listed in harness/lm_eval_compat.py: {outside}"
+    assert not outside, f"lm_eval imports not listed in integration/lm_eval_compat.py: {outside}"
 
 
 def test_every_patched_function_is_in_the_inventory():
-    """``_patch(module.Owner, "name", …)`` and ``_patch(module, "name", …)`` in harness/plugin.py."""
-    tree = ast.parse((PACKAGE / "harness" / "plugin.py").read_text(encoding="utf-8"))
+    """``_patch(module.Owner, "name", …)`` and ``_patch(module, "name", …)`` in integration/hooks.py."""
+    tree = ast.parse((PACKAGE / "integration" / "hooks.py").read_text(encoding="utf-8"))
     patched = [
         (ast.unparse(node.args[0]), node.args[1].value)
         for node in ast.walk(tree)

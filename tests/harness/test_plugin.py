@@ -32,7 +32,7 @@ def test_task_manager_signature_and_arguments_are_stock(tmp_path):
 def test_default_task_manager_adds_our_tasks_between_lm_evals_and_the_users(tmp_path):
     from lm_eval.tasks import TaskManager
 
-    from lm_eval_evidential.harness.plugin import tasks_dir
+    from lm_eval_evidential.harness import tasks_dir
 
     # the user's task of the same name as ours wins; lm_eval's own tasks are all there
     (tmp_path / "obqa_edl.yaml").write_text("task: obqa_edl\ndataset_path: json\noutput_type: multiple_choice\n")
@@ -44,19 +44,21 @@ def test_default_task_manager_adds_our_tasks_between_lm_evals_and_the_users(tmp_
 
 
 def test_moved_harness_internals_fail_at_once_naming_versions_and_the_fallback(tiny_model, monkeypatch):
-    from lm_eval_evidential.harness import plugin
+    from lm_eval_evidential.errors import HarnessVersionError
+    from lm_eval_evidential.harness import tasks_dir
     from lm_eval_evidential.harness.model import EvidentialLM
+    from lm_eval_evidential.integration import hooks
 
-    monkeypatch.setattr(plugin, "HOOKED", {**plugin.HOOKED, "lm_eval.tasks.registry_that_moved": "TaskManager"})
+    monkeypatch.setattr(hooks, "HOOKED", {**hooks.HOOKED, "lm_eval.tasks.registry_that_moved": "TaskManager"})
     loaded = []
     monkeypatch.setattr(EvidentialLM, "_create_model", lambda *a, **k: loaded.append(1))
-    with pytest.raises(plugin.HarnessVersionError) as info:
+    with pytest.raises(HarnessVersionError) as info:
         EvidentialLM(pretrained=str(tiny_model), device="cpu")
     message = str(info.value)
     assert "\n" not in message and not loaded
     assert "lm_eval.tasks.registry_that_moved" in message and "supported: lm-eval" in message
     assert ">=0.4.13" in message and "<0.5" in message
-    assert f"--include_path {plugin.tasks_dir()}" in message
+    assert f"--include_path {tasks_dir()}" in message
 
 
 def _python(code: str):
@@ -92,21 +94,22 @@ def test_importing_lm_eval_leaves_the_excepthook_alone():
     """A process that only imports lm_eval (the plugin's hooks run) keeps the interpreter's own excepthook."""
     proc = _python(
         "import sys, lm_eval.models, lm_eval.evaluator, lm_eval.tasks\n"
-        "from lm_eval_evidential.harness import plugin\n"
-        "print(sys.excepthook is sys.__excepthook__, 'lm_eval.models' in plugin._applied)"
+        "from lm_eval_evidential.integration.policy import RUN_POLICY\n"
+        "print(sys.excepthook is sys.__excepthook__, 'lm_eval.models' in RUN_POLICY.hooked)"
     )
     assert proc.stdout.split() == ["True", "True"], proc.stderr
 
 
 def test_a_moved_private_helper_fails_at_once_naming_it(tiny_model, monkeypatch):
-    from lm_eval_evidential.harness import lm_eval_compat, plugin
+    from lm_eval_evidential.errors import HarnessVersionError
     from lm_eval_evidential.harness.model import EvidentialLM
+    from lm_eval_evidential.integration import lm_eval_compat
 
     assert lm_eval_compat.missing_internals() == []
     monkeypatch.setattr(lm_eval_compat, "INTERNALS", (*lm_eval_compat.INTERNALS, "lm_eval.models.utils:_renamed"))
     loaded = []
     monkeypatch.setattr(EvidentialLM, "_create_model", lambda *a, **k: loaded.append(1))
-    with pytest.raises(plugin.HarnessVersionError, match=r"lm_eval\.models\.utils:_renamed") as info:
+    with pytest.raises(HarnessVersionError, match=r"lm_eval\.models\.utils:_renamed") as info:
         EvidentialLM(pretrained=str(tiny_model), device="cpu")
     assert "\n" not in str(info.value) and not loaded
 
@@ -115,7 +118,7 @@ def test_a_refused_pair_task_through_the_harness_is_one_readable_error(tiny_mode
     code = (
         "import lm_eval\n"
         "from lm_eval.tasks import TaskManager\n"
-        "from lm_eval_evidential.harness.plugin import tasks_dir\n"
+        "from lm_eval_evidential.harness import tasks_dir\n"
         f"lm_eval.simple_evaluate(model='hf', model_args='pretrained={tiny_model},device=cpu', "
         "tasks=['obqa_edl_vs_csqa_edl'], task_manager=TaskManager(include_path=str(tasks_dir()), "
         "include_defaults=False))\n"

@@ -74,7 +74,7 @@ def test_interrupted_results_write_leaves_records_and_no_results(tiny_model, tin
 
 
 def test_stale_temp_files_are_removed_by_the_next_run_and_young_ones_kept(tiny_model, tiny_adapter, tmp_path):
-    from lm_eval_evidential.harness.plugin import STALE_TEMP_SECONDS
+    from lm_eval_evidential.integration.run_output import STALE_TEMP_SECONDS
 
     folder = tmp_path / "models"
     first = _run(make_lm(tiny_model, tiny_adapter), ["obqa_edl"], tmp_path, limit=2)
@@ -92,7 +92,7 @@ def test_stale_temp_files_are_removed_by_the_next_run_and_young_ones_kept(tiny_m
 
 @pytest.mark.parametrize("name", ["../escape", "/abs/path", "a/b\\c", "dots..", "nul\x00name", ".hidden", "x" * 300])
 def test_records_file_names_stay_in_the_folder_and_the_file_keeps_the_task_name(tmp_path, name):
-    from lm_eval_evidential.harness.plugin import write_run_records
+    from lm_eval_evidential.integration.run_output import write_run_records
     from lm_eval_evidential.records import Records, make_record, read_records_file
 
     rows = [make_record(task=name, doc_id=0, labels=["A", "B"], gold=0, logits=[0.5, -0.5], alpha=[2.0, 1.5])]

@@ -1,9 +1,9 @@
-"""Every lm_eval internal this plugin relies on, in one place, covered by ``plugin.check_harness``.
+"""Every lm_eval internal this plugin relies on, in one place, covered by ``hooks.check_harness``.
 
 lm-eval 0.4.13 has no plugin API, so the plugin leans on names that are not lm_eval's public
 interface: private helpers, the functions it patches, the methods its model and task classes
 override. Each is listed in :data:`INTERNALS`; :func:`missing_internals` (run by
-:func:`~lm_eval_evidential.harness.plugin.check_harness` before any weights load) names those a
+:func:`~lm_eval_evidential.integration.hooks.check_harness` before any weights load) names those a
 harness upgrade moved, and the helpers below are the only places that import them. Nothing here
 imports lm_eval at module level: the plugin imports this module while lm_eval is still importing.
 
@@ -35,7 +35,7 @@ INTERNALS = (
     "lm_eval.api.registry:model_registry",
     "lm_eval.tasks._index:Entry",
     "lm_eval.tasks._index:Kind",
-    # the functions the plugin patches (harness.plugin)
+    # the functions the plugin patches (integration.hooks)
     "lm_eval.tasks.manager:TaskManager.__init__",
     "lm_eval.tasks.manager:TaskManager.match_tasks",
     "lm_eval.evaluator:evaluate",
