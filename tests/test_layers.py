@@ -1,6 +1,7 @@
 """The package's layers, read off its imports: every module imports only from layers below its own.
 
-errors < files < metrics < records < {audits, modeling} < {plots, harness} < {report, training, testing} < cli
+errors < files < metrics < records < {audits, modeling} < {plots, harness (with integration)} < {report, training,
+testing} < cli
 
 Every ``import`` in every module counts, including the ones inside functions (lazy imports keep
 the CLI fast; they are no way around the layering), and two layers of the same rank never
