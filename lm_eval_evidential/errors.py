@@ -41,6 +41,8 @@ __all__ = [
     "OutputWriteError",
     "InputFileError",
     "FingerprintMismatchError",
+    "OrderMismatchError",
+    "PermutedRecordsError",
     "EvidentialInputError",
     "AnswerTokenError",
     "DatasetError",
@@ -164,6 +166,12 @@ class FingerprintMismatchError(RefusalError, ValueError):
 class OrderMismatchError(RefusalError, ValueError):
     """Records shown in different answer orders (a permuted against an unpermuted run, or two permutation
     settings) were about to be compared order by order; the message names both and the fix."""
+
+
+class PermutedRecordsError(RefusalError, ValueError):
+    """Records of a permuted run (one per (question, order)) given to an audit that counts each record as
+    an example, so each question would count once per order; the message names the task and the remedies
+    (``--average-orders``, the ``permutations`` audit, an unpermuted run)."""
 
 
 # ------------------------------------------------------------------------------ model and data

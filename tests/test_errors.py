@@ -26,6 +26,8 @@ BUILTIN = {
     "OutputWriteError": (OSError, False),
     "InputFileError": (OSError, False),
     "FingerprintMismatchError": (ValueError, True),
+    "OrderMismatchError": (ValueError, True),
+    "PermutedRecordsError": (ValueError, True),
     "EvidentialInputError": (ValueError, False),
     "AnswerTokenError": (ValueError, False),
     "DatasetError": (ValueError, False),

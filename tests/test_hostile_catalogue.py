@@ -1099,6 +1099,29 @@ CATALOGUE = [
         Cmd(["permutations", "{out}", "--task", "p4", "--id", "p4", "--ood", "ood4"], permuted_run),
         Exit(2, r"refused: p4 was evaluated in several answer orders \(cyclic\) and ood4 in one"),
     ),
+    # -- every other audit: a permuted run refused, or its orders averaged on request (one kind on both sides)
+    (
+        C,
+        "audit-counting-examples-given-a-permuted-run",
+        Cmd(["ood", "{out}", "--id", "p4", "--ood", "ood4"], permuted_run),
+        Exit(
+            2,
+            r"refused: p4 holds a permuted run \(cyclic: 48 records of 12 questions, 4 orders each\) and `ood` "
+            r"counts each record as an example.* pass --average-orders",
+        ),
+    ),
+    (
+        C,
+        "averaged-orders-beside-one-order-in-a-per-task-audit",
+        Cmd(["calibration", "{out}", "--task", "p4,ood4", "--average-orders"], permuted_run),
+        Exit(0, r"note: p4: each question's 4 answer orders \(cyclic\) averaged into one record \(48 records -> 12"),
+    ),
+    (
+        C,
+        "averaged-orders-id-against-an-unpermuted-ood",
+        Cmd(["ood", "{out}", "--id", "p4", "--ood", "ood4", "--average-orders"], permuted_run),
+        Exit(2, r"refused: p4 is cyclic orders averaged and ood4 is shown in one order"),
+    ),
     (
         C,
         "run-not-there",

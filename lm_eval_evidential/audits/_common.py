@@ -19,6 +19,7 @@ from lm_eval_evidential.metrics.scores import (  # noqa: F401 (no_alpha_reason: 
     no_alpha_reason,
 )
 from lm_eval_evidential.records import Records, check_same_producer
+from lm_eval_evidential.records.orders import is_order_averaged
 
 logger = logging.getLogger(__name__)
 
@@ -86,6 +87,12 @@ def record_scores(records: Records, names: Sequence[str], keep=None) -> dict[str
     the one way every audit and figure computes a record's scores."""
     inputs = score_inputs(records, keep)
     if any(SCORES[name].needs_logits for name in names):  # the logit scores (neg_energy, max_logit)
+        if is_order_averaged(records):
+            raise InvalidValueError(
+                f"{', '.join(n for n in names if SCORES[n].needs_logits)} read one forward pass's answer logits, but "
+                f"the records of {records.task!r} average each question's orders (--average-orders; their logits "
+                "column is log p̄); use max_prob, neg_entropy or an evidence score"
+            )
         inputs["logits"] = records.logits if keep is None or np.all(keep) else records.logits[keep]
     return {name: compute_score(name, **inputs) for name in names}
 

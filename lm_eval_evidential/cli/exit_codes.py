@@ -9,9 +9,11 @@
 2     refused: a comparison the audit will not make (a
       :class:`~lm_eval_evidential.errors.RefusalError`). A class-count (K) mismatch
       (``CardinalityMismatchError`` under ``--k-policy assert``, or ``restrict`` leaving a side
-      empty) or records of different producers (``FingerprintMismatchError``, unless
-      ``--allow-fingerprint-mismatch``). Commands that compare several pairs (``ood``,
-      ``report``) still write every accepted pair and exit 2 if any pair was refused
+      empty), records of different producers (``FingerprintMismatchError``, unless
+      ``--allow-fingerprint-mismatch``), or a permuted run given to an audit that counts
+      records as examples (``PermutedRecordsError``, unless ``--average-orders``). Commands
+      that compare several pairs (``ood``, ``report``) still write every accepted pair and
+      exit 2 if any pair was refused
 ====  ======================================================================================
 
 Any other exception is a bug: it is not caught, so it shows its traceback and Python's status.
@@ -32,7 +34,7 @@ EXIT_REFUSED = 2
 EXIT_CODES = {
     EXIT_OK: "success",
     EXIT_ERROR: "error: bad input or usage",
-    EXIT_REFUSED: "refused by a K (class count) or fingerprint (producer) check",
+    EXIT_REFUSED: "refused by a K (class count), fingerprint (producer) or answer-order check",
 }
 EPILOG = "exit status: " + "; ".join(f"{code} {meaning}" for code, meaning in EXIT_CODES.items())
 

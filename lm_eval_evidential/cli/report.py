@@ -88,7 +88,7 @@ def run(args) -> int:
         args.ood_tasks = [t for tasks in groups.values() for t in tasks]
     refuse_self_comparison(args.id_task, args.ood_tasks)
     print(f"report: reading the records of {', '.join([args.id_task, *args.ood_tasks])}", file=sys.stderr, flush=True)
-    id_records, *ood = load(args, [args.id_task, *args.ood_tasks])
+    id_records, *ood = load(args, [args.id_task, *args.ood_tasks], orders=False)  # build_report applies the rule
     refuse_same_questions(id_records, ood)
     report = build_report(
         id_records,
@@ -105,6 +105,7 @@ def run(args) -> int:
         calibration_fraction=args.calibration_fraction,
         fpr95=args.fpr95,
         percent=args.percent,
+        average_orders=args.average_orders,
     )
     # One line per refused pair, its policies together; the remedies are in report.md.
     refused: dict[str, list] = {}

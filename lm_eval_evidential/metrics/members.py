@@ -63,6 +63,7 @@ __all__ = [
     "mutual_information_of_members",
     "max_prob_variance",
     "member_summary",
+    "dirichlet_member_summary",
 ]
 
 #: The member methods with a predictive rule here: softmax members and EDL members (alpha from logits).
@@ -364,8 +365,43 @@ def member_summary(member_logits, method: str, prior_weight: float = 1.0) -> tup
     ([[-0.2877, -1.3863]], None)
     """
     members, _, mask = members_of(member_logits, method, prior_weight)
+    return _summary(members, mask, np.asarray(member_logits, dtype=np.float64))
+
+
+def dirichlet_member_summary(member_alpha) -> tuple[np.ndarray, np.ndarray]:
+    r""":func:`member_summary` of members given by their Dirichlet ``alpha`` rather than their logits.
+
+    For members whose alpha is not a function of logits kept in the records (IB-EDL, whose alpha
+    depends on noise draws), and for the answer orders of one question of a permuted run, each
+    an EDL prediction (:func:`lm_eval_evidential.records.orders.average_orders`). The same rule:
+    ``p̄`` the mean of the members' Dirichlet means, the summary alpha ``p̄ / mean_m(1/S_m)``.
+
+    Parameters
+    ----------
+    member_alpha : array-like of shape (n_samples, n_members, K_max)
+        The members' Dirichlet alpha (> 0), NaN right-padded beyond each row's own K.
+
+    Returns
+    -------
+    log_mean : ndarray of shape (n_samples, K_max)
+        ``log p̄``, NaN right-padded.
+    alpha : ndarray of shape (n_samples, K_max)
+        The summary Dirichlet, NaN right-padded.
+
+    Examples
+    --------
+    >>> from lm_eval_evidential.metrics.members import dirichlet_member_summary
+    >>> z, alpha = dirichlet_member_summary([[[3.0, 1.0], [1.0, 1.0]]])  # means (0.75, 0.25), (0.5, 0.5)
+    >>> np.exp(z).round(4).tolist(), alpha.round(4).tolist()  # p̄ = (0.625, 0.375); mean 1/S = 3/8
+    ([[0.625, 0.375]], [[1.6667, 1.0]])
+    """
+    a, _, mask = _validated(member_alpha, "member_alpha", positive=True)
+    return _summary(Members(_mixture_parts(a, mask), a), mask, a)
+
+
+def _summary(members: Members, mask: np.ndarray, z: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """``(log p̄, summary alpha or None)`` of validated members; ``z`` their logits (softmax members)."""
     alpha = None if members.alpha is None else np.where(mask, _summary_alpha(members, mask), np.nan)
-    z = np.asarray(member_logits, dtype=np.float64)
     if z.shape[0] == 0 or z.shape[2] == 0:
         return np.full((z.shape[0], z.shape[2]), np.nan), alpha
     real = mask[:, None, :]

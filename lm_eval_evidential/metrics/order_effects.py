@@ -21,6 +21,8 @@ identity, and under ``cyclic`` slot s is the shift by s); statistics "per order"
   small estimation subset; other questions are debiased by
   :math:`\arg\max_j \log p_j - \log \pi_j` (their code: ``debias_utils.simple`` and
   ``debias_pride.py``, github.com/chujiezheng/LLM-MCQ-Bias);
+- :func:`as_original`: per-option values of a row moved from the letters they were shown at back to
+  their options' places in the unpermuted question (what averaging a question's orders needs);
 - :func:`order_spread` and :func:`rank_correlation_to_identity`: how much a per-row score moves
   across a question's orders, and how well each order's ranking of the questions agrees with the
   identity's (Spearman and Kendall's tau-b, ``scipy.stats``).
@@ -58,6 +60,7 @@ __all__ = [
     "order_spread",
     "rank_correlation_to_identity",
     "order_average",
+    "as_original",
 ]
 
 
@@ -524,3 +527,37 @@ def order_average(values, question) -> tuple[np.ndarray, np.ndarray]:
     ids, inverse = np.unique(np.asarray(question, dtype=np.int64), return_inverse=True)
     values = np.asarray(values, dtype=np.float64)
     return ids, np.bincount(inverse, weights=values, minlength=len(ids)) / np.bincount(inverse, minlength=len(ids))
+
+
+def as_original(values, order) -> np.ndarray:
+    r"""Per-option values of rows as shown, moved back to their options' places in the unpermuted question.
+
+    .. math::
+
+        v^{\circ}_{i,\,\mathrm{order}_{i,j}} = v_{i,j} \qquad (j < K_i)
+
+    Parameters
+    ----------
+    values : array-like of shape (n_rows, K_max), float
+        One value per letter as shown, NaN right-padded beyond each row's own K.
+    order : array-like of shape (n_rows, K_max), int
+        The option shown at each letter, -1 padded (the records' ``order`` column).
+
+    Returns
+    -------
+    ndarray of shape (n_rows, K_max), float64
+        ``out[i, o]`` is the value of option ``o`` of row ``i``; NaN padded like ``values``.
+
+    Examples
+    --------
+    >>> as_original([[0.1, 0.2, 0.7], [5.0, 6.0, np.nan]], [[2, 0, 1], [1, 0, -1]]).tolist()
+    [[0.2, 0.7, 0.1], [6.0, 5.0, nan]]
+    """
+    values = np.asarray(values, dtype=np.float64)
+    order = np.asarray(order, dtype=np.int64)
+    if values.shape != order.shape:
+        raise InvalidValueError(f"values {values.shape} and order {order.shape} must have one shape (n, K_max)")
+    out = np.full(values.shape, np.nan)
+    rows, letters = np.nonzero(order >= 0)
+    out[rows, order[rows, letters]] = values[rows, letters]
+    return out

@@ -10,7 +10,8 @@ records may only be compared when all of these agree; the task name, the run's d
 task's own answer set / version, its data source (dataset, revision or files, content
 hash: ``data_source``), a control task's summary (``control``: how its questions were
 brought to the ID task's K), a lettered view's summary (``lettered_view``: its stock task,
-whether and how its options were shuffled) and the paths are allowed to differ.
+whether and how its options were shuffled), how a permuted run was read (``order_averaged``) and
+the paths are allowed to differ.
 
 The prompt template is compared: a lettered view (``arc_challenge_edl``) and this package's
 own task on the same dataset (``arc_c_edl``) ask in different words, so two views compare, and
@@ -49,6 +50,7 @@ TASK_KEYS = frozenset(
         "limit",
         "phantom_count",
         "permutations",
+        "order_averaged",  # records.orders.ORDER_AVERAGED: how a permuted run's records were read
     }
 )
 # Where a producer was loaded from -> the key that identifies it by content.

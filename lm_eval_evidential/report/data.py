@@ -24,6 +24,7 @@ from lm_eval_evidential.audits.ood import (
 from lm_eval_evidential.errors import InvalidValueError
 from lm_eval_evidential.metrics.cardinality import k_histogram
 from lm_eval_evidential.records import RECORDS_FILE_RE, Records
+from lm_eval_evidential.records.orders import ORDER_AVERAGED
 from lm_eval_evidential.records.provenance import is_illustrative
 from lm_eval_evidential.report.controls import control_rows, refusal
 from lm_eval_evidential.report.field import field_sections
@@ -106,9 +107,13 @@ def report_data(
     calibration_fraction: float = 0.5,
     fpr95: str = "openood",
     percent: bool = False,
+    permuted: Sequence[Records] | None = None,
 ) -> Report:
     """Every section of the report on checked inputs, its figures drawn into ``figures_dir``, the summary last
-    (``groups`` and the options after it: :func:`~lm_eval_evidential.report.field.field_sections`)."""
+    (``groups`` and the options after it: :func:`~lm_eval_evidential.report.field.field_sections`).
+
+    ``permuted``: the ID and OOD records of a permuted run, order by order, when the others are their
+    order-averaged records (``--average-orders``): the "Answer order" section reads them."""
     all_records = [id_records, *ood_records]
     meta, meta_warnings = _model_meta(all_records)
     report = Report(
@@ -159,8 +164,9 @@ def report_data(
         phantom=phantom,
     )
     report["implementation_a"] = _implementation_a(report, id_records, accepted)
-    if any(r.order is not None for r in all_records):  # a permuted run: the order audit beside the K audit
-        report["answer_order"] = _answer_order_section(report, id_records, ood_records, policies[0], scores)
+    if permuted is not None:  # a permuted run: the order audit beside the K audit
+        report["meta"]["order_averaged"] = id_records.meta.get(ORDER_AVERAGED)
+        report["answer_order"] = _answer_order_section(report, permuted[0], permuted[1:], policies[0], scores)
     progress("calibration, selective prediction, ATC, score orders")
     _quality_sections(report, id_records, ood_records, accepted, figures_dir, scores=scores, n_bins=n_bins)
     progress("conformal sets, temperature scaling" + (", OpenOOD groups" if groups else ""))

@@ -13,6 +13,7 @@ from lm_eval_evidential.metrics.cardinality import check_max_extra, check_phanto
 from lm_eval_evidential.metrics.conformal import check_alpha
 from lm_eval_evidential.metrics.detection import check_n_boot
 from lm_eval_evidential.records import Records, checked_together
+from lm_eval_evidential.records.orders import records_for_audit
 from lm_eval_evidential.report.data import check_policies, report_data
 from lm_eval_evidential.report.markdown import APPENDIX_FILE, render_appendix, render_markdown
 from lm_eval_evidential.report.types import Report
@@ -37,6 +38,7 @@ def build_report(
     calibration_fraction: float = 0.5,
     fpr95: str = "openood",
     percent: bool = False,
+    average_orders: bool = False,
 ) -> Report:
     """Write ``report.md``, ``appendix.md`` (every score), ``report.json`` and the figures (PNG + SVG) into
     ``out_dir``; return the report dict.
@@ -52,6 +54,10 @@ def build_report(
     ``FingerprintMismatchError`` before anything is written, unless ``allow_fingerprint_mismatch``
     (then the differences are in ``meta_warnings``) or they were checked together before
     (:func:`~lm_eval_evidential.records.loading.load_run`): the one producer check of the report.
+    Records of a permuted run are refused (``PermutedRecordsError``) unless ``average_orders``: then
+    every section reads each question's orders averaged into one record
+    (:func:`~lm_eval_evidential.records.orders.records_for_audit`), and the "Answer order" section
+    the orders themselves.
 
     The sections on conformal sets and temperature scaling calibrate on a seeded ``calibration_fraction``
     of the ID records (``seed``) and evaluate on the rest (conformal sets at miscoverage ``alpha``);
@@ -85,6 +91,11 @@ def build_report(
         )
     all_records, _ = checked_together([id_records, *ood_records], allow=allow_fingerprint_mismatch)
     id_records, *ood_records = all_records  # marked: the audits below do not check again
+    averaged = records_for_audit(all_records, command="report", average=average_orders, compared=True)
+    permuted = None
+    if any(a is not b for a, b in zip(averaged, all_records)):  # a permuted run: its orders for one section
+        permuted = all_records
+        id_records, *ood_records = checked_together(averaged, allow=allow_fingerprint_mismatch)[0]
     out = Path(out_dir)
     for r in all_records:
         if r.path is not None and out.resolve() in Path(r.path).resolve().parents:
@@ -110,6 +121,7 @@ def build_report(
             calibration_fraction=calibration_fraction,
             fpr95=fpr95,
             percent=percent,
+            permuted=permuted,
         )
         write_json(staging / "report.json", report)
         atomic_write_text(staging / "report.md", render_markdown(report))

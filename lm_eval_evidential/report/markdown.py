@@ -106,11 +106,24 @@ def _md_header(report: Report) -> list[str]:
         f"- **K policy**: {', '.join(policies)}"
         + (f" (K sweep, ATC and later sections use {policies[0]})" if len(policies) > 1 else ""),
         "- **Convention**: ID = positive (label 1); every score is oriented higher = more in-distribution.",
+        *_averaged_line(meta.get("order_averaged")),
         "",
     ]
     for w in report["meta_warnings"]:
         lines += [f"> **Warning**: the records come from different model settings — {w}.", ""]
     return lines
+
+
+def _averaged_line(averaged) -> list[str]:
+    """The mark of a report of a permuted run read with ``--average-orders`` (none otherwise)."""
+    if not averaged:
+        return []
+    low, high = averaged["orders_per_question"]
+    return [
+        f"- **Answer orders**: each question was shown in {low if low == high else f'{low}-{high}'} orders "
+        f'({averaged["permutations"]}); every section but "Answer order" reads them averaged into one record per '
+        "question (`--average-orders`: the mixture of the orders' predictions)"
+    ]
 
 
 def _runs_line(runs: dict) -> str:

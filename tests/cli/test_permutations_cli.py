@@ -24,7 +24,7 @@ from lm_eval_evidential.audits.permutations import (
     permutation_summary,
 )
 from lm_eval_evidential.cli import main
-from lm_eval_evidential.errors import OrderMismatchError
+from lm_eval_evidential.errors import OrderMismatchError, PermutedRecordsError
 from lm_eval_evidential.metrics.order_effects import order_slots
 from lm_eval_evidential.metrics.scores import compute_score
 from lm_eval_evidential.records import Records, load_records, make_records, records_path, write_records
@@ -187,7 +187,18 @@ def test_the_report_has_an_order_section_only_for_permuted_records(out_dir, tmp_
     from lm_eval_evidential.report import build_report
 
     fair, ood4 = load_records(out_dir, "fair"), load_records(out_dir, "ood4")
-    data = build_report(fair, [ood4], tmp_path / "r", n_boot=0, max_extra=1, scores=["reciprocal_vacuity", "max_prob"])
+    with pytest.raises(PermutedRecordsError, match="pass --average-orders"):  # each (question, order) no example
+        build_report(fair, [ood4], tmp_path / "r", n_boot=0, max_extra=1)
+    data = build_report(
+        fair,
+        [ood4],
+        tmp_path / "r",
+        n_boot=0,
+        max_extra=1,
+        scores=["reciprocal_vacuity", "max_prob"],
+        average_orders=True,
+    )
+    assert data["k_histograms"]["fair"] == {4: 60}  # the other sections: one record per question
     [spread] = data["summary"]["order"]
     [row] = permutation_ood_rows(fair, ood4, scores=["reciprocal_vacuity"])
     assert spread["auroc_range"] == row["auroc_range"] and spread["score"] == "reciprocal_vacuity"
