@@ -11,25 +11,15 @@ import math
 import numpy as np
 import pytest
 
-from lm_eval_evidential.records import Records, make_record, records_path, write_records
+from lm_eval_evidential.records import records_path, write_records
 from lm_eval_evidential.report import build_report
 from lm_eval_evidential.report.folder import check_groups
+from tests.cli.test_ood_groups import _records  # synthetic EDL records of one task
 from tests.cli.test_quality_cli import cli as _cli  # in-process: (status, stdout, stderr)
 
 DATE = "2026-11-21T20-15-03.123456"
 SCORES = "reciprocal_vacuity,max_prob"
 FAST = ["--scores", SCORES, "--n-boot", "30", "--max-extra", "1", "--seed", "3"]
-
-
-def _records(task, ks, shift, seed) -> Records:
-    rng = np.random.default_rng(seed)
-    rows = []
-    for i, k in enumerate(ks):
-        z = rng.normal(shift, 1.5, size=int(k))
-        alpha = np.logaddexp(0.0, z) + 1.0
-        gold = int(np.argmax(alpha)) if rng.random() < 0.6 else int(rng.integers(k))
-        rows.append(make_record(task=task, doc_id=i, labels=list("ABCDE"[:k]), gold=gold, logits=z, alpha=alpha))
-    return Records.from_rows(rows, task=task, meta={"method": "edl", "prior_weight": 1.0, "pretrained": "synthetic"})
 
 
 @pytest.fixture(scope="module")

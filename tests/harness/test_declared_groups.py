@@ -10,7 +10,8 @@ import pytest
 
 from lm_eval_evidential.harness import tasks_dir
 from lm_eval_evidential.harness.declared_groups import declared_groups, task_configs
-from lm_eval_evidential.records import Records, make_record, records_path, write_records
+from lm_eval_evidential.records import records_path, write_records
+from tests.cli.test_ood_groups import _records  # synthetic EDL records of one task
 from tests.cli.test_quality_cli import cli as _cli  # in-process: (status, stdout, stderr)
 
 NEAR = ["arc_c_edl", "arc_e_edl", "csqa4_edl", "arc_c_k4_edl", "arc_e_k4_edl", "csqa_k4_edl"]
@@ -54,16 +55,6 @@ def test_a_users_folder_and_each_refusal(tmp_path):
     ):
         with pytest.raises(ValueError, match=match):
             declared_groups(name, id_task, [tmp_path])
-
-
-def _records(task, ks, shift, seed):
-    rng = np.random.default_rng(seed)
-    rows = []
-    for i, k in enumerate(ks):
-        z = rng.normal(shift, 1.5, size=int(k))
-        alpha = np.logaddexp(0.0, z) + 1.0
-        rows.append(make_record(task=task, doc_id=i, labels=list("ABCDE"[:k]), gold=0, logits=z, alpha=alpha))
-    return Records.from_rows(rows, task=task, meta={"method": "edl", "prior_weight": 1.0, "pretrained": "synthetic"})
 
 
 def test_groups_from_gives_the_table_of_the_same_near_far(tmp_path, capsys):
