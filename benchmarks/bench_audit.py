@@ -11,7 +11,9 @@ time is printed next to its ratio to one ``sklearn.metrics.roc_auc_score`` call 
 ``--new-audits`` also times the audits of issue 34 on the same arrays (conformal LAC and APS sets
 calibrated on half of the ID side and evaluated on the rest and on the OOD side, with bootstrap
 CIs; temperature scaling fitted on half of the ID side and applied to both; AUGRC, E-AURC,
-prr_normalized and risk@0.8; the OpenOOD-direction FPR@95) and prints the process's peak RSS.
+prr_normalized and risk@0.8; the OpenOOD-direction FPR@95) after the existing audit, and prints the
+process's peak RSS after every step: the existing audit's alone (the baseline) beside the peak with the
+new audits, and the ratios of both to the same run's sklearn call.
 """
 
 from __future__ import annotations
@@ -49,14 +51,26 @@ def synthetic_logits(rng, n, k, boost):
     return logits
 
 
+def peak_rss_mb() -> float:
+    """This process's peak resident set size so far (``ru_maxrss``, KiB on Linux), in MB."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 class Timer:
+    """Each step's wall time, and the process's peak RSS when it ends (a peak only grows: a step that
+    raises it is the one that needed more memory than every step before it)."""
+
     def __init__(self):
         self.rows = []
+        self.rss = []
 
     def __call__(self, label, fn, *args, **kwargs):
         t0 = time.perf_counter()
         out = fn(*args, **kwargs)
         self.rows.append((label, time.perf_counter() - t0))
+        self.rss.append(peak_rss_mb())
         return out
 
 
@@ -132,6 +146,8 @@ def main(argv=None):
     message, matched, auc_as_is, auc_restricted, dropped = timer(
         "K check + mismatch demo (assert/report/restrict)", mismatch_demo
     )
+    existing_peak, existing_steps = peak_rss_mb(), len(timer.rows)  # the existing audit alone: the baseline
+    load_before = os.getloadavg()
     if args.new_audits:
         new_audits(timer, rng, logits_id, logits_ood, alpha_id, alpha_ood, scores, y, n)
     total = time.perf_counter() - t_all
@@ -141,9 +157,11 @@ def main(argv=None):
         f"{os.cpu_count()} CPU(s)"
     )
     print(f"\nreference: sklearn roc_auc_score on the same {2 * n:,} examples (one score): {t_sklearn:.3f} s\n")
-    print(f"{'step':<66}{'wall s':>9}{'x sklearn':>11}")
-    for label, t in timer.rows:
-        print(f"{label:<66}{t:>9.3f}{t / t_sklearn:>11.2f}")
+    print(f"{'step':<66}{'wall s':>9}{'x sklearn':>11}{'peak RSS MB':>13}")
+    for i, ((label, t), rss) in enumerate(zip(timer.rows, timer.rss)):
+        if i == existing_steps:
+            print("-- issue 34's audits on the same arrays (--new-audits):")
+        print(f"{label:<66}{t:>9.3f}{t / t_sklearn:>11.2f}{rss:>13,.0f}")
     print(f"{'TOTAL (everything above, incl. data generation)':<66}{total:>9.3f}{total / t_sklearn:>11.2f}")
     per_score = dict(timer.rows)[next(lbl for lbl, _ in timer.rows if lbl.startswith("detection"))] / len(NAMES)
     print(f"{'  per score: full detection report':<66}{per_score:>9.3f}{per_score / t_sklearn:>11.2f}")
@@ -170,10 +188,16 @@ def main(argv=None):
     )
     print(f"\ntotal {total:.1f} s (target < 60 s on 2 cores): {'OK' if total < 60 else 'OVER TARGET'}")
     if args.new_audits:
-        import resource
-
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        print(f"peak RSS of this process: {peak:,.0f} MB; load: {os.getloadavg()}")
+        new_time = sum(t for _, t in timer.rows[existing_steps:])
+        old_time = sum(t for _, t in timer.rows[:existing_steps])
+        peak = peak_rss_mb()
+        print(
+            f"existing audit alone: {old_time:.1f} s ({old_time / t_sklearn:.1f} sklearn calls), peak RSS "
+            f"{existing_peak:,.0f} MB; with the new audits: +{new_time:.1f} s ({new_time / t_sklearn:.1f}; "
+            f"x{new_time / old_time:.2f} the existing), peak RSS {peak:,.0f} MB (x{peak / existing_peak:.2f} the "
+            f"existing peak)"
+        )
+        print(f"load average before the new audits: {load_before}; after: {os.getloadavg()}")
 
 
 def new_audits(timer, rng, logits_id, logits_ood, alpha_id, alpha_ood, scores, y, n):
@@ -201,7 +225,7 @@ def new_audits(timer, rng, logits_id, logits_ood, alpha_id, alpha_ood, scores, y
         return out
 
     for method in C.METHODS:
-        timer(f"conformal {method}: calibrate n/2, sets + summary + 1000-rep CIs on n/2 + n", conformal, method)
+        timer(f"conformal {method}: calibrate n/2, sets + summary + CIs on n/2 + n", conformal, method)
 
     def temperature():
         t = fit_temperature(logits_id[:half], gold_id[:half])
