@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from .test_model import make_lm, our_tasks
+from ..harness.test_model import make_lm, our_tasks
 
 pytestmark = pytest.mark.usefixtures("use_mirror")
 

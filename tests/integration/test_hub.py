@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from .test_model import make_lm, our_tasks
+from ..harness.test_model import make_lm, our_tasks
 
 pytestmark = pytest.mark.usefixtures("use_mirror")
 
