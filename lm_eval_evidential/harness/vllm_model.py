@@ -22,6 +22,10 @@ Adapters: ``peft=<folder>`` (or lm-eval's ``lora_local_path=``) is served as LoR
 can be, all prompts in one ``generate`` call carrying that one adapter; otherwise it is merged
 into the base and cached (:mod:`lm_eval_evidential.harness.adapters`). The records carry
 ``backend: vllm`` and ``adapter_mode`` in their fingerprint.
+
+Memory: unless the user sets it, the KV cache is sized from what the model needs and what is free
+(:mod:`lm_eval_evidential.harness.vllm_memory`), not vLLM's 92 % of the device; what the machine cannot
+give is refused in one line before the engine starts.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from lm_eval_evidential.errors import EvidentialInputError
 from lm_eval_evidential.harness.adapters import local_adapter, lora_rank, merged_checkpoint, why_merged
 from lm_eval_evidential.harness.loading_checks import check_load_args
 from lm_eval_evidential.harness.scoring import EvidentialScoring
+from lm_eval_evidential.harness.vllm_memory import size_engine_memory
 
 
 def _lm_eval_vllm_module():
@@ -177,6 +182,8 @@ class EvidentialVLLM(EvidentialScoring, VLLM):
                 f"logprobs_mode={kwargs['logprobs_mode']}: --model evidential-vllm reads raw logits "
                 "(logprobs_mode=raw_logits); drop the argument"
             )
+        # the KV cache sized from what the model needs and what is free, or one line saying why it cannot be
+        kwargs.update(size_engine_memory(engine_model, dtype, None if engine_model != pretrained else revision, kwargs))
         super().__init__(
             pretrained=engine_model,
             dtype=dtype,
