@@ -628,17 +628,24 @@ def report_json_fifo(ctx: Ctx) -> None:
 # -------------------------------------------------------------------- inputs: stock tasks behind lettered views
 
 
-def stock_task(name: str, *rows: dict, choice: str = '"{{choices}}"', target: str = '"{{gold}}"', extra: str = ""):
+def stock_task(
+    name: str, *rows: dict, choice: str = '"{{choices}}"', target: str = '"{{gold}}"', extra: str = "", train=()
+):
     """A stock-style multiple-choice task ``name`` in {tmp}/tasks on its own JSON file (``dataset_path: json``
-    and ``data_files``), asked by answer text: its lettered view is ``<name>_edl``."""
+    and ``data_files``), asked by answer text: its lettered view is ``<name>_edl``. ``train``: rows of a
+    ``train`` split beside it (``extra`` can then say ``fewshot_split: train``)."""
 
     def make(ctx: Ctx) -> None:
         folder = ctx.tmp / "tasks"
         folder.mkdir(exist_ok=True)
-        data = ctx.tmp / f"{name}.jsonl"
-        data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        files = ""
+        for split, split_rows in (("test", rows), ("train", train)):
+            if split_rows:
+                data = ctx.tmp / f"{name}_{split}.jsonl"
+                data.write_text("".join(json.dumps(r) + "\n" for r in split_rows))
+                files += f"    {split}: {data}\n"
         (folder / f"{name}.yaml").write_text(
-            f"task: {name}\ndataset_path: json\ndataset_kwargs:\n  data_files:\n    test: {data}\ntest_split: test\n"
+            f"task: {name}\ndataset_path: json\ndataset_kwargs:\n  data_files:\n{files}test_split: test\n"
             f'output_type: multiple_choice\ndoc_to_text: "{{{{q}}}}\\nAnswer:"\ndoc_to_choice: {choice}\n'
             f"doc_to_target: {target}\nmetric_list:\n  - metric: acc\n{extra}"
         )
@@ -680,6 +687,11 @@ def shown_on_one_line(tasks, ctx: Ctx) -> None:
 
 def lettered_member_as_is(tasks, ctx: Ctx) -> None:
     assert sorted(tasks) == ["obqa_edl", "plain_edl"]
+
+
+def before_the_weights(ctx: Ctx) -> None:
+    """An ``eval`` row's check: it was refused before the model's weights started to load."""
+    assert not ctx.extra["weights_loaded"], "refused only after the model started to load"
 
 
 def view_of(*names: str) -> Cmd:
@@ -3008,7 +3020,7 @@ CATALOGUE = [
             "--samples",
             '{{"obqa_edl": [-1]}}',
         ],
-        Exit(1, r"error: --samples: task 'obqa_edl': -1 is not a doc id"),
+        Exit(1, r"error: --samples: task 'obqa_edl': -1 is not a doc id", check=before_the_weights),
     ),
     (
         E,
@@ -3027,7 +3039,11 @@ CATALOGUE = [
             "--samples",
             '{{"obqa_edl": [0, 100000]}}',
         ],
-        Exit(1, r"error: --samples: task 'obqa_edl' has \d+ docs \(ids 0\.\.\d+\), not doc 100000"),
+        Exit(
+            1,
+            r"error: --samples: task 'obqa_edl' has \d+ docs \(ids 0\.\.\d+\), not doc 100000",
+            check=before_the_weights,
+        ),
     ),
     (
         E,
@@ -3046,7 +3062,63 @@ CATALOGUE = [
             "--num_fewshot",
             "100000",
         ],
-        Exit(1, r"error: task 'obqa_edl': --num_fewshot 100000 but its few-shot split '\w+' has \d+ usable"),
+        Exit(
+            1,
+            r"error: task 'obqa_edl': --num_fewshot 100000 but its few-shot split '\w+' has \d+ usable",
+            check=before_the_weights,
+        ),
+    ),
+    (
+        E,
+        "eval-a-tasks-own-num-fewshot-beyond-its-few-shot-docs",
+        Cmd(
+            [
+                "--model",
+                "evidential",
+                "--model_args",
+                TINY,
+                "--device",
+                "cpu",
+                "--output_path",
+                "{tmp}/o",
+                "--include_path",
+                "{tmp}/tasks",
+                "--tasks",
+                "shots_edl",
+            ],
+            stock_task("shots", QUESTION_ROW, extra="num_fewshot: 5\nfewshot_split: train\n", train=[QUESTION_ROW] * 2),
+        ),  # fmt: skip
+        Exit(
+            1,
+            r"error: task 'shots_edl': --num_fewshot 5 but its few-shot split 'train' has 2 usable",
+            check=before_the_weights,
+        ),
+    ),
+    (
+        E,
+        "eval-num-fewshot-on-a-task-that-fixes-zero-shots",
+        Cmd(
+            [
+                "--model",
+                "evidential",
+                "--model_args",
+                TINY,
+                "--device",
+                "cpu",
+                "--output_path",
+                "{tmp}/o",
+                "--include_path",
+                "{tmp}/tasks",
+                "--tasks",
+                "zero_edl",
+                "--num_fewshot",
+                "100000",
+            ],
+            stock_task("zero", QUESTION_ROW, extra="num_fewshot: 0\nfewshot_split: train\n", train=[QUESTION_ROW]),
+        ),  # fmt: skip
+        Exit(
+            0, r"", writes=("{tmp}/o/*/*",)
+        ),  # lm_eval ignores the flag for a task that says 0 shots: nothing to refuse
     ),
     (
         E,
@@ -3126,6 +3198,28 @@ CATALOGUE = [
             ]
         ),
         Exit(1, r"(?m)^error: --samples: task 'obqa_edl': -1 is not a doc id"),
+    ),
+    (
+        S,
+        "stock-lm-eval-samples-beyond-the-docs",
+        Child(
+            [
+                "lm_eval",
+                "--model",
+                "evidential",
+                "--model_args",
+                TINY,
+                "--device",
+                "cpu",
+                "--tasks",
+                "obqa_edl",
+                "--output_path",
+                "{tmp}/o",
+                "--samples",
+                '{{"obqa_edl": [100000]}}',
+            ]
+        ),
+        Exit(1, r"(?m)^error: --samples: task 'obqa_edl' has \d+ docs \(ids 0\.\.\d+\), not doc 100000"),
     ),
 ]
 
@@ -3236,12 +3330,10 @@ def _laplace_copy(ctx, name: str) -> None:
     (ctx.tmp / name / "laplace_config.json").write_text(json.dumps(config))
 
 
-@pytest.fixture
-def model_ctx(ctx, tiny_model, request, monkeypatch):
-    """``ctx`` with the shared tiny model, and a spy that records whether the weights started to load."""
+def _spy_on_weights(ctx: Ctx, monkeypatch) -> None:
+    """``ctx.extra["weights_loaded"]`` becomes True when the model's weights start to load."""
     from lm_eval_evidential.harness.model import EvidentialLM
 
-    ctx.model = tiny_model
     ctx.extra["weights_loaded"] = False
     original = EvidentialLM._create_model
 
@@ -3250,6 +3342,13 @@ def model_ctx(ctx, tiny_model, request, monkeypatch):
         return original(self, *args, **kwargs)
 
     monkeypatch.setattr(EvidentialLM, "_create_model", spy)
+
+
+@pytest.fixture
+def model_ctx(ctx, tiny_model, request, monkeypatch):
+    """``ctx`` with the shared tiny model, and a spy that records whether the weights started to load."""
+    ctx.model = tiny_model
+    _spy_on_weights(ctx, monkeypatch)
     if "adapter" in request.node.name:
         ctx.adapter = request.getfixturevalue("tiny_adapter")
     if "other_adapter" in request.node.name or "another-base" in request.node.name:
@@ -3301,6 +3400,7 @@ def eval_ctx(dataset_ctx, tiny_model, monkeypatch, request):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     dataset_ctx.model = tiny_model
+    _spy_on_weights(dataset_ctx, monkeypatch)
     if "train-resume" in request.node.name:
         dataset_ctx.extra["trained"] = request.getfixturevalue("trained_run")
     if "another-base" in request.node.name:

@@ -148,6 +148,22 @@ def check_requests(lm, task_dict, samples) -> None:
 
     if not isinstance(getattr(lm, "evidence", None), EvidenceLedger):
         return
+    check_request_ranges(task_dict, samples)
+
+
+def _shots(task, num_fewshot) -> int:
+    """The few-shot count ``simple_evaluate`` gives ``task`` for ``--num_fewshot`` (None: not given): the
+    task's own where it is 0 (lm_eval then ignores the flag) or the flag is absent, else the flag."""
+    own = task.get_config("num_fewshot")
+    return int(num_fewshot) if num_fewshot is not None and own != 0 else int(own or 0)
+
+
+def check_request_ranges(task_dict, samples, num_fewshot=None) -> None:
+    """The checks of :func:`check_requests` on a ``TaskManager.load`` task dict, for any model.
+
+    ``num_fewshot`` is ``simple_evaluate``'s ``--num_fewshot`` when the tasks do not carry it yet (the
+    check before the weights load, ``harness.plugin``); None reads each task's own setting.
+    """
     tasks = evaluated_tasks(task_dict)
     for name, ids in (samples or {}).items():
         if name not in tasks:
@@ -159,7 +175,7 @@ def check_requests(lm, task_dict, samples) -> None:
                 f"--samples: task {name!r} has {n} docs (ids 0..{n - 1}), not doc {beyond[0]}; give ids below {n}"
             )
     for name, task in tasks.items():
-        shots = task.get_config("num_fewshot") or 0
+        shots = _shots(task, num_fewshot)
         if not shots:
             continue
         pool, split = _fewshot_pool(task)

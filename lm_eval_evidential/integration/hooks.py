@@ -48,7 +48,11 @@ from lm_eval_evidential.integration.command_line import names_our_model
 from lm_eval_evidential.integration.error_lines import install_one_line_errors
 from lm_eval_evidential.integration.hub import push_run_records
 from lm_eval_evidential.integration.policy import RUN_POLICY
-from lm_eval_evidential.integration.run_checks import check_run_flags, check_run_limits
+from lm_eval_evidential.integration.run_checks import (
+    check_run_flags,
+    check_run_limits,
+    tasks_checked_before_the_weights,
+)
 from lm_eval_evidential.integration.run_output import (
     no_output_path,
     records_not_kept,
@@ -189,13 +193,17 @@ def on_evaluator_imported(module) -> None:
 
     def make_simple_wrapper(original):
         def simple_evaluate(*args, **kwargs):
-            settings = simple_signature.bind(*args, **kwargs).arguments
+            bound = simple_signature.bind(*args, **kwargs)
+            settings = bound.arguments
             tracker = settings.get("evaluation_tracker")
             if _is_evidential(settings.get("model")):
                 # a run of our model from here on: its checks below are one error: line under plain lm_eval too
                 install_one_line_errors()
                 check_run_limits(settings.get("limit"), settings.get("batch_size"))
                 check_run_flags(settings)
+                if isinstance(settings.get("model"), str) and settings.get("tasks"):  # the weights load next
+                    settings["task_manager"] = tasks_checked_before_the_weights(settings)
+                    args, kwargs = bound.args, bound.kwargs
             if _is_evidential(settings.get("model")) and tracker is not None:
                 if tracker.output_path:
                     from lm_eval_evidential.files import check_writable_folder

@@ -68,6 +68,37 @@ def check_run_flags(settings: dict) -> None:
             )
 
 
+def tasks_checked_before_the_weights(settings: dict):
+    """The tasks of an evidential run, loaded before the model is and checked (``--samples`` ids beyond a
+    task's docs, a ``--num_fewshot`` (given, or a task's own) beyond its few-shot docs: harness.evaluation's
+    ``check_request_ranges``), so that such a run is refused before the weights load, not after.
+
+    ``simple_evaluate`` builds the model first and loads the tasks after; it is given back the TaskManager
+    it would have used (``settings["task_manager"]``, or one built from the model_args and metadata as it
+    builds one), whose ``load`` of the same task list returns the tasks loaded here: they are built once.
+    """
+    from lm_eval.tasks import TaskManager
+    from lm_eval.utils import simple_parse_args_string
+
+    from lm_eval_evidential.harness.evaluation import check_request_ranges
+
+    tasks, manager = settings["tasks"], settings.get("task_manager")
+    if manager is None:  # as simple_evaluate builds it
+        model_args = settings.get("model_args")
+        metadata = simple_parse_args_string(model_args) if isinstance(model_args, str) else model_args
+        metadata = metadata if isinstance(metadata, dict) else {}
+        manager = TaskManager(metadata=metadata | (settings.get("metadata") or {}))
+    loaded = manager.load(tasks)
+    check_request_ranges(loaded, settings.get("samples"), settings.get("num_fewshot"))
+
+    def load(task_list):
+        vars(manager).pop("load", None)  # once: the class's own load from here on
+        return loaded if task_list is tasks else manager.load(task_list)
+
+    manager.load = load
+    return manager
+
+
 def _local_tokenizer_folder(model_args) -> Path | None:
     """The local folder the tokenizer of ``model_args`` is read from, or None (a hub id, a GGUF file)."""
     from lm_eval.utils import simple_parse_args_string
