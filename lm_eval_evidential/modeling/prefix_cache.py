@@ -223,6 +223,22 @@ def cache_blocker(model, width: int) -> str | None:
     return _blocker(_model_limits(model), width)
 
 
+def _cache_argument(model) -> str:
+    """The name the model's forward takes its cache by: ``cache`` (transformers 5.2x), ``past_key_values`` before
+    (the vLLM environment's 5.19); an unknown name would be swallowed by ``**kwargs`` and the prefix dropped."""
+    import inspect
+
+    forward = getattr(model, "forward", None)
+    known = inspect.signature(forward).parameters if callable(forward) else {}
+    return "past_key_values" if "past_key_values" in known and "cache" not in known else "cache"
+
+
+def _returned_cache(out):
+    """The cache a forward returned, under either name (see :func:`_cache_argument`)."""
+    cache = getattr(out, "cache", None)
+    return cache if cache is not None else out.past_key_values
+
+
 @functools.cache
 def _shared_layer_class():
     Cache, CacheLayerMixin, DynamicLayer, DynamicSlidingWindowLayer = _cache_api()
@@ -300,7 +316,7 @@ class SharedPrefix:
             use_cache=True,
             logits_to_keep=1,
         )
-        layers = out.cache.layers
+        layers = _returned_cache(out).layers
         if all(type(layer) in plain_layers for layer in layers):
             self.cache = Cache(layers=[SharedPrefixLayer(layer) for layer in layers])
         self.ids = ids
@@ -326,7 +342,7 @@ class SharedPrefix:
             input_ids=suffix["input_ids"],
             attention_mask=mask,
             position_ids=suffix["position_ids"] + prefix_length,
-            cache=self.cache,
+            **{_cache_argument(self.model): self.cache},
             use_cache=True,
             logits_to_keep=1,
         ).logits
