@@ -8,6 +8,11 @@ CI, AUPR-In/Out and FPR@95%TPR per score; the K sweep (McNamara 2026, Table 1). 
 time is printed next to its ratio to one ``sklearn.metrics.roc_auc_score`` call on the same
 2n examples, measured in this run. Target: the whole audit within 60 s on 2 cores.
 
+``--commands`` instead writes ``--n`` + ``--n`` records (K = 4, EDL) to a run folder and times the commands
+as a user runs them, side by side in one run: ``lm-eval-evidential ood`` and ``report`` on the same records,
+each in its own process, with the seconds until each printed its first stderr line (issue 36 class 7: the
+report within 3x of ``ood``, progress within 10 s).
+
 ``--new-audits`` also times the audits of issue 34 on the same arrays (conformal LAC and APS sets
 calibrated on half of the ID side and evaluated on the rest and on the OOD side, with bootstrap
 CIs; temperature scaling fitted on half of the ID side and applied to both; AUGRC, E-AURC,
@@ -80,8 +85,12 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--max-extra", type=int, default=4)
     ap.add_argument("--new-audits", action="store_true", help="also time issue 34's audits, print the peak RSS")
+    ap.add_argument("--commands", action="store_true", help="time the ood and report commands on written records")
+    ap.add_argument("--folder", type=Path, default=None, help="--commands: where the records go (default: a temp dir)")
     args = ap.parse_args(argv)
     n = args.n
+    if args.commands:
+        return commands(n, args.seed, args.folder)
     rng = np.random.default_rng(args.seed)
     timer = Timer()
     t_all = time.perf_counter()
@@ -248,6 +257,101 @@ def new_audits(timer, rng, logits_id, logits_ood, alpha_id, alpha_ood, scores, y
         ),
     )
     timer("OpenOOD FPR@95 (OOD positive), one score, 2n", lambda: fpr_at_95_tpr(~y, -scores["max_prob"]))
+
+
+def write_synthetic_records(folder: Path, task: str, n: int, boost: float, rng) -> Path:
+    """``n`` K = 4 EDL records of ``task`` in ``folder``, built column by column (rows of dicts would take
+    minutes and gigabytes at 2M); the loader's own checks accept them (derived fields from the logits)."""
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from lm_eval_evidential.records import META_KEY, RECORD_FIELDS, SCHEMA_VERSION, arrow_schema, records_path
+
+    k = 4
+    z = synthetic_logits(rng, n, k, boost)
+    alpha = D.edl_alpha(z)
+    strength = alpha.sum(axis=1)
+    probs = alpha / strength[:, None]
+    pred = probs.argmax(axis=1)
+    gold = rng.integers(0, k, n)
+    offsets = pa.array(np.arange(0, k * (n + 1), k, dtype=np.int32))
+
+    def lists(values):
+        return pa.ListArray.from_arrays(offsets, pa.array(np.ascontiguousarray(values).ravel()))
+
+    columns = {
+        "task": pa.array(np.full(n, task, dtype=object)),
+        "doc_id": pa.array(np.arange(n)),
+        "k": pa.array(np.full(n, k)),
+        "labels": lists(np.tile(np.array(list("ABCD"), dtype=object), n)),
+        "gold": pa.array(gold),
+        "logits": lists(z),
+        "evidence": lists(alpha - 1.0),
+        "alpha": lists(alpha),
+        "strength": pa.array(strength),
+        "vacuity": pa.array(k / strength),
+        "max_prob": pa.array(probs[np.arange(n), pred]),
+        "pred": pa.array(pred),
+        "correct": pa.array(pred == gold),
+    }
+    meta = {"schema_version": SCHEMA_VERSION, "method": "edl", "prior_weight": 1.0, "pretrained": "bench", "task": task}
+    schema = arrow_schema(RECORD_FIELDS).with_metadata({META_KEY: json.dumps(meta, sort_keys=True).encode()})
+    table = pa.table([columns[f].cast(schema.field(f).type) for f in RECORD_FIELDS], schema=schema)
+    path = records_path(folder, task, "2026-03-01T10-00-00.000001")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, path)
+    return path
+
+
+def timed_command(argv: list[str]) -> tuple[float, float | None, int, str]:
+    """(wall s, s until the first stderr line or None, exit status, last stderr line) of one child command."""
+    import subprocess
+    import threading
+
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    first: list[float] = []
+    lines: list[str] = []
+
+    def read():
+        for line in proc.stderr:
+            if not first:
+                first.append(time.perf_counter() - t0)
+            lines.append(line.rstrip())
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    status = proc.wait()
+    reader.join()
+    return time.perf_counter() - t0, (first[0] if first else None), status, (lines[-1] if lines else "")
+
+
+def commands(n: int, seed: int, folder: Path | None) -> None:
+    import tempfile
+
+    rng = np.random.default_rng(seed)
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(folder) if folder is not None else Path(tmp) / "out"
+        t0 = time.perf_counter()
+        write_synthetic_records(out / "bench", "id4", n, 3.0, rng)
+        write_synthetic_records(out / "bench", "ood4", n, 2.0, rng)
+        print(f"# bench_audit --commands: {n:,} + {n:,} records written in {time.perf_counter() - t0:.1f} s")
+        print(f"load before: {os.getloadavg()}")
+        cli = [sys.executable, "-m", "lm_eval_evidential"]
+        rows = [
+            ("ood", [*cli, "ood", str(out), "--id", "id4", "--ood", "ood4"]),
+            ("report", [*cli, "report", str(out), "--id", "id4", "--ood", "ood4", "--out", str(Path(tmp) / "r")]),
+        ]
+        times = {}
+        print(f"{'command':<10}{'wall s':>9}{'first stderr s':>16}{'exit':>6}  last stderr line")
+        for name, argv in rows:
+            wall, first, status, last = timed_command(argv)
+            times[name] = wall
+            shown = "-" if first is None else f"{first:.1f}"
+            print(f"{name:<10}{wall:>9.1f}{shown:>16}{status:>6}  {last[:100]}")
+        print(f"report / ood = {times['report'] / times['ood']:.2f} (target <= 3); load after: {os.getloadavg()}")
 
 
 if __name__ == "__main__":

@@ -142,9 +142,11 @@ def _auroc_from(b: _Blocks) -> float:
 
 
 def _aupr_in_from(b: _Blocks) -> float:
-    # scikit-learn's step-wise AP: sum over thresholds of (recall increase) x precision.
+    # scikit-learn's step-wise AP: sum over thresholds of (recall increase) x precision. A product
+    # summed, not np.dot: BLAS threads on a busy machine made each call ~100x slower (25 ms against
+    # 0.23 ms on 40k blocks, load 13; bootstrap CIs make 1,000 calls per score).
     precision = b.tps / (b.tps + b.fps)
-    return float(np.dot(b.dtp, precision) / b.n_id)
+    return float((b.dtp * precision).sum() / b.n_id)
 
 
 def _aupr_out_from(b: _Blocks) -> float:
@@ -154,7 +156,7 @@ def _aupr_out_from(b: _Blocks) -> float:
     fp_prev = b.fps - b.dfp
     n = b.n_id + b.n_ood
     precision = (b.n_ood - fp_prev) / (n - tp_prev - fp_prev)
-    return float(np.dot(b.dfp, precision) / b.n_ood)
+    return float((b.dfp * precision).sum() / b.n_ood)  # not np.dot: see _aupr_in_from
 
 
 def _check_rate(value, name: str) -> float:
@@ -277,6 +279,10 @@ def aupr_out(y_true, score) -> float:
     0.8333333333333333
     """
     return _blockwise("AUPR-Out", y_true, score, _aupr_out_from)
+
+
+#: The metrics :func:`bootstrap_ci` computes from resampled blocks (the same values, without a sort per replicate).
+_FROM_BLOCKS = {auroc: _auroc_from, aupr_in: _aupr_in_from, aupr_out: _aupr_out_from}
 
 
 def fpr_at_95_tpr(y_true, score, tpr: float = 0.95) -> float:
@@ -596,12 +602,18 @@ def bootstrap_ci(
     rng = np.random.default_rng(seed)
     reps = np.empty(n_boot)
     chunk = max(1, min(n_boot, (1 << 22) // (n_id + n_ood)))
+    from_blocks = _FROM_BLOCKS.get(metric_fn)
+    if from_blocks is not None:  # the replicates' blocks counted on the data's own, no sort per replicate
+        gid = _blocks(y, s, with_gid=True).gid
+        gid_id, gid_ood = gid[y], gid[~y]
     for start in range(0, n_boot, chunk):
         m = min(chunk, n_boot - start)
-        scores = np.concatenate(
-            (s_id[rng.integers(0, n_id, size=(m, n_id))], s_ood[rng.integers(0, n_ood, size=(m, n_ood))]),
-            axis=1,
-        )
+        pick_id, pick_ood = rng.integers(0, n_id, size=(m, n_id)), rng.integers(0, n_ood, size=(m, n_ood))
+        if from_blocks is not None:
+            for j in range(m):
+                reps[start + j] = from_blocks(_resampled_blocks(gid_id[pick_id[j]], gid_ood[pick_ood[j]]))
+            continue
+        scores = np.concatenate((s_id[pick_id], s_ood[pick_ood]), axis=1)
         for j in range(m):
             reps[start + j] = metric_fn(yb, scores[j])
     bad = ~np.isfinite(reps)
@@ -610,6 +622,21 @@ def bootstrap_ci(
         return estimate, nan, nan
     lo, hi = np.quantile(reps, [(1 - level) / 2, (1 + level) / 2])
     return estimate, float(lo), float(hi)
+
+
+def _resampled_blocks(gid_id: np.ndarray, gid_ood: np.ndarray) -> _Blocks:
+    """The blocks of a resample, from the data's block of each drawn ID and OOD example.
+
+    A resample's distinct scores are those of the data that were drawn, in the same order, so its
+    blocks are the data's blocks that hold a drawn example, with the drawn counts: the arrays
+    :func:`_merge_blocks` would build from the resampled scores, integer for integer, in O(n)
+    instead of a sort.
+    """
+    size = int(max(gid_id.max(initial=0), gid_ood.max(initial=0))) + 1
+    dtp, dfp = np.bincount(gid_id, minlength=size), np.bincount(gid_ood, minlength=size)
+    drawn = (dtp + dfp) > 0
+    dtp, dfp = dtp[drawn], dfp[drawn]
+    return _Blocks(np.cumsum(dtp), np.cumsum(dfp), dtp, dfp, gid_id.size, gid_ood.size, None)
 
 
 def detection_report(y_true, score, *, tpr: float = 0.95, level: float = 0.95) -> dict:

@@ -276,6 +276,24 @@ def test_bootstrap_is_stratified_and_seeded():
     assert a[1] <= a[0] <= a[2]
 
 
+@SETTINGS
+@given(labelled_scores(min_size=4), st.integers(0, 9))
+def test_bootstrap_of_a_block_metric_equals_the_metric_on_each_resample(data, seed):
+    # auroc / aupr_in / aupr_out replicates are counted on the data's blocks (no sort per replicate); a
+    # wrapper takes the generic path, which resamples the scores and calls the function on each resample
+    y, s = data
+    if min(y.sum(), (1 - y).sum()) < 2:
+        y[2], y[3] = 1, 0
+    for metric, oracle in (
+        (M.auroc, roc_auc_score),
+        (M.aupr_in, average_precision_score),
+        (M.aupr_out, lambda yy, ss: average_precision_score(1 - yy, -ss)),
+    ):
+        fast = M.bootstrap_ci(metric, y, s, n_boot=20, seed=seed)
+        assert fast == M.bootstrap_ci(lambda yy, ss, f=metric: f(yy, ss), y, s, n_boot=20, seed=seed)
+        np.testing.assert_allclose(fast, M.bootstrap_ci(oracle, y, s, n_boot=20, seed=seed), rtol=0, atol=1e-12)
+
+
 def test_bootstrap_nan_replicates_are_reported():
     y = np.array([1, 0, 1, 0])
     with pytest.warns(UndefinedMetricWarning, match="replicates"):
