@@ -130,6 +130,7 @@ def check_tasks(lm, task_dict) -> None:
     ]
     refused = unscorable_stock_tasks(lm, {n: t for n, t in tasks.items() if not getattr(t, "multiple_target", 0)})
     problems += list(refused.values())
+    problems += unpermutable_stock_tasks(tasks)
     if len(problems) == 1:
         raise EvidentialInputError(problems[0])
     if problems:
@@ -138,6 +139,29 @@ def check_tasks(lm, task_dict) -> None:
         raise EvidentialInputError(
             f"--model evidential cannot score {len(problems)} of the {len(tasks)} tasks{hint}: " + "; ".join(problems)
         )
+
+
+def unpermutable_stock_tasks(tasks: Mapping[str, Any]) -> list[str]:
+    """Why each stock task asked for permuted evaluation (``metadata.permutations``, e.g. from ``--metadata``)
+    cannot have it: a stock task that this package scores as it is (its choices already the letters,
+    ``mmlu_*``) writes its options into the prompt with its own template (``doc_to_text``), whose text
+    this package does not take apart, so its questions would be scored in one order under a run that
+    asked for several; the orders are those of this package's tasks (:mod:`.permutations`)."""
+    from lm_eval_evidential.harness.evidential_task import EvidentialMCQATask
+    from lm_eval_evidential.harness.permutations import METADATA_KEY
+
+    out = []
+    for name, task in tasks.items():
+        spec = (getattr(getattr(task, "config", None), "metadata", None) or {}).get(METADATA_KEY)
+        if spec is None or isinstance(task, EvidentialMCQATask) or not _wants_records(task, True):
+            continue
+        out.append(
+            f"task {name!r}: metadata.permutations ({spec!r}) asks for each question in several orders, but {name} is "
+            "a stock task whose own template (doc_to_text) writes its lettered options, which this package does not "
+            "reorder (it permutes its own *_edl tasks, the K-matched controls and the lettered views of stock tasks "
+            f"that ask by answer text); evaluate {name} in a run without permutations"
+        )
+    return out
 
 
 def check_requests(lm, task_dict, samples) -> None:

@@ -104,6 +104,33 @@ def test_stock_mmlu_subtask_gives_records_and_the_harness_acc(tiny_model, tiny_a
     assert records.meta["method"] == "edl" and records.meta["answer_token_ids"].keys() == {" A", " B", " C", " D"}
 
 
+def test_a_stock_lettered_task_asked_for_permutations_is_refused_before_any_forward_pass(
+    tiny_model, tiny_adapter, mirror, tmp_path, monkeypatch
+):
+    """Stock mmlu writes its own lettered options (doc_to_text): --metadata permutations would leave it in one
+    order in a run that asked for several, so the run is refused, naming the task, before any question is scored."""
+    import lm_eval
+    from lm_eval.tasks import TaskManager
+
+    from lm_eval_evidential.errors import EvidentialInputError
+    from lm_eval_evidential.harness.model import EvidentialLM
+
+    data = mirror / "cais" / "mmlu" / "college_mathematics" / "test.jsonl"
+    include = LM_EVAL_TASKS / "mmlu" / "default" / "mmlu_college_mathematics.yaml"
+    folder = _stock_task_yaml(tmp_path, include, "mmlu_college_mathematics", data, fewshot_split=None)
+    manager = TaskManager(include_path=str(folder), include_defaults=False, metadata={"permutations": "cyclic"})
+    lm = make_lm(tiny_model, tiny_adapter)
+    scored = []
+    monkeypatch.setattr(EvidentialLM, "loglikelihood", lambda self, *a, **k: scored.append(1))
+    with pytest.raises(EvidentialInputError) as info:
+        lm_eval.simple_evaluate(
+            model=lm, tasks=["mmlu_college_mathematics"], bootstrap_iters=0, task_manager=manager, limit=4
+        )
+    message = str(info.value)
+    assert "task 'mmlu_college_mathematics': metadata.permutations ('cyclic')" in message and "\n" not in message
+    assert "evaluate mmlu_college_mathematics in a run without permutations" in message and not scored
+
+
 def _letters_task(folder: Path, name: str, data: Path, target: str) -> Path:
     """A stock-style multiple-choice task over ARC rows: choices are the labels, gold is ``target`` (Jinja)."""
     folder.mkdir(exist_ok=True)
