@@ -25,7 +25,7 @@ Pure numpy + records: no torch, no lm_eval, no figures (those are in :mod:`lm_ev
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -202,8 +202,12 @@ def ood_rows(
     level: float = 0.95,
     force_k: int | None = None,
     phantom: str = "model",
+    progress: Callable[[int, int, str], None] | None = None,
 ) -> list[dict]:
     """OOD-detection rows, one per score, for ID = ``id_records`` (label 1) vs ``ood_records`` (0).
+
+    ``progress(done, total, score)`` is called before each score's metrics (the bootstrap makes each take
+    minutes on millions of records), so a command can show that it is working.
 
     ``force_k`` scores the OOD side at that K (:func:`forced_k_scores`: each question's own
     options plus phantom options by ``phantom``): with ``phantom="model"`` it reproduces the
@@ -254,7 +258,9 @@ def ood_rows(
         "matched": bool(check.matched),
     }
     rows = []
-    for name in names:
+    for done, name in enumerate(names):
+        if progress is not None:
+            progress(done, len(names), name)
         s = np.concatenate((s_id[name], s_ood[name]))
         rep = detection_report(y, s, level=level)
         # n_boot = 0 gives [nan, nan]; the one n_boot rule is bootstrap_ci's.

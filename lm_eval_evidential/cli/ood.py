@@ -97,6 +97,28 @@ def add_parser(sub) -> None:
     )
 
 
+#: Seconds between two progress lines of ``ood`` (none on a run shorter than that).
+PROGRESS_EVERY = 10.0
+
+
+def _progress():
+    """``say(step)``: a stderr line saying ``step`` when :data:`PROGRESS_EVERY` seconds passed since the
+    command started or since the last line, so that an audit of millions of records never looks hung and a
+    short one prints nothing more."""
+    import time
+
+    start = last = time.perf_counter()
+
+    def say(step: str) -> None:
+        nonlocal last
+        now = time.perf_counter()
+        if now - last >= PROGRESS_EVERY:
+            print(f"ood [{now - start:.0f} s]: {step}", file=sys.stderr, flush=True)
+            last = now
+
+    return say
+
+
 def run(args) -> int:
     from lm_eval_evidential.audits.ood import ood_rows
     from lm_eval_evidential.cli.exit_codes import EXIT_OK, EXIT_REFUSED
@@ -108,6 +130,7 @@ def run(args) -> int:
     id_records, *all_ood = load(args, [args.id_task, *args.ood_tasks])
     refuse_same_questions(id_records, all_ood)
     rows, refused = [], []
+    say = _progress()
     for task, ood_records in zip(args.ood_tasks, all_ood):
         try:
             rows += ood_rows(
@@ -120,6 +143,7 @@ def run(args) -> int:
                 level=args.level,
                 force_k=args.force_k,
                 phantom=args.phantom,
+                progress=lambda done, total, name, task=task: say(f"{task}: score {done + 1}/{total}, {name}"),
             )
         except CardinalityMismatchError as exc:
             refused.append((args.id_task, task, exc))

@@ -26,6 +26,7 @@ from lm_eval_evidential.audits.ood import (
     ksweep_delong,
     ksweep_rows,
     ood_rows,
+    resolve_scores,
 )
 from lm_eval_evidential.cli import main
 from lm_eval_evidential.metrics.scores import available_scores, compute_score
@@ -253,6 +254,20 @@ def test_cli_ood_refuses_every_mismatched_task_and_still_writes_the_rest(out_dir
     rows = json.loads(out_json.read_text())
     assert {r["ood_task"] for r in rows} == {"ood4"}
     assert all(list(r) == list(OOD_ROW_KEYS) for r in rows)
+
+
+def test_cli_ood_says_which_score_it_is_at_when_a_run_is_long(out_dir, capsys, monkeypatch):
+    import lm_eval_evidential.cli.ood as ood_command
+
+    assert main(["ood", str(out_dir), "--id", "id4", "--ood", "ood4", "--n-boot", "20"]) == 0
+    assert "ood [" not in capsys.readouterr().err  # a short run: no progress lines
+    monkeypatch.setattr(ood_command, "PROGRESS_EVERY", 0.0)  # every step is "long"
+    assert main(["ood", str(out_dir), "--id", "id4", "--ood", "ood4", "--n-boot", "20"]) == 0
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("ood [")]
+    names = resolve_scores(None, load_records(out_dir, "id4"), load_records(out_dir, "ood4"))
+    assert [line.split("]: ", 1)[1] for line in lines] == [
+        f"ood4: score {i + 1}/{len(names)}, {name}" for i, name in enumerate(names)
+    ]
 
 
 def test_cli_ood_policies_and_errors(out_dir, tmp_path, capsys):
