@@ -208,8 +208,11 @@ class EvidentialLM(EvidentialScoring, HFLM):
                     self._cache_blockers_seen.add(reason)
                     harness_logger.info("prefix cache not used for a batch: %s; it runs uncached", blocker)
             padded = left_pad(batch, self.tokenizer.pad_token_id)
+            # non_blocking: a blocking host-to-device copy synchronises the device's stream after it (torch),
+            # so the host could not pad the next batch while the device still runs this one
+            inputs = {k: v.to(self.device, non_blocking=True) for k, v in padded.items()}
             with self._dropout_batch(batch):
-                return last_position_logits(self.model, **{k: v.to(self.device) for k, v in padded.items()})
+                return last_position_logits(self.model, **inputs)
 
     @cached_property
     def _cache_blockers_seen(self) -> set[str]:
@@ -306,7 +309,7 @@ class EvidentialLM(EvidentialScoring, HFLM):
         for batch in batches:
             logits = self._last_logits([prompts[i] for i in batch.rows], batch.prefix_length, shared)
             rows = index[start : start + len(batch.rows)] % logits.shape[1]  # a negative id counts from the last row
-            kept.append(logits.gather(1, rows.to(logits.device)))
+            kept.append(logits.gather(1, rows.to(logits.device, non_blocking=True)))
             start += len(batch.rows)
             bar.update(len(batch.rows))
         shared.clear()

@@ -310,7 +310,7 @@ class SharedPrefix:
         self.clear()
         Cache, plain_layers, SharedPrefixLayer = _shared_layer_class()
         device = self.model.device
-        prefix = torch.tensor([ids], dtype=torch.long).to(device)
+        prefix = torch.tensor([ids], dtype=torch.long).to(device, non_blocking=True)
         out = self.model(
             input_ids=prefix,
             attention_mask=torch.ones_like(prefix),
@@ -336,8 +336,9 @@ class SharedPrefix:
         device = self.model.device
         if self.cache is None:
             padded = left_pad(rows, self.pad_token_id)
-            return last_position_logits(self.model, **{k: v.to(device) for k, v in padded.items()})
-        suffix = {k: v.to(device) for k, v in left_pad([r[prefix_length:] for r in rows], self.pad_token_id).items()}
+            return last_position_logits(self.model, **{k: v.to(device, non_blocking=True) for k, v in padded.items()})
+        suffix = left_pad([r[prefix_length:] for r in rows], self.pad_token_id)
+        suffix = {k: v.to(device, non_blocking=True) for k, v in suffix.items()}
         mask = suffix["attention_mask"]
         mask = torch.cat([mask.new_ones((mask.shape[0], prefix_length)), mask], dim=1)
         logits = self.model(

@@ -126,7 +126,13 @@ def test_the_shared_prefix_lives_on_the_model_device_and_logits_come_back_once(t
                     assert keys.device == device and keys.shape[0] == rows
             return SimpleNamespace(cache=cache, logits=torch.zeros((rows, 1, vocab), device=device))
 
-    real_cpu = torch.Tensor.cpu
+    real_cpu, real_to = torch.Tensor.cpu, torch.Tensor.to
+    blocking = []
+
+    def to(self, *args, **kwargs):  # every input goes to the device without waiting for its stream
+        if self.device != device and device in (*args, kwargs.get("device")) and not kwargs.get("non_blocking"):
+            blocking.append(self.shape)
+        return real_to(self, *args, **kwargs)
 
     def cpu(self, *args, **kwargs):
         copies.append(self.device)
@@ -135,10 +141,12 @@ def test_the_shared_prefix_lives_on_the_model_device_and_logits_come_back_once(t
     monkeypatch.setattr(lm, "_device", device)
     monkeypatch.setattr(lm, "_model", OnTheDevice())
     monkeypatch.setattr(torch.Tensor, "cpu", cpu)
+    monkeypatch.setattr(torch.Tensor, "to", to)
     requests = _requests()
     lm.loglikelihood(requests, disable_tqdm=True)
     assert fed and set(fed) == {device}
     assert copies == [device]  # the kept logits: one copy per call, none per batch or question
+    assert blocking == []
 
 
 def test_a_model_that_cannot_share_its_prefix_runs_uncached_and_says_so_once(tiny_model, monkeypatch, caplog):
