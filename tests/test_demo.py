@@ -50,6 +50,12 @@ def test_demo_runs_end_to_end(tmp_path):
     controls = report.split("## K-matched controls side by side")[1].split("\n## ")[0]
     assert "| csqa_edl | csqa_k4_edl |" in controls and "| arc_c_edl | arc_c_k4_edl |" in controls
     assert "not in these records" not in controls  # the demo evaluates every control it reports
+    # The field's audits on the bundled samples: OpenOOD's groups (csqa_edl refused, named in near's mean),
+    # conformal sets and temperature scaling, each with what it was calibrated on.
+    groups = report.split("## OOD detection by group (OpenOOD layout)")[1].split("\n## ")[0]
+    assert "**far (mean of 1)**" in groups and "csqa_edl refused (K mismatch)" in groups
+    assert "csqa_edl (near)" in groups and "ood_groups_obqa_edl.png" in groups
+    assert "Thresholds: lac qhat" in report and "temperature: T = " in report
     _check_demo_numbers(demo)
     # What a new user reads: a summary first, marked illustrative; no third-party noise; refusals once.
     assert report.index("Illustrative only") < report.index("## Summary") < report.index("## Class counts")

@@ -215,13 +215,16 @@ def run(args) -> int:
             EXIT_OK,
         ),
         (
-            "report … (csqa_edl, K=5, is refused; its K-matched controls are compared)",
+            "report … --near …,csqa_edl,… --far mmlu_math_edl (csqa_edl, K=5, is refused; its K-matched controls "
+            "are compared)",
             [
                 "report",
                 "--id",
                 "obqa_edl",
-                "--ood",
-                "arc_c_edl,arc_e_edl,csqa_edl,csqa4_edl,mmlu_math_edl,csqa_k4_edl,arc_c_k4_edl,arc_e_k4_edl",
+                "--near",
+                "arc_c_edl,arc_e_edl,csqa_edl,csqa4_edl,csqa_k4_edl,arc_c_k4_edl,arc_e_k4_edl",
+                "--far",
+                "mmlu_math_edl",
                 "--k-policy",
                 "assert,restrict",
                 "--out",
@@ -255,7 +258,7 @@ def run(args) -> int:
     say("With a real checkpoint (hub access, a GPU):")
     say("  lm_eval --model evidential --model_args pretrained=meta-llama/Meta-Llama-3-8B,peft=ckpt/,dtype=bfloat16 \\")
     say("    --batch_size auto --tasks obqa_edl,arc_c_edl,csqa4_edl,mmlu_math_edl --output_path out")
-    say("  lm-eval-evidential report out --id obqa_edl --ood arc_c_edl,csqa4_edl,mmlu_math_edl \\")
+    say("  lm-eval-evidential report out --id obqa_edl --near arc_c_edl,csqa4_edl --far mmlu_math_edl \\")
     say("    --k-policy restrict --out report")
     return 0
 
