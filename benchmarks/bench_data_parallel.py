@@ -57,7 +57,7 @@ from lm_eval import simple_evaluate
 from lm_eval.loggers import EvaluationTracker
 from lm_eval.tasks import TaskManager
 from lm_eval_evidential.harness.model import EvidentialLM
-from lm_eval_evidential.harness import tasks_dir
+from lm_eval_evidential.tasks import tasks_dir
 
 timing = {"score": 0.0, "eval": 0.0}
 

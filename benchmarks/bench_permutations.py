@@ -53,7 +53,7 @@ def _model_from(pretrained, prefix_cache: bool):
 def _instances(task_name: str, n: int, permuted: bool):
     from lm_eval.tasks import TaskManager
 
-    from lm_eval_evidential.harness import tasks_dir
+    from lm_eval_evidential.tasks import tasks_dir
 
     meta = {"permutations": "cyclic"} if permuted else None
     task = TaskManager(include_path=str(tasks_dir()), include_defaults=False, metadata=meta).load([task_name])

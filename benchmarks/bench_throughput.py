@@ -308,7 +308,7 @@ def worker(args) -> dict:
             torch.accelerator.synchronize()
 
     clock = Clock(sync)
-    from lm_eval_evidential.harness import tasks_dir
+    from lm_eval_evidential.tasks import tasks_dir
 
     # Our tasks only (lm_eval's thousands of YAMLs take seconds to index), indexed before the clock.
     task_manager = TaskManager(include_path=str(tasks_dir()), include_defaults=False)

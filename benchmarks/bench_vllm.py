@@ -32,7 +32,7 @@ def build_requests(questions: int, shots: int):
     from lm_eval.api.instance import Instance
     from lm_eval.tasks import TaskManager
 
-    from lm_eval_evidential.harness import tasks_dir
+    from lm_eval_evidential.tasks import tasks_dir
     from lm_eval_evidential.testing.tiny import sample_data_dir
 
     os.environ.setdefault("EVIDENTIAL_DATA_DIR", str(sample_data_dir()))

@@ -44,7 +44,7 @@ def obqa(mirror):
     """The obqa_edl task, loaded once (training split included) for training, evaluation and the oracle."""
     from lm_eval.tasks import TaskManager
 
-    from lm_eval_evidential.harness import tasks_dir
+    from lm_eval_evidential.tasks import tasks_dir
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("EVIDENTIAL_DATA_DIR", str(mirror))

@@ -50,8 +50,8 @@ def one_process(tiny_model, tiny_adapter, mirror):
     import lm_eval
     from lm_eval.tasks import TaskManager
 
-    from lm_eval_evidential.harness import tasks_dir
     from lm_eval_evidential.harness.model import EvidentialLM
+    from lm_eval_evidential.tasks import tasks_dir
 
     with pytest.MonkeyPatch.context() as mp:  # module scope: use_mirror is per test
         mp.setenv("EVIDENTIAL_DATA_DIR", str(mirror))
@@ -126,7 +126,7 @@ from lm_eval.loggers import EvaluationTracker
 from lm_eval.tasks import TaskManager
 from lm_eval.utils import setup_logging
 from lm_eval_evidential.harness.model import EvidentialLM
-from lm_eval_evidential.harness import tasks_dir
+from lm_eval_evidential.tasks import tasks_dir
 
 setup_logging("INFO")  # as the CLI does
 original = EvidentialLM.loglikelihood

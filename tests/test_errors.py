@@ -80,11 +80,11 @@ def test_the_k_refusal_is_a_refusal_and_a_value_error():
 
 
 def test_old_import_paths_name_the_same_classes():
-    from lm_eval_evidential.harness.datasets import DatasetError, MirrorFileNotFound
     from lm_eval_evidential.harness.model import EvidentialInputError
     from lm_eval_evidential.metrics._validation import UndefinedMetricWarning
     from lm_eval_evidential.modeling.encoding import AnswerTokenError
     from lm_eval_evidential.records import FingerprintMismatchError, RecordsError
+    from lm_eval_evidential.tasks.datasets import DatasetError, MirrorFileNotFound
 
     assert (DatasetError, MirrorFileNotFound, EvidentialInputError) == (
         errors.DatasetError,
@@ -149,7 +149,7 @@ BUILTINS = {
 NOT_EXPECTED = {
     ("harness/loading_checks.py", "ValueError"): "control flow: caught two lines below, never escapes",
     ("harness/evaluation.py", "RuntimeError"): "a question with no evidence is a bug of the model's bookkeeping",
-    ("harness/lettered.py", "KeyError"): "the mapping protocol: __missing__ of the task index raises KeyError",
+    ("tasks/lettered.py", "KeyError"): "the mapping protocol: __missing__ of the task index raises KeyError",
     ("modeling/members.py", "RuntimeError"): "a LoRA layer fed other than (rows, tokens, features) is a bug of ours",
 }
 

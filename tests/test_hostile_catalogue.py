@@ -344,7 +344,7 @@ def obqa_renamed(name: str):
     """A task YAML in {tmp}/tasks: the shipped obqa_edl under the task name ``name`` (``../``, absolute, NUL …)."""
 
     def make(ctx: Ctx) -> None:
-        from lm_eval_evidential.harness import tasks_dir
+        from lm_eval_evidential.tasks import tasks_dir
 
         folder = ctx.tmp / "tasks"
         folder.mkdir(exist_ok=True)
@@ -396,7 +396,7 @@ def options_task(name: str, k: int):
         folder.mkdir(exist_ok=True)
         tokens = ", ".join(f"' {letter}'" for letter in "ABCDEFGHIJ"[: max(k, 2)])
         (folder / f"{name}.yaml").write_text(
-            f"task: {name}\nclass: !function lm_eval_evidential.harness.evidential_task.EvidentialMCQATask\n"
+            f"task: {name}\nclass: !function lm_eval_evidential.tasks.evidential_task.EvidentialMCQATask\n"
             f"dataset_path: json\ndataset_kwargs:\n  data_files:\n    test: {ctx.tmp / f'{name}.jsonl'}\n"
             f"test_split: test\nmetadata:\n  version: 1.0\n  answer_tokens: [{tokens}]\n"
             "  fields: {id: id, question: q, options: options, answer: answer}\n"
@@ -3241,9 +3241,9 @@ def _assert_unchanged(before: dict, root: Path) -> None:
 
 def _exception_class(spec):
     if isinstance(spec, str):  # classes of layers that import torch/lm_eval: resolved when the row runs
-        from lm_eval_evidential.harness.datasets import DatasetError
-        from lm_eval_evidential.harness.lettered import LetteredViewError
         from lm_eval_evidential.harness.model import EvidentialInputError
+        from lm_eval_evidential.tasks.datasets import DatasetError
+        from lm_eval_evidential.tasks.lettered import LetteredViewError
 
         classes = {"DatasetError": DatasetError, "EvidentialInputError": EvidentialInputError}
         return {**classes, "LetteredViewError": LetteredViewError}[spec]
@@ -3262,7 +3262,7 @@ def _run_loader(ctx, make, caplog):
 def _run_dataset(ctx, make, caplog):
     from lm_eval.tasks import TaskManager
 
-    from lm_eval_evidential.harness import tasks_dir
+    from lm_eval_evidential.tasks import tasks_dir
 
     make(ctx)
     return TaskManager(include_path=str(tasks_dir()), include_defaults=False).load(["arc_c_edl"])["tasks"]["arc_c_edl"]
@@ -3272,7 +3272,7 @@ def _run_view(ctx, cmd, caplog):
     """The lettered views ``cmd.argv`` of a user's stock tasks in {tmp}/tasks, loaded as ``lm_eval --tasks`` does."""
     from lm_eval.tasks import TaskManager
 
-    from lm_eval_evidential.harness import tasks_dir
+    from lm_eval_evidential.tasks import tasks_dir
 
     manager = TaskManager(include_path=[str(ctx.tmp / "tasks"), str(tasks_dir())], include_defaults=False)
     return manager.load(cmd.argv)["tasks"]
@@ -3385,7 +3385,7 @@ def eval_ctx(dataset_ctx, tiny_model, monkeypatch, request):
     import lm_eval.tasks
     from lm_eval.tasks import TaskManager
 
-    from lm_eval_evidential.harness import tasks_dir
+    from lm_eval_evidential.tasks import tasks_dir
 
     class OurTasksOnly(TaskManager):
         def __init__(self, *args, include_path=None, **kwargs):
@@ -3424,7 +3424,7 @@ import sys
 if sys.argv[1] in ("eval", "lm_eval"):
     import lm_eval.tasks
 
-    from lm_eval_evidential.harness import tasks_dir
+    from lm_eval_evidential.tasks import tasks_dir
 
     class OurTasksOnly(lm_eval.tasks.TaskManager):
         def __init__(self, *args, **kwargs):

@@ -41,8 +41,10 @@ RANK = {
 }
 #: Top-level modules outside the folders, and folders that are part of another's layer: the layer each belongs to.
 #: integration/ (lm-eval's hooks, patches, inventory and run output) and harness/ (the backends) call each other
-#: (the hooks build records with the harness; a backend checks the hooks are in place before its weights load).
-MODULE_LAYER = {"_import_hook": "harness", "__main__": "cli", "integration": "harness"}
+#: (the hooks build records with the harness; a backend checks the hooks are in place before its weights load);
+#: so do tasks/ (the task classes, lettered views, data sources, the YAML folder) and harness/ (a backend plans a
+#: lettered view's "(A)" labels; a task reads the lm_eval inventory).
+MODULE_LAYER = {"_import_hook": "harness", "__main__": "cli", "integration": "harness", "tasks": "harness"}
 NUMERIC = {"numpy", "scipy"}
 #: The only third-party packages each of these layers may import (others: anything they need).
 ALLOWED_THIRD_PARTY = {

@@ -11,7 +11,7 @@ The output is deterministic: re-running the script reproduces every file byte fo
 
 Usage::
 
-    python tools/make_sample_data.py                 # rewrite lm_eval_evidential/testing/data/sample
+    python tools/make_sample_data.py                 # rewrite lm_eval_evidential/samples
     python tools/make_sample_data.py --out /tmp/x    # write elsewhere (the test compares bytes)
 """
 
@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 SEED = 20240607
-DEFAULT_OUT = Path(__file__).resolve().parent.parent / "lm_eval_evidential" / "testing" / "data" / "sample"
+DEFAULT_OUT = Path(__file__).resolve().parent.parent / "lm_eval_evidential" / "samples"
 LETTERS = "ABCDE"
 
 

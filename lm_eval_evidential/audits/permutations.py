@@ -1,7 +1,7 @@
 """The answer-order audit of a permuted run: does a number survive a reordering of the same options?
 
 A permuted evaluation (``--metadata '{"permutations": "cyclic"}'``, see
-:mod:`lm_eval_evidential.harness.permutations`) keeps one record per (question, order) with the
+:mod:`lm_eval_evidential.tasks.permutations`) keeps one record per (question, order) with the
 order in its ``order`` column. From those records:
 
 - :func:`permutation_summary` (one task): accuracy per order (slot 0 is the identity, today's

@@ -347,9 +347,9 @@ def print_refusals(refusals, why: str | None = None) -> None:
     The remedies name the OOD task's shipped K-matched controls and are worded for this CLI
     (``--k-policy restrict``, not the API's ``k_policy=restrict``).
     """
-    from lm_eval_evidential.harness import tasks_dir
-    from lm_eval_evidential.harness.datasets import control_tasks
     from lm_eval_evidential.metrics.cardinality import MISMATCH_REASON
+    from lm_eval_evidential.tasks import tasks_dir
+    from lm_eval_evidential.tasks.datasets import control_tasks
 
     shipped = control_tasks(tasks_dir()) if refusals else {}
     for id_task, task, exc in refusals:

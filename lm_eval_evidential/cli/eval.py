@@ -38,7 +38,7 @@ The model's arguments and the harness flags in full: docs/usage.md.
 
 def help_preamble() -> str:
     """What ``--model evidential`` is and takes, printed before the stock ``lm_eval run --help``."""
-    from lm_eval_evidential.harness.datasets import BUNDLED_SAMPLES
+    from lm_eval_evidential.tasks.datasets import BUNDLED_SAMPLES
 
     return HELP_PREAMBLE.format(samples=BUNDLED_SAMPLES)
 

@@ -1,12 +1,4 @@
-"""Harness layer: the `evidential` model, the EDL task class, the records hook."""
+"""Harness layer: the `evidential` backends (transformers, vLLM), their shared scoring, and the records hook.
 
-from pathlib import Path
-
-#: The folder of this package's task YAMLs (here, in the package's first module, so that the plugin's
-#: hooks name it without importing anything else).
-TASKS_DIR = Path(__file__).resolve().parent / "tasks"
-
-
-def tasks_dir() -> Path:
-    """The folder of this package's task YAMLs (for ``--include_path`` and the ``lm_eval.tasks`` entry point)."""
-    return TASKS_DIR
+The tasks they score live in :mod:`lm_eval_evidential.tasks`.
+"""

@@ -25,9 +25,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from lm_eval_evidential.errors import EvidentialInputError
-from lm_eval_evidential.harness.permutations import ORDER_FIELD as PERMUTATION_FIELD
-from lm_eval_evidential.harness.permutations import QUESTION_FIELD
 from lm_eval_evidential.records.provenance import sha256_text
+from lm_eval_evidential.tasks.permutations import ORDER_FIELD as PERMUTATION_FIELD
+from lm_eval_evidential.tasks.permutations import QUESTION_FIELD
 
 logger = logging.getLogger(__name__)
 
@@ -113,10 +113,10 @@ def check_tasks(lm, task_dict) -> None:
     first doc) has no single correct class for the K-class classifier that records describe; a
     stock multiple-choice task asked by answer text (its first doc's choices are not single tokens
     for this model's tokenizer, or are K different contexts) is named with its lettered view
-    (:func:`lm_eval_evidential.harness.lettered.unscorable_stock_tasks`).
+    (:func:`lm_eval_evidential.tasks.lettered.unscorable_stock_tasks`).
     """
     from lm_eval_evidential.harness.evidence import EvidenceLedger
-    from lm_eval_evidential.harness.lettered import unscorable_stock_tasks
+    from lm_eval_evidential.tasks.lettered import unscorable_stock_tasks
 
     if not isinstance(getattr(lm, "evidence", None), EvidenceLedger):
         return
@@ -283,7 +283,7 @@ def _records_from_rows(rows, name, meta):
 
 
 def _wants_records(task, questions) -> bool:
-    from lm_eval_evidential.harness.evidential_task import EvidentialMCQATask
+    from lm_eval_evidential.tasks.evidential_task import EvidentialMCQATask
 
     if isinstance(task, EvidentialMCQATask):
         return True
@@ -341,7 +341,7 @@ def task_rows(name: str, task, questions, prior_weight: float, chosen: list[int]
     for request in task.instances:
         by_doc[request.doc_id].append(request)
     doc_ids, labels, golds, logits, alphas, phantoms, members = sorted(by_doc), [], [], [], [], [], []
-    record_ids, orders = [], []  # a permuted task's records: each doc's question and order (harness/permutations.py)
+    record_ids, orders = [], []  # a permuted task's records: each doc's question and order (tasks/permutations.py)
     for doc_id in doc_ids:
         requests = sorted(by_doc[doc_id], key=lambda r: r.idx)
         continuations = [r.args[1] for r in requests]

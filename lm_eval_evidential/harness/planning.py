@@ -44,7 +44,7 @@ LETTERS_BEYOND_TOKENS_FIX = (
     "stock task with --model hf"
 )
 
-# The differing token of "(A)"-style labels: a letter or digit or two (harness/lettered.py: shared_prefix_split).
+# The differing token of "(A)"-style labels: a letter or digit or two (tasks/lettered.py: shared_prefix_split).
 _LABEL_TOKEN = re.compile(r"[A-Za-z0-9]{1,2}")
 
 #: A (prompt tail, choices) whose answer ids are checked on every whole prompt (QuestionPlanner.answer_ids_at_tail).
@@ -183,7 +183,7 @@ class QuestionPlanner:
 
     def answer_ids(self, context: str, context_ids: list[int], continuations, task, where: str) -> tuple[int, ...]:
         """The answer ids by the rule training uses too (``modeling.encoding.answer_token_ids``): the full check."""
-        # a shipped task with the same questions, and the stock task's lettered view (harness/lettered.py)
+        # a shipped task with the same questions, and the stock task's lettered view (tasks/lettered.py)
         lettered = task is not None and str(task).endswith("_edl")  # lettered already: no view of a view
         views = [v for v in (EDL_ALTERNATIVES.get(str(task)), task and not lettered and f"{task}_edl") if v]
         fix = (
@@ -272,10 +272,10 @@ class QuestionPlanner:
         """``(prefix ids, answer ids)``: single-token choices (no prefix), else "(A)"-style labels.
 
         Labels that share a token prefix and differ in exactly one token, a letter or digit
-        (:func:`~lm_eval_evidential.harness.lettered.shared_prefix_split`), are read at that token,
+        (:func:`~lm_eval_evidential.tasks.lettered.shared_prefix_split`), are read at that token,
         after the prompt plus the prefix; anything else is refused with the single-token message.
         """
-        from lm_eval_evidential.harness.lettered import shared_prefix_split
+        from lm_eval_evidential.tasks.lettered import shared_prefix_split
 
         try:
             return [], self.answer_ids_at_tail(context, context_ids, continuations, task, where)

@@ -9,7 +9,7 @@ imports lm_eval at module level: the plugin imports this module while lm_eval is
 
 Instance attributes the subclasses read (``HFLM._model``, ``_config``, ``_rank``, ``_world_size``;
 ``ConfigurableTask._config``, ``_instances``, ``sampler``) and the one the lettered views replace
-(``TaskManager._index``, harness/lettered.py) cannot be checked without an instance; the evaluation
+(``TaskManager._index``, tasks/lettered.py) cannot be checked without an instance; the evaluation
 tests read them on every run.
 
 Every ``lm_eval`` import in the package names an entry of :data:`INTERNALS`, :data:`PUBLIC` or
@@ -41,7 +41,7 @@ INTERNALS = (
     "lm_eval.evaluator:evaluate",
     "lm_eval.evaluator:simple_evaluate",
     "lm_eval.loggers.evaluation_tracker:EvaluationTracker.save_results_aggregated",
-    # the methods EvidentialLM (harness.model) and EvidentialMCQATask (harness.evidential_task) override
+    # the methods EvidentialLM (harness.model) and EvidentialMCQATask (tasks.evidential_task) override
     "lm_eval.models.huggingface:HFLM._create_model",
     "lm_eval.models.huggingface:HFLM._get_config",
     "lm_eval.models.huggingface:HFLM.set_cache_hook",

@@ -4,7 +4,7 @@ Vacuity depends on K, so an OOD set must be compared at the ID set's K. ``restri
 OOD questions whose K differs, and csqa4_edl drops option E *and every question answered E* (a
 selection by gold label). A ``KMatchedControlTask`` keeps every question that has at least the
 ID task's K options: it removes wrong options chosen by a seeded hash of the question id
-(:func:`lm_eval_evidential.harness.datasets.remove_distractors`), keeps the gold, re-letters the
+(:func:`lm_eval_evidential.tasks.datasets.remove_distractors`), keeps the gold, re-letters the
 kept options in their original order, and excludes (and counts) questions with fewer options.
 
 YAML ``metadata``: ``control_of`` (the task it controls), ``control`` (one line for reports),
@@ -19,8 +19,8 @@ from __future__ import annotations
 import logging
 
 from lm_eval_evidential.errors import InvalidValueError
-from lm_eval_evidential.harness import datasets as mcqa_datasets
-from lm_eval_evidential.harness.evidential_task import EvidentialMCQATask
+from lm_eval_evidential.tasks import datasets as mcqa_datasets
+from lm_eval_evidential.tasks.evidential_task import EvidentialMCQATask
 
 logger = logging.getLogger(__name__)
 
@@ -52,8 +52,8 @@ class KMatchedControlTask(EvidentialMCQATask):
             )
         from lm_eval.tasks import TaskManager
 
-        from lm_eval_evidential.harness import tasks_dir
         from lm_eval_evidential.metrics.cardinality import format_k, k_histogram
+        from lm_eval_evidential.tasks import tasks_dir
 
         manager = TaskManager(include_path=str(tasks_dir()), include_defaults=False)
         if id_task not in manager.all_tasks:

@@ -35,7 +35,7 @@ from lm_eval_evidential.errors import DatasetError, InvalidValueError, MirrorFil
 
 MIRROR_ENV = "EVIDENTIAL_DATA_DIR"
 #: The bundled sample mirror (package data: questions written from templates, in the hub datasets' schemas).
-BUNDLED_SAMPLES = Path(__file__).resolve().parents[1] / "testing" / "data" / "sample"
+BUNDLED_SAMPLES = Path(__file__).resolve().parents[1] / "samples"
 #: huggingface_hub's switch that makes a missing dataset fail at once instead of after ~25 s of retries.
 HUB_OFFLINE_ENV = "HF_HUB_OFFLINE"
 

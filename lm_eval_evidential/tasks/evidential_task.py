@@ -12,7 +12,7 @@ from the records by :meth:`evidential_metrics`, which
 are the ``softmax`` method over the answer log-likelihoods.
 
 A user's own task needs YAML only: ``class: !function
-lm_eval_evidential.harness.evidential_task.EvidentialMCQATask`` brings the shared base
+lm_eval_evidential.tasks.evidential_task.EvidentialMCQATask`` brings the shared base
 (``tasks/_edl_base.yaml``: prompt, answers, metric) under the task's own keys, and
 ``metadata.fields`` maps a dataset's columns onto the doc schema (see docs/tasks.md, "Your own tasks").
 """
@@ -27,11 +27,11 @@ from pathlib import Path
 from lm_eval.api.task import ConfigurableTask
 
 from lm_eval_evidential.errors import EvidentialInputError, install_one_line_errors
-from lm_eval_evidential.harness import datasets as mcqa_datasets
+from lm_eval_evidential.tasks import datasets as mcqa_datasets
 
 logger = logging.getLogger(__name__)
 
-BASE_YAML = Path(__file__).resolve().parent / "tasks" / "_edl_base.yaml"
+BASE_YAML = Path(__file__).resolve().parent / "configs" / "_edl_base.yaml"
 # A template that is one doc field, "{{gold}}": its rendering is the field's value written out.
 _ONE_FIELD = re.compile(r"\{\{\s*([A-Za-z_]\w*)\s*\}\}")
 CALIBRATION_BINS = 15
@@ -60,7 +60,7 @@ class _DocList(list):
 class EvidentialMCQATask(ConfigurableTask):
     """An MCQA task scored as a K-class evidential classifier (K per question).
 
-    YAML: ``process_docs`` names a converter from :mod:`lm_eval_evidential.harness.datasets`
+    YAML: ``process_docs`` names a converter from :mod:`lm_eval_evidential.tasks.datasets`
     (or ``metadata.fields`` maps columns), ``metadata.answer_tokens`` the declared answer-token
     set, ``metadata.dataset_configs`` the hub configs to concatenate (default: ``dataset_name``).
     """
@@ -132,17 +132,17 @@ class EvidentialMCQATask(ConfigurableTask):
                     docs = self._permuted(docs)
                 self.dataset[split] = datasets.Dataset.from_list(docs)
 
-    # -- permuted evaluation (metadata.permutations; harness/permutations.py) -------------------
+    # -- permuted evaluation (metadata.permutations; tasks/permutations.py) -------------------
     @property
     def permutations(self) -> str | None:
         """``metadata.permutations`` (``cyclic``, ``random:N``, ``all``), or None: the options in their own order."""
-        from lm_eval_evidential.harness.permutations import METADATA_KEY
+        from lm_eval_evidential.tasks.permutations import METADATA_KEY
 
         return (self.config.metadata or {}).get(METADATA_KEY)
 
     def _permuted(self, docs: list[dict]) -> list[dict]:
         """The evaluated docs under every order asked for (``docs`` itself when none is)."""
-        from lm_eval_evidential.harness import permutations
+        from lm_eval_evidential.tasks import permutations
 
         self._question_of = None
         if self.permutations is None:
@@ -389,7 +389,7 @@ class OODPairTask(EvidentialMCQATask):
     def _resolve_tasks(self):
         from lm_eval.tasks import TaskManager
 
-        from lm_eval_evidential.harness import tasks_dir
+        from lm_eval_evidential.tasks import tasks_dir
 
         meta = self.config.metadata or {}
         paths = [str(tasks_dir())]
@@ -409,9 +409,9 @@ class OODPairTask(EvidentialMCQATask):
         import datasets
         import numpy as np
 
-        from lm_eval_evidential.harness import tasks_dir
-        from lm_eval_evidential.harness.datasets import control_tasks
         from lm_eval_evidential.metrics.cardinality import check_cardinality
+        from lm_eval_evidential.tasks import tasks_dir
+        from lm_eval_evidential.tasks.datasets import control_tasks
 
         meta = self.config.metadata or {}
         loaded, (id_name, ood_name) = self._resolve_tasks()

@@ -43,8 +43,8 @@ import string
 from collections.abc import Callable
 from typing import Any
 
-from lm_eval_evidential.harness import datasets as mcqa_datasets
-from lm_eval_evidential.harness.evidential_task import EvidentialMCQATask
+from lm_eval_evidential.tasks import datasets as mcqa_datasets
+from lm_eval_evidential.tasks.evidential_task import EvidentialMCQATask
 
 logger = logging.getLogger(__name__)
 
@@ -98,7 +98,7 @@ def shuffled_order(question: str, k: int, *, seed: int = 0) -> list[int]:
     """The stock positions of a question's options in the order a gold-shuffling view shows them.
 
     Position ``i`` is ranked by ``sha256(f"{seed}:{question}:{i}")``, smallest first
-    (:func:`~lm_eval_evidential.harness.datasets.removal_order` with the positions as labels): the
+    (:func:`~lm_eval_evidential.tasks.datasets.removal_order` with the positions as labels): the
     same on every run and machine, independent of the option texts and of which one is gold, so
     a gold stored at a fixed stock position lands on each letter equally often over questions.
 

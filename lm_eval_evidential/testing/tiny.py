@@ -45,10 +45,10 @@ _ANSWER_LINES = [f"Answer: {letter}" for letter in ANSWER_LETTERS] * 50
 def sample_data_dir() -> Path:
     """Folder of the bundled sample datasets: ``<hub id>/<config>/<split>.jsonl``.
 
-    It is package data (``lm_eval_evidential/testing/data/sample``), so the same call works from a
+    It is package data (``lm_eval_evidential/samples``), so the same call works from a
     source checkout and from an installed wheel.
     """
-    from lm_eval_evidential.harness.datasets import BUNDLED_SAMPLES
+    from lm_eval_evidential.tasks.datasets import BUNDLED_SAMPLES
 
     path = BUNDLED_SAMPLES
     if not path.is_dir():

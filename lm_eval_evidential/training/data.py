@@ -15,7 +15,7 @@ from lm_eval_evidential.modeling.encoding import answer_token_ids, left_pad
 def _load_task(task_name: str):
     from lm_eval.tasks import TaskManager
 
-    from lm_eval_evidential.harness import tasks_dir
+    from lm_eval_evidential.tasks import tasks_dir
 
     meta = {"load_all_splits": True}
     # Our own folder alone indexes in milliseconds; the full harness index takes seconds.

@@ -19,7 +19,7 @@ def our_tasks_only(monkeypatch):
     import lm_eval.__main__
     import lm_eval.tasks
 
-    from lm_eval_evidential.harness import tasks_dir
+    from lm_eval_evidential.tasks import tasks_dir
 
     class OurTasksOnly(lm_eval.tasks.TaskManager):
         def __init__(self, *args, include_path=None, **kwargs):

@@ -27,9 +27,9 @@ def run_dir(tiny_model, tiny_adapter, tmp_path_factory):
     import lm_eval
     import lm_eval.tasks
 
-    from lm_eval_evidential.harness import tasks_dir
     from lm_eval_evidential.harness.model import EvidentialLM
     from lm_eval_evidential.integration.run_output import write_run_records
+    from lm_eval_evidential.tasks import tasks_dir
     from lm_eval_evidential.testing.tiny import sample_data_dir
 
     stock_dir = Path(lm_eval.tasks.__file__).parent

@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lm_eval_evidential.harness import tasks_dir
-from lm_eval_evidential.harness.datasets import DatasetError, control_tasks
 from lm_eval_evidential.metrics.cardinality import check_cardinality, k_histogram
+from lm_eval_evidential.tasks import tasks_dir
+from lm_eval_evidential.tasks.datasets import DatasetError, control_tasks
 
 from .test_model import evaluate, make_lm, our_tasks
 
@@ -167,7 +167,7 @@ def test_pairs_and_records_of_the_controls_pass_the_k_assertion(tiny_model, tiny
 
 
 def test_splits_loaded_later_get_the_same_removal_and_do_not_change_the_counts(use_mirror):
-    from lm_eval_evidential.harness.datasets import load_split, normalise
+    from lm_eval_evidential.tasks.datasets import load_split, normalise
 
     task = load("csqa_k4_edl")
     counts = dict(task.control)

@@ -7,8 +7,8 @@ import shutil
 
 import pytest
 
-from lm_eval_evidential.harness.datasets import DatasetError
 from lm_eval_evidential.harness.model import EvidentialInputError
+from lm_eval_evidential.tasks.datasets import DatasetError
 
 from .test_model import evaluate, make_lm, our_tasks
 

@@ -51,7 +51,7 @@ def views(manager):
 
 @pytest.mark.parametrize("stock", [*VIEWS, "my_mmlu_pro"])
 def test_view_shows_the_stock_question_lettered_with_its_own_k_and_gold(views, stock):
-    from lm_eval_evidential.harness.lettered import question_text, shuffled_order
+    from lm_eval_evidential.tasks.lettered import question_text, shuffled_order
 
     task = views[f"{stock}_edl"]
     docs = list(task.eval_docs)
@@ -78,7 +78,7 @@ def test_view_shows_the_stock_question_lettered_with_its_own_k_and_gold(views, s
 
 
 def test_shuffle_moves_a_fixed_gold_off_its_position():
-    from lm_eval_evidential.harness.lettered import shuffled_order
+    from lm_eval_evidential.tasks.lettered import shuffled_order
 
     golds = [shuffled_order(f"question {i}", 4).index(3) for i in range(400)]
     counts = np.bincount(golds, minlength=4)
@@ -106,7 +106,7 @@ def test_a_tag_or_group_has_a_view_made_of_its_members_views(manager):
 
 
 def test_refusals_name_the_task_and_why(manager, lettered_mirror):
-    from lm_eval_evidential.harness.lettered import LetteredViewError
+    from lm_eval_evidential.tasks.lettered import LetteredViewError
 
     with pytest.raises(LetteredViewError, match="'leaderboard_mmlu_pro' are already answer labels.*run"):
         manager.load(["leaderboard_mmlu_pro_edl"])
@@ -117,7 +117,7 @@ def test_refusals_name_the_task_and_why(manager, lettered_mirror):
 def test_more_than_26_options_is_refused_naming_task_and_doc(tmp_path, monkeypatch):
     from lm_eval.tasks import TaskManager
 
-    from lm_eval_evidential.harness.lettered import LetteredViewError
+    from lm_eval_evidential.tasks.lettered import LetteredViewError
 
     rows = [
         {
@@ -298,8 +298,8 @@ def test_a_task_list_with_stock_text_tasks_names_every_refused_task_and_its_view
 def test_shipped_pair_with_a_view_checks_k_and_a_pair_of_other_ks_is_refused(manager, tiny_model):
     import lm_eval
 
-    from lm_eval_evidential.harness.evidential_task import OODPairTask
     from lm_eval_evidential.metrics.cardinality import CardinalityMismatchError
+    from lm_eval_evidential.tasks.evidential_task import OODPairTask
 
     results = lm_eval.simple_evaluate(
         model=make_lm(tiny_model), tasks=["obqa_edl_vs_sciq_edl"], bootstrap_iters=0, task_manager=manager, limit=2

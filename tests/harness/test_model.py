@@ -18,7 +18,7 @@ def our_tasks(metadata=None):
     """A TaskManager over this package's tasks only: indexing lm_eval's thousands of YAMLs takes seconds."""
     from lm_eval.tasks import TaskManager
 
-    from lm_eval_evidential.harness import tasks_dir
+    from lm_eval_evidential.tasks import tasks_dir
 
     return TaskManager(include_path=str(tasks_dir()), include_defaults=False, metadata=metadata)
 

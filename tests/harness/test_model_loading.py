@@ -19,7 +19,7 @@ pytestmark = pytest.mark.usefixtures("use_mirror")
 def our_tasks():
     from lm_eval.tasks import TaskManager
 
-    from lm_eval_evidential.harness import tasks_dir
+    from lm_eval_evidential.tasks import tasks_dir
 
     return TaskManager(include_path=str(tasks_dir()), include_defaults=False)
 

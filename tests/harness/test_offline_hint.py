@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lm_eval_evidential.harness import datasets as mcqa_datasets
+from lm_eval_evidential.tasks import datasets as mcqa_datasets
 
 
 def test_no_network_and_no_mirror_names_the_mirror_variable(monkeypatch):

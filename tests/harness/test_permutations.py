@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from lm_eval_evidential.harness.permutations import MAX_ORDERS, PermutationError, orders_for, parse_spec
+from lm_eval_evidential.tasks.permutations import MAX_ORDERS, PermutationError, orders_for, parse_spec
 
 from .test_model import evaluate, make_lm, our_tasks
 
@@ -108,7 +108,7 @@ def test_k_1_questions_are_refused_naming_task_and_doc(tmp_path, use_mirror):
     (folder / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     (folder / "one_option_edl.yaml").write_text(
         "task: one_option_edl\n"
-        "class: !function lm_eval_evidential.harness.evidential_task.EvidentialMCQATask\n"
+        "class: !function lm_eval_evidential.tasks.evidential_task.EvidentialMCQATask\n"
         f"dataset_path: json\ndataset_kwargs:\n  data_files:\n    test: {folder / 'rows.jsonl'}\n"
         "test_split: test\n"
         "metadata:\n  version: 1.0\n  answer_tokens: [' A', ' B']\n  permutations: cyclic\n"

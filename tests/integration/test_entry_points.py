@@ -59,7 +59,7 @@ def test_the_model_entry_points_name_the_two_backends_and_load_the_transformers_
 
 
 def test_the_task_entry_point_resolves_to_exactly_the_task_folder():
-    from lm_eval_evidential.harness import TASKS_DIR
+    from lm_eval_evidential.tasks import TASKS_DIR
 
     (ep,) = declared("lm_eval.tasks")
     folder = upstream_task_dir(ep.value)
@@ -72,7 +72,7 @@ def test_a_harness_that_discovers_the_task_folder_indexes_it_once(monkeypatch):
     where it finds none (0.4.13), the hook adds it: the same tasks either way, indexed once."""
     import lm_eval.tasks.manager as manager
 
-    from lm_eval_evidential.harness import TASKS_DIR
+    from lm_eval_evidential.tasks import TASKS_DIR
 
     (ep,) = declared("lm_eval.tasks")
     hooked = manager.TaskManager()  # 0.4.13: no discovery, the hook adds the folder

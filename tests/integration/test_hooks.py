@@ -32,7 +32,7 @@ def test_task_manager_signature_and_arguments_are_stock(tmp_path):
 def test_default_task_manager_adds_our_tasks_between_lm_evals_and_the_users(tmp_path):
     from lm_eval.tasks import TaskManager
 
-    from lm_eval_evidential.harness import tasks_dir
+    from lm_eval_evidential.tasks import tasks_dir
 
     # the user's task of the same name as ours wins; lm_eval's own tasks are all there
     (tmp_path / "obqa_edl.yaml").write_text("task: obqa_edl\ndataset_path: json\noutput_type: multiple_choice\n")
@@ -45,9 +45,9 @@ def test_default_task_manager_adds_our_tasks_between_lm_evals_and_the_users(tmp_
 
 def test_moved_harness_internals_fail_at_once_naming_versions_and_the_fallback(tiny_model, monkeypatch):
     from lm_eval_evidential.errors import HarnessVersionError
-    from lm_eval_evidential.harness import tasks_dir
     from lm_eval_evidential.harness.model import EvidentialLM
     from lm_eval_evidential.integration import hooks
+    from lm_eval_evidential.tasks import tasks_dir
 
     monkeypatch.setattr(hooks, "HOOKED", {**hooks.HOOKED, "lm_eval.tasks.registry_that_moved": "TaskManager"})
     loaded = []
@@ -118,7 +118,7 @@ def test_a_refused_pair_task_through_the_harness_is_one_readable_error(tiny_mode
     code = (
         "import lm_eval\n"
         "from lm_eval.tasks import TaskManager\n"
-        "from lm_eval_evidential.harness import tasks_dir\n"
+        "from lm_eval_evidential.tasks import tasks_dir\n"
         f"lm_eval.simple_evaluate(model='hf', model_args='pretrained={tiny_model},device=cpu', "
         "tasks=['obqa_edl_vs_csqa_edl'], task_manager=TaskManager(include_path=str(tasks_dir()), "
         "include_defaults=False))\n"

@@ -12,7 +12,7 @@ FAST = dict(learning_rate=1e-2, warmup_steps=0, logging_steps=1, save_steps=1000
 def tasks():
     from lm_eval.tasks import TaskManager
 
-    from lm_eval_evidential.harness import tasks_dir
+    from lm_eval_evidential.tasks import tasks_dir
     from lm_eval_evidential.testing.tiny import sample_data_dir
 
     with pytest.MonkeyPatch.context() as mp:
