@@ -81,8 +81,8 @@ def named_groups(args) -> dict[str, list[str]]:
     """``{group: [task, ...]}`` from ``--near``/``--far``, or from the pair metadata of ``--groups-from`` (what
     it leaves out said on stderr); a task named in two groups is refused."""
     if args.groups_from:
-        from lm_eval_evidential.harness.declared_groups import declared_groups
         from lm_eval_evidential.tasks import tasks_dir
+        from lm_eval_evidential.tasks.declared_groups import declared_groups
 
         named, notes = declared_groups(args.groups_from, args.id_task, [tasks_dir()])
         for note in notes:

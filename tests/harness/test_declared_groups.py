@@ -8,9 +8,9 @@ import json
 import numpy as np
 import pytest
 
-from lm_eval_evidential.harness.declared_groups import declared_groups, task_configs
 from lm_eval_evidential.records import records_path, write_records
 from lm_eval_evidential.tasks import tasks_dir
+from lm_eval_evidential.tasks.declared_groups import declared_groups, task_configs
 from tests.cli.test_ood_groups import _records  # synthetic EDL records of one task
 from tests.cli.test_quality_cli import cli as _cli  # in-process: (status, stdout, stderr)
 
