@@ -147,8 +147,8 @@ def unpermutable_stock_tasks(tasks: Mapping[str, Any]) -> list[str]:
     ``mmlu_*``) writes its options into the prompt with its own template (``doc_to_text``), whose text
     this package does not take apart, so its questions would be scored in one order under a run that
     asked for several; the orders are those of this package's tasks (:mod:`.permutations`)."""
-    from lm_eval_evidential.harness.evidential_task import EvidentialMCQATask
-    from lm_eval_evidential.harness.permutations import METADATA_KEY
+    from lm_eval_evidential.tasks.evidential_task import EvidentialMCQATask
+    from lm_eval_evidential.tasks.permutations import METADATA_KEY
 
     out = []
     for name, task in tasks.items():
