@@ -24,7 +24,7 @@ from lm_eval_evidential.errors import InvalidValueError
 from lm_eval_evidential.files import atomic_write_bytes
 from lm_eval_evidential.metrics._validation import as_binary_labels
 from lm_eval_evidential.metrics.calibration import reliability_diagram
-from lm_eval_evidential.metrics.cardinality import phantom_options
+from lm_eval_evidential.metrics.ksweep import phantom_options
 from lm_eval_evidential.metrics.scores import OOD_DEFAULT_SCORES, computable_scores
 from lm_eval_evidential.metrics.selective import risk_coverage_curve
 

@@ -210,7 +210,7 @@ def add_ood_tasks(parser, help: str = "OOD task(s), comma-separated", required: 
 
 
 def add_phantom(parser) -> None:
-    from lm_eval_evidential.metrics.cardinality import PHANTOM_MODES
+    from lm_eval_evidential.metrics.ksweep import PHANTOM_MODES
 
     parser.add_argument(
         "--phantom",

@@ -60,7 +60,7 @@ real one) changes a K-sensitive score and leaves a K-insensitive one unchanged.
 ``p`` or alpha: the energy score of Liu et al. (2020) and the maximum logit of Hendrycks et al.
 (2022), oriented higher = more ID. They are computed only when asked for by name
 (``available_scores(..., has_logits=True)``). Which ones
-move on actual data is measured by :func:`lm_eval_evidential.metrics.cardinality.ksweep`.
+move on actual data is measured by :func:`lm_eval_evidential.metrics.ksweep.ksweep`.
 References
 ----------
 .. [1] Sensoy, M., Kaplan, L. and Kandemir, M. (2018). Evidential deep learning to quantify

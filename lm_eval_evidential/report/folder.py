@@ -9,9 +9,9 @@ from pathlib import Path
 from lm_eval_evidential.errors import InvalidValueError, OutputPathError
 from lm_eval_evidential.files import atomic_folder, atomic_write_text, read_regular_file, write_json
 from lm_eval_evidential.metrics.calibration import check_n_bins
-from lm_eval_evidential.metrics.cardinality import check_max_extra, check_phantom_mode
 from lm_eval_evidential.metrics.conformal import check_alpha
 from lm_eval_evidential.metrics.detection import check_n_boot
+from lm_eval_evidential.metrics.ksweep import check_max_extra, check_phantom_mode
 from lm_eval_evidential.records import Records, checked_together
 from lm_eval_evidential.records.orders import records_for_audit
 from lm_eval_evidential.report.data import check_policies, report_data

@@ -1,0 +1,445 @@
+"""The K sweep of McNamara (2026), Table 1: how much each score moves when K alone changes.
+
+:func:`ksweep` appends ``x = 0..max_extra`` phantom options (:data:`PHANTOM_MODES` says how) to the
+OOD side and recomputes each score's AUROC/AUPR on fixed alphas; :func:`phantom_scores` is one side
+at one ``x``. The K check that refuses K-mismatched comparisons is :mod:`.cardinality`'s.
+
+References
+----------
+.. [1] McNamara, C. (2026). Rethinking vacuity for OOD detection in evidential deep learning.
+       arXiv:2605.06382 (Table 1 and Figure 1, the K sweep; Tables 3-6, phantom options).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lm_eval_evidential.errors import InvalidValueError
+
+from .dirichlet import _check_prior_weight, _expand, _padded, _probs_of
+from .ranking import _aupr_in_from, _auroc_from, _merge_blocks
+from .scores import OOD_DEFAULT_SCORES, SCORES, check_score_names
+
+__all__ = [
+    "ksweep",
+    "classify_k_sensitivity",
+    "PHANTOM_MODES",
+    "phantom_scores",
+]
+
+#: How ``ksweep`` grows K by ``x`` phantom options (McNamara 2026, Table 1 and Tables 3-6):
+#: ``zero`` appends ``x`` options with zero evidence (``alpha = lambda``, the paper's Table 1);
+#: ``model`` appends the model's own phantom options (the next labels' concentrations, e.g. the
+#: real " E" of Implementation A, Tables 3-4); ``count`` changes only the K of vacuity,
+#: ``u = lambda (K + x) / S`` with S over the real options (every other score unchanged: the
+#: pattern of Tables 5-6's "5 (mismatch)" rows, where max-prob does not move).
+PHANTOM_MODES = ("zero", "model", "count")
+#: What each mode appends, in words (singular, plural): the one source of every sentence, axis label
+#: and caption that names a phantom mode, so the words say what the numbers were computed with.
+PHANTOM_OPTIONS = {
+    "zero": ("zero-evidence option", "zero-evidence options"),
+    "model": ("option with the model's own evidence", "options with the model's own evidence"),
+    "count": ("option counted in vacuity's K alone", "options counted in vacuity's K alone"),
+}
+
+
+def phantom_options(mode: str, n: int = 1) -> str:
+    """What ``n`` options appended under ``mode`` are, in words.
+
+    Examples
+    --------
+    >>> phantom_options("zero"), phantom_options("model", 2)
+    ('zero-evidence option', "options with the model's own evidence")
+    """
+    check_phantom_mode(mode)
+    return PHANTOM_OPTIONS[mode][n != 1]
+
+
+#: Scores in which K enters as the vacuity's numerator only: the ones ``phantom="count"`` changes.
+COUNT_SCORES = ("reciprocal_vacuity",)
+
+
+def check_phantom_mode(phantom) -> str:
+    """``phantom`` if it is one of :data:`PHANTOM_MODES`, else ValueError naming them."""
+    if phantom not in PHANTOM_MODES:
+        raise InvalidValueError(f"unknown phantom mode {phantom!r}; valid modes are: {', '.join(PHANTOM_MODES)}")
+    return phantom
+
+
+def _side_scores(alpha, k, names, lam, k_count=None, logits=None) -> dict[str, np.ndarray]:
+    # alpha is validated once by ksweep (expansions of it stay valid), so the registry's
+    # kernels are called directly instead of re-validating through compute_score per score.
+    mask = np.arange(alpha.shape[1]) < k[:, None]
+    p = _probs_of(alpha, mask)
+    return {
+        name: SCORES[name].fn(
+            p, k if k_count is None or name not in COUNT_SCORES else k_count, mask, alpha, lam, logits
+        )
+        for name in names
+    }
+
+
+def _append(values: np.ndarray, k: np.ndarray, extra: np.ndarray, x: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's own values followed by the first ``x`` of ``extra`` (NaN right-padded, both)."""
+    n = values.shape[0]
+    new_k = k + x
+    out = np.full((n, int(new_k.max()) if n else values.shape[1] + x), np.nan)
+    out[:, : values.shape[1]] = values[:, : out.shape[1]]
+    rows = np.arange(n)
+    for j in range(x):
+        out[rows, k + j] = extra[:, j]
+    return out, new_k
+
+
+def _n_phantom(phantom, n: int) -> np.ndarray:
+    return np.zeros(n, dtype=np.int64) if phantom is None else (~np.isnan(phantom)).sum(axis=1)
+
+
+def _grow(a, k, x: int, mode: str, lam: float, names, phantom=None, z=None, z_phantom=None):
+    """(per-example scores, evaluated K, mean appended evidence) of validated rows with ``x`` phantom options."""
+    if x == 0:
+        return _side_scores(a, k, names, lam, logits=z), k, float("nan")
+    if mode == "count":
+        return _side_scores(a, k, names, lam, k_count=k + x, logits=z), k + x, -lam
+    if mode == "zero":
+        ax, kx = _expand(a, k, x, lam)
+        evidence = 0.0
+    else:
+        ax, kx = _append(a, k, phantom, x)
+        evidence = float(np.mean(phantom[:, :x]) - lam)
+        if z is not None:
+            z = _append(z, k, z_phantom, x)[0]
+    return _side_scores(ax, kx, names, lam, logits=z), kx, evidence
+
+
+def phantom_scores(
+    alpha,
+    extra: int,
+    *,
+    phantom: str = "zero",
+    prior_weight: float = 1.0,
+    scores=OOD_DEFAULT_SCORES,
+    phantom_alpha=None,
+    logits=None,
+    phantom_logits=None,
+) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    r"""Each example's scores with ``extra`` phantom options appended by ``phantom`` (see :func:`ksweep`).
+
+    The scoring of one side of :func:`ksweep` at one ``x``; with ``phantom="model"`` and the
+    real next-label concentrations it is the forced-K scoring of McNamara (2026)'s
+    Implementation A (a 4-option task scored at K = 5 with its real " E"). Each row is scored on
+
+    .. math::
+
+        (\alpha_1, \dots, \alpha_K, \alpha_{K+1}, \dots, \alpha_{K+x}), \qquad
+        \alpha_{K+j} = \lambda \ (\text{zero}), \ \text{the model's own} \ (\text{model}),
+
+    or, for ``count``, on the K real options with vacuity's count ``K + x`` (``u = lambda (K + x) / S``).
+
+    Parameters
+    ----------
+    alpha : array-like of shape (n, K_max)
+        NaN right-padded concentrations.
+    extra : int >= 0
+        Phantom options to append to every row.
+    phantom : {"zero", "model", "count"}, default="zero"
+    prior_weight : float > 0, default=1.0
+    scores : iterable of str, default=OOD_DEFAULT_SCORES
+    phantom_alpha : array-like of shape (n, P_max), optional
+        The phantom options' concentrations (``phantom="model"``: at least ``extra`` per row).
+    logits, phantom_logits : array-like, optional
+        Answer and phantom logits (logit scores).
+
+    Returns
+    -------
+    scores : dict of str to ndarray of shape (n,)
+    k : ndarray of shape (n,)
+        The evaluated K of each row (``K + extra``).
+
+    Examples
+    --------
+    >>> from lm_eval_evidential.metrics.cardinality import phantom_scores
+    >>> s, k = phantom_scores([[3.0, 1.0]], 1, phantom="model", phantom_alpha=[[2.0]], scores=["max_prob"])
+    >>> s["max_prob"].tolist(), k.tolist()   # 3 / (3 + 1 + 2)
+    ([0.5], [3])
+    """
+    lam = _check_prior_weight(prior_weight)
+    mode = check_phantom_mode(phantom)
+    names = tuple(check_score_names(scores))
+    a, k, _ = _padded(alpha, "alpha", positive=True)
+    if isinstance(extra, bool) or not isinstance(extra, (int, np.integer)) or extra < 0:
+        raise InvalidValueError(f"extra must be an integer >= 0, got {extra!r}")
+    z = None if logits is None else np.asarray(logits, dtype=np.float64)
+    if any(SCORES[n].needs_logits for n in names) and z is None:
+        raise InvalidValueError("the logit scores need logits=")
+    ph = zp = None
+    if mode == "model" and extra:
+        if phantom_alpha is None:
+            raise InvalidValueError("phantom='model' needs phantom_alpha= (the phantom options' concentrations)")
+        ph = np.asarray(phantom_alpha, dtype=np.float64).reshape(a.shape[0], -1)
+        short = _n_phantom(ph, a.shape[0]) < extra
+        if short.any():
+            i = int(np.flatnonzero(short)[0])
+            raise InvalidValueError(
+                f"row {i} has {int(_n_phantom(ph, a.shape[0])[i])} phantom options, fewer than extra={extra}"
+            )
+        if z is not None:
+            if phantom_logits is None:
+                raise InvalidValueError("the logit scores under phantom='model' need phantom_logits=")
+            zp = np.asarray(phantom_logits, dtype=np.float64).reshape(a.shape[0], -1)
+    values, kx, _ = _grow(a, k, int(extra), mode, lam, names, ph, z, zp)
+    return values, kx
+
+
+#: Upper bound of the K sweep's appended classes: each x recomputes every score's AUROC/AUPR on
+#: both conditions over arrays K + x wide (McNamara 2026, Table 1, sweeps x <= 4).
+MAX_EXTRA = 64
+
+
+def check_max_extra(max_extra) -> int:
+    """``max_extra`` if it is an integer in 0..:data:`MAX_EXTRA`, else ValueError."""
+    if isinstance(max_extra, bool) or not isinstance(max_extra, (int, np.integer)) or not 0 <= max_extra <= MAX_EXTRA:
+        raise InvalidValueError(
+            f"max_extra must be an integer in 0..{MAX_EXTRA} (appended zero-evidence classes), got {max_extra!r}"
+        )
+    return int(max_extra)
+
+
+def ksweep(
+    alpha_id,
+    alpha_ood,
+    *,
+    prior_weight: float = 1.0,
+    max_extra: int = 4,
+    scores=OOD_DEFAULT_SCORES,
+    phantom: str = "zero",
+    phantom_id=None,
+    phantom_ood=None,
+    logits_id=None,
+    logits_ood=None,
+    phantom_logits_id=None,
+    phantom_logits_ood=None,
+) -> list[dict]:
+    r"""McNamara (2026), Table 1, on fixed alphas: how far each score's AUROC/AUPR-In moves when only K changes.
+
+    For ``x = 0..max_extra``, ``x`` phantom options are appended to the OOD side only
+    (``condition="ood_only"``) and to both sides (``condition="matched"``); the model outputs
+    are untouched, so any change is an artefact of evaluation K. ID = positive (label 1),
+    higher score = more ID. How an option is appended is ``phantom`` (:data:`PHANTOM_MODES`):
+
+    - ``"zero"``: ``alpha = lambda`` (zero evidence), the paper's Table 1;
+    - ``"model"``: the row's own phantom concentrations ``phantom_id``/``phantom_ood`` (the
+      next labels' alpha by the records' head; x runs only as far as every row of the grown
+      side(s) has phantoms);
+    - ``"count"``: only the K of vacuity grows, ``u = lambda (K + x) / S`` with S over the real
+      options, i.e. an option of concentration 0 for vacuity; the other scores are unchanged.
+
+    Proposition 1: vacuity is unchanged by an option of concentration
+
+    .. math::
+
+        \alpha_{K+1} = S_K / K, \quad\text{i.e. evidence}\quad e_{K+1} = S_K / K - \lambda,
+
+    so each row reports the mean evidence of the appended options on each grown side
+    (``phantom_evidence_id``/``_ood``: 0 for ``zero``, ``-lambda`` for ``count``, the model's
+    own for ``model``; NaN where nothing was appended) beside that invariance value
+    (``invariant_evidence_id``/``_ood``, the side's mean ``S_K / K - lambda``): phantom evidence
+    below it lowers reciprocal vacuity, above it raises it.
+
+    Under matched zero-evidence expansion with a single K per side, reciprocal vacuity and
+    strength become
+
+    .. math::
+
+        \frac{S + x \lambda}{\lambda (K + x)} \quad\text{and}\quad S + x \lambda,
+
+    strictly increasing in S for all rows alike, so their ranks and hence AUROC/AUPR are
+    unchanged exactly (up to two S values within one float ulp merging into a tie). Under
+    OOD-only zero-evidence expansion the OOD reciprocal vacuity can only fall (``S >= lambda K``),
+    so its AUROC can only rise.
+
+    Parameters
+    ----------
+    alpha_id, alpha_ood : array-like of shape (n, K_max)
+        NaN right-padded Dirichlet concentrations of each side (non-empty).
+    prior_weight : float > 0, default=1.0
+        The prior weight ``lambda``.
+    max_extra : int >= 0, default=4
+        Largest number of appended classes.
+    scores : iterable of str, default=OOD_DEFAULT_SCORES
+        Score names (validated).
+    phantom : {"zero", "model", "count"}, default="zero"
+    phantom_id, phantom_ood : array-like of shape (n, P_max), optional
+        The phantom options' concentrations, NaN right-padded (needed by ``phantom="model"``).
+    logits_id, logits_ood, phantom_logits_id, phantom_logits_ood : array-like, optional
+        Answer and phantom logits, NaN right-padded (needed by the logit scores; a zero-evidence
+        or counted option adds no logit, a model option its own).
+
+    Returns
+    -------
+    list of dict
+        One row per (condition, extra, score) with keys ``condition, extra, k_id, k_ood,
+        score, auroc, aupr_in, delta_auroc, delta_aupr, phantom, phantom_evidence_id,
+        phantom_evidence_ood, invariant_evidence_id, invariant_evidence_ood`` (deltas against
+        ``extra = 0``; ``k_id``/``k_ood`` the single evaluated K of each side after expansion,
+        None where the side is mixed; checking K beforehand is the caller's job).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from lm_eval_evidential.metrics.cardinality import ksweep
+    >>> alpha_id = np.array([[4.6, 1, 1, 1], [9.0, 1, 1, 1]])    # S / K = 1.9, 3.0
+    >>> alpha_ood = np.array([[5.0, 1, 1, 1], [1.0, 1, 1, 1]])   # S / K = 2.0, 1.0
+    >>> rows = ksweep(alpha_id, alpha_ood, max_extra=1, scores=["reciprocal_vacuity"])
+    >>> [(r["condition"], r["extra"], r["k_ood"], r["auroc"]) for r in rows]
+    [('ood_only', 0, 4, 0.75), ('ood_only', 1, 5, 1.0), ('matched', 0, 4, 0.75), ('matched', 1, 5, 0.75)]
+    >>> rows = ksweep(alpha_id, alpha_ood, max_extra=1, scores=["reciprocal_vacuity"], phantom="model",
+    ...               phantom_id=[[1.9], [3.0]], phantom_ood=[[2.0], [1.0]])   # alpha = S / K: invariant
+    >>> [(r["condition"], r["extra"], r["auroc"], r["phantom_evidence_ood"]) for r in rows if r["extra"]]
+    [('ood_only', 1, 0.75, 0.5), ('matched', 1, 0.75, 0.5)]
+    """
+    lam = _check_prior_weight(prior_weight)
+    max_extra = check_max_extra(max_extra)
+    mode = check_phantom_mode(phantom)
+    names = tuple(check_score_names(scores))
+    a_id, k_id, _ = _padded(alpha_id, "alpha_id", positive=True)
+    a_ood, k_ood, _ = _padded(alpha_ood, "alpha_ood", positive=True)
+    if a_id.shape[0] == 0 or a_ood.shape[0] == 0:
+        raise InvalidValueError(
+            f"ksweep needs examples on both sides, got n_id={a_id.shape[0]}, n_ood={a_ood.shape[0]}"
+        )
+    needs_logits = [name for name in names if SCORES[name].needs_logits]
+    z_id = z_ood = None
+    if needs_logits:
+        if logits_id is None or logits_ood is None:
+            raise InvalidValueError(f"score(s) {needs_logits} read the answer logits: pass logits_id= and logits_ood=")
+        z_id, z_ood = (np.asarray(z, dtype=np.float64) for z in (logits_id, logits_ood))
+    ph = {"id": None, "ood": None}
+    zph = {"id": None, "ood": None}
+    if mode == "model":
+        if phantom_id is None or phantom_ood is None:
+            raise InvalidValueError(
+                "phantom='model' needs the phantom options' concentrations: pass phantom_id= and phantom_ood="
+            )
+        for side, values, n in (("id", phantom_id, a_id.shape[0]), ("ood", phantom_ood, a_ood.shape[0])):
+            values = np.asarray(values, dtype=np.float64).reshape(n, -1)
+            present = values[~np.isnan(values)]
+            if not (np.isfinite(present) & (present > 0)).all():
+                raise InvalidValueError(
+                    f"phantom_{side} must hold finite concentrations > 0 (NaN only as right padding)"
+                )
+            ph[side] = values
+        if needs_logits:
+            if phantom_logits_id is None or phantom_logits_ood is None:
+                raise InvalidValueError(
+                    "the logit scores under phantom='model' need phantom_logits_id= and phantom_logits_ood="
+                )
+            zph["id"] = np.asarray(phantom_logits_id, dtype=np.float64).reshape(a_id.shape[0], -1)
+            zph["ood"] = np.asarray(phantom_logits_ood, dtype=np.float64).reshape(a_ood.shape[0], -1)
+    available = {"id": max_extra, "ood": max_extra}
+    if mode == "model":
+        available = {s: min(max_extra, int(_n_phantom(ph[s], 1).min())) for s in ("id", "ood")}
+
+    def single_k(k):
+        return int(k[0]) if (k == k[0]).all() else None
+
+    def metrics(sorted_id, sorted_ood):
+        b = _merge_blocks(sorted_id, sorted_ood)
+        return _auroc_from(b), _aupr_in_from(b)
+
+    def grown(side, a, k, z, x):
+        """(scores sorted, evaluated K, mean appended evidence) of one side with x phantom options."""
+        values, kx, evidence = _grow(a, k, x, mode, lam, names, ph[side], z, zph[side])
+        return {n: np.sort(v) for n, v in values.items()}, kx, evidence
+
+    invariant = {
+        side: float(np.mean(np.nansum(a, axis=1) / k - lam))
+        for side, a, k in (("id", a_id, k_id), ("ood", a_ood, k_ood))
+    }
+    base_id, _, _ = grown("id", a_id, k_id, z_id, 0)
+    base_ood, _, _ = grown("ood", a_ood, k_ood, z_ood, 0)
+    base = {name: metrics(base_id[name], base_ood[name]) for name in names}
+    ood_cache: dict[int, tuple] = {}
+
+    rows = []
+    for condition in ("ood_only", "matched"):
+        last = available["ood"] if condition == "ood_only" else min(available.values())
+        for x in range(last + 1):
+            e_id = e_ood = float("nan")
+            if x == 0:
+                res, kid_x, kood_x = base, k_id, k_ood
+            else:
+                if x not in ood_cache:
+                    ood_cache[x] = grown("ood", a_ood, k_ood, z_ood, x)
+                sc_ood, kood_x, e_ood = ood_cache[x]
+                if condition == "matched":
+                    sc_id, kid_x, e_id = grown("id", a_id, k_id, z_id, x)
+                else:
+                    kid_x, sc_id = k_id, base_id
+                res = {name: metrics(sc_id[name], sc_ood[name]) for name in names}
+            for name in names:
+                auc, ap = res[name]
+                rows.append(
+                    {
+                        "condition": condition,
+                        "extra": x,
+                        "k_id": single_k(kid_x),
+                        "k_ood": single_k(kood_x),
+                        "score": name,
+                        "auroc": auc,
+                        "aupr_in": ap,
+                        "delta_auroc": auc - base[name][0],
+                        "delta_aupr": ap - base[name][1],
+                        "phantom": mode,
+                        "phantom_evidence_id": e_id,
+                        "phantom_evidence_ood": e_ood,
+                        "invariant_evidence_id": invariant["id"],
+                        "invariant_evidence_ood": invariant["ood"],
+                    }
+                )
+    return rows
+
+
+def classify_k_sensitivity(rows, atol: float = 1e-12) -> dict[str, str]:
+    r"""``{score: "K-invariant" | "K-sensitive"}`` from :func:`ksweep` rows.
+
+    A score is K-invariant when no row of either condition moves its AUROC or AUPR-In from the
+    ``extra = 0`` baseline by more than ``atol``:
+
+    .. math::
+
+        \max_{x, \mathrm{condition}} \max(|\Delta \mathrm{AUROC}|, |\Delta \mathrm{AUPR}|) \le atol;
+
+    otherwise K-sensitive.
+
+    Parameters
+    ----------
+    rows : list of dict
+        Rows of :func:`ksweep`.
+    atol : float >= 0, default=1e-12
+
+    Returns
+    -------
+    dict of str to str
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from lm_eval_evidential.metrics.cardinality import classify_k_sensitivity, ksweep
+    >>> alpha_id = np.array([[4.6, 1, 1, 1], [9.0, 1, 1, 1]])
+    >>> alpha_ood = np.array([[5.0, 1, 1, 1], [1.0, 1, 1, 1]])
+    >>> classify_k_sensitivity(ksweep(alpha_id, alpha_ood, max_extra=1, scores=["reciprocal_vacuity"]))
+    {'reciprocal_vacuity': 'K-sensitive'}
+    """
+    if not (np.isfinite(atol) and atol >= 0):
+        raise InvalidValueError(f"atol must be a finite number >= 0, got {atol!r}")
+    moved: dict[str, bool] = {}
+    for row in rows:
+        try:
+            name, da, dp = row["score"], row["delta_auroc"], row["delta_aupr"]
+        except KeyError as exc:
+            raise InvalidValueError(f"rows must come from ksweep (missing key {exc}); got {sorted(row)}") from None
+        if not (np.isfinite(da) and np.isfinite(dp)):
+            raise InvalidValueError(f"cannot classify {name!r}: a ksweep row has a NaN delta ({row})")
+        moved[name] = moved.get(name, False) or abs(da) > atol or abs(dp) > atol
+    return {name: "K-sensitive" if m else "K-invariant" for name, m in moved.items()}
