@@ -33,6 +33,7 @@ COMMANDS = (
     "atc",
     "orders",
     "permutations",
+    "compare",
     "tasks",
     "train",
     "laplace",

@@ -1,0 +1,152 @@
+"""Methods side by side: one run folder per method (EDL, IB-EDL, softmax, ensembles, MC dropout, Laplace-LoRA).
+
+The table an EDL paper puts its method in (Li et al. 2025, Tables 1-3): for each method, the ID
+task's accuracy, ECE, NLL and Brier score with percentile-bootstrap intervals (questions resampled
+with replacement, scipy.stats.bootstrap), and for each OOD task and score the AUROC (DeLong
+interval) and AUPR-In (stratified bootstrap interval) of :func:`~lm_eval_evidential.audits.ood.ood_rows`
+— the numbers of ``calibration`` and ``ood`` on the same records, one computation each.
+
+Every OOD row says its protocol:
+
+- ``K-matched``: every ID and OOD question has one K;
+- ``K-matched subset``: the OOD task mixes K (ARC: 3-5 options), so only its questions with the ID
+  task's K are scored (``k_policy="restrict"``; the row says how many were dropped);
+- ``K-MISMATCHED``: the papers' protocol (e.g. OBQA, K = 4, against CSQA, K = 5), computed only on
+  request (``k_mismatched=True``, ``--k-mismatched``): its AUROC moves with K itself (McNamara 2026,
+  Proposition 1), so it is marked, never a default; without the request such a pair is listed among
+  the refusals with the remedy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from lm_eval_evidential.audits.ood import k_check, ood_rows, resolve_scores
+from lm_eval_evidential.metrics.calibration import brier, ece, nll
+from lm_eval_evidential.records import Records
+
+__all__ = ["COMPARE_SCORES", "CALIBRATION_COLUMNS", "OOD_COLUMNS", "compare_methods", "method_kind"]
+
+#: The scores compared by default, where a method's records give them: max-prob and entropy for every
+#: method, mutual information (BALD) for members, reciprocal vacuity for Dirichlet heads.
+COMPARE_SCORES = ("max_prob", "neg_entropy", "neg_mutual_information", "reciprocal_vacuity")
+CALIBRATION_COLUMNS = ("method", "kind", "task", "k", "n", "acc", "acc_ci", "ece", "ece_ci", "nll", "nll_ci")
+CALIBRATION_COLUMNS += ("brier", "brier_ci")
+OOD_COLUMNS = ("method", "ood_task", "protocol", "k_id", "k_ood", "n_ood", "score", "auroc", "auroc_ci")
+OOD_COLUMNS += ("aupr_in", "aupr_in_ci", "aupr_baseline")
+
+
+def method_kind(records: Records) -> str:
+    """What produced ``records``, in words: the head's method and, with members, their source and number."""
+    meta = records.meta or {}
+    members = meta.get("members") or {}
+    method = str(meta.get("method") or "?")
+    if not members:
+        return method
+    count = len(members.get("names") or ()) or members.get("samples")
+    return f"{members.get('source')} ×{count} ({method})"
+
+
+def _calibration(records: Records, n_bins: int, n_boot: int, level: float, seed: int) -> dict:
+    """Accuracy, ECE, NLL and Brier of ``records`` with percentile-bootstrap intervals over its questions."""
+    import inspect
+
+    from scipy.stats import bootstrap
+
+    probs, gold, conf, correct = records.probs, records.gold, records.max_prob, records.correct.astype(bool)
+    seeded = "rng" if "rng" in inspect.signature(bootstrap).parameters else "random_state"  # scipy < 1.15
+    metrics = {
+        "acc": lambda i: float(correct[i].mean()),
+        "ece": lambda i: ece(conf[i], correct[i], n_bins),
+        "nll": lambda i: nll(probs[i], gold[i]),
+        "brier": lambda i: brier(probs[i], gold[i]),
+    }
+    index = np.arange(len(records))
+    row = {}
+    for name, fn in metrics.items():
+        row[name] = fn(index)
+        if n_boot and len(records) > 1:
+            res = bootstrap(
+                (index,),
+                fn,
+                n_resamples=n_boot,
+                confidence_level=level,
+                method="percentile",
+                vectorized=False,
+                **{seeded: np.random.default_rng(seed)},
+            )
+            row[f"{name}_ci"] = [float(res.confidence_interval.low), float(res.confidence_interval.high)]
+        else:
+            row[f"{name}_ci"] = [float("nan"), float("nan")]
+    return row
+
+
+def compare_methods(
+    runs: Mapping[str, Mapping[str, Records]],
+    id_task: str,
+    ood_tasks: Sequence[str],
+    *,
+    scores: Sequence[str] | None = None,
+    k_mismatched: bool = False,
+    n_bins: int = 15,
+    n_boot: int = 1000,
+    level: float = 0.95,
+    seed: int = 0,
+) -> dict:
+    """``{"calibration": rows, "ood": rows, "refused": [(method, ood_task, reason)]}`` for ``runs``
+    (``{method name: {task: Records}}``, each method's records from one run).
+
+    ``scores``: the scores of the OOD rows (default: those of :data:`COMPARE_SCORES` each method's
+    records give). A K-mismatched pair is refused (listed with the remedy) unless ``k_mismatched``,
+    which computes it marked ``K-MISMATCHED``; a mixed-K OOD task is also scored on its questions with
+    the ID task's K (``K-matched subset``).
+    """
+    calibration, ood, refused = [], [], []
+    for name, by_task in runs.items():
+        id_records = by_task[id_task]
+        kind = method_kind(id_records)
+        k = np.unique(id_records.k)
+        calibration.append(
+            {
+                "method": name,
+                "kind": kind,
+                "task": id_task,
+                "k": int(k[0]) if k.size == 1 else sorted(int(x) for x in k),
+                "n": len(id_records),
+                **_calibration(id_records, n_bins, n_boot, level, seed),
+            }
+        )
+        for task in ood_tasks:
+            ood_records = by_task[task]
+            names = resolve_scores(scores, id_records, ood_records, default=None if scores else COMPARE_SCORES)
+            check = k_check(id_records, ood_records, "report")
+            policies = []
+            if check.matched:
+                policies.append(("assert", "K-matched"))
+            else:
+                same_k = np.isin(ood_records.k, id_records.k) if np.unique(id_records.k).size == 1 else None
+                if same_k is not None and same_k.any():
+                    dropped = int((~same_k).sum())
+                    policies.append(("restrict", f"K-matched subset ({dropped} OOD questions of another K dropped)"))
+                if k_mismatched:
+                    policies.append(("report", "K-MISMATCHED (the papers' protocol; confounded by K)"))
+                else:
+                    refused.append(
+                        (
+                            name,
+                            task,
+                            f"K_ID = {sorted(set(id_records.k.tolist()))} vs "
+                            f"K_OOD = {sorted(set(ood_records.k.tolist()))}: "
+                            "not compared (the score moves with K itself); --k-mismatched computes it marked "
+                            "K-MISMATCHED, or compare a K-matched control (e.g. csqa4_edl for csqa_edl)",
+                        )
+                    )
+            for policy, protocol in policies:
+                rows = ood_rows(
+                    id_records, ood_records, scores=names, k_policy=policy, n_boot=n_boot, seed=seed, level=level
+                )
+                for r in rows:
+                    ood.append({"method": name, "protocol": protocol, **r})
+    return {"calibration": calibration, "ood": ood, "refused": refused}
