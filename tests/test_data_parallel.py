@@ -245,3 +245,42 @@ def test_padding_copies_of_the_last_request_get_its_response(tiny_model):
     for copy in padded[len(reqs) :]:
         assert copy[0] == pytest.approx(plain[-1][0], abs=1e-6) and copy[1] == plain[-1][1]
     assert sum(r[1] for r in padded[4:8]) == 1  # still one argmax per question
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("members", ["mc_samples=3", "laplace"])
+def test_member_records_do_not_depend_on_the_process_count(tiny_model, tiny_adapter, mirror, tmp_path, members):
+    """docs/scaling.md's two-process command with MC dropout or a Laplace posterior: each member's logits equal
+    the one-process run's (MC masks are seeded by the prompt, Laplace samples are weights shared by all)."""
+    import lm_eval
+    from lm_eval.tasks import TaskManager
+
+    import lm_eval_evidential
+    from lm_eval_evidential.harness.model import EvidentialLM
+    from lm_eval_evidential.harness.plugin import tasks_dir
+    from tests.harness.test_laplace_members import _hand_posterior
+
+    if members == "laplace":
+        adapter, extra = _hand_posterior(tiny_model, tiny_adapter, tmp_path / "posterior")[0], ""
+    else:
+        adapter, extra = tiny_adapter, f",{members}"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("EVIDENTIAL_DATA_DIR", str(mirror))
+        kwargs = {"mc_samples": 3} if extra else {}
+        lm = EvidentialLM(pretrained=str(tiny_model), peft=str(adapter), device="cpu", batch_size=8, **kwargs)
+        tm = TaskManager(include_path=str(tasks_dir()), include_defaults=False)
+        reference = lm_eval.simple_evaluate(model=lm, tasks=TASKS, bootstrap_iters=0, task_manager=tm).records
+    command = _docs_command("data-parallel-command")
+    command = re.sub(r"^MODEL=\S+ ADAPTER=\S+", f"MODEL={tiny_model} ADAPTER={adapter}", command, flags=re.M)
+    command = command.replace("peft=$ADAPTER", f"peft=$ADAPTER{extra}")
+    proc = subprocess.run(
+        ["bash", "-c", command], env=_env(mirror), cwd=tmp_path, capture_output=True, text=True, timeout=TIMEOUT
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert "data parallel: rank 1 of 2 (node-local rank 1)" in proc.stderr
+    for task in TASKS:
+        got, want = lm_eval_evidential.load_records(tmp_path / "out", task), reference[task]
+        assert got.n_members == want.n_members == 3
+        np.testing.assert_array_equal(got.doc_id, want.doc_id)
+        np.testing.assert_allclose(got.member_logits, want.member_logits, atol=1e-5, rtol=0, equal_nan=True)
+        np.testing.assert_array_equal(got.pred, want.pred)
