@@ -170,3 +170,5 @@ def test_every_readme_command_runs_as_written_in_order(tiny_model, tmp_path):
     assert re.search(r"refused calibration obqa_edl \(0\.5 of (120|8), seed 0\) vs csqa_edl", printed)
     report = (work / "report" / "report.md").read_text(encoding="utf-8")
     assert "## Summary" in report and "Illustrative only" in report
+    for section in ("## OOD detection by group", "## Conformal prediction sets", "## Post-hoc temperature scaling"):
+        assert section in report, section  # docs/audits.md's report --near/--far: the field's audits beside OOD
