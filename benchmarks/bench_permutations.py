@@ -63,6 +63,39 @@ def _instances(task_name: str, n: int, permuted: bool):
     return task.instances
 
 
+class _PlanRecorder:
+    """Wraps the model's batch planner (``harness.model.plan_batches``) to count what the prefix cache
+    shares: the prompts planned into prefix batches and their shared prefix lengths, per variant."""
+
+    def __init__(self):
+        import lm_eval_evidential.harness.model as model_module
+
+        self._module, self._plan = model_module, model_module.plan_batches
+        self.batches: list = []
+        model_module.plan_batches = self._record
+
+    def _record(self, prompts, batch_size, **kwargs):
+        batches = self._plan(prompts, batch_size, **kwargs)
+        self.batches.append(([list(p) for p in prompts], batches))
+        return batches
+
+    def close(self):
+        self._module.plan_batches = self._plan
+
+
+def _question_prefix(prompts_by_question: list[list[list[int]]]) -> float:
+    """The mean number of tokens the K orders of a question share (everything before its options)."""
+    from lm_eval_evidential.modeling.prefix_cache import common_prefix_length
+
+    shared = []
+    for prompts in prompts_by_question:
+        n = min(len(p) for p in prompts)
+        for p in prompts[1:]:
+            n = min(n, common_prefix_length(prompts[0], p))
+        shared.append(n)
+    return statistics.mean(shared) if shared else 0.0
+
+
 def _timed(lm, groups) -> float:
     start = time.perf_counter()
     for requests in groups:
@@ -109,6 +142,16 @@ def main(argv=None) -> None:
         times = {(cache, name): [] for cache in settings for name in variants}
         for lm, _ in models.values():
             _timed(lm, [plain])  # warm-up
+        plans = {}
+        if True in models:  # what the prefix cache shares in each variant (planned as the timed calls plan)
+            recorder = _PlanRecorder()
+            try:
+                for name, groups in variants.items():
+                    recorder.batches.clear()
+                    _timed(models[True][0], groups)
+                    plans[name] = list(recorder.batches)
+            finally:
+                recorder.close()
         for _ in range(args.repeats):
             for cache, (lm, _) in models.items():
                 for name, groups in variants.items():
@@ -117,6 +160,23 @@ def main(argv=None) -> None:
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; load {load[0]:.2f}")
     print(f"model: {args.model} ({pretrained}); task {args.task}: {args.n} questions, K = {k}")
     print(f"requests: {len(plain)} in one order, {len(permuted)} in the K orders")
+    for name, calls in plans.items():
+        rows = sum(len(p) for p, _ in calls)
+        shared = [b for _, batches in calls for b in batches if b.prefix_length]
+        cached = sum(len(b.rows) for b in shared)
+        mean_prefix = statistics.mean(b.prefix_length for b in shared) if shared else 0.0
+        print(
+            f"prefix cache plan, {name}: {cached} of {rows} prompts in {len(shared)} prefix batches, "
+            f"mean shared prefix {mean_prefix:.1f} tokens"
+        )
+    if plans:
+        by_question: dict = {}
+        for request in permuted:  # each order's context once (a doc has one request per answer label)
+            by_question.setdefault(request.doc["question_id"], {})[tuple(request.doc["permutation"])] = models[True][
+                0
+            ].tok_encode(request.args[0])
+        by_question = {q: list(orders.values()) for q, orders in by_question.items()}
+        print(f"the K orders of a question share {_question_prefix(list(by_question.values())):.1f} tokens on average")
     base = statistics.median(times[(settings[-1], "one order")])  # without the cache where both ran
     for (cache, name), values in times.items():
         median = statistics.median(values)
