@@ -275,7 +275,7 @@ def run_harness(lm, task_manager, clock: Clock, records_dir: Path, limit: int) -
     results = lm_eval.simple_evaluate(
         model=lm, tasks=TASKS, task_manager=task_manager, bootstrap_iters=0, log_samples=False, limit=limit
     )
-    collected = results.records  # built once after evaluate() (harness.evaluation.complete)
+    collected = results.records  # built once after evaluate() (integration.evaluation.complete)
     write = clock.wrap("write_records", lambda path, recs: write_records(path, recs))
     for task, records in collected.items():
         write(records_path(records_dir, task, "bench"), records)
@@ -349,7 +349,7 @@ def worker(args) -> dict:
         # The step that builds the records after evaluate() (both ways run our tasks; only (b)'s is
         # reported). Per-doc scoring (process_results) is lm_eval's own ConfigurableTask code, which
         # (c) pays too: not counted as ours.
-        from lm_eval_evidential.harness import evaluation
+        from lm_eval_evidential.integration import evaluation
 
         evaluation.complete = clock.wrap("records_built", evaluation.complete)
     with torch.inference_mode():  # one-time kernel set-up is no way's marginal cost

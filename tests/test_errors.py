@@ -120,7 +120,7 @@ def test_the_errors_module_imports_only_the_standard_library():
 def test_stock_cli_argument_errors_are_expected_and_deeper_value_errors_are_not():
     from lm_eval._cli.utils import key_val_to_dict
 
-    from lm_eval_evidential.integration.lm_eval_compat import stock_argument_error
+    from lm_eval_evidential.lm_eval_compat import stock_argument_error
 
     with pytest.raises(ValueError) as stock:
         key_val_to_dict("no_equals_sign")
@@ -148,7 +148,7 @@ BUILTINS = {
 #: ``raise <builtin>`` that are not expected conditions: (module path, exception) -> why it stays a builtin.
 NOT_EXPECTED = {
     ("harness/loading_checks.py", "ValueError"): "control flow: caught two lines below, never escapes",
-    ("harness/evaluation.py", "RuntimeError"): "a question with no evidence is a bug of the model's bookkeeping",
+    ("integration/evaluation.py", "RuntimeError"): "a question with no evidence is a bug of the model's bookkeeping",
     ("tasks/lettered.py", "KeyError"): "the mapping protocol: __missing__ of the task index raises KeyError",
     ("modeling/members.py", "RuntimeError"): "a LoRA layer fed other than (rows, tokens, features) is a bug of ours",
 }

@@ -1,7 +1,7 @@
 """The package's layers, read off its imports: every module imports only from layers below its own.
 
-errors < files < metrics < records < {audits, modeling} < {plots, harness (with integration)} < {report, training,
-testing} < cli
+errors < {files, lm_eval_compat} < metrics < records < {audits, modeling} < {plots, tasks} < integration < harness
+< {report, training, testing} < cli
 
 Every ``import`` in every module counts, including the ones inside functions (lazy imports keep
 the CLI fast; they are no way around the layering), and two layers of the same rank never
@@ -28,28 +28,28 @@ NAME = PACKAGE.name
 RANK = {
     "errors": -2,
     "files": -1,
+    "lm_eval_compat": -1,  # the inventory of lm_eval names: tasks, integration, harness and training use it
     "metrics": 0,
     "records": 1,
     "audits": 2,
     "modeling": 2,
     "plots": 3,
-    "harness": 3,
-    "report": 4,
-    "training": 4,
-    "testing": 4,
-    "cli": 5,
+    "tasks": 3,
+    "integration": 4,  # lm_eval's hooks, the evidence ledger, the records hook, run output: no backend
+    "harness": 5,  # the backends: a backend asks integration's check_harness before its weights load
+    "report": 6,
+    "training": 6,
+    "testing": 6,
+    "cli": 7,
 }
-#: Top-level modules outside the folders, and folders that are part of another's layer: the layer each belongs to.
-#: integration/ (lm-eval's hooks, patches, inventory and run output) and harness/ (the backends) call each other
-#: (the hooks build records with the harness; a backend checks the hooks are in place before its weights load);
-#: so do tasks/ (the task classes, lettered views, data sources, the YAML folder) and harness/ (a backend plans a
-#: lettered view's "(A)" labels; a task reads the lm_eval inventory).
-MODULE_LAYER = {"_import_hook": "harness", "__main__": "cli", "integration": "harness", "tasks": "harness"}
+#: Top-level modules outside the folders: the layer each belongs to (the import hook calls integration's hooks).
+MODULE_LAYER = {"_import_hook": "integration", "__main__": "cli"}
 NUMERIC = {"numpy", "scipy"}
 #: The only third-party packages each of these layers may import (others: anything they need).
 ALLOWED_THIRD_PARTY = {
     "errors": set(),
     "files": set(),
+    "lm_eval_compat": {"lm_eval"},
     "metrics": NUMERIC,
     "records": NUMERIC | {"pyarrow"},
     "audits": NUMERIC,
@@ -235,11 +235,13 @@ def test_every_folder_is_a_declared_layer():
         ("audits", "from lm_eval_evidential import modeling", "audits (rank 2) imports lm_eval_evidential.modeling"),
         ("audits", "import matplotlib", "audits imports matplotlib"),
         ("plots", "from lm_eval_evidential.harness.model import EvidentialLM", "plots (rank 3) imports"),
-        ("report", "from lm_eval_evidential.training import trainer", "report (rank 4) imports"),
+        ("tasks", "from lm_eval_evidential.integration.hooks import HOOKED", "tasks (rank 3) imports"),
+        ("integration", "from lm_eval_evidential.harness.model import EvidentialLM", "integration (rank 4) imports"),
+        ("report", "from lm_eval_evidential.training import trainer", "report (rank 6) imports"),
         (
             "training",
             "from lm_eval_evidential.cli.main import main",
-            "training (rank 4) imports lm_eval_evidential.cli",
+            "training (rank 6) imports lm_eval_evidential.cli",
         ),
         ("surprise", "x = 1", "surprise/planted.py: in no declared layer"),
     ],

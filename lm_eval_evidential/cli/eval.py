@@ -76,9 +76,9 @@ def run_lm_eval(argv: list[str]) -> int:
     from lm_eval_evidential.cli.exit_codes import EXIT_ERROR, EXIT_OK, fail
     from lm_eval_evidential.errors import EvidentialError
     from lm_eval_evidential.integration.error_lines import nearest_task_names, resource_error_text
-    from lm_eval_evidential.integration.lm_eval_compat import stock_argument_error
     from lm_eval_evidential.integration.policy import RUN_POLICY
     from lm_eval_evidential.integration.run_output import NO_OUTPUT_PATH_FLAG
+    from lm_eval_evidential.lm_eval_compat import stock_argument_error
 
     hook.install()
     from lm_eval.__main__ import cli_evaluate

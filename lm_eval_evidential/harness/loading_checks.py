@@ -110,7 +110,7 @@ def check_load_args(pretrained, kwargs: dict) -> None:
 
 def model_context(config) -> int:
     """The context the model's config declares, read the way lm_eval reads it (0: none declared)."""
-    from lm_eval_evidential.integration.lm_eval_compat import resolve_max_length
+    from lm_eval_evidential.lm_eval_compat import resolve_max_length
 
     return resolve_max_length(config, None, default=0)
 

@@ -167,7 +167,7 @@ class QuestionPlanner:
         (``add_bos_token``; none added to a string that already starts with the BOS text) is
         applied per string, then the strings of each setting are encoded together.
         """
-        from lm_eval_evidential.integration.lm_eval_compat import has_bos_prefix, tokenizer_kwargs
+        from lm_eval_evidential.lm_eval_compat import has_bos_prefix, tokenizer_kwargs
 
         bos_text = self.tokenizer.decode(self.prefix_token_id)
         default = tokenizer_kwargs(self.add_bos_token)

@@ -10,7 +10,7 @@ the last-position logits of some unique token prompts at some vocabulary ids. On
    tokenizer → one plan per question, each refused or kept before any forward pass;
 2. the backend's forward: each distinct prompt once (:meth:`~EvidentialScoring.last_logits_at`);
 3. the scorer (:func:`score_questions`): plans and logits → the harness's responses and each
-   question's evidence (:mod:`lm_eval_evidential.harness.evidence`), the head applied once per
+   question's evidence (:mod:`lm_eval_evidential.integration.evidence`), the head applied once per
    group of questions with the same K.
 
 A backend (``harness/model.py``: transformers; ``harness/vllm_model.py``: vLLM) loads the weights
@@ -32,7 +32,6 @@ import numpy as np
 import torch
 
 from lm_eval_evidential.errors import EvidentialInputError, UnsupportedRequestError
-from lm_eval_evidential.harness.evidence import EvidenceLedger, QuestionEvidence
 from lm_eval_evidential.harness.loading_checks import (
     HEAD_ARGS,
     SCORING_OPTIONS,
@@ -43,6 +42,7 @@ from lm_eval_evidential.harness.loading_checks import (
 )
 from lm_eval_evidential.harness.members import ensemble_sha256, members_from_args
 from lm_eval_evidential.harness.planning import QuestionPlan, QuestionPlanner
+from lm_eval_evidential.integration.evidence import EvidenceLedger, QuestionEvidence
 from lm_eval_evidential.metrics.members import member_summary
 from lm_eval_evidential.modeling.config import HeadConfig, head_defaults
 from lm_eval_evidential.modeling.heads import apply_head_batch, sigma_logits
@@ -237,7 +237,7 @@ class EvidentialScoring(ABC):
 
         The K requests of one question (same task, doc and prompt) are scored together; the
         question's answer logits and alpha are filed in :attr:`evidence` under (task, doc_id),
-        the path by which they reach the records (:mod:`lm_eval_evidential.harness.evidence`).
+        the path by which they reach the records (:mod:`lm_eval_evidential.integration.evidence`).
         Every question is checked (single-token, distinct answers; prompt length) before any
         forward pass.
         """

@@ -136,7 +136,7 @@ class EvidentialVLLM(EvidentialScoring, VLLM):
     ) -> None:
         from lm_eval_evidential.integration.error_lines import install_one_line_errors
         from lm_eval_evidential.integration.hooks import check_harness
-        from lm_eval_evidential.integration.lm_eval_compat import VLLM_INTERNALS
+        from lm_eval_evidential.lm_eval_compat import VLLM_INTERNALS
 
         install_one_line_errors()  # plain lm_eval: an expected error of ours is one line, from here on
         check_harness(VLLM_INTERNALS)

@@ -75,7 +75,7 @@ def stock_argument_text(exc: BaseException, argv: list[str]) -> str | None:
     """The one line for a ``ValueError`` the stock CLI raised checking its own arguments (``Tasks not found``,
     with the nearest names and why a lettered view was not found) in a ``--model evidential`` run named
     by ``argv``; None otherwise (stock models keep lm_eval's traceback)."""
-    from lm_eval_evidential.integration.lm_eval_compat import stock_argument_error
+    from lm_eval_evidential.lm_eval_compat import stock_argument_error
 
     if not names_our_model(argv) or not isinstance(exc, ValueError):
         return None

@@ -12,8 +12,8 @@ lm-eval 0.4.13 has no plugin discovery, so :mod:`lm_eval_evidential._import_hook
   asked for it by name (:mod:`lm_eval_evidential.tasks.lettered`); nothing more is indexed.
 - ``lm_eval.evaluator``: ``simple_evaluate`` with ``--model evidential`` first checks that the
   output folder can be written (before any weights load); after ``evaluate()`` returns,
-  :func:`lm_eval_evidential.harness.evaluation.complete`
-  builds the evaluation's records (the path is described in :mod:`lm_eval_evidential.harness.evidence`).
+  :func:`lm_eval_evidential.integration.evaluation.complete`
+  builds the evaluation's records (the path is described in :mod:`lm_eval_evidential.integration.evidence`).
 - ``lm_eval.loggers.evaluation_tracker``: ``save_results_aggregated`` writes those records
   into the results folder first (:mod:`~lm_eval_evidential.integration.run_output`), then lets the
   harness write ``results_<date_id>.json``, which names them under ``evidential_records``; with
@@ -21,7 +21,7 @@ lm-eval 0.4.13 has no plugin discovery, so :mod:`lm_eval_evidential._import_hook
   (:mod:`~lm_eval_evidential.integration.hub`).
 
 The records reach ``save_results_aggregated`` on the results dict itself
-(:class:`~lm_eval_evidential.harness.evaluation.EvidentialResults`, a ``dict`` with a ``records``
+(:class:`~lm_eval_evidential.integration.evaluation.EvidentialResults`, a ``dict`` with a ``records``
 attribute): lm-eval 0.4.13 hands the dict ``evaluate()`` returns, through ``simple_evaluate``, to
 the tracker and has no other channel for a run's artifacts (the tracker is not given to
 ``evaluate()``); a key in the dict would be written into the results JSON and seen by every
@@ -99,7 +99,7 @@ def on_models_imported(module) -> None:
 def on_task_manager_imported(module) -> None:
     """TaskManagers that include lm_eval's default tasks include this package's tasks too (unless the
     harness finds them itself, through the ``lm_eval.tasks`` entry point)."""
-    from lm_eval_evidential.integration.lm_eval_compat import discovered_task_folders
+    from lm_eval_evidential.lm_eval_compat import discovered_task_folders
 
     signature = inspect.signature(module.TaskManager.__init__)
 
@@ -142,12 +142,12 @@ def on_task_manager_imported(module) -> None:
 
 
 def on_evaluator_imported(module) -> None:
-    """After ``evaluate()``: this evaluation's records and evidential metrics (harness.evaluation)."""
+    """After ``evaluate()``: this evaluation's records and evidential metrics (integration.evaluation)."""
     signature = inspect.signature(module.evaluate)
 
     def make_wrapper(original):
         def evaluate(*args, **kwargs):
-            from lm_eval_evidential.harness.evaluation import (
+            from lm_eval_evidential.integration.evaluation import (
                 align_length_normalised_metrics,
                 check_requests,
                 check_tasks,
@@ -304,7 +304,7 @@ def check_harness(extra: tuple[str, ...] = ()) -> None:
 
     import lm_eval
 
-    from lm_eval_evidential.integration.lm_eval_compat import missing_internals
+    from lm_eval_evidential.lm_eval_compat import missing_internals
 
     missing = []
     for name, attribute in HOOKED.items():

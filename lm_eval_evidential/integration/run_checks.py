@@ -41,7 +41,7 @@ def check_run_flags(settings: dict) -> None:
     are not doc ids (whole numbers >= 0: a negative one counts from the end and files another doc's answer
     under it), ``--apply_chat_template`` on a local tokenizer without a chat template. (Stock models keep
     lm_eval's own handling; ids beyond a task's docs and ``--num_fewshot`` beyond its few-shot docs are
-    checked once the tasks are built, before any question is scored: harness.evaluation.check_requests.)"""
+    checked once the tasks are built, before any question is scored: integration.evaluation.check_requests.)"""
     from lm_eval_evidential.errors import EvidentialInputError
 
     if settings.get("use_cache"):
@@ -70,7 +70,7 @@ def check_run_flags(settings: dict) -> None:
 
 def tasks_checked_before_the_weights(settings: dict):
     """The tasks of an evidential run, loaded before the model is and checked (``--samples`` ids beyond a
-    task's docs, a ``--num_fewshot`` (given, or a task's own) beyond its few-shot docs: harness.evaluation's
+    task's docs, a ``--num_fewshot`` (given, or a task's own) beyond its few-shot docs: integration.evaluation's
     ``check_request_ranges``), so that such a run is refused before the weights load, not after.
 
     ``simple_evaluate`` builds the model first and loads the tasks after; it is given back the TaskManager
@@ -80,7 +80,7 @@ def tasks_checked_before_the_weights(settings: dict):
     from lm_eval.tasks import TaskManager
     from lm_eval.utils import simple_parse_args_string
 
-    from lm_eval_evidential.harness.evaluation import check_request_ranges
+    from lm_eval_evidential.integration.evaluation import check_request_ranges
 
     tasks, manager = settings["tasks"], settings.get("task_manager")
     if manager is None:  # as simple_evaluate builds it

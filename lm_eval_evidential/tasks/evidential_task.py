@@ -7,7 +7,7 @@ check done when its dataset is built, before any forward pass.
 Per question the harness's own ``multiple_choice`` scoring gives ``acc``; everything that needs
 the whole set of records (calibration, vacuity, detection) is computed after the evaluation
 from the records by :meth:`evidential_metrics`, which
-:func:`lm_eval_evidential.harness.evaluation.complete` calls — with any model: with
+:func:`lm_eval_evidential.integration.evaluation.complete` calls — with any model: with
 ``--model evidential`` the records hold the evidence, with other models (``--model hf``) they
 are the ``softmax`` method over the answer log-likelihoods.
 
@@ -39,7 +39,7 @@ CALIBRATION_BINS = 15
 
 def _with_base(config: dict) -> dict:
     """The shared base config under ``config`` (a task that included the base YAML already has it)."""
-    from lm_eval_evidential.integration.lm_eval_compat import load_yaml
+    from lm_eval_evidential.lm_eval_compat import load_yaml
 
     if "output_type" in config:
         return config

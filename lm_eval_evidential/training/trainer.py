@@ -160,7 +160,7 @@ def _encode(task_obj, docs: list[dict], tokenizer, model_config, config: TrainCo
     """:func:`~lm_eval_evidential.training.data.encode_examples` up to the model's context, as
     ``--model evidential`` reads it (one computation); a ``--max-length`` above it is refused."""
     from lm_eval_evidential.harness.loading_checks import check_context
-    from lm_eval_evidential.integration.lm_eval_compat import resolve_max_length
+    from lm_eval_evidential.lm_eval_compat import resolve_max_length
 
     check_context(config.max_length, model_config)
     max_length = config.max_length or resolve_max_length(model_config, None, default=0) or None

@@ -42,7 +42,7 @@ def _stems(mirror, split):
 
 
 def test_chat_template_with_system_instruction_and_multiturn_few_shot(chat_model, mirror):
-    from lm_eval_evidential.harness.evaluation import sha256_text
+    from lm_eval_evidential.integration.evaluation import sha256_text
 
     results, records = evaluate(
         make_lm(chat_model),

@@ -101,9 +101,9 @@ def test_importing_lm_eval_leaves_the_excepthook_alone():
 
 
 def test_a_moved_private_helper_fails_at_once_naming_it(tiny_model, monkeypatch):
+    from lm_eval_evidential import lm_eval_compat
     from lm_eval_evidential.errors import HarnessVersionError
     from lm_eval_evidential.harness.model import EvidentialLM
-    from lm_eval_evidential.integration import lm_eval_compat
 
     assert lm_eval_compat.missing_internals() == []
     monkeypatch.setattr(lm_eval_compat, "INTERNALS", (*lm_eval_compat.INTERNALS, "lm_eval.models.utils:_renamed"))

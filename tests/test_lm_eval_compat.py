@@ -7,8 +7,8 @@ import ast
 from pathlib import Path
 
 import lm_eval_evidential
-from lm_eval_evidential.integration import lm_eval_compat
-from lm_eval_evidential.integration.lm_eval_compat import INTERNALS, PUBLIC, VLLM_INTERNALS, missing_internals
+from lm_eval_evidential import lm_eval_compat
+from lm_eval_evidential.lm_eval_compat import INTERNALS, PUBLIC, VLLM_INTERNALS, missing_internals
 
 PACKAGE = Path(lm_eval_evidential.__file__).parent
 INVENTORY = {*INTERNALS, *PUBLIC, *VLLM_INTERNALS}
@@ -50,7 +50,7 @@ def test_every_lm_eval_import_is_in_the_inventory():
         for where, entry in imports
         if entry not in INVENTORY and not (":" not in entry and entry in modules)
     ]
-    assert not outside, f"lm_eval imports not listed in integration/lm_eval_compat.py: {outside}"
+    assert not outside, f"lm_eval imports not listed in lm_eval_compat.py: {outside}"
 
 
 def test_every_patched_function_is_in_the_inventory():

@@ -7,7 +7,7 @@ Dirichlet evidence cannot ride in the responses. It travels this one way instead
    (every backend's) answers every request with ``(log E[p_j], j == argmax E[p])`` and files each question's
    answer logits and Dirichlet alpha in the model's :class:`EvidenceLedger` (``lm.evidence``)
    under the request's own ``(task_name, doc_id)``.
-2. When lm_eval's ``evaluate()`` returns, :func:`lm_eval_evidential.harness.evaluation.complete`
+2. When lm_eval's ``evaluate()`` returns, :func:`lm_eval_evidential.integration.evaluation.complete`
    (run by the wrapper :mod:`lm_eval_evidential.integration.hooks` puts around ``evaluate``) takes
    the ledger — emptying it, so nothing outlives the evaluation — gathers it from every rank,
    and builds one :class:`~lm_eval_evidential.records.Records` per evaluated task. The results

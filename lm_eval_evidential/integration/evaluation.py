@@ -5,7 +5,7 @@ it returns (:mod:`lm_eval_evidential.integration.hooks` wraps ``evaluate``). It 
 where records are built, for this package's tasks and stock multiple-choice tasks alike:
 
 - with ``--model evidential``, from the evidence the model filed per (task, doc) in its
-  ledger (see :mod:`lm_eval_evidential.harness.evidence`), for every multiple-choice task;
+  ledger (see :mod:`lm_eval_evidential.integration.evidence`), for every multiple-choice task;
 - with any other model (``--model hf`` …), for this package's tasks only, from the harness's
   own ``(log p, is_greedy)`` responses: ``method=softmax`` records (the softmax of the answer
   log-likelihoods equals the softmax of the answer logits; they differ by a constant).
@@ -70,7 +70,7 @@ def complete(
     ``limit`` is ``--limit`` (None: every question), kept in each task's records metadata so a
     report built from them says that it covers a subset.
     """
-    from lm_eval_evidential.harness.evidence import EvidenceLedger
+    from lm_eval_evidential.integration.evidence import EvidenceLedger
 
     ledger = getattr(lm, "evidence", None)
     questions = ledger.take() if isinstance(ledger, EvidenceLedger) else None
@@ -115,7 +115,7 @@ def check_tasks(lm, task_dict) -> None:
     for this model's tokenizer, or are K different contexts) is named with its lettered view
     (:func:`lm_eval_evidential.tasks.lettered.unscorable_stock_tasks`).
     """
-    from lm_eval_evidential.harness.evidence import EvidenceLedger
+    from lm_eval_evidential.integration.evidence import EvidenceLedger
     from lm_eval_evidential.tasks.lettered import unscorable_stock_tasks
 
     if not isinstance(getattr(lm, "evidence", None), EvidenceLedger):
@@ -168,7 +168,7 @@ def check_requests(lm, task_dict, samples) -> None:
     """Refuse, before any question is scored, ``--samples`` ids beyond a task's docs and a ``--num_fewshot``
     beyond its few-shot docs, naming the task, the value and the largest that works (lm_eval would fail
     with an IndexError or "Sample larger than population" traceback, or silently score fewer docs)."""
-    from lm_eval_evidential.harness.evidence import EvidenceLedger
+    from lm_eval_evidential.integration.evidence import EvidenceLedger
 
     if not isinstance(getattr(lm, "evidence", None), EvidenceLedger):
         return
@@ -242,7 +242,7 @@ def align_length_normalised_metrics(lm, task_dict) -> list[str]:
     therefore given the argmax accuracy under those names, so the table, its groups and the
     logged samples agree with the records' ``correct``.
     """
-    from lm_eval_evidential.harness.evidence import EvidenceLedger
+    from lm_eval_evidential.integration.evidence import EvidenceLedger
 
     if not isinstance(getattr(lm, "evidence", None), EvidenceLedger):
         return []
