@@ -209,7 +209,7 @@ class EvidentialLM(EvidentialScoring, HFLM):
                     harness_logger.info("prefix cache not used for a batch: %s; it runs uncached", blocker)
             padded = left_pad(batch, self.tokenizer.pad_token_id)
             # non_blocking: a blocking host-to-device copy synchronises the device's stream after it (torch),
-            # so the host could not pad the next batch while the device still runs this one
+            # and the host would wait there for the previous batch to finish
             inputs = {k: v.to(self.device, non_blocking=True) for k, v in padded.items()}
             with self._dropout_batch(batch):
                 return last_position_logits(self.model, **inputs)
