@@ -3070,6 +3070,25 @@ CATALOGUE = [
     ),
     (
         E,
+        "eval-num-fewshot-negative",
+        [
+            "--model",
+            "evidential",
+            "--model_args",
+            TINY,
+            "--device",
+            "cpu",
+            "--tasks",
+            "obqa_edl",
+            "--output_path",
+            "{tmp}/o",
+            "--num_fewshot",
+            "-1",
+        ],
+        Exit(1, r"error: --num_fewshot -1: give a whole number of examples >= 0", check=before_the_weights),
+    ),
+    (
+        E,
         "eval-a-tasks-own-num-fewshot-beyond-its-few-shot-docs",
         Cmd(
             [

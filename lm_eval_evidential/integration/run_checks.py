@@ -41,7 +41,8 @@ def check_run_flags(settings: dict) -> None:
     are not doc ids (whole numbers >= 0: a negative one counts from the end and files another doc's answer
     under it), ``--apply_chat_template`` on a local tokenizer without a chat template. (Stock models keep
     lm_eval's own handling; ids beyond a task's docs and ``--num_fewshot`` beyond its few-shot docs are
-    checked once the tasks are built, before any question is scored: integration.evaluation.check_requests.)"""
+    checked once the tasks are loaded, still before the weights: :func:`tasks_checked_before_the_weights`.)
+    A negative ``--num_fewshot`` is refused here too (lm_eval would pass it to its sampler)."""
     from lm_eval_evidential.errors import EvidentialInputError
 
     if settings.get("use_cache"):
@@ -49,6 +50,12 @@ def check_run_flags(settings: dict) -> None:
             "--use_cache cannot apply to --model evidential: lm_eval's response cache is keyed by the prompt "
             "only, so it would return numbers computed with other model settings (method, adapter, prior "
             "weight) and it cannot hold the evidence the records need; drop --use_cache"
+        )
+    shots = settings.get("num_fewshot")
+    if shots is not None and (isinstance(shots, bool) or not isinstance(shots, int) or shots < 0):
+        raise EvidentialInputError(
+            f"--num_fewshot {shots}: give a whole number of examples >= 0 (0: zero-shot), or leave it out for "
+            "each task's own setting"
         )
     for task, ids in (settings.get("samples") or {}).items():
         bad = [i for i in ids if isinstance(i, bool) or not isinstance(i, int) or i < 0]
