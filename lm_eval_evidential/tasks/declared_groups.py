@@ -1,6 +1,6 @@
 """OpenOOD groups declared in the task YAMLs: each ID/OOD pair task names its OOD task's group.
 
-A pair task (:class:`~lm_eval_evidential.tasks.evidential_task.OODPairTask`) may declare
+A pair task (:class:`~lm_eval_evidential.tasks.pairs.OODPairTask`) may declare
 ``metadata.ood_group: near`` or ``far``: how far its OOD task lies from its ID task (OpenOOD's
 near-OOD / far-OOD; McNamara 2026, §5: ARC and CSQA, MCQA science and commonsense questions like
 OBQA's, are near; MMLU math, another domain, is far). :func:`declared_groups` reads the groups of a

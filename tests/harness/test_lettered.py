@@ -299,7 +299,7 @@ def test_shipped_pair_with_a_view_checks_k_and_a_pair_of_other_ks_is_refused(man
     import lm_eval
 
     from lm_eval_evidential.metrics.cardinality import CardinalityMismatchError
-    from lm_eval_evidential.tasks.evidential_task import OODPairTask
+    from lm_eval_evidential.tasks.pairs import OODPairTask
 
     results = lm_eval.simple_evaluate(
         model=make_lm(tiny_model), tasks=["obqa_edl_vs_sciq_edl"], bootstrap_iters=0, task_manager=manager, limit=2

@@ -8,4 +8,5 @@ from lm_eval_evidential.tasks.datasets import (  # noqa: F401
     process_mmlu,
     process_obqa,
 )
-from lm_eval_evidential.tasks.evidential_task import EvidentialMCQATask, OODPairTask  # noqa: F401
+from lm_eval_evidential.tasks.evidential_task import EvidentialMCQATask  # noqa: F401
+from lm_eval_evidential.tasks.pairs import OODPairTask  # noqa: F401
