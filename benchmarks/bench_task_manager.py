@@ -5,9 +5,9 @@
 Starts a fresh interpreter per run, alternately with the package's hook on and off
 (``LM_EVAL_EVIDENTIAL_DISABLE_HOOK=1``), and times ``TaskManager()`` there (lm_eval's own
 imports done before the clock starts). The difference is the package's whole cost: the index
-of its own task folder plus the lettered views' wrapping (``tasks/lettered.py``). The views'
-part alone is timed in-process: ``lettered.install`` on an already built manager (a copy of
-its index into a :class:`~lm_eval_evidential.tasks.lettered.LetteredIndex`), median of 200.
+of its own task folder plus the lettered views' wrapping (``tasks/stock.py``). The views'
+part alone is timed in-process: ``stock.install`` on an already built manager (a copy of
+its index into a :class:`~lm_eval_evidential.tasks.stock.LetteredIndex`), median of 200.
 Prints the medians, the index sizes, and the first lookup of a view (``hellaswag_edl``).
 """
 
@@ -27,7 +27,7 @@ from lm_eval.tasks import TaskManager
 t = time.perf_counter(); tm = TaskManager(); elapsed = time.perf_counter() - t
 out = {"seconds": elapsed, "indexed": len(tm.task_index)}
 if EXTRA:
-    from lm_eval_evidential.tasks.lettered import LetteredIndex, install
+    from lm_eval_evidential.tasks.stock import LetteredIndex, install
     stock = dict(tm._index)
     times = []
     for _ in range(200):

@@ -9,7 +9,7 @@ imports lm_eval at module level: the plugin imports this module while lm_eval is
 
 Instance attributes the subclasses read (``HFLM._model``, ``_config``, ``_rank``, ``_world_size``;
 ``ConfigurableTask._config``, ``_instances``, ``sampler``) and the one the lettered views replace
-(``TaskManager._index``, tasks/lettered.py) cannot be checked without an instance; the evaluation
+(``TaskManager._index``, tasks/stock.py) cannot be checked without an instance; the evaluation
 tests read them on every run.
 
 Every ``lm_eval`` import in the package names an entry of :data:`INTERNALS`, :data:`PUBLIC` or

@@ -149,7 +149,7 @@ BUILTINS = {
 NOT_EXPECTED = {
     ("harness/loading_checks.py", "ValueError"): "control flow: caught two lines below, never escapes",
     ("integration/evaluation.py", "RuntimeError"): "a question with no evidence is a bug of the model's bookkeeping",
-    ("tasks/lettered.py", "KeyError"): "the mapping protocol: __missing__ of the task index raises KeyError",
+    ("tasks/stock.py", "KeyError"): "the mapping protocol: __missing__ of the task index raises KeyError",
     ("modeling/members.py", "RuntimeError"): "a LoRA layer fed other than (rows, tokens, features) is a bug of ours",
 }
 

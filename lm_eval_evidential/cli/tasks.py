@@ -53,7 +53,7 @@ def run(args) -> int:
     from lm_eval.tasks import TaskManager
 
     from lm_eval_evidential.files import write_json
-    from lm_eval_evidential.tasks.lettered import CENSUS_KEYS, census
+    from lm_eval_evidential.tasks.census import CENSUS_KEYS, census
 
     rows = census(TaskManager(include_path=args.include_path), args.patterns or None)
     unmatched = [p for p in args.patterns or () if not any(fnmatch.fnmatchcase(r["task"], p) for r in rows)]

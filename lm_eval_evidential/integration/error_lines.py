@@ -21,7 +21,7 @@ def nearest_task_names(exc: Exception) -> str:
     manager = RUN_POLICY.newest_task_manager()
     if not (isinstance(exc, ValueError) and str(exc).startswith(prefix)) or manager is None:
         return ""
-    from lm_eval_evidential.tasks.lettered import missing_view_hint
+    from lm_eval_evidential.tasks.stock import missing_view_hint
 
     known = list(manager.all_tasks)
     hints = []

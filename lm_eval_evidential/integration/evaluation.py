@@ -113,10 +113,10 @@ def check_tasks(lm, task_dict) -> None:
     first doc) has no single correct class for the K-class classifier that records describe; a
     stock multiple-choice task asked by answer text (its first doc's choices are not single tokens
     for this model's tokenizer, or are K different contexts) is named with its lettered view
-    (:func:`lm_eval_evidential.tasks.lettered.unscorable_stock_tasks`).
+    (:func:`lm_eval_evidential.tasks.stock.unscorable_stock_tasks`).
     """
     from lm_eval_evidential.integration.evidence import EvidenceLedger
-    from lm_eval_evidential.tasks.lettered import unscorable_stock_tasks
+    from lm_eval_evidential.tasks.stock import unscorable_stock_tasks
 
     if not isinstance(getattr(lm, "evidence", None), EvidenceLedger):
         return

@@ -9,7 +9,7 @@ lm-eval 0.4.13 has no plugin discovery, so :mod:`lm_eval_evidential._import_hook
   before the user's ``include_path`` (a user's task of the same name wins). Arguments,
   positional or not, and ``tm.include_path`` are exactly as stock; ``include_defaults=False``
   is untouched. Every TaskManager resolves ``<stock task>_edl`` to that task's lettered view when
-  asked for it by name (:mod:`lm_eval_evidential.tasks.lettered`); nothing more is indexed.
+  asked for it by name (:mod:`lm_eval_evidential.tasks.stock`); nothing more is indexed.
 - ``lm_eval.evaluator``: ``simple_evaluate`` with ``--model evidential`` first checks that the
   output folder can be written (before any weights load); after ``evaluate()`` returns,
   :func:`lm_eval_evidential.integration.evaluation.complete`
@@ -105,7 +105,7 @@ def on_task_manager_imported(module) -> None:
 
     def make_wrapper(original):
         def __init__(self, *args, **kwargs):
-            from lm_eval_evidential.tasks.lettered import install
+            from lm_eval_evidential.tasks.stock import install
 
             bound = signature.bind(self, *args, **kwargs)
             bound.apply_defaults()
@@ -127,7 +127,7 @@ def on_task_manager_imported(module) -> None:
 
     def make_match_wrapper(original):
         def match_tasks(self, task_list):
-            from lm_eval_evidential.tasks.lettered import match_views
+            from lm_eval_evidential.tasks.stock import match_views
 
             if names_our_model(sys.argv[1:]):
                 install_one_line_errors()  # plain lm_eval checks the task names before any model is built
