@@ -349,7 +349,7 @@ def print_refusals(refusals, why: str | None = None) -> None:
     """
     from lm_eval_evidential.metrics.cardinality import MISMATCH_REASON
     from lm_eval_evidential.tasks import tasks_dir
-    from lm_eval_evidential.tasks.datasets import control_tasks
+    from lm_eval_evidential.tasks.distractors import control_tasks
 
     shipped = control_tasks(tasks_dir()) if refusals else {}
     for id_task, task, exc in refusals:

@@ -24,7 +24,7 @@ RESTRICT_CONTROL = "k_policy=restrict: only the questions whose K equals the ID 
 def _shipped_controls() -> dict[str, list[dict]]:
     """``{OOD task: [{"task", "control"}]}``: the K-matched control tasks that ship (from their YAMLs)."""
     from lm_eval_evidential.tasks import tasks_dir
-    from lm_eval_evidential.tasks.datasets import control_tasks
+    from lm_eval_evidential.tasks.distractors import control_tasks
 
     return control_tasks(tasks_dir())
 

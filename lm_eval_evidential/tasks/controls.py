@@ -4,7 +4,7 @@ Vacuity depends on K, so an OOD set must be compared at the ID set's K. ``restri
 OOD questions whose K differs, and csqa4_edl drops option E *and every question answered E* (a
 selection by gold label). A ``KMatchedControlTask`` keeps every question that has at least the
 ID task's K options: it removes wrong options chosen by a seeded hash of the question id
-(:func:`lm_eval_evidential.tasks.datasets.remove_distractors`), keeps the gold, re-letters the
+(:func:`lm_eval_evidential.tasks.distractors.remove_distractors`), keeps the gold, re-letters the
 kept options in their original order, and excludes (and counts) questions with fewer options.
 
 YAML ``metadata``: ``control_of`` (the task it controls), ``control`` (one line for reports),
@@ -20,6 +20,7 @@ import logging
 
 from lm_eval_evidential.errors import InvalidValueError
 from lm_eval_evidential.tasks import datasets as mcqa_datasets
+from lm_eval_evidential.tasks.distractors import DistractorRemoval
 from lm_eval_evidential.tasks.evidential_task import EvidentialMCQATask
 
 logger = logging.getLogger(__name__)
@@ -72,16 +73,16 @@ class KMatchedControlTask(EvidentialMCQATask):
 
     def download(self, dataset_kwargs: dict | None = None, **kwargs) -> None:
         task, meta = self.config.task, self.config.metadata or {}
-        source = self._convert.convert if isinstance(self._convert, mcqa_datasets.DistractorRemoval) else self._convert
+        source = self._convert.convert if isinstance(self._convert, DistractorRemoval) else self._convert
         if source is None:
             raise InvalidValueError(f"task {task!r}: process_docs (a converter) is missing from its YAML")
         seed = _int_setting(task, "removal_seed", meta.get("removal_seed", 0), 0)
-        removal = mcqa_datasets.DistractorRemoval(source, k=self.target_k(), seed=seed)
+        removal = DistractorRemoval(source, k=self.target_k(), seed=seed)
         self._convert = removal
         super().download(dataset_kwargs, **kwargs)
         self.control = {"of": meta.get("control_of"), "k_from": meta.get("k_from"), **removal.summary()}
         # Splits loaded later (few-shot examples) get the same removal, counted apart from the evaluated one.
-        self._convert = mcqa_datasets.DistractorRemoval(source, k=removal.k, seed=seed)
+        self._convert = DistractorRemoval(source, k=removal.k, seed=seed)
         c = self.control
         k_source = f"{c['k_from']}'s K" if c["k_from"] and meta.get("target_k") is None else "metadata.target_k"
         excluded = "; ".join(f"{n} ({reason})" for reason, n in c["excluded"].items()) or "none"

@@ -45,6 +45,7 @@ from collections.abc import Callable
 from typing import Any
 
 from lm_eval_evidential.tasks import datasets as mcqa_datasets
+from lm_eval_evidential.tasks.distractors import removal_order
 from lm_eval_evidential.tasks.evidential_task import EvidentialMCQATask
 
 logger = logging.getLogger(__name__)
@@ -99,7 +100,7 @@ def shuffled_order(question: str, k: int, *, seed: int = 0) -> list[int]:
     """The stock positions of a question's options in the order a gold-shuffling view shows them.
 
     Position ``i`` is ranked by ``sha256(f"{seed}:{question}:{i}")``, smallest first
-    (:func:`~lm_eval_evidential.tasks.datasets.removal_order` with the positions as labels): the
+    (:func:`~lm_eval_evidential.tasks.distractors.removal_order` with the positions as labels): the
     same on every run and machine, independent of the option texts and of which one is gold, so
     a gold stored at a fixed stock position lands on each letter equally often over questions.
 
@@ -109,7 +110,7 @@ def shuffled_order(question: str, k: int, *, seed: int = 0) -> list[int]:
     >>> sorted(order), order == shuffled_order("Which gas do plants take in?", 4)
     ([0, 1, 2, 3], True)
     """
-    return mcqa_datasets.removal_order(question, [str(i) for i in range(k)], seed=seed)
+    return removal_order(question, [str(i) for i in range(k)], seed=seed)
 
 
 def blank_rendering(contexts: list[str], continuation: str, delimiter: str = " ") -> tuple[str, list[str]]:

@@ -56,7 +56,7 @@ class OODPairTask(EvidentialMCQATask):
 
         from lm_eval_evidential.metrics.cardinality import check_cardinality
         from lm_eval_evidential.tasks import tasks_dir
-        from lm_eval_evidential.tasks.datasets import control_tasks
+        from lm_eval_evidential.tasks.distractors import control_tasks
 
         meta = self.config.metadata or {}
         loaded, (id_name, ood_name) = self._resolve_tasks()

@@ -16,7 +16,8 @@ import pytest
 
 from lm_eval_evidential.metrics.cardinality import check_cardinality, k_histogram
 from lm_eval_evidential.tasks import tasks_dir
-from lm_eval_evidential.tasks.datasets import DatasetError, control_tasks
+from lm_eval_evidential.tasks.datasets import DatasetError
+from lm_eval_evidential.tasks.distractors import control_tasks
 
 from .test_model import evaluate, make_lm, our_tasks
 

@@ -8,7 +8,7 @@ import string
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lm_eval_evidential.tasks.datasets import (
+from lm_eval_evidential.tasks.distractors import (
     DistractorRemoval,
     Exclusion,
     removal_order,
