@@ -257,7 +257,7 @@ def test_member_records_do_not_depend_on_the_process_count(tiny_model, tiny_adap
 
     import lm_eval_evidential
     from lm_eval_evidential.harness.model import EvidentialLM
-    from lm_eval_evidential.harness.plugin import tasks_dir
+    from lm_eval_evidential.tasks import tasks_dir
     from tests.harness.test_laplace_members import _hand_posterior
 
     if members == "laplace":
