@@ -197,6 +197,8 @@ def _model_limits(model) -> tuple[str | None, int | None]:
     """``(why the model cannot share a prefix at any width, or None; its sliding window, or None)``."""
     if _cache_api() is None:
         return "transformers before 5.0 has no per-layer cache to share", None
+    if _cache_argument(model) is None:
+        return "the model's forward takes no cache argument ('cache' or 'past_key_values')", None
     config = _config(model)
     attention = getattr(config, "_attn_implementation", None) or "eager"
     if attention not in ("sdpa", "eager"):
@@ -225,14 +227,19 @@ def cache_blocker(model, width: int) -> str | None:
     return _blocker(_model_limits(model), width)
 
 
-def _cache_argument(model) -> str:
+def _cache_argument(model) -> str | None:
     """The name the model's forward takes its cache by: ``cache`` (transformers 5.2x), ``past_key_values`` before
-    (the vLLM environment's 5.19); an unknown name would be swallowed by ``**kwargs`` and the prefix dropped."""
+    (the vLLM environment's 5.19); an unknown name would be swallowed by ``**kwargs`` and the prefix dropped.
+
+    Read off the transformers model itself: a PEFT wrapper's ``forward`` takes ``**kwargs`` and names neither,
+    so asking the wrapper picked ``cache`` on 5.19, whose model then ran every suffix without its prefix.
+    """
     import inspect
 
-    forward = getattr(model, "forward", None)
-    known = inspect.signature(forward).parameters if callable(forward) else {}
-    return "past_key_values" if "past_key_values" in known and "cache" not in known else "cache"
+    while hasattr(model, "get_base_model") and model.get_base_model() is not model:
+        model = model.get_base_model()
+    known = inspect.signature(model.forward).parameters
+    return next((name for name in ("cache", "past_key_values") if name in known), None)
 
 
 def _returned_cache(out):

@@ -165,3 +165,50 @@ def test_the_examples_run():
 
     assert doctest.testmod(module).failed == 0
     assert doctest.testmod(module).attempted >= 5
+
+
+def test_a_peft_wrapped_model_shares_its_prefix_exactly(family_models):
+    # the regression: PEFT's forward takes **kwargs, so its signature names no cache argument; the name is read
+    # off the transformers model underneath (on transformers 5.19 the wrapper's answer dropped every prefix)
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    base = AutoModelForCausalLM.from_pretrained(family_models["llama"], dtype=torch.float32)
+    config = LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
+    model = get_peft_model(base, config).eval()
+    tok = AutoTokenizer.from_pretrained(family_models["llama"])
+    rng = random.Random(1)
+    prefix = [tok.bos_token_id] + [rng.randrange(5, len(tok)) for _ in range(30)]
+    rows = [prefix + [rng.randrange(5, len(tok)) for _ in range(n)] for n in (3, 7, 1)]
+    assert cache_blocker(model, max(map(len, rows))) is None
+    with torch.inference_mode():
+        uncached = last_position_logits(model, **left_pad(rows, tok.pad_token_id))
+        cached = prefix_cached_logits(model, rows, len(prefix), tok.pad_token_id)
+    torch.testing.assert_close(cached, uncached, rtol=0, atol=TOL)
+
+
+def test_the_cache_argument_is_read_off_the_wrapped_model():
+    from lm_eval_evidential.modeling import prefix_cache
+
+    class Old(torch.nn.Module):  # transformers before 5.2x: past_key_values
+        def forward(self, input_ids=None, past_key_values=None, **kwargs): ...
+
+    class New(torch.nn.Module):  # transformers 5.2x: cache
+        def forward(self, input_ids=None, cache=None, **kwargs): ...
+
+    class Neither(torch.nn.Module):
+        def forward(self, input_ids=None, **kwargs): ...
+
+    class Wrapper(torch.nn.Module):  # PEFT's shape: **kwargs only, the model underneath by get_base_model()
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def get_base_model(self):
+            return self.inner
+
+        def forward(self, *args, **kwargs): ...
+
+    assert prefix_cache._cache_argument(Wrapper(Old())) == "past_key_values"
+    assert prefix_cache._cache_argument(Wrapper(Wrapper(New()))) == "cache"
+    assert prefix_cache._cache_argument(Wrapper(Neither())) is None
