@@ -374,7 +374,12 @@ def dirichlet_member_summary(member_alpha) -> tuple[np.ndarray, np.ndarray]:
     For members whose alpha is not a function of logits kept in the records (IB-EDL, whose alpha
     depends on noise draws), and for the answer orders of one question of a permuted run, each
     an EDL prediction (:func:`lm_eval_evidential.records.orders.average_orders`). The same rule:
-    ``p̄`` the mean of the members' Dirichlet means, the summary alpha ``p̄ / mean_m(1/S_m)``.
+    ``p̄`` the mean of the members' Dirichlet means, the summary alpha ``p̄ / mean_m(1/S_m)``:
+
+    .. math::
+
+        \bar p_k = \frac{1}{M} \sum_{m=1}^{M} \frac{\alpha_{mk}}{S_m}, \qquad
+        \bar\alpha_k = \frac{\bar p_k}{\frac{1}{M} \sum_{m=1}^{M} 1 / S_m}, \qquad S_m = \sum_k \alpha_{mk}.
 
     Parameters
     ----------
