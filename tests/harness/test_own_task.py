@@ -88,3 +88,28 @@ def test_a_pair_of_other_ks_is_refused_under_the_declared_policy(tiny_model, tmp
             bootstrap_iters=0,
             task_manager=TaskManager(include_path=str(folder), include_defaults=False),
         )
+
+
+@pytest.mark.parametrize("module", ["lm_eval_evidential.tasks", "lm_eval_evidential.harness"])
+def test_a_yaml_naming_the_task_classes_by_the_old_path_still_builds(tmp_path, monkeypatch, module):
+    from lm_eval.tasks import TaskManager
+
+    from lm_eval_evidential.tasks.evidential_task import EvidentialMCQATask
+    from lm_eval_evidential.tasks.pairs import OODPairTask
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("EVIDENTIAL_DATA_DIR", raising=False)
+    folder = tmp_path / "my_tasks"
+    folder.mkdir()
+    for name, rows in (("my_quiz.jsonl", _questions("quiz", 3)), ("my_trivia.jsonl", _questions("trivia", 3))):
+        (tmp_path / name).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    for name in ("my_quiz_edl", "my_trivia_edl", "my_quiz_edl_vs_my_trivia_edl"):
+        text = _readme_yaml(name)  # the docs name the classes' homes in tasks/
+        if module == "lm_eval_evidential.harness":  # the old YAMLs named harness.evidential_task for both
+            text = re.sub(r"lm_eval_evidential\.tasks\.(evidential_task|pairs)\.", f"{module}.evidential_task.", text)
+        (folder / f"{name}.yaml").write_text(text)
+    tasks = TaskManager(include_path=str(folder), include_defaults=False).load_task_or_group(
+        ["my_quiz_edl", "my_quiz_edl_vs_my_trivia_edl"]
+    )
+    assert type(tasks["my_quiz_edl"]) is EvidentialMCQATask
+    assert type(tasks["my_quiz_edl_vs_my_trivia_edl"]) is OODPairTask
