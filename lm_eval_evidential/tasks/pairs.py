@@ -170,7 +170,8 @@ class OODPairTask(EvidentialMCQATask):
         return {"n_id": None, "n_ood": None}  # counts: neither direction is better
 
     def evidential_metrics(self, records) -> dict[str, tuple[float, bool | None]]:
-        """AUROC and AUPR-In per score, by the audit's own ``ood_rows``; ``k_matched`` (1/0).
+        """AUROC, AUPR-In, AUPR-Out and FPR@95 per score, by the audit's own ``ood_rows`` (``fpr95_<score>``: the
+        share of OOD questions accepted at 95 % ID recall, as ``ood``'s table; lower is better); ``k_matched`` (1/0).
 
         Permuted (``metadata.permutations``): those pool every (question, order), and each score adds
         ``auroc_order_range_<score>`` (max - min of the AUROC over the orders: what reordering alone moves)
@@ -191,6 +192,8 @@ class OODPairTask(EvidentialMCQATask):
         for row in rows:
             metrics[f"auroc_{row['score']}"] = (row["auroc"], True)
             metrics[f"aupr_in_{row['score']}"] = (row["aupr_in"], True)
+            metrics[f"aupr_out_{row['score']}"] = (row["aupr_out"], True)
+            metrics[f"fpr95_{row['score']}"] = (row["fpr95"], False)
         if records.order is not None:  # permuted: how far reordering alone moves each score's AUROC
             from lm_eval_evidential.audits.permutations import permutation_ood_rows
 

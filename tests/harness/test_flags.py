@@ -205,3 +205,21 @@ def test_records_say_where_the_questions_came_from_and_audits_refuse_other_promp
         other = replace(csqa4, meta={**csqa4.meta, key: value})
         with pytest.raises(FingerprintMismatchError, match=key):
             check_same_producer([obqa, other])
+
+
+def test_a_pair_reports_aupr_out_and_fpr95_per_score_as_ood_does(tiny_model, tiny_adapter):
+    from sklearn.metrics import average_precision_score
+
+    from lm_eval_evidential.audits.ood import ood_rows
+
+    results, records = evaluate(make_lm(tiny_model, tiny_adapter), ["obqa_edl", "csqa4_edl", "obqa_edl_vs_csqa4_edl"])
+    row = results["results"]["obqa_edl_vs_csqa4_edl"]
+    id_rec, ood_rec = records["obqa_edl"], records["csqa4_edl"]  # the pair's two sides, scored alone
+    [want] = ood_rows(id_rec, ood_rec, scores=["reciprocal_vacuity"], k_policy="report", n_boot=0)
+    assert row["fpr95_reciprocal_vacuity,none"] == pytest.approx(want["fpr95"], abs=1e-12)
+    # reciprocal vacuity by its closed form, S / (lambda K) with lambda = 1, from the records' alpha
+    s_id, s_ood = (np.array([np.nansum(r["alpha"]) / r["k"] for r in rec]) for rec in (id_rec, ood_rec))
+    y_ood = np.r_[np.zeros(len(s_id)), np.ones(len(s_ood))]  # AUPR-Out: OOD positive, ranked by low confidence
+    oracle = average_precision_score(y_ood, -np.r_[s_id, s_ood])
+    assert row["aupr_out_reciprocal_vacuity,none"] == pytest.approx(oracle, abs=1e-12)
+    assert 0.0 <= row["fpr95_reciprocal_vacuity,none"] <= 1.0
