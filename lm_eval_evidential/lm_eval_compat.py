@@ -61,6 +61,7 @@ PUBLIC = (
     "lm_eval:utils",
     "lm_eval.__main__:cli_evaluate",
     "lm_eval.api:samplers",
+    "lm_eval.api.registry:get_model",
     "lm_eval.api.task:ConfigurableTask",
     "lm_eval.models.huggingface:HFLM",
     "lm_eval.tasks:TaskManager",

@@ -2092,8 +2092,8 @@ CATALOGUE = [
     (
         C,
         "conformal-unknown-method",
-        ["conformal", "{out}", "--id", "id4", "--method", "raps"],
-        Exit(1, r"argument --method: invalid choice: 'raps'"),
+        ["conformal", "{out}", "--id", "id4", "--method", "rapss"],
+        Exit(1, r"argument --method: invalid choice: 'rapss'"),
     ),
     (
         C,

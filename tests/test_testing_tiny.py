@@ -195,7 +195,7 @@ def _is_str_list(x, n=None):
 def test_sample_dir_is_package_data():
     import lm_eval_evidential
 
-    assert sample_data_dir() == Path(lm_eval_evidential.__file__).resolve().parent / "testing" / "data" / "sample"
+    assert sample_data_dir() == Path(lm_eval_evidential.__file__).resolve().parent / "samples"
     readme = (sample_data_dir() / "README.md").read_text()
     assert "tools/make_sample_data.py" in readme
 

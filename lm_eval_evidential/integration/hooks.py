@@ -202,6 +202,10 @@ def on_evaluator_imported(module) -> None:
                 check_run_limits(settings.get("limit"), settings.get("batch_size"))
                 check_run_flags(settings)
                 if isinstance(settings.get("model"), str) and settings.get("tasks"):  # the weights load next
+                    from lm_eval.api.registry import get_model
+
+                    # the backend's module first (no weights): a missing vLLM is said before the tasks load
+                    get_model(settings["model"])
                     settings["task_manager"] = tasks_checked_before_the_weights(settings)
                     args, kwargs = bound.args, bound.kwargs
             if _is_evidential(settings.get("model")) and tracker is not None:
