@@ -238,7 +238,7 @@ def _cache_argument(model) -> str | None:
 
     while hasattr(model, "get_base_model") and model.get_base_model() is not model:
         model = model.get_base_model()
-    known = inspect.signature(model.forward).parameters
+    known = inspect.signature(getattr(model, "forward", model)).parameters  # a plain callable: its own call
     return next((name for name in ("cache", "past_key_values") if name in known), None)
 
 
