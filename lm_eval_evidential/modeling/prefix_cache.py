@@ -303,6 +303,7 @@ class SharedPrefix:
         self.cache = None  # its transformers Cache of SharedPrefixLayer, or None: the model's layers cannot be shared
         self.runs = 0  # prefixes run so far (one per group)
         self._limits = None  # _model_limits, read on first use
+        self._cache_argument = _cache_argument(model)  # read once: the model does not change, batches do
 
     def clear(self) -> None:
         self.ids = self.cache = None
@@ -352,7 +353,7 @@ class SharedPrefix:
             input_ids=suffix["input_ids"],
             attention_mask=mask,
             position_ids=suffix["position_ids"] + prefix_length,
-            **{_cache_argument(self.model): self.cache},
+            **{self._cache_argument: self.cache},
             use_cache=True,
             logits_to_keep=1,
         ).logits
