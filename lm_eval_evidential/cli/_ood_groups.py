@@ -12,7 +12,10 @@ import sys
 from lm_eval_evidential.errors import InvalidValueError
 from lm_eval_evidential.files import write_json
 
-from ._options import comma_list, load, print_refusals, print_rows, refuse_same_questions, refuse_self_comparison
+from .arguments import comma_list
+from .loading import load
+from .printing import print_rows
+from .refusals import print_refusals, refuse_same_questions, refuse_self_comparison
 
 GROUPS = ("near", "far")
 TABLE_COLUMNS = (

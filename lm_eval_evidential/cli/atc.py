@@ -13,15 +13,10 @@ from __future__ import annotations
 
 from lm_eval_evidential.files import write_json
 
-from ._options import (
-    add_audit_parser,
-    comma_list,
-    load,
-    print_rows,
-    refuse_same_questions,
-    refuse_self_comparison,
-    task_name,
-)
+from .arguments import add_audit_parser, comma_list, task_name
+from .loading import load
+from .printing import print_rows
+from .refusals import refuse_same_questions, refuse_self_comparison
 
 COLUMNS = ("id_task", "target_task", "score", "method", "estimate", "true_acc", "abs_error")
 

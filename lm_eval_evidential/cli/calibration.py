@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from lm_eval_evidential.files import write_json
 
-from ._options import add_audit_parser, load, positive_int, print_rows
+from .arguments import add_audit_parser, positive_int
+from .loading import load
+from .printing import print_rows
 
 
 def add_parser(sub) -> None:

@@ -16,7 +16,8 @@ from pathlib import Path
 
 from lm_eval_evidential.errors import InvalidValueError
 
-from ._options import add_json, add_ood_tasks, add_scores, comma_list, format_table, task_name
+from .arguments import add_json, add_ood_tasks, add_scores, comma_list, task_name
+from .printing import format_table
 
 
 def add_parser(sub) -> None:

@@ -16,18 +16,10 @@ from __future__ import annotations
 from lm_eval_evidential.files import write_json
 from lm_eval_evidential.metrics.cardinality import format_k
 
-from ._options import (
-    add_audit_parser,
-    comma_list,
-    load,
-    non_negative_int,
-    open_fraction,
-    print_refusals,
-    print_rows,
-    refuse_same_questions,
-    refuse_self_comparison,
-    task_name,
-)
+from .arguments import add_audit_parser, comma_list, non_negative_int, open_fraction, task_name
+from .loading import load
+from .printing import print_rows
+from .refusals import print_refusals, refuse_same_questions, refuse_self_comparison
 
 #: The printed columns (every key of a row is in --json).
 TABLE_COLUMNS = tuple(

@@ -13,16 +13,10 @@ from __future__ import annotations
 
 from lm_eval_evidential.files import write_json
 
-from ._options import (
-    add_audit_parser,
-    add_phantom,
-    format_table,
-    load,
-    one_task,
-    print_refusals,
-    refuse_same_questions,
-    refuse_self_comparison,
-)
+from .arguments import add_audit_parser, add_phantom, one_task
+from .loading import load
+from .printing import format_table
+from .refusals import print_refusals, refuse_same_questions, refuse_self_comparison
 
 TABLE_COLUMNS = (
     "condition",

@@ -14,7 +14,7 @@ import dataclasses
 
 
 def add_parser(sub) -> None:
-    from lm_eval_evidential.cli._options import task_name
+    from lm_eval_evidential.cli.arguments import task_name
     from lm_eval_evidential.modeling.laplace import STRUCTURES
     from lm_eval_evidential.training.laplace import LaplaceSettings
 

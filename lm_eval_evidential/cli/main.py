@@ -46,11 +46,11 @@ logger = logging.getLogger(__name__)
 
 class ArgumentParser(argparse.ArgumentParser):
     """argparse with a usage error exiting :data:`EXIT_ERROR` (argparse's default, 2, means refused here),
-    and help texts that give each option's real default once (:class:`~lm_eval_evidential.cli._options.HelpFormatter`).
+    and help texts that give each option's real default once (:class:`~lm_eval_evidential.cli.arguments.HelpFormatter`).
     """
 
     def __init__(self, *args, **kwargs):
-        from lm_eval_evidential.cli._options import HelpFormatter
+        from lm_eval_evidential.cli.arguments import HelpFormatter
 
         kwargs.setdefault("formatter_class", HelpFormatter)
         super().__init__(*args, **kwargs)
@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
-    from lm_eval_evidential.cli._options import check_outputs
+    from lm_eval_evidential.cli.refusals import check_outputs
 
     try:
         check_outputs(args)  # an output that would destroy data is refused before any work

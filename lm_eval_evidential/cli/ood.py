@@ -14,16 +14,10 @@ from lm_eval_evidential.files import write_json
 from lm_eval_evidential.metrics.cardinality import format_k
 
 from ._ood_groups import add_group_options, run_groups, uses_groups
-from ._options import (
-    add_audit_parser,
-    add_ood_tasks,
-    format_table,
-    load,
-    non_negative_int,
-    print_refusals,
-    refuse_same_questions,
-    refuse_self_comparison,
-)
+from .arguments import add_audit_parser, add_ood_tasks, non_negative_int
+from .loading import load
+from .printing import format_table
+from .refusals import print_refusals, refuse_same_questions, refuse_self_comparison
 
 #: The columns of one OOD task's table; what is one value per task (K, n, dropped, matched, the AUPR-In
 #: baseline) is said once in the line above it, so the default table stays under ~100 columns.

@@ -14,7 +14,9 @@ from __future__ import annotations
 from lm_eval_evidential.errors import InvalidValueError
 from lm_eval_evidential.files import write_json
 
-from ._options import add_audit_parser, load, print_rows
+from .arguments import add_audit_parser
+from .loading import load
+from .printing import print_rows
 
 
 def add_parser(sub) -> None:

@@ -20,17 +20,10 @@ import sys
 from lm_eval_evidential.errors import InvalidValueError
 from lm_eval_evidential.files import write_json
 
-from ._options import (
-    add_audit_parser,
-    add_k_policy,
-    comma_list,
-    format_table,
-    load,
-    non_negative_int,
-    print_refusals,
-    refuse_self_comparison,
-    task_name,
-)
+from .arguments import add_audit_parser, add_k_policy, comma_list, non_negative_int, task_name
+from .loading import load
+from .printing import format_table
+from .refusals import print_refusals, refuse_self_comparison
 
 SCORE_COLUMNS = ("score", "mean_range", "max_range", "mean_std", "spearman_min", "kendall_min")
 OOD_COLUMNS = (

@@ -13,17 +13,9 @@ import sys
 from pathlib import Path
 
 from ._ood_groups import add_group_options, named_groups, uses_groups
-from ._options import (
-    add_audit_parser,
-    add_ood_tasks,
-    add_phantom,
-    comma_list,
-    load,
-    non_negative_int,
-    open_fraction,
-    refuse_same_questions,
-    refuse_self_comparison,
-)
+from .arguments import add_audit_parser, add_ood_tasks, add_phantom, comma_list, non_negative_int, open_fraction
+from .loading import load
+from .refusals import refuse_same_questions, refuse_self_comparison
 
 
 def add_parser(sub) -> None:

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 from lm_eval_evidential.files import write_json
 
-from ._options import add_audit_parser, load, print_rows, unit_fraction
+from .arguments import add_audit_parser, unit_fraction
+from .loading import load
+from .printing import print_rows
 
 
 def add_parser(sub) -> None:

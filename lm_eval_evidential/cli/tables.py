@@ -14,7 +14,9 @@ import math
 from lm_eval_evidential.errors import InvalidValueError
 from lm_eval_evidential.files import write_json
 
-from ._options import add_audit_parser, add_ood_tasks, add_phantom, load, refuse_same_questions, refuse_self_comparison
+from .arguments import add_audit_parser, add_ood_tasks, add_phantom
+from .loading import load
+from .refusals import refuse_same_questions, refuse_self_comparison
 
 IMPLEMENTATION = {
     "A": 'Implementation A (Tables 3-4): the OOD task scored at K = 5 with the model\'s real " E" (--phantom model)',

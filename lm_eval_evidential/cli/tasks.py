@@ -17,7 +17,8 @@ import sys
 
 from lm_eval_evidential.errors import InvalidValueError
 
-from ._options import describe, print_rows
+from .arguments import describe
+from .printing import print_rows
 
 
 def add_parser(sub) -> None:

@@ -14,14 +14,10 @@ from __future__ import annotations
 
 from lm_eval_evidential.files import write_json
 
-from ._options import (
-    add_audit_parser,
-    load,
-    print_refusals,
-    print_rows,
-    refuse_same_questions,
-    refuse_self_comparison,
-)
+from .arguments import add_audit_parser
+from .loading import load
+from .printing import print_rows
+from .refusals import print_refusals, refuse_same_questions, refuse_self_comparison
 
 TABLE_COLUMNS = tuple("set role probs temperature k n acc ece nll brier auroc aupr_in fpr95".split())
 

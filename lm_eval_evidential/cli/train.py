@@ -39,7 +39,7 @@ def add_parser(sub) -> None:
         ),
     )
     p.add_argument("--pretrained", required=True, help="base model: hub id or local folder")
-    from lm_eval_evidential.cli._options import task_name
+    from lm_eval_evidential.cli.arguments import task_name
 
     p.add_argument(
         "--task",

@@ -5,7 +5,7 @@ A permuted evaluation (``metadata.permutations``) keeps one record per (question
 so on a permuted run each question would count once per order (K times under ``cyclic``), its
 orders mixed as if they were other questions, and a bootstrap or a calibration split would treat
 them as independent. :func:`records_for_audit` is the one rule every such audit goes through
-(``cli/_options.load`` and ``build_report``): permuted records are refused
+(``cli/loading.load`` and ``build_report``): permuted records are refused
 (:class:`~lm_eval_evidential.errors.PermutedRecordsError`, exit status 2) with the remedies,
 unless the user asks for :func:`average_orders` (``--average-orders``), which turns each
 question's orders into one record and marks the records as such.

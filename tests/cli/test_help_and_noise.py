@@ -135,7 +135,7 @@ def test_demo_streams_the_harness_output_live_without_gits_complaint():
 
 def test_signed_numbers_never_print_as_minus_zero():
     from lm_eval_evidential.audits.ood import _signed
-    from lm_eval_evidential.cli._options import format_table
+    from lm_eval_evidential.cli.printing import format_table
     from lm_eval_evidential.report.format import format_number as _num
 
     assert _num(-1e-17, signed=True) == "+0.000" and _num(-0.0004) == "0.000" and _num(-0.0006) == "-0.001"
