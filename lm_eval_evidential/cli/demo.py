@@ -59,20 +59,53 @@ def heading(text: str) -> None:
     say(f"== {text} " + "=" * max(0, 70 - len(text)))
 
 
-def run(args) -> int:
-    from lm_eval_evidential.cli.exit_codes import EXIT_ERROR, EXIT_OK, EXIT_REFUSED
-    from lm_eval_evidential.cli.main import main as cli
-    from lm_eval_evidential.files import check_output_folder
-    from lm_eval_evidential.testing.tiny import build_tiny_model, sample_data_dir
+class DemoStepFailed(Exception):
+    """A command of the demo exited non-zero; the demo stops with its exit status (it said why itself)."""
 
-    # Reused only if it is a previous demo's folder (its tiny model was built first) or empty: never someone's files.
+    def __init__(self, code: int):
+        super().__init__(code)
+        self.code = code
+
+
+def run(args) -> int:
+    from lm_eval_evidential.testing.tiny import sample_data_dir
+
+    out = demo_folder(args.out)
+    data = sample_data_dir()
+    env = offline_environment(data)
+    methods = ("edl",) if args.fast else DEMO_METHODS
+    steps = min(args.max_steps, 20) if args.fast else args.max_steps
+    limit = args.limit if args.limit is not None else (24 if args.fast else None)
+    started = time.monotonic()
+    try:
+        model_dir = build_model(out, data)
+        adapters = fine_tune(model_dir, methods, steps, out)
+        runs = evaluate(model_dir, adapters, limit, env, out)
+        primary = runs.get("ib_edl") or runs["edl"]
+        audit(primary, out)
+    except DemoStepFailed as failed:
+        return failed.code
+    say_done(primary, out, started)
+    return 0
+
+
+def demo_folder(option: str) -> Path:
+    """The demo's working folder, made: reused only if it is a previous demo's (its tiny model was built first) or
+    empty, never someone's files."""
+    from lm_eval_evidential.files import check_output_folder
+
     out = check_output_folder(
-        Path(args.out).resolve(),
+        Path(option).resolve(),
         option="--out",
         replaceable=lambda folder: (folder / "tiny-llama" / "config.json").is_file(),
     )
     out.mkdir(parents=True, exist_ok=True)
-    data = sample_data_dir()
+    return out
+
+
+def offline_environment(data: Path) -> dict:
+    """The environment of the demo's commands: the bundled samples, no hub; set in this process too (``train`` and
+    the audits run in it)."""
     env = {
         **os.environ,
         "EVIDENTIAL_DATA_DIR": str(data),
@@ -83,15 +116,23 @@ def run(args) -> int:
     os.environ.update(
         {k: env[k] for k in ("EVIDENTIAL_DATA_DIR", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TOKENIZERS_PARALLELISM")}
     )
-    methods = ("edl",) if args.fast else DEMO_METHODS
-    steps = min(args.max_steps, 20) if args.fast else args.max_steps
-    limit = args.limit if args.limit is not None else (24 if args.fast else None)
-    started = time.monotonic()
+    return env
+
+
+def build_model(out: Path, data: Path) -> Path:
+    """Step 1: the tiny Llama model and its tokenizer, built in ``out``."""
+    from lm_eval_evidential.testing.tiny import build_tiny_model
 
     heading("1. a tiny Llama model, built here (no hub access)")
     model_dir = build_tiny_model(out / "tiny-llama", seed=0, overwrite=True)
     say(f"model + tokenizer: {model_dir}")
     say(f"sample data (generated for this project, hub schemas): {data}")
+    return model_dir
+
+
+def fine_tune(model_dir: Path, methods, steps: int, out: Path) -> dict[str, Path]:
+    """Step 2: one LoRA adapter per method, by the ``train`` command; ``{method: adapter folder}``."""
+    from lm_eval_evidential.cli.main import main as cli
 
     heading("2. LoRA fine-tuning on the OBQA-format sample questions")
     say("EDL's loss is the Bayes-risk MSE plus a KL term whose weight ramps from 0 to 1 over the run (Sensoy et al.")
@@ -118,9 +159,13 @@ def run(args) -> int:
             ]
         )
         if code:
-            return code
+            raise DemoStepFailed(code)
         adapters[method] = target  # `train` itself said where: "METHOD: adapter in DIR"
+    return adapters
 
+
+def evaluate(model_dir: Path, adapters: dict[str, Path], limit, env: dict, out: Path) -> dict[str, Path]:
+    """Step 3: the stock ``lm_eval`` CLI with ``--model evidential`` on each adapter; ``{method: output path}``."""
     heading("3. the stock lm_eval CLI with --model evidential")
     if "OMP_NUM_THREADS" not in os.environ:  # the count `train` measured fastest for this model (said above)
         import torch
@@ -154,16 +199,19 @@ def run(args) -> int:
         code, stdout = run_live(cmd, env)
         if code:
             say(stdout[-4000:])
-            return code
+            raise DemoStepFailed(code)
         say(_results_table(stdout))
         runs[method] = output_path
+    return runs
 
-    primary = runs.get("ib_edl") or runs["edl"]
-    heading(f"4. the K audit on {primary.name}")
+
+def audit_commands(out: Path) -> list[tuple[str, list[str], int]]:
+    """The K audit's commands: (what is shown, argv after the output path, the exit status it must give: cli.main's
+    map, 2 = refused)."""
+    from lm_eval_evidential.cli.exit_codes import EXIT_OK, EXIT_REFUSED
+
     scores = ["--scores", "reciprocal_vacuity,max_prob,neg_norm_entropy"]
-    report_dir = out / "report"
-    # (what is shown, argv, the exit status it must give: cli.main's map, 2 = refused)
-    audit_steps = [
+    return [
         (
             "ood … --id obqa_edl --ood csqa_edl   (K=4 vs K=5: must refuse)",
             ["ood", "--id", "obqa_edl", "--ood", "csqa_edl", *scores],
@@ -228,29 +276,41 @@ def run(args) -> int:
                 "--k-policy",
                 "assert,restrict",
                 "--out",
-                str(report_dir),
+                str(out / "report"),
             ],
             EXIT_REFUSED,
         ),
     ]
-    for shown, (command, *rest), expected in audit_steps:
+
+
+def audit(primary: Path, out: Path) -> None:
+    """Step 4: the K audit of :func:`audit_commands` on the records in ``primary``, each checked for its exit status,
+    and the sentence on what the real fifth option moved."""
+    from lm_eval_evidential.cli.exit_codes import EXIT_ERROR, EXIT_REFUSED
+    from lm_eval_evidential.cli.main import main as cli
+
+    heading(f"4. the K audit on {primary.name}")
+    for shown, (command, *rest), expected in audit_commands(out):
         say(f"$ lm-eval-evidential {shown}")
         code = cli([command, str(primary), *rest])
         say(f"-> exit status {code}" + (" (refused, as it should be)" if code == EXIT_REFUSED else ""))
         say()
         if code != expected:
             say(f"demo: expected exit status {expected} from `{command}`, got {code}")
-            return EXIT_ERROR
+            raise DemoStepFailed(EXIT_ERROR)
         if "--k-policy" in rest and "report" in rest:
             story = real_option_story(primary, out / "ood_matched.json", out / "ood_mismatched.json")
             if story:
                 say(f"what moved, and why: {story}")
                 say()
 
+
+def say_done(primary: Path, out: Path, started: float) -> None:
+    """Where everything is, how long it took, and what the numbers are not."""
     heading("done")
     say(f"records:      {primary}/**/records_<task>_<date>.parquet  (lm_eval_evidential.load_records)")
     say(f"K sweep plot: {out / 'ksweep.png'}")
-    say(f"report:       {report_dir / 'report.md'} (+ report.json, figures)")
+    say(f"report:       {out / 'report' / 'report.md'} (+ report.json, figures)")
     say(f"time:         {time.monotonic() - started:.0f} s")
     say()
     say("These numbers come from a tiny random model fine-tuned for a few steps on questions generated")
@@ -260,7 +320,6 @@ def run(args) -> int:
     say("    --batch_size auto --tasks obqa_edl,arc_c_edl,csqa4_edl,mmlu_math_edl --output_path out")
     say("  lm-eval-evidential report out --id obqa_edl --near arc_c_edl,csqa4_edl --far mmlu_math_edl \\")
     say("    --k-policy restrict --out report")
-    return 0
 
 
 def real_option_story(output_path: Path, matched_json: Path, mismatched_json: Path) -> str | None:
