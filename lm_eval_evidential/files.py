@@ -22,7 +22,7 @@ import re
 import shutil
 import stat
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 from lm_eval_evidential.errors import InputFileError, OutputPathError, OutputWriteError
@@ -246,7 +246,7 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
 def _jsonable(value):
     if isinstance(value, float) and not math.isfinite(value):
         return None if math.isnan(value) else ("inf" if value > 0 else "-inf")
-    if isinstance(value, dict):
+    if isinstance(value, Mapping):  # dicts and the audits' typed rows
         return {k: _jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_jsonable(v) for v in value]

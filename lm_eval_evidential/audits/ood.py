@@ -25,6 +25,7 @@ Pure numpy + records: no torch, no lm_eval, no figures (those are in :mod:`lm_ev
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -63,10 +64,12 @@ from .ood_scores import (
     resolve_scores,
     subset_records,
 )
+from .table import AuditRow, column
 
 __all__ = [
     "POLICIES",
     "CardinalityMismatchError",
+    "OODRow",
     "OOD_ROW_KEYS",
     "KSWEEP_ROW_KEYS",
     "k_check",
@@ -82,26 +85,32 @@ __all__ = [
     "phantom_evidence_line",
 ]
 
-OOD_ROW_KEYS = (
-    "id_task",
-    "ood_task",
-    "score",
-    "k_id",
-    "k_ood",
-    "n_id",
-    "n_ood",
-    "n_dropped",
-    "matched",
-    "auroc",
-    "auroc_ci",
-    "aupr_in",
-    "aupr_in_ci",
-    "aupr_out",
-    "fpr95",
-    "aupr_baseline",
-    "forced_k",
-    "phantom",
-)
+
+@dataclass(frozen=True)
+class OODRow(AuditRow):
+    """One score's OOD detection, ID task (positive) against OOD task (:func:`ood_rows`); each field is a column."""
+
+    id_task: str = column("ID task")
+    ood_task: str = column("OOD task")
+    score: str = column("score")
+    k_id: int | dict[int, int] = column("K_ID", "k")
+    k_ood: int | dict[int, int] = column("K_OOD", "k")
+    n_id: int = column("n_ID")
+    n_ood: int = column("n_OOD")
+    n_dropped: dict[str, int] = column("dropped ID/OOD", "dropped")
+    matched: bool = column("K matched", "matched")
+    auroc: float = column("AUROC")
+    auroc_ci: list[float] = column("95% CI (DeLong)", "interval")
+    aupr_in: float = column("AUPR-In")
+    aupr_in_ci: list[float] = column("95% CI (bootstrap)", "interval")
+    aupr_out: float = column("AUPR-Out")
+    fpr95: float = column("FPR95")
+    aupr_baseline: float = column("AUPR base")
+    forced_k: int | None = column("forced K")
+    phantom: str | None = column("phantom")
+
+
+OOD_ROW_KEYS = OODRow.field_names()
 KSWEEP_ROW_KEYS = (
     "condition",
     "extra",
@@ -133,7 +142,7 @@ def ood_rows(
     force_k: int | None = None,
     phantom: str = "model",
     progress: Callable[[int, int, str], None] | None = None,
-) -> list[dict]:
+) -> list[OODRow]:
     """OOD-detection rows, one per score, for ID = ``id_records`` (label 1) vs ``ood_records`` (0).
 
     ``progress(done, total, score)`` is called before each score's metrics (the bootstrap makes each take
@@ -148,7 +157,7 @@ def ood_rows(
 
     The K check runs first under ``k_policy`` (see the module docstring); under ``assert`` a
     K mismatch raises :class:`CardinalityMismatchError` whose message gives both K histograms.
-    Each row has exactly the keys of :data:`OOD_ROW_KEYS`:
+    Each row is an :class:`OODRow` (keys :data:`OOD_ROW_KEYS`, read as a dict):
 
     - ``k_id``/``k_ood``: the single K of the evaluated examples, or their ``{K: count}``
       histogram when mixed; ``n_id``/``n_ood``: examples evaluated; ``n_dropped``:
@@ -176,41 +185,43 @@ def ood_rows(
         forced = forced_k_scores(ood_records, force_k, scores=names, phantom=phantom)
         s_ood = {name: values[check.keep_ood] for name, values in forced.items()}
     k_id, k_ood = id_records.k[check.keep_id], k_ood_all[check.keep_ood]
-    n_id, n_ood = int(k_id.size), int(k_ood.size)
-    y = np.concatenate((np.ones(n_id, dtype=bool), np.zeros(n_ood, dtype=bool)))
+    y = np.concatenate((np.ones(k_id.size, dtype=bool), np.zeros(k_ood.size, dtype=bool)))
     common = {
         "id_task": id_records.task,
         "ood_task": ood_records.task,
         "k_id": k_summary(k_id),
         "k_ood": k_summary(k_ood),
-        "n_id": n_id,
-        "n_ood": n_ood,
+        "n_id": int(k_id.size),
+        "n_ood": int(k_ood.size),
+        "n_dropped": {"id": int(check.n_dropped_id), "ood": int(check.n_dropped_ood)},
         "matched": bool(check.matched),
+        "forced_k": None if force_k is None else int(force_k),
+        "phantom": None if force_k is None else phantom,
     }
     rows = []
     for done, name in enumerate(names):
         if progress is not None:
             progress(done, len(names), name)
         s = np.concatenate((s_id[name], s_ood[name]))
-        rep = detection_report(y, s, level=level)
-        # n_boot = 0 gives [nan, nan]; the one n_boot rule is bootstrap_ci's.
-        _, lo, hi = bootstrap_ci(aupr_in, y, s, n_boot=n_boot, level=level, seed=seed)
-        row = {
-            **common,
-            "score": name,
-            "n_dropped": {"id": int(check.n_dropped_id), "ood": int(check.n_dropped_ood)},
-            "auroc": rep["auroc"],
-            "auroc_ci": [rep["auroc_lo"], rep["auroc_hi"]],
-            "aupr_in": rep["aupr_in"],
-            "aupr_in_ci": [lo, hi],
-            "aupr_out": rep["aupr_out"],
-            "fpr95": rep["fpr_at_tpr"],
-            "aupr_baseline": rep["aupr_baseline"],
-            "forced_k": None if force_k is None else int(force_k),
-            "phantom": None if force_k is None else phantom,
-        }
-        rows.append({key: row[key] for key in OOD_ROW_KEYS})
+        rows.append(OODRow(**common, score=name, **_detection(y, s, n_boot=n_boot, level=level, seed=seed)))
     return rows
+
+
+def _detection(y: np.ndarray, s: np.ndarray, *, n_boot: int, level: float, seed: int) -> dict:
+    """The detection columns of one score: AUROC with its DeLong interval, AUPR-In with its bootstrap
+    interval (``n_boot = 0`` gives ``[nan, nan]``; the one ``n_boot`` rule is bootstrap_ci's), AUPR-Out, FPR95,
+    the AUPR-In baseline."""
+    rep = detection_report(y, s, level=level)
+    _, lo, hi = bootstrap_ci(aupr_in, y, s, n_boot=n_boot, level=level, seed=seed)
+    return {
+        "auroc": rep["auroc"],
+        "auroc_ci": [rep["auroc_lo"], rep["auroc_hi"]],
+        "aupr_in": rep["aupr_in"],
+        "aupr_in_ci": [lo, hi],
+        "aupr_out": rep["aupr_out"],
+        "fpr95": rep["fpr_at_tpr"],
+        "aupr_baseline": rep["aupr_baseline"],
+    }
 
 
 def ksweep_rows(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 
+from lm_eval_evidential.audits.ood import OODRow
 from lm_eval_evidential.files import write_json
 from lm_eval_evidential.metrics.cardinality import format_k
 
@@ -21,7 +22,7 @@ from .refusals import print_refusals, refuse_same_questions, refuse_self_compari
 
 #: The columns of one OOD task's table; what is one value per task (K, n, dropped, matched, the AUPR-In
 #: baseline) is said once in the line above it, so the default table stays under ~100 columns.
-TABLE_COLUMNS = ("score", "auroc", "auroc_ci", "aupr_in", "aupr_in_ci", "aupr_out", "fpr95")
+TABLE_COLUMNS = OODRow.columns("score", "auroc", "auroc_ci", "aupr_in", "aupr_in_ci", "aupr_out", "fpr95")
 
 
 def task_heading(row: dict) -> str:

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from lm_eval_evidential.audits.ood import phantom_evidence_line, sensitivity_lines
+from lm_eval_evidential.audits.ood import OODRow, phantom_evidence_line, sensitivity_lines
+from lm_eval_evidential.audits.table import rows_markdown
 from lm_eval_evidential.metrics.cardinality import phantom_options
 from lm_eval_evidential.metrics.scores import OOD_DEFAULT_SCORES
 from lm_eval_evidential.report.data import ksweep_figure, risk_coverage_figure
@@ -68,49 +69,29 @@ def _md_k_counts(report: Report) -> list[str]:
     return lines + ["**What a K mismatch means.** " + report["mismatch_statement"], ""]
 
 
-_OOD_HEADERS = [
-    "OOD task",
+#: The report's OOD table: every column of :class:`~lm_eval_evidential.audits.ood.OODRow` but the pair's ID
+#: task (the report's) and the forced K (Implementation A's section).
+_OOD_COLUMNS = OODRow.columns(
+    "ood_task",
     "score",
-    "K_ID",
-    "K_OOD",
-    "n_ID",
-    "n_OOD",
-    "dropped ID/OOD",
-    "K matched",
-    "AUROC",
-    "95% CI (DeLong)",
-    "AUPR-In",
-    "95% CI (bootstrap)",
-    "AUPR-Out",
-    "FPR95",
-    "AUPR base",
-]
+    "k_id",
+    "k_ood",
+    "n_id",
+    "n_ood",
+    "n_dropped",
+    "matched",
+    "auroc",
+    "auroc_ci",
+    "aupr_in",
+    "aupr_in_ci",
+    "aupr_out",
+    "fpr95",
+    "aupr_baseline",
+)
 
 
 def _ood_table(rows: Sequence[AuditRow]) -> list[str]:
-    return _table(
-        _OOD_HEADERS,
-        [
-            [
-                r["ood_task"],
-                r["score"],
-                format_k(r["k_id"]),
-                format_k(r["k_ood"]),
-                r["n_id"],
-                r["n_ood"],
-                f"{r['n_dropped']['id']}/{r['n_dropped']['ood']}",
-                "yes" if r["matched"] else "**NO**",
-                format_number(r["auroc"]),
-                format_ci(r["auroc_ci"]),
-                format_number(r["aupr_in"]),
-                format_ci(r["aupr_in_ci"]),
-                format_number(r["aupr_out"]),
-                format_number(r["fpr95"]),
-                format_number(r["aupr_baseline"]),
-            ]
-            for r in rows
-        ],
-    )
+    return rows_markdown(rows, _OOD_COLUMNS)
 
 
 def _md_ood(report: Report) -> list[str]:

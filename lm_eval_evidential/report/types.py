@@ -1,18 +1,21 @@
 """The report's rows: what ``report.json`` holds, one typed row per kind (all JSON-ready dicts).
 
 The rows of the audits themselves (OOD detection, K sweep, calibration, selective prediction,
-ATC, score orders) are the dicts :mod:`lm_eval_evidential.audits` returns, kept as they are;
+ATC, score orders) are the rows :mod:`lm_eval_evidential.audits` returns, kept as they are (typed rows,
+:class:`~lm_eval_evidential.audits.table.AuditRow`, or the dicts of audits not yet typed; both read as
+mappings and are written to ``report.json`` as objects);
 the types here are the rows the report makes around them. Key order is the order of
 ``report.json``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, NotRequired, TypedDict
 
 #: A row of an audit (:func:`~lm_eval_evidential.audits.ood.ood_rows`, ``ksweep_rows``, the
 #: :mod:`~lm_eval_evidential.audits.quality` rows), as the audit returns it.
-AuditRow = dict[str, Any]
+AuditRow = Mapping[str, Any]
 
 
 class Refusal(TypedDict):

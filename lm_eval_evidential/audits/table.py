@@ -1,0 +1,189 @@
+"""What a row of an audit table is, and the one renderer of audit tables (plain text and Markdown).
+
+An audit's row is a frozen dataclass (:class:`AuditRow`) whose fields declare their column once, in
+``field(metadata=...)`` as peft's ``LoraConfig`` declares its help: the JSON key (the field's name),
+the header a document shows and how the value is written (:data:`FORMATS`). The CLI prints a row type's
+columns with :func:`rows_text` (headers are the JSON keys, 4 decimals, NaN as ``nan``); the report
+writes them with :func:`rows_markdown` (headers for a reader, 3 decimals, NaN as ``n/a``). A row
+reads like the dict it replaces (``row["auroc"]``, ``dict(row)``, ``{**row}``, JSON), so a row read
+back from ``report.json`` renders the same as one just computed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, NamedTuple
+
+from lm_eval_evidential.metrics.cardinality import format_k
+
+
+class Column(NamedTuple):
+    """One column of an audit table: the row's key, the header a document shows, how its value is written."""
+
+    key: str
+    header: str
+    format: str = "value"
+
+
+def column(header: str, format: str = "value", *, default: Any = dataclasses.MISSING) -> Any:
+    """A row field that is a table column: ``header`` for documents, ``format`` one of :data:`FORMATS`."""
+    if format not in FORMATS:
+        raise ValueError(f"unknown column format {format!r}; one of {', '.join(FORMATS)}")
+    return dataclasses.field(default=default, metadata={"header": header, "format": format})
+
+
+class AuditRow(Mapping):
+    """Base of the audit rows: frozen dataclasses read as mappings of their fields, in field order.
+
+    Subclasses are ``@dataclass(frozen=True)`` with :func:`column` fields; ``tuple(row)`` is their keys,
+    ``dict(row)`` their JSON object (:func:`~lm_eval_evidential.files.write_json` writes rows as is).
+    """
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self.field_names():
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.field_names())
+
+    def __len__(self) -> int:
+        return len(self.field_names())
+
+    @classmethod
+    @functools.cache
+    def field_names(cls) -> tuple[str, ...]:
+        """The row's keys, in order: its JSON keys."""
+        return tuple(f.name for f in dataclasses.fields(cls))
+
+    @classmethod
+    def columns(cls, *keys: str) -> tuple[Column, ...]:
+        """The columns ``keys`` (default: every field), in that order, as the fields declare them."""
+        declared = {
+            f.name: Column(f.name, f.metadata.get("header", f.name), f.metadata.get("format", "value"))
+            for f in dataclasses.fields(cls)
+        }
+        unknown = [k for k in keys if k not in declared]
+        if unknown:
+            raise KeyError(f"{cls.__name__} has no column {', '.join(unknown)}")
+        return tuple(declared[k] for k in keys or declared)
+
+
+class Style(NamedTuple):
+    """How one medium writes numbers: decimals, and what an undefined (NaN) or missing (None) value reads."""
+
+    digits: int
+    nan: str
+    none: str
+    markdown: bool
+
+
+TEXT = Style(digits=4, nan="nan", none="", markdown=False)
+MARKDOWN = Style(digits=3, nan="n/a", none="n/a", markdown=True)
+
+
+def format_number(v, digits: int = 3, signed: bool = False, nan: str = "n/a") -> str:
+    """``v`` with ``digits`` decimals (``signed``: always a sign); ``nan`` for None or NaN, yes/no for a bool.
+
+    >>> format_number(-1e-17, signed=True), format_number(0.12345), format_number(float("nan")), format_number(True)
+    ('+0.000', '0.123', 'n/a', 'yes')
+    """
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return nan
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        v = v if round(v, digits) else 0.0  # no "-0.000" for a tiny negative
+        return f"{v:+.{digits}f}" if signed else f"{v:.{digits}f}"
+    return str(v)
+
+
+def format_ci(v, digits: int = 3, nan: str = "n/a") -> str:
+    """An interval ``[lo, hi]``, or ``nan`` when it is missing or undefined."""
+    if not v or all(x is None or x != x for x in v):
+        return nan
+    return f"[{format_number(v[0], digits, nan=nan)}, {format_number(v[1], digits, nan=nan)}]"
+
+
+def _value(v, style: Style) -> str:
+    """A value by its type: floats to the style's decimals, a pair of floats as an interval, the rest as text."""
+    if isinstance(v, float):  # a tiny negative prints as 0.0000, never -0.0000
+        return style.nan if math.isnan(v) else f"{v if round(v, style.digits) else 0.0:.{style.digits}f}"
+    if isinstance(v, (list, tuple)) and len(v) == 2 and all(isinstance(x, float) for x in v):
+        return f"[{_value(v[0], style)}, {_value(v[1], style)}]"
+    if isinstance(v, bool) and style.markdown:
+        return "yes" if v else "no"
+    return style.none if v is None else str(v)
+
+
+def _interval(v, style: Style) -> str:
+    return format_ci(v, style.digits, style.nan) if style.markdown else _value(v, style)
+
+
+#: How a column's value is written, by the name a :func:`column` gives:
+#:
+#: - ``value``: by type, numbers to the medium's decimals; ``signed``: a number with its sign;
+#: - ``interval``: ``[lo, hi]``; ``k``: a class count or its histogram (``format_k``);
+#: - ``matched``: a K match, a mismatch stressed in Markdown; ``condition``: a K sweep's side, ``OOD-only``
+#:   in Markdown; ``dropped``: ``{"id": a, "ood": b}``, ``a/b`` in Markdown.
+FORMATS = {
+    "value": _value,
+    "signed": lambda v, s: format_number(v, s.digits, signed=True, nan=s.nan) if isinstance(v, float) else _value(v, s),
+    "interval": _interval,
+    "k": lambda v, s: format_k(v) if isinstance(v, (int, dict)) else _value(v, s),
+    "matched": lambda v, s: ("yes" if v else "**NO**") if s.markdown else _value(v, s),
+    "condition": lambda v, s: {"ood_only": "OOD-only"}.get(v, v) if s.markdown else _value(v, s),
+    "dropped": lambda v, s: f"{v['id']}/{v['ood']}" if s.markdown and isinstance(v, Mapping) else _value(v, s),
+}
+
+
+def cells(rows: Sequence[Mapping], columns: Sequence[Column], style: Style) -> list[list[str]]:
+    """Each row's cells: ``row[column.key]`` written by the column's format in ``style``."""
+    return [[FORMATS[c.format](r.get(c.key), style) for c in columns] for r in rows]
+
+
+def text_table(headers: Sequence[str], body: Sequence[Sequence[str]]) -> str:
+    """A plain-text table: the first column left-aligned, the others right-aligned, a dashed rule."""
+    widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(headers)]
+
+    def line(row: Sequence[str]) -> str:
+        return "  ".join(x.rjust(w) if i else x.ljust(w) for i, (x, w) in enumerate(zip(row, widths)))
+
+    return "\n".join([line(headers), line(["-" * w for w in widths]), *(line(b) for b in body)])
+
+
+def _md_cell(text) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def markdown_table(headers: Sequence[str], body: Sequence[Sequence]) -> list[str]:
+    """The lines of a Markdown table (a ``|`` in a cell escaped, a newline made a space), and a blank line.
+
+    >>> markdown_table(["a", "b"], [[1, "x|y"]])
+    ['| a | b |', '|---|---|', '| 1 | x\\\\|y |', '']
+    """
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in body]
+    return lines + [""]
+
+
+def _as_columns(columns: Sequence[Column | str]) -> list[Column]:
+    return [c if isinstance(c, Column) else Column(c, c) for c in columns]
+
+
+def rows_text(rows: Sequence[Mapping], columns: Sequence[Column | str]) -> str:
+    """The CLI's table of ``rows``: headers are the JSON keys, numbers to 4 decimals, NaN as ``nan``.
+
+    A plain key stands for a column written by the value's type (rows not yet typed).
+    """
+    columns = _as_columns(columns)
+    return text_table([c.key for c in columns], cells(rows, columns, TEXT))
+
+
+def rows_markdown(rows: Sequence[Mapping], columns: Sequence[Column | str]) -> list[str]:
+    """The report's table of ``rows``: the columns' headers, numbers to 3 decimals, NaN as ``n/a``."""
+    columns = _as_columns(columns)
+    return markdown_table([c.header for c in columns], cells(rows, columns, MARKDOWN))

@@ -1,0 +1,103 @@
+"""The audits' typed rows and their one table renderer (lm_eval_evidential.audits.table)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+
+import pytest
+
+from lm_eval_evidential.audits.ood import OOD_ROW_KEYS, OODRow
+from lm_eval_evidential.audits.table import FORMATS, Column, rows_markdown, rows_text
+from lm_eval_evidential.files import write_json
+
+NAN = float("nan")
+
+
+def _ood_row(**change) -> OODRow:
+    row = {
+        "id_task": "obqa_edl",
+        "ood_task": "csqa_edl",
+        "score": "max_prob",
+        "k_id": 4,
+        "k_ood": {4: 3, 5: 9},
+        "n_id": 12,
+        "n_ood": 12,
+        "n_dropped": {"id": 0, "ood": 2},
+        "matched": False,
+        "auroc": 0.61234,
+        "auroc_ci": [0.5, 0.72349],
+        "aupr_in": -1e-9,
+        "aupr_in_ci": [NAN, NAN],
+        "aupr_out": NAN,
+        "fpr95": 0.25,
+        "aupr_baseline": 0.5,
+        "forced_k": None,
+        "phantom": None,
+    }
+    return OODRow(**{**row, **change})
+
+
+def test_every_field_of_a_row_declares_its_column_once():
+    for f in dataclasses.fields(OODRow):
+        assert f.metadata["header"] and f.metadata["format"] in FORMATS, f.name
+    assert OODRow.columns("auroc", "score") == (Column("auroc", "AUROC", "value"), Column("score", "score", "value"))
+    assert [c.key for c in OODRow.columns()] == list(OOD_ROW_KEYS)
+    with pytest.raises(KeyError, match="no column nope"):
+        OODRow.columns("nope")
+
+
+def test_a_row_reads_as_the_dict_it_replaces_and_is_frozen(tmp_path):
+    row = _ood_row()
+    assert tuple(row) == OOD_ROW_KEYS and row["auroc"] == row.auroc and len(row) == len(OOD_ROW_KEYS)
+    assert {**row}["n_dropped"] == {"id": 0, "ood": 2} and "score" in row and "nope" not in row
+    with pytest.raises(KeyError):
+        row["nope"]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        row.auroc = 0.0  # type: ignore[misc]
+    write_json(tmp_path / "rows.json", [row])
+    back = json.loads((tmp_path / "rows.json").read_text())
+    assert list(back[0]) == list(OOD_ROW_KEYS) and back[0]["aupr_out"] is None and back[0]["k_ood"] == {"4": 3, "5": 9}
+
+
+def test_text_table_writes_4_decimals_nan_and_intervals():
+    text = rows_text([_ood_row()], OODRow.columns("score", "auroc", "auroc_ci", "aupr_in", "aupr_in_ci", "aupr_out"))
+    header, rule, line = text.splitlines()
+    assert header.split() == ["score", "auroc", "auroc_ci", "aupr_in", "aupr_in_ci", "aupr_out"]
+    assert set(rule.replace(" ", "")) == {"-"}
+    # a tiny negative is 0.0000, never -0.0000; NaN reads nan
+    assert " ".join(line.split()) == "max_prob 0.6123 [0.5000, 0.7235] 0.0000 [nan, nan] nan"
+
+
+def test_markdown_table_writes_headers_3_decimals_and_the_report_formats():
+    lines = rows_markdown(
+        [_ood_row()], OODRow.columns("k_ood", "n_dropped", "matched", "auroc_ci", "aupr_in_ci", "aupr_out")
+    )
+    assert lines[0] == "| K_OOD | dropped ID/OOD | K matched | 95% CI (DeLong) | 95% CI (bootstrap) | AUPR-Out |"
+    assert lines[2] == "| {4: 3, 5: 9} | 0/2 | **NO** | [0.500, 0.723] | n/a | n/a |" and lines[3] == ""
+    assert rows_markdown([_ood_row(matched=True)], OODRow.columns("matched"))[2] == "| yes |"
+
+
+def test_a_row_read_back_from_json_renders_as_the_row_itself(tmp_path):
+    row = _ood_row(aupr_out=0.3)
+    write_json(tmp_path / "r.json", [row])
+    (back,) = json.loads((tmp_path / "r.json").read_text())
+    back["k_ood"] = {int(k): n for k, n in back["k_ood"].items()}  # JSON keys are strings
+    back["aupr_in_ci"] = [NAN if x is None else x for x in back["aupr_in_ci"]]
+    columns = OODRow.columns()
+    assert rows_markdown([back], columns) == rows_markdown([row], columns)
+    assert rows_text([back], columns[:-2]) == rows_text([row], columns[:-2])
+
+
+def test_signed_columns_carry_their_sign_in_both_media():
+    column = Column("delta", "Δ", "signed")
+    rows = [{"delta": 0.01234}, {"delta": -0.5}, {"delta": -1e-12}, {"delta": NAN}]
+    assert [r.split()[0] for r in rows_text(rows, [column]).splitlines()[2:]] == [
+        "+0.0123",
+        "-0.5000",
+        "+0.0000",
+        "nan",
+    ]
+    assert [line.strip("| ") for line in rows_markdown(rows, [column])[2:-1]] == ["+0.012", "-0.500", "+0.000", "n/a"]
+    assert math.isnan(rows[3]["delta"])
