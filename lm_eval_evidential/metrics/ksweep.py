@@ -1,8 +1,34 @@
-"""The K sweep of McNamara (2026), Table 1: how much each score moves when K alone changes.
+r"""The K sweep of McNamara (2026), Table 1: how much each score moves when K alone changes.
 
 :func:`ksweep` appends ``x = 0..max_extra`` phantom options (:data:`PHANTOM_MODES` says how) to the
 OOD side and recomputes each score's AUROC/AUPR on fixed alphas; :func:`phantom_scores` is one side
 at one ``x``. The K check that refuses K-mismatched comparisons is :mod:`.cardinality`'s.
+
+Notes
+-----
+Proposition 1: vacuity is unchanged by an option of concentration
+
+.. math::
+
+    \alpha_{K+1} = S_K / K, \quad\text{i.e. evidence}\quad e_{K+1} = S_K / K - \lambda,
+
+so :func:`ksweep` reports in each row the mean evidence of the appended options on each grown side
+(``phantom_evidence_id``/``_ood``: 0 for ``zero``, ``-lambda`` for ``count``, the model's
+own for ``model``; NaN where nothing was appended) beside that invariance value
+(``invariant_evidence_id``/``_ood``, the side's mean ``S_K / K - lambda``): phantom evidence
+below it lowers reciprocal vacuity, above it raises it.
+
+Under matched zero-evidence expansion with a single K per side, reciprocal vacuity and
+strength become
+
+.. math::
+
+    \frac{S + x \lambda}{\lambda (K + x)} \quad\text{and}\quad S + x \lambda,
+
+strictly increasing in S for all rows alike, so their ranks and hence AUROC/AUPR are
+unchanged exactly (up to two S values within one float ulp merging into a tie). Under
+OOD-only zero-evidence expansion the OOD reciprocal vacuity can only fall (``S >= lambda K``),
+so its AUROC can only rise.
 
 References
 ----------
@@ -191,6 +217,9 @@ def phantom_scores(
     return values, kx
 
 
+#: The two sides of a comparison, in the order of every pair of per-side arguments.
+SIDES = ("id", "ood")
+
 #: Upper bound of the K sweep's appended classes: each x recomputes every score's AUROC/AUPR on
 #: both conditions over arrays K + x wide (McNamara 2026, Table 1, sweeps x <= 4).
 MAX_EXTRA = 64
@@ -222,41 +251,22 @@ def ksweep(
 ) -> list[dict]:
     r"""McNamara (2026), Table 1, on fixed alphas: how far each score's AUROC/AUPR-In moves when only K changes.
 
-    For ``x = 0..max_extra``, ``x`` phantom options are appended to the OOD side only
-    (``condition="ood_only"``) and to both sides (``condition="matched"``); the model outputs
-    are untouched, so any change is an artefact of evaluation K. ID = positive (label 1),
-    higher score = more ID. How an option is appended is ``phantom`` (:data:`PHANTOM_MODES`):
+    For ``x = 0..max_extra``, ``x`` phantom options are appended to the OOD side only (``condition="ood_only"``) and
+    to both sides (``condition="matched"``); the model outputs are untouched, so any change is an artefact of
+    evaluation K. ID = positive (label 1), higher score = more ID. ``phantom`` (:data:`PHANTOM_MODES`) says how:
 
     - ``"zero"``: ``alpha = lambda`` (zero evidence), the paper's Table 1;
-    - ``"model"``: the row's own phantom concentrations ``phantom_id``/``phantom_ood`` (the
-      next labels' alpha by the records' head; x runs only as far as every row of the grown
-      side(s) has phantoms);
-    - ``"count"``: only the K of vacuity grows, ``u = lambda (K + x) / S`` with S over the real
-      options, i.e. an option of concentration 0 for vacuity; the other scores are unchanged.
+    - ``"model"``: the row's own phantom concentrations ``phantom_id``/``phantom_ood`` (the next labels' alpha by
+      the records' head; x runs only as far as every row of the grown side(s) has phantoms);
+    - ``"count"``: only the K of vacuity grows, ``u = lambda (K + x) / S`` with S over the real options, i.e. an
+      option of concentration 0 for vacuity; the other scores are unchanged.
 
-    Proposition 1: vacuity is unchanged by an option of concentration
-
-    .. math::
-
-        \alpha_{K+1} = S_K / K, \quad\text{i.e. evidence}\quad e_{K+1} = S_K / K - \lambda,
-
-    so each row reports the mean evidence of the appended options on each grown side
-    (``phantom_evidence_id``/``_ood``: 0 for ``zero``, ``-lambda`` for ``count``, the model's
-    own for ``model``; NaN where nothing was appended) beside that invariance value
-    (``invariant_evidence_id``/``_ood``, the side's mean ``S_K / K - lambda``): phantom evidence
-    below it lowers reciprocal vacuity, above it raises it.
-
-    Under matched zero-evidence expansion with a single K per side, reciprocal vacuity and
-    strength become
+    Each row reports the mean evidence of the options appended to each side beside the evidence that leaves
+    vacuity unchanged (Proposition 1; the module's Notes say why, and which rows cannot move):
 
     .. math::
 
-        \frac{S + x \lambda}{\lambda (K + x)} \quad\text{and}\quad S + x \lambda,
-
-    strictly increasing in S for all rows alike, so their ranks and hence AUROC/AUPR are
-    unchanged exactly (up to two S values within one float ulp merging into a tie). Under
-    OOD-only zero-evidence expansion the OOD reciprocal vacuity can only fall (``S >= lambda K``),
-    so its AUROC can only rise.
+        e_{K+1} = S_K / K - \lambda .
 
     Parameters
     ----------
@@ -278,11 +288,10 @@ def ksweep(
     Returns
     -------
     list of dict
-        One row per (condition, extra, score) with keys ``condition, extra, k_id, k_ood,
-        score, auroc, aupr_in, delta_auroc, delta_aupr, phantom, phantom_evidence_id,
-        phantom_evidence_ood, invariant_evidence_id, invariant_evidence_ood`` (deltas against
-        ``extra = 0``; ``k_id``/``k_ood`` the single evaluated K of each side after expansion,
-        None where the side is mixed; checking K beforehand is the caller's job).
+        One row per (condition, extra, score) with keys ``condition, extra, k_id, k_ood, score, auroc, aupr_in,
+        delta_auroc, delta_aupr, phantom, phantom_evidence_id, phantom_evidence_ood, invariant_evidence_id,
+        invariant_evidence_ood`` (deltas against ``extra = 0``; ``k_id``/``k_ood`` the single evaluated K of each
+        side after expansion, None where the side is mixed; checking K beforehand is the caller's job).
 
     Examples
     --------
@@ -302,63 +311,77 @@ def ksweep(
     max_extra = check_max_extra(max_extra)
     mode = check_phantom_mode(phantom)
     names = tuple(check_score_names(scores))
-    a_id, k_id, _ = _padded(alpha_id, "alpha_id", positive=True)
-    a_ood, k_ood, _ = _padded(alpha_ood, "alpha_ood", positive=True)
+    alphas, logits = (alpha_id, alpha_ood), (logits_id, logits_ood)
+    phantoms, phantom_logits = (phantom_id, phantom_ood), (phantom_logits_id, phantom_logits_ood)
+    return _sweep_rows(_sweep_sides(alphas, names, mode, logits, phantoms, phantom_logits), names, mode, lam, max_extra)
+
+
+def _sweep_sides(alphas, names, mode: str, logits, phantoms, phantom_logits) -> dict[str, dict]:
+    """Validate :func:`ksweep`'s two sides: ``{"id"|"ood": {"alpha", "k", "z", "phantom", "z_phantom"}}``."""
+    (a_id, k_id, _), (a_ood, k_ood, _) = (_padded(a, f"alpha_{s}", positive=True) for a, s in zip(alphas, SIDES))
     if a_id.shape[0] == 0 or a_ood.shape[0] == 0:
         raise InvalidValueError(
             f"ksweep needs examples on both sides, got n_id={a_id.shape[0]}, n_ood={a_ood.shape[0]}"
         )
+    sides = {"id": {"alpha": a_id, "k": k_id}, "ood": {"alpha": a_ood, "k": k_ood}}
     needs_logits = [name for name in names if SCORES[name].needs_logits]
-    z_id = z_ood = None
-    if needs_logits:
-        if logits_id is None or logits_ood is None:
-            raise InvalidValueError(f"score(s) {needs_logits} read the answer logits: pass logits_id= and logits_ood=")
-        z_id, z_ood = (np.asarray(z, dtype=np.float64) for z in (logits_id, logits_ood))
-    ph = {"id": None, "ood": None}
-    zph = {"id": None, "ood": None}
+    if needs_logits and (logits[0] is None or logits[1] is None):
+        raise InvalidValueError(f"score(s) {needs_logits} read the answer logits: pass logits_id= and logits_ood=")
+    for side, z in zip(SIDES, logits):
+        sides[side].update(z=np.asarray(z, dtype=np.float64) if needs_logits else None, phantom=None, z_phantom=None)
     if mode == "model":
-        if phantom_id is None or phantom_ood is None:
+        _model_phantoms(sides, phantoms, phantom_logits if needs_logits else None)
+    return sides
+
+
+def _model_phantoms(sides: dict, phantoms, phantom_logits) -> None:
+    """Validate ``phantom="model"``'s phantom concentrations (and logits, where the scores read them) into ``sides``."""
+    if phantoms[0] is None or phantoms[1] is None:
+        raise InvalidValueError(
+            "phantom='model' needs the phantom options' concentrations: pass phantom_id= and phantom_ood="
+        )
+    for side, values in zip(SIDES, phantoms):
+        values = np.asarray(values, dtype=np.float64).reshape(sides[side]["alpha"].shape[0], -1)
+        present = values[~np.isnan(values)]
+        if not (np.isfinite(present) & (present > 0)).all():
+            raise InvalidValueError(f"phantom_{side} must hold finite concentrations > 0 (NaN only as right padding)")
+        sides[side]["phantom"] = values
+    if phantom_logits is not None:
+        if phantom_logits[0] is None or phantom_logits[1] is None:
             raise InvalidValueError(
-                "phantom='model' needs the phantom options' concentrations: pass phantom_id= and phantom_ood="
+                "the logit scores under phantom='model' need phantom_logits_id= and phantom_logits_ood="
             )
-        for side, values, n in (("id", phantom_id, a_id.shape[0]), ("ood", phantom_ood, a_ood.shape[0])):
-            values = np.asarray(values, dtype=np.float64).reshape(n, -1)
-            present = values[~np.isnan(values)]
-            if not (np.isfinite(present) & (present > 0)).all():
-                raise InvalidValueError(
-                    f"phantom_{side} must hold finite concentrations > 0 (NaN only as right padding)"
-                )
-            ph[side] = values
-        if needs_logits:
-            if phantom_logits_id is None or phantom_logits_ood is None:
-                raise InvalidValueError(
-                    "the logit scores under phantom='model' need phantom_logits_id= and phantom_logits_ood="
-                )
-            zph["id"] = np.asarray(phantom_logits_id, dtype=np.float64).reshape(a_id.shape[0], -1)
-            zph["ood"] = np.asarray(phantom_logits_ood, dtype=np.float64).reshape(a_ood.shape[0], -1)
+        for side, z in zip(SIDES, phantom_logits):
+            sides[side]["z_phantom"] = np.asarray(z, dtype=np.float64).reshape(sides[side]["alpha"].shape[0], -1)
+
+
+def _single_k(k) -> int | None:
+    return int(k[0]) if (k == k[0]).all() else None
+
+
+def _auroc_aupr_in(sorted_id, sorted_ood) -> tuple[float, float]:
+    b = _merge_blocks(sorted_id, sorted_ood)
+    return _auroc_from(b), _aupr_in_from(b)
+
+
+def _grown_sorted(side: dict, x: int, mode: str, lam: float, names) -> tuple[dict, np.ndarray, float]:
+    """(scores sorted, evaluated K, mean appended evidence) of one side with x phantom options."""
+    values, kx, evidence = _grow(
+        side["alpha"], side["k"], x, mode, lam, names, side["phantom"], side["z"], side["z_phantom"]
+    )
+    return {n: np.sort(v) for n, v in values.items()}, kx, evidence
+
+
+def _sweep_rows(sides: dict, names, mode: str, lam: float, max_extra: int) -> list[dict]:
+    """:func:`ksweep`'s rows on validated sides: each condition, each ``x`` its sides allow, each score."""
     available = {"id": max_extra, "ood": max_extra}
     if mode == "model":
-        available = {s: min(max_extra, int(_n_phantom(ph[s], 1).min())) for s in ("id", "ood")}
-
-    def single_k(k):
-        return int(k[0]) if (k == k[0]).all() else None
-
-    def metrics(sorted_id, sorted_ood):
-        b = _merge_blocks(sorted_id, sorted_ood)
-        return _auroc_from(b), _aupr_in_from(b)
-
-    def grown(side, a, k, z, x):
-        """(scores sorted, evaluated K, mean appended evidence) of one side with x phantom options."""
-        values, kx, evidence = _grow(a, k, x, mode, lam, names, ph[side], z, zph[side])
-        return {n: np.sort(v) for n, v in values.items()}, kx, evidence
-
-    invariant = {
-        side: float(np.mean(np.nansum(a, axis=1) / k - lam))
-        for side, a, k in (("id", a_id, k_id), ("ood", a_ood, k_ood))
-    }
-    base_id, _, _ = grown("id", a_id, k_id, z_id, 0)
-    base_ood, _, _ = grown("ood", a_ood, k_ood, z_ood, 0)
-    base = {name: metrics(base_id[name], base_ood[name]) for name in names}
+        available = {s: min(max_extra, int(_n_phantom(sides[s]["phantom"], 1).min())) for s in SIDES}
+    invariant = {s: float(np.mean(np.nansum(sides[s]["alpha"], axis=1) / sides[s]["k"] - lam)) for s in SIDES}
+    k_id, k_ood = sides["id"]["k"], sides["ood"]["k"]
+    base_id, _, _ = _grown_sorted(sides["id"], 0, mode, lam, names)
+    base_ood, _, _ = _grown_sorted(sides["ood"], 0, mode, lam, names)
+    base = {name: _auroc_aupr_in(base_id[name], base_ood[name]) for name in names}
     ood_cache: dict[int, tuple] = {}
 
     rows = []
@@ -370,21 +393,21 @@ def ksweep(
                 res, kid_x, kood_x = base, k_id, k_ood
             else:
                 if x not in ood_cache:
-                    ood_cache[x] = grown("ood", a_ood, k_ood, z_ood, x)
+                    ood_cache[x] = _grown_sorted(sides["ood"], x, mode, lam, names)
                 sc_ood, kood_x, e_ood = ood_cache[x]
                 if condition == "matched":
-                    sc_id, kid_x, e_id = grown("id", a_id, k_id, z_id, x)
+                    sc_id, kid_x, e_id = _grown_sorted(sides["id"], x, mode, lam, names)
                 else:
                     kid_x, sc_id = k_id, base_id
-                res = {name: metrics(sc_id[name], sc_ood[name]) for name in names}
+                res = {name: _auroc_aupr_in(sc_id[name], sc_ood[name]) for name in names}
             for name in names:
                 auc, ap = res[name]
                 rows.append(
                     {
                         "condition": condition,
                         "extra": x,
-                        "k_id": single_k(kid_x),
-                        "k_ood": single_k(kood_x),
+                        "k_id": _single_k(kid_x),
+                        "k_ood": _single_k(kood_x),
                         "score": name,
                         "auroc": auc,
                         "aupr_in": ap,
