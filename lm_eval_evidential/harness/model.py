@@ -38,7 +38,7 @@ from lm_eval_evidential.harness.loading_checks import (
 )
 from lm_eval_evidential.harness.scoring import EvidentialScoring
 from lm_eval_evidential.modeling.encoding import last_position_logits, left_pad
-from lm_eval_evidential.modeling.prefix_cache import SharedPrefix, plan_batches
+from lm_eval_evidential.modeling.prefix_cache import SharedPrefix, padded_width, plan_batches
 from lm_eval_evidential.modeling.quiet import progress_options
 
 logger = logging.getLogger(__name__)
@@ -188,21 +188,26 @@ class EvidentialLM(EvidentialScoring, HFLM):
 
     # ------------------------------------------------------------------ forward
     def _last_logits(
-        self, batch: list[list[int]], prefix_length: int = 0, shared: SharedPrefix | None = None
+        self,
+        batch: list[list[int]],
+        prefix_length: int = 0,
+        shared: SharedPrefix | None = None,
+        inner: tuple[int, ...] | None = None,
     ) -> torch.Tensor:
         """Last-position logits (B, V) of left-padded ``batch``, independent of padding; its first
         ``prefix_length`` tokens, the same in every row, run once where the model allows
         (:func:`~lm_eval_evidential.modeling.prefix_cache.cache_blocker`) — once for the batches of a
-        group when they pass the same ``shared`` (it holds the last prefix run). In an MC-dropout pass
+        group when they pass the same ``shared`` (it holds the last prefix run) — and the rows' inner
+        prefixes (``inner``, :attr:`~lm_eval_evidential.modeling.prefix_cache.Batch.inner`) once for
+        the batch. In an MC-dropout pass
         each row's masks are seeded by its own tokens (modeling/members.py) and cover its whole prompt,
         so no prefix is shared there."""
         with torch.inference_mode():
             if prefix_length and getattr(self, "_mc_sample", None) is None:
-                width = max(len(row) for row in batch)  # prefix, pads, the longest suffix
                 shared = shared or SharedPrefix(self.model, self.tokenizer.pad_token_id)
-                blocker = shared.blocker(width)
+                blocker = shared.blocker(padded_width(batch, prefix_length, inner))
                 if blocker is None:
-                    return shared.logits(batch, prefix_length)
+                    return shared.logits(batch, prefix_length, inner)
                 reason = blocker.partition(" (")[0]  # said once per reason, whatever the batch's width
                 if reason not in self._cache_blockers_seen:
                     self._cache_blockers_seen.add(reason)
@@ -307,7 +312,7 @@ class EvidentialLM(EvidentialScoring, HFLM):
         start = 0
         shared = SharedPrefix(self.model, self.tokenizer.pad_token_id)  # a group's prefix, run once for its batches
         for batch in batches:
-            logits = self._last_logits([prompts[i] for i in batch.rows], batch.prefix_length, shared)
+            logits = self._last_logits([prompts[i] for i in batch.rows], batch.prefix_length, shared, batch.inner)
             rows = index[start : start + len(batch.rows)] % logits.shape[1]  # a negative id counts from the last row
             kept.append(logits.gather(1, rows.to(logits.device, non_blocking=True)))
             start += len(batch.rows)

@@ -8,17 +8,25 @@ first as before. The batches of a group follow each other and are run by one
 :class:`SharedPrefix`, which runs the group's prefix once and keeps its keys and values until the
 group ends; the others by :func:`~lm_eval_evidential.modeling.encoding.last_position_logits`.
 
+A prefix within the prefix: the K orders of a permuted question share the instruction (every
+prompt's) *and* the question before the options (theirs only). Within a group, rows sharing more
+than its prefix are kept together in its batches, and each batch's distinct inner prefixes run once,
+in one extra forward call against the group's prefix, before its rows run against both
+(:attr:`Batch.inner`): row i is ``[prefix][pad...][inner prefix_i][pad...][suffix_i]``.
+
 Exactness. The suffix batch is left-padded *after* the shared prefix: row i is
 ``[prefix][pad...][suffix_i]`` with the attention mask zero on the pads and position ids counting
 real tokens only (the prefix 0..L-1, then the suffix from L), so every real token attends to
 exactly the keys, at exactly the positions, it has in the uncached left-padded batch
-``[pad...][prefix][suffix_i]``. The prefix's keys and values come from a batch of one instead of
-being recomputed in each row: the same arithmetic on other matrix shapes, equal to the uncached
+``[pad...][prefix][suffix_i]``; the same holds for pads before an inner prefix. The prefix's
+keys and values come from a batch of one instead of being recomputed in each row (an inner
+prefix's, one row per distinct one): the same arithmetic on other matrix shapes, equal to the uncached
 logits within float rounding (measured ≤ 4e-7 in float32 on every family ``testing.tiny`` builds;
 the tests bound it by 1e-5). The prefix's layer caches are read, never written: each layer hands
 its attention ``cat(prefix expanded to the batch, the suffix's own keys)`` and keeps nothing, so
 the expanded prefix exists for one layer at a time; the prefix itself (a batch of one) is held
-while its group's batches run and freed when the next group's prefix is run or the call ends.
+while its group's batches run and freed when the next group's prefix is run or the call ends. A
+batch's inner prefixes (one row each, every layer) are held for its suffix call only.
 
 Fallbacks (per batch, to :func:`last_position_logits`; :func:`cache_blocker` says why): a model
 whose cache layers are not transformers' plain dynamic layers (linear-attention / state-space
@@ -43,6 +51,7 @@ __all__ = [
     "Batch",
     "cache_blocker",
     "common_prefix_length",
+    "padded_width",
     "pays",
     "plan_batches",
     "SharedPrefix",
@@ -89,15 +98,19 @@ def pays(prefix_length: int, rows: int, batch_size: int, min_saved: int = MIN_SA
 
 
 class Batch(tuple):
-    """``(rows, prefix_length)``: indices into the prompts, and the shared prefix to run once (0: none).
+    """``(rows, prefix_length, inner)``: indices into the prompts, the shared prefix to run once (0: none),
+    and each row's inner prefix (None: none in this batch).
 
     Consecutive batches whose rows begin with the same ``prefix_length`` tokens are one group: its
-    prefix runs once for all of them (:class:`SharedPrefix`)."""
+    prefix runs once for all of them (:class:`SharedPrefix`). ``inner[j]`` is the number of leading
+    tokens row j shares with other rows of its batch beyond the group's prefix (the question before
+    the options of its permuted orders), ``prefix_length`` where it shares none: each distinct inner
+    prefix runs once for the batch, against the group's prefix."""
 
     __slots__ = ()
 
-    def __new__(cls, rows: list[int], prefix_length: int = 0):
-        return super().__new__(cls, (rows, prefix_length))
+    def __new__(cls, rows: list[int], prefix_length: int = 0, inner: tuple[int, ...] | None = None):
+        return super().__new__(cls, (rows, prefix_length, inner))
 
     @property
     def rows(self) -> list[int]:
@@ -107,16 +120,26 @@ class Batch(tuple):
     def prefix_length(self) -> int:
         return self[1]
 
+    @property
+    def inner(self) -> tuple[int, ...] | None:
+        return self[2]
 
-def _groups(prompts: Sequence[Sequence[int]], batch_size: int, min_saved: int) -> tuple[list[tuple], list[int]]:
-    """``([(rows, prefix length), ...], plain rows)``: prompts in token order cut into groups sharing
-    a prefix that pays, each the run from its first prompt that saves the most token positions."""
-    order = sorted(range(len(prompts)), key=lambda i: prompts[i])
-    # lcp[k]: tokens prompt order[k] shares with order[k - 1], less its last token (every row keeps one of its own)
-    lcp = [0] + [
+
+def _lcp(prompts: Sequence[Sequence[int]], order: list[int]) -> list[int]:
+    """``lcp[k]``: the tokens prompt ``order[k]`` shares with ``order[k - 1]``, less its last token (every row
+    keeps one of its own); ``lcp[0] = 0``."""
+    return [0] + [
         min(common_prefix_length(prompts[a], prompts[b]), len(prompts[a]) - 1, len(prompts[b]) - 1)
         for a, b in zip(order, order[1:])
     ]
+
+
+def _groups(
+    prompts: Sequence[Sequence[int]], order: list[int], lcp: list[int], batch_size: int, min_saved: int
+) -> tuple[list[tuple], list[int]]:
+    """``([(first, end, prefix length), ...], plain rows)``: prompts in token order (``order``, ``lcp``) cut
+    into groups ``order[first:end]`` sharing a prefix that pays, each the run from its first prompt that
+    saves the most token positions."""
     groups, plain = [], []
     start, n = 0, len(order)
     while start < n:
@@ -131,11 +154,67 @@ def _groups(prompts: Sequence[Sequence[int]], batch_size: int, min_saved: int) -
             if shared * (rows - 1) > best_saved and pays(shared, rows, batch_size, min_saved):
                 best_end, best_prefix, best_saved = end, shared, shared * (rows - 1)
         if best_end > start:
-            groups.append((order[start : best_end + 1], best_prefix))
+            groups.append((start, best_end + 1, best_prefix))
         else:
             plain.append(order[start])
         start = best_end + 1
     return groups, plain
+
+
+def _inner_groups(rows: list[int], lcp: list[int], prefix: int, batch_size: int) -> list[tuple[list[int], int]]:
+    """A group's rows in token order (``lcp`` their neighbours' shared tokens) cut into runs of at most
+    ``batch_size`` sharing more than the group's ``prefix``: ``[(rows, inner prefix length), ...]``, each
+    the run from its first row that saves the most token positions, ``(inner - prefix) * (rows - 1)``;
+    a row that shares nothing more is a run of its own (inner = ``prefix``)."""
+    runs, start, n = [], 0, len(rows)
+    while start < n:
+        best_end, best_inner, best_saved = start, prefix, 0
+        shared = lcp[start + 1] if start + 1 < n else prefix
+        for end in range(start + 1, min(n, start + batch_size)):
+            shared = min(shared, lcp[end])
+            if shared <= prefix:
+                break
+            if (shared - prefix) * (end - start) > best_saved:
+                best_end, best_inner, best_saved = end, shared, (shared - prefix) * (end - start)
+        runs.append((rows[start : best_end + 1], best_inner))
+        start = best_end + 1
+    return runs
+
+
+def _inner_saved(batch_runs: list[tuple[int, int]], prefix: int) -> int:
+    """Token positions a batch saves by running each inner prefix once: ``(inner - prefix) * (rows - 1)``
+    over its ``(inner, rows in the batch)`` runs."""
+    return sum((inner - prefix) * (rows - 1) for inner, rows in batch_runs)
+
+
+def _group_batches(
+    prompts: Sequence[Sequence[int]], runs: list[tuple[list[int], int]], prefix: int, batch_size: int, min_saved: int
+) -> list[Batch] | None:
+    """A group's batches with inner prefixes (its ``runs`` kept together, the run with the longest prompt
+    first, each longest first), where at least one batch's inner prefixes save ``min_saved`` token
+    positions (they run in one extra forward call per batch); None where none does."""
+    length = lambda i: len(prompts[i])  # noqa: E731
+    runs = [(sorted(rows, key=lambda i: (-length(i), i)), inner) for rows, inner in runs]
+    runs.sort(key=lambda run: (-length(run[0][0]), run[0][0]))
+    flat = [(i, inner) for rows, inner in runs for i in rows]
+    batches, any_inner = [], False
+    for start in range(0, len(flat), batch_size):
+        chunk = flat[start : start + batch_size]
+        counts: dict[tuple, int] = {}
+        for i, inner in chunk:
+            if inner > prefix:
+                key = (inner, tuple(prompts[i][prefix:inner]))
+                counts[key] = counts.get(key, 0) + 1
+        shared = {key for key, rows in counts.items() if rows > 1}
+        saved = _inner_saved([(key[0], counts[key]) for key in shared], prefix)
+        rows = [i for i, _ in chunk]
+        if saved >= min_saved:
+            any_inner = True
+            inner = tuple(inner if (inner, tuple(prompts[i][prefix:inner])) in shared else prefix for i, inner in chunk)
+            batches.append(Batch(rows, prefix, inner))
+        else:
+            batches.append(Batch(rows, prefix))
+    return batches if any_inner else None
 
 
 def plan_batches(
@@ -151,25 +230,54 @@ def plan_batches(
     prompt without ``reuse`` — goes into plain batches, longest first, with prefix length 0.
     Groups come first, the one with the longest prompt first.
 
+    A prefix within the prefix: where rows of a group share more than the group's prefix (the K
+    orders of a permuted question share the question before its options), the group's rows are cut
+    into runs of at most ``batch_size`` sharing it, kept together in its batches, and a batch whose
+    runs save at least ``min_saved`` token positions gets each row's inner prefix
+    (:attr:`Batch.inner`), run once per batch against the group's prefix. Where no batch of a group
+    saves that much, the group is batched longest first as above.
+
     Examples
     --------
     >>> shots = list(range(100, 180))  # an 80-token few-shot block
     >>> prompts = [shots + [1, 2], shots + [3], [7, 8, 9], shots + [4, 5, 6]]
     >>> plan_batches(prompts, 2)
-    [([3, 0], 80), ([1], 80), ([2], 0)]
+    [([3, 0], 80, None), ([1], 80, None), ([2], 0, None)]
     >>> plan_batches(prompts, 4, reuse=False)
-    [([3, 0, 1, 2], 0)]
+    [([3, 0, 1, 2], 0, None)]
+
+    Two questions behind the shots, each in two orders of its options: the question (40 tokens)
+    runs once per batch, behind the shots run once.
+
+    >>> questions = [list(range(200, 240)), list(range(300, 340))]
+    >>> orders = [shots + q + tail for q in questions for tail in ([1, 2], [2, 1])]
+    >>> [(b.rows, b.prefix_length, b.inner) for b in plan_batches(orders, 4)]
+    [([0, 1, 2, 3], 80, (120, 120, 120, 120))]
     """
     if batch_size < 1:
         raise InvalidValueError(f"batch_size must be >= 1, got {batch_size}")
-    groups, plain = _groups(prompts, batch_size, min_saved) if reuse else ([], list(range(len(prompts))))
 
     def longest_first(rows: list[int]) -> list[int]:
         return sorted(rows, key=lambda i: (-len(prompts[i]), i))  # ties in the order given, as without reuse
 
+    if not reuse:
+        plain = longest_first(range(len(prompts)))
+        return [Batch(plain[i : i + batch_size]) for i in range(0, len(plain), batch_size)]
+    order = sorted(range(len(prompts)), key=lambda i: prompts[i])
+    lcp = _lcp(prompts, order)
+    groups, plain = _groups(prompts, order, lcp, batch_size, min_saved)
+    planned = []
+    for first, end, prefix in groups:
+        rows = order[first:end]
+        runs = _inner_groups(rows, lcp[first:end], prefix, batch_size)
+        nested = _group_batches(prompts, runs, prefix, batch_size, min_saved) if len(runs) < len(rows) else None
+        if nested is None:
+            rows = longest_first(rows)
+            nested = [Batch(rows[i : i + batch_size], prefix) for i in range(0, len(rows), batch_size)]
+        planned.append((max(len(prompts[i]) for i in rows), nested))
     batches: list[Batch] = []
-    for rows, prefix in sorted(((longest_first(r), p) for r, p in groups), key=lambda g: -len(prompts[g[0][0]])):
-        batches += [Batch(rows[i : i + batch_size], prefix) for i in range(0, len(rows), batch_size)]
+    for _, group in sorted(planned, key=lambda g: -g[0]):
+        batches += group
     plain = longest_first(plain)
     batches += [Batch(plain[i : i + batch_size]) for i in range(0, len(plain), batch_size)]
     return batches
@@ -221,6 +329,20 @@ def _blocker(limits: tuple[str | None, int | None], width: int) -> str | None:
     return reason
 
 
+def padded_width(rows: Sequence[Sequence[int]], prefix_length: int, inner: Sequence[int] | None = None) -> int:
+    """The width of a batch run against a shared prefix: the prefix, the inner prefixes left-padded to the
+    longest, the suffixes left-padded to the longest (what a sliding window must cover).
+
+    Examples
+    --------
+    >>> padded_width([[1, 2, 3, 4], [1, 2, 5]], 2), padded_width([[1, 2, 3, 4, 9], [1, 2, 5, 6, 7, 8]], 2, (4, 3))
+    (4, 7)
+    """
+    if inner is None:
+        return max(map(len, rows))
+    return max(inner) + max(len(r) - n for r, n in zip(rows, inner))
+
+
 def cache_blocker(model, width: int) -> str | None:
     """Why ``model`` cannot run a batch ``width`` tokens wide (prefix + padded suffix) against a
     shared prefix exactly; None when it can. Read off the config (no forward pass)."""
@@ -253,7 +375,12 @@ def _shared_layer_class():
     Cache, CacheLayerMixin, DynamicLayer, DynamicSlidingWindowLayer = _cache_api()
 
     class SharedPrefixLayer(CacheLayerMixin):
-        """One layer's prefix keys and values (batch of one), read by every row and never written."""
+        """One layer's prefix keys and values (batch of one), read by every row and never written.
+
+        ``inner``, set for one forward call: the batch's inner prefixes' keys and values (one row each)
+        and, per row, which one it reads; its attention sees ``[prefix][its inner prefix][own keys]``.
+        ``captured``, where not None: the keys and values the call computed, kept (the inner prefixes' run).
+        """
 
         is_compileable = False
         is_croppable = False
@@ -264,22 +391,29 @@ def _shared_layer_class():
             self.is_sliding = layer.is_sliding
             self.device = layer.keys.device
             self.is_initialized = True
+            self.inner = None  # (keys, values, row -> inner prefix index), for one forward call
+            self.captured = None
 
         def lazy_initialization(self, key_states, value_states) -> None:  # initialised from the prefix
             pass
 
         def update(self, key_states, value_states, *args, **kwargs):
             rows = key_states.shape[0]
-            keys = torch.cat([self.keys.expand(rows, -1, -1, -1), key_states], dim=-2)
-            values = torch.cat([self.values.expand(rows, -1, -1, -1), value_states], dim=-2)
-            return keys, values
+            keys, values = [self.keys.expand(rows, -1, -1, -1)], [self.values.expand(rows, -1, -1, -1)]
+            if self.inner is not None:
+                inner_keys, inner_values, index = self.inner
+                keys.append(inner_keys.index_select(0, index))
+                values.append(inner_values.index_select(0, index))
+            if self.captured is not None:
+                self.captured = (key_states, value_states)
+            return torch.cat([*keys, key_states], dim=-2), torch.cat([*values, value_states], dim=-2)
+
+        def get_seq_length(self) -> int:
+            return self.keys.shape[-2] + (self.inner[0].shape[-2] if self.inner is not None else 0)
 
         def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
             # As a dynamic layer's: every key from position 0 (a sliding layer's too, the window not yet reached)
-            return self.keys.shape[-2] + query_length, 0
-
-        def get_seq_length(self) -> int:
-            return self.keys.shape[-2]
+            return self.get_seq_length() + query_length, 0
 
         def get_max_length(self) -> int:
             return -1
@@ -332,12 +466,21 @@ class SharedPrefix:
         self.ids = ids
         self.runs += 1
 
-    def logits(self, rows: Sequence[Sequence[int]], prefix_length: int) -> torch.Tensor:
+    def logits(
+        self, rows: Sequence[Sequence[int]], prefix_length: int, inner: Sequence[int] | None = None
+    ) -> torch.Tensor:
         """Last-position logits (B, V) of ``rows``, whose first ``prefix_length`` tokens are the same,
         against that prefix's keys and values (run now unless they are the ones held); equal to
-        ``last_position_logits`` of the left-padded rows within float rounding (module docstring)."""
+        ``last_position_logits`` of the left-padded rows within float rounding (module docstring).
+
+        ``inner`` (:attr:`Batch.inner`): row j's first ``inner[j]`` tokens, where longer than the
+        prefix, are an inner prefix shared with other rows; each distinct one runs once, in one call for
+        the batch against the prefix, and its rows run against both."""
         if prefix_length < 1 or any(len(r) <= prefix_length for r in rows):
             raise InvalidValueError(f"every row must be longer than the shared prefix ({prefix_length} tokens)")
+        inner = [prefix_length] * len(rows) if inner is None else list(inner)
+        if len(inner) != len(rows) or any(not prefix_length <= n < len(r) for n, r in zip(inner, rows)):
+            raise InvalidValueError("every row's inner prefix must be at least the shared prefix and shorter than it")
         ids = list(rows[0][:prefix_length])
         if self.ids != ids:
             self._run(ids)
@@ -345,19 +488,63 @@ class SharedPrefix:
         if self.cache is None:
             padded = left_pad(rows, self.pad_token_id)
             return last_position_logits(self.model, **{k: v.to(device, non_blocking=True) for k, v in padded.items()})
-        suffix = left_pad([r[prefix_length:] for r in rows], self.pad_token_id)
-        suffix = {k: v.to(device, non_blocking=True) for k, v in suffix.items()}
-        mask = suffix["attention_mask"]
-        mask = torch.cat([mask.new_ones((mask.shape[0], prefix_length)), mask], dim=1)
-        logits = self.model(
-            input_ids=suffix["input_ids"],
-            attention_mask=mask,
-            position_ids=suffix["position_ids"] + prefix_length,
+        layers = self.cache.layers
+        try:
+            inner_mask = self._run_inner(rows, prefix_length, inner)
+            suffix = left_pad([r[n:] for r, n in zip(rows, inner)], self.pad_token_id)
+            offset = torch.tensor(inner, dtype=torch.long)[:, None]
+            suffix["position_ids"] = suffix["position_ids"] + offset  # after the prefix and the row's inner prefix
+            suffix = {k: v.to(device, non_blocking=True) for k, v in suffix.items()}
+            mask = suffix["attention_mask"]
+            before = mask.new_ones((mask.shape[0], prefix_length))
+            mask = torch.cat([before, mask] if inner_mask is None else [before, inner_mask, mask], dim=1)
+            logits = self.model(
+                input_ids=suffix["input_ids"],
+                attention_mask=mask,
+                position_ids=suffix["position_ids"],
+                **{self._cache_argument: self.cache},
+                use_cache=True,
+                logits_to_keep=1,
+            ).logits
+        finally:
+            for layer in layers:
+                layer.inner = layer.captured = None  # the inner prefixes live for this batch only
+        return logits[:, -1, :]
+
+    def _run_inner(self, rows: Sequence[Sequence[int]], prefix_length: int, inner: list[int]) -> torch.Tensor | None:
+        """Run the batch's distinct inner prefixes (tokens ``prefix_length:inner[j]``) once, left-padded after the
+        prefix, and hand each layer's keys and values to the suffix call (``layer.inner``); the attention mask
+        of their span for every row (zero where a row has none), or None where no row has one."""
+        stems: dict[tuple[int, ...], int] = {}
+        index = []
+        for row, n in zip(rows, inner):
+            stem = tuple(row[prefix_length:n])
+            index.append(stems.setdefault(stem, len(stems)) if stem else -1)
+        if not stems:
+            return None
+        device = self.model.device
+        padded = left_pad(list(stems), self.pad_token_id)
+        padded["position_ids"] = padded["position_ids"] + prefix_length
+        padded = {k: v.to(device, non_blocking=True) for k, v in padded.items()}
+        mask = padded["attention_mask"]
+        layers = self.cache.layers
+        for layer in layers:
+            layer.captured = ()
+        self.model(
+            input_ids=padded["input_ids"],
+            attention_mask=torch.cat([mask.new_ones((mask.shape[0], prefix_length)), mask], dim=1),
+            position_ids=padded["position_ids"],
             **{self._cache_argument: self.cache},
             use_cache=True,
             logits_to_keep=1,
-        ).logits
-        return logits[:, -1, :]
+        )
+        has = torch.tensor([i >= 0 for i in index])
+        rows_index = torch.tensor([max(i, 0) for i in index], dtype=torch.long).to(device, non_blocking=True)
+        for layer in layers:
+            layer.inner = (*layer.captured, rows_index)
+            layer.captured = None
+        # a row without an inner prefix reads the first one's keys, all masked out
+        return mask.index_select(0, rows_index) * has.to(device, non_blocking=True)[:, None]
 
 
 def prefix_cached_logits(model, rows: Sequence[Sequence[int]], prefix_length: int, pad_token_id) -> torch.Tensor:

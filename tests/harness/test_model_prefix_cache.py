@@ -51,12 +51,13 @@ def _evidence(lm, requests):
 
 @pytest.mark.parametrize("method", ["edl", "ib_edl", "softmax"])
 def test_evidential_files_the_same_evidence_with_the_cache_on_and_off(tiny_model, tiny_adapter, method, monkeypatch):
-    cached_calls, prefix_runs = [], []
+    cached_calls, prefix_runs, inner_rows = [], [], []
     real_logits, real_run = SharedPrefix.logits, SharedPrefix._run
 
-    def counted(self, rows, prefix_length):
+    def counted(self, rows, prefix_length, inner=None):
         cached_calls.append((len(rows), prefix_length))
-        return real_logits(self, rows, prefix_length)
+        inner_rows.extend(tuple(r[:n]) for r, n in zip(rows, inner or ()) if n > prefix_length)
+        return real_logits(self, rows, prefix_length, inner)
 
     def run(self, ids):
         prefix_runs.append(tuple(ids))
@@ -69,6 +70,9 @@ def test_evidential_files_the_same_evidence_with_the_cache_on_and_off(tiny_model
     responses_on, evidence_on = _evidence(on, requests)
     assert cached_calls and all(prefix > 30 for _, prefix in cached_calls)
     assert len(prefix_runs) == len(set(prefix_runs)) < len(cached_calls)  # a group's prefix runs once
+    # the K orders of the permuted question share it before its options: a prefix within the 5-shot prefix
+    question = on.tok_encode(f"{SHOTS}Question: which colour is the sky at night, in the text?\n")
+    assert sum(list(stem[: len(question) - 1]) == question[:-1] for stem in inner_rows) == 4
     off = make_lm(tiny_model, tiny_adapter, method=method, batch_size=6, prefix_cache=False)
     calls = len(cached_calls)
     responses_off, evidence_off = _evidence(off, requests)

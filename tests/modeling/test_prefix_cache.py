@@ -16,6 +16,7 @@ from lm_eval_evidential.modeling.encoding import last_position_logits, left_pad
 from lm_eval_evidential.modeling.prefix_cache import (
     SharedPrefix,
     cache_blocker,
+    padded_width,
     pays,
     plan_batches,
     prefix_cached_logits,
@@ -79,11 +80,17 @@ def test_rows_must_be_longer_than_the_prefix(family_models):
         prefix_cached_logits(model, [[1, 2, 3], [1, 2]], 2, 0)
 
 
+STEMS = [[5 + s] * n for s, n in enumerate((20, 9, 33))]  # inner prefixes: a question before its options
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     prompts=st.lists(
         st.lists(st.integers(0, 3), min_size=1, max_size=40).map(lambda t: [1] * 30 + t)
-        | st.lists(st.integers(0, 3), min_size=1, max_size=40),
+        | st.lists(st.integers(0, 3), min_size=1, max_size=40)
+        | st.tuples(st.sampled_from(STEMS), st.lists(st.integers(0, 3), min_size=1, max_size=6)).map(
+            lambda x: [1] * 30 + x[0] + x[1]
+        ),
         min_size=0,
         max_size=30,
     ),
@@ -112,7 +119,16 @@ def test_plan_covers_every_prompt_once_and_shares_only_what_pays(prompts, batch_
         assert pays(prefix_length, len(members), batch_size, min_saved)
         assert all(len(prompts[i]) > prefix_length and tuple(prompts[i][:prefix_length]) == prefix for i in members)
         lengths = [len(prompts[i]) for i in members]
-        assert lengths == sorted(lengths, reverse=True)  # longest first within a group: fewest pads
+        if not any(b.inner for b in batches if b.rows[0] in members):
+            assert lengths == sorted(lengths, reverse=True)  # longest first within a group: fewest pads
+    for batch in batches:  # an inner prefix: shared by rows of its batch, and only where its batch saves enough
+        if batch.inner is None:
+            continue
+        assert batch.prefix_length and len(batch.inner) == len(batch.rows)
+        stems = [tuple(prompts[i][batch.prefix_length : n]) for i, n in zip(batch.rows, batch.inner)]
+        assert all(batch.prefix_length <= n < len(prompts[i]) for i, n in zip(batch.rows, batch.inner))
+        assert all(stems.count(stem) > 1 for stem in stems if stem)
+        assert sum(len(stem) for stem in stems if stem) - sum(len(stem) for stem in set(stems)) >= min_saved
     assert len({key for key, _ in groups if key[0]}) == sum(1 for key, _ in groups if key[0])  # one run each
     plain = plan_batches(prompts, batch_size, reuse=False)
     assert all(b.prefix_length == 0 for b in plain)
@@ -212,3 +228,44 @@ def test_the_cache_argument_is_read_off_the_wrapped_model():
     assert prefix_cache._cache_argument(Wrapper(Old())) == "past_key_values"
     assert prefix_cache._cache_argument(Wrapper(Wrapper(New()))) == "cache"
     assert prefix_cache._cache_argument(Wrapper(Neither())) is None
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_inner_prefixes_give_the_uncached_logits_on_every_family(family_models, family):
+    # a prefix within the prefix: rows share the prefix, and in runs an inner prefix of their own (the question
+    # before its options); inner prefixes of different lengths, and a row with none, in one batch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(family_models[family], dtype=torch.float32).eval()
+    tok = AutoTokenizer.from_pretrained(family_models[family])
+    rng = random.Random(3)
+    word = lambda n: [rng.randrange(5, len(tok)) for _ in range(n)]  # noqa: E731
+    prefix = [tok.bos_token_id] + word(16)
+    stems = [word(19), word(7), word(12)]
+    rows, inner = [], []
+    for stem, tails in zip(stems, ((1, 9, 4), (6, 2), (3, 3, 11))):
+        for n in tails:
+            rows.append(prefix + stem + word(n))
+            inner.append(len(prefix) + len(stem))
+    rows.append(prefix + word(5))
+    inner.append(len(prefix))
+    assert cache_blocker(model, padded_width(rows, len(prefix), inner)) is None
+    shared = SharedPrefix(model, tok.pad_token_id)
+    with torch.inference_mode():
+        uncached = last_position_logits(model, **left_pad(rows, tok.pad_token_id))
+        cached = shared.logits(rows, len(prefix), inner)
+        again = shared.logits(rows[::-1], len(prefix), inner[::-1])  # the held prefix, other inner prefixes' order
+    torch.testing.assert_close(cached, uncached, rtol=0, atol=TOL)
+    torch.testing.assert_close(again, uncached.flip(0), rtol=0, atol=TOL)
+    assert shared.runs == 1
+    assert all(layer.inner is None and layer.captured is None for layer in shared.cache.layers)  # freed per batch
+
+
+def test_an_inner_prefix_must_lie_within_its_row(family_models):
+    from transformers import AutoModelForCausalLM
+
+    from lm_eval_evidential.errors import InvalidValueError
+
+    model = AutoModelForCausalLM.from_pretrained(family_models["llama"], dtype=torch.float32)
+    with pytest.raises(InvalidValueError, match="inner prefix"):
+        SharedPrefix(model, 0).logits([[1, 2, 3, 4], [1, 2, 5]], 2, (2, 3))
