@@ -165,9 +165,12 @@ def main(argv=None) -> None:
         shared = [b for _, batches in calls for b in batches if b.prefix_length]
         cached = sum(len(b.rows) for b in shared)
         mean_prefix = statistics.mean(b.prefix_length for b in shared) if shared else 0.0
+        inner = [n for b in shared for n in b.inner or () if n > b.prefix_length]
         print(
             f"prefix cache plan, {name}: {cached} of {rows} prompts in {len(shared)} prefix batches, "
-            f"mean shared prefix {mean_prefix:.1f} tokens"
+            f"mean shared prefix {mean_prefix:.1f} tokens; {len(inner)} prompts behind an inner prefix "
+            f"(the question before its options), mean {statistics.mean(inner) if inner else 0.0:.1f} tokens "
+            "with the prefix"
         )
     if plans:
         by_question: dict = {}
