@@ -104,6 +104,28 @@ def _timed(lm, groups) -> float:
     return time.perf_counter() - start
 
 
+def _print_plans(plans: dict, permuted, lm) -> None:
+    """What the prefix cache shares in each variant (as the timed calls plan), and what the K orders share."""
+    for name, calls in plans.items():
+        rows = sum(len(p) for p, _ in calls)
+        shared = [b for _, batches in calls for b in batches if b.prefix_length]
+        cached = sum(len(b.rows) for b in shared)
+        mean_prefix = statistics.mean(b.prefix_length for b in shared) if shared else 0.0
+        inner = [n for b in shared for n in b.inner or () if n > b.prefix_length]
+        print(
+            f"prefix cache plan, {name}: {cached} of {rows} prompts in {len(shared)} prefix batches, "
+            f"mean shared prefix {mean_prefix:.1f} tokens; {len(inner)} prompts behind an inner prefix "
+            f"(the question before its options), mean {statistics.mean(inner) if inner else 0.0:.1f} tokens "
+            "with the prefix"
+        )
+    by_question: dict = {}
+    for request in permuted:  # each order's context once (a doc has one request per answer label)
+        orders = by_question.setdefault(request.doc["question_id"], {})
+        orders[tuple(request.doc["permutation"])] = lm.tok_encode(request.args[0])
+    by_question = {q: list(orders.values()) for q, orders in by_question.items()}
+    print(f"the K orders of a question share {_question_prefix(list(by_question.values())):.1f} tokens on average")
+
+
 def main(argv=None) -> None:
     import tempfile
 
@@ -160,26 +182,8 @@ def main(argv=None) -> None:
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; load {load[0]:.2f}")
     print(f"model: {args.model} ({pretrained}); task {args.task}: {args.n} questions, K = {k}")
     print(f"requests: {len(plain)} in one order, {len(permuted)} in the K orders")
-    for name, calls in plans.items():
-        rows = sum(len(p) for p, _ in calls)
-        shared = [b for _, batches in calls for b in batches if b.prefix_length]
-        cached = sum(len(b.rows) for b in shared)
-        mean_prefix = statistics.mean(b.prefix_length for b in shared) if shared else 0.0
-        inner = [n for b in shared for n in b.inner or () if n > b.prefix_length]
-        print(
-            f"prefix cache plan, {name}: {cached} of {rows} prompts in {len(shared)} prefix batches, "
-            f"mean shared prefix {mean_prefix:.1f} tokens; {len(inner)} prompts behind an inner prefix "
-            f"(the question before its options), mean {statistics.mean(inner) if inner else 0.0:.1f} tokens "
-            "with the prefix"
-        )
     if plans:
-        by_question: dict = {}
-        for request in permuted:  # each order's context once (a doc has one request per answer label)
-            by_question.setdefault(request.doc["question_id"], {})[tuple(request.doc["permutation"])] = models[True][
-                0
-            ].tok_encode(request.args[0])
-        by_question = {q: list(orders.values()) for q, orders in by_question.items()}
-        print(f"the K orders of a question share {_question_prefix(list(by_question.values())):.1f} tokens on average")
+        _print_plans(plans, permuted, models[True][0])
     base = statistics.median(times[(settings[-1], "one order")])  # without the cache where both ran
     for (cache, name), values in times.items():
         median = statistics.median(values)
