@@ -14,7 +14,7 @@ tests read them on every run.
 
 Every ``lm_eval`` import in the package names an entry of :data:`INTERNALS`, :data:`PUBLIC` or
 :data:`VLLM_INTERNALS`, and every patched function one of :data:`INTERNALS`
-(``tests/test_lm_eval_compat.py`` reads every import and every patch).
+(``tests/contract/test_lm_eval_compat.py`` reads every import and every patch).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 
-from .oracles import own_logits
+from tests.oracles import own_logits
 
 pytestmark = pytest.mark.usefixtures("use_mirror")
 

@@ -12,7 +12,7 @@ import pytest
 
 from lm_eval_evidential.testing.tiny import sample_data_dir
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 LETTERS = "ABCDE"
 
 

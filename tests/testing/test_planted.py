@@ -41,8 +41,7 @@ def planted(tiny_model, tmp_path_factory):
     from lm_eval_evidential.audits.permutations import permutation_summary
     from lm_eval_evidential.training.config import TrainConfig
     from lm_eval_evidential.training.trainer import train
-
-    from .harness.test_model import make_lm, our_tasks
+    from tests.harness.test_model import make_lm, our_tasks
 
     root = tmp_path_factory.mktemp("planted")
     with pytest.MonkeyPatch.context() as mp:
@@ -99,8 +98,7 @@ def test_on_real_smollm2_the_audit_finds_the_planted_prior(tmp_path):
     from lm_eval_evidential.testing.smollm2 import smollm2_checkpoint
     from lm_eval_evidential.training.config import TrainConfig
     from lm_eval_evidential.training.trainer import train
-
-    from .harness.test_model import make_lm, our_tasks
+    from tests.harness.test_model import make_lm, our_tasks
 
     model = smollm2_checkpoint()
     with pytest.MonkeyPatch.context() as mp:

@@ -25,13 +25,13 @@ import pytest
 
 pytestmark = pytest.mark.usefixtures("use_mirror")
 
-SCALING = Path(__file__).resolve().parents[1] / "docs" / "scaling.md"
+SCALING = Path(__file__).resolve().parents[2] / "docs" / "scaling.md"
 TASKS = ["obqa_edl", "arc_c_edl"]  # the docs command's tasks: K=4, and K=3/4/5 per question
 TIMEOUT = 900
 
 
 def _env(mirror, **extra) -> dict:
-    root = str(Path(__file__).resolve().parents[1])
+    root = str(Path(__file__).resolve().parents[2])
     return {
         **os.environ,
         "OMP_NUM_THREADS": "1",

@@ -17,8 +17,8 @@ without a GPU needs:
   --max-train-docs 16`` (the pages show the paper's 10,080 steps over the full splits).
 
 Not run here: the blocks right after ``<!-- main-command -->`` and ``<!-- test-command -->``
-(CI runs them: ``.ci/run`` and tests/test_demo.py) and blocks marked ``<!-- not run by
-tests/test_readme.py: … -->`` (installs, benchmarks, launches tested elsewhere: each says where).
+(CI runs them: ``.ci/run`` and tests/cli/test_demo.py) and blocks marked ``<!-- not run by
+tests/contract/test_readme.py: … -->`` (installs, benchmarks, launches tested elsewhere: each says where).
 """
 
 from __future__ import annotations
@@ -31,20 +31,20 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 #: The docs pages whose commands run after the README's, in this order (the audits read the walk's ``out/``).
 DOC_PAGES = ("usage", "tasks", "audits", "training", "scaling", "reliability", "architecture")
 HUB_MODEL = "meta-llama/Meta-Llama-3-8B"
 #: Blocks run elsewhere: the two set-up commands and the vLLM environment's install (CI), the data-parallel launch
-#: (tests/test_data_parallel.py),
+#: (tests/harness/test_data_parallel.py),
 #: and blocks that say why they are not run here.
 SKIP_MARKERS = (
     "<!-- main-command -->",
     "<!-- test-command -->",
     "<!-- data-parallel-command -->",
     "<!-- vllm-install -->",
-    "<!-- not run by tests/test_readme.py",
+    "<!-- not run by tests/contract/test_readme.py",
 )
 
 
@@ -114,6 +114,19 @@ def test_the_readme_is_parsed_as_ci_reads_it():
     assert any(lang == "python" for _, lang, _ in all_blocks())
 
 
+def test_every_test_file_the_pages_name_exists():
+    """A test the README, a docs page or a benchmark note points a reader to is where it says (tests move)."""
+    pages = [README, *(ROOT / "docs").glob("*.md"), *(ROOT / "benchmarks").glob("*.md")]
+    named = {
+        (page.name, path)
+        for page in pages
+        for path in re.findall(r"\btests/[\w/]+(?:\.py)?", page.read_text(encoding="utf-8"))
+    }
+    assert named, "the pages name no test file"
+    missing = sorted(f"{page}: {path}" for page, path in named if not (ROOT / path).exists())
+    assert not missing, missing
+
+
 def test_the_readme_is_a_door():
     """A short page: what and why, install, the two commands, a walk, the tasks, links."""
     text = README.read_text(encoding="utf-8")
@@ -130,7 +143,8 @@ def test_every_readme_command_runs_as_written_in_order(tiny_model, tmp_path):
     env = reader_env()
     work = tmp_path / "reader"
     work.mkdir()
-    # The walk's MODEL, demo_out/tiny-llama, as the demo's first step builds it (the demo itself: tests/test_demo.py).
+    # The walk's MODEL, demo_out/tiny-llama, as the demo's first step builds it
+    # (the demo itself: tests/cli/test_demo.py).
     from lm_eval_evidential.testing.tiny import build_tiny_model
 
     build_tiny_model(work / "demo_out" / "tiny-llama", seed=0)

@@ -97,7 +97,7 @@ def violations(package: Path = PACKAGE) -> list[str]:
         layer = _layer(path, package)
         where = f"{path.relative_to(package.parent)}"
         if layer not in RANK and layer != "__init__":
-            found.append(f"{where}: in no declared layer (declare it in tests/test_layers.py)")
+            found.append(f"{where}: in no declared layer (declare it in tests/contract/test_layers.py)")
             continue
         for line, module in _imports(path, package):
             parts = module.split(".")
