@@ -71,6 +71,7 @@ __all__ = [
     "CardinalityMismatchError",
     "OODRow",
     "OOD_ROW_KEYS",
+    "KSweepRow",
     "KSWEEP_ROW_KEYS",
     "k_check",
     "k_summary",
@@ -111,23 +112,31 @@ class OODRow(AuditRow):
 
 
 OOD_ROW_KEYS = OODRow.field_names()
-KSWEEP_ROW_KEYS = (
-    "condition",
-    "extra",
-    "k_id",
-    "k_ood",
-    "score",
-    "auroc",
-    "aupr_in",
-    "delta_auroc",
-    "delta_aupr",
-    "sensitivity",
-    "phantom",
-    "phantom_evidence_id",
-    "phantom_evidence_ood",
-    "invariant_evidence_id",
-    "invariant_evidence_ood",
-)
+
+
+@dataclass(frozen=True)
+class KSweepRow(AuditRow):
+    """One step of the K sweep (:func:`ksweep_rows`): a score's AUROC/AUPR-In with ``extra`` phantom options
+    appended to one side or both, its move from ``extra = 0`` and the appended options' mean evidence."""
+
+    condition: str = column("condition", "condition")
+    extra: int = column("x")
+    k_id: int | dict[int, int] = column("K_ID", "k")
+    k_ood: int | dict[int, int] = column("K_OOD", "k")
+    score: str = column("score")
+    auroc: float = column("AUROC")
+    aupr_in: float = column("AUPR-In")
+    delta_auroc: float = column("ΔAUROC", "signed")
+    delta_aupr: float = column("ΔAUPR", "signed")
+    sensitivity: str = column("K sensitivity")
+    phantom: str = column("phantom")
+    phantom_evidence_id: float = column("phantom e (ID)")
+    phantom_evidence_ood: float = column("phantom e (OOD)")
+    invariant_evidence_id: float = column("S_K/K − λ (ID)")
+    invariant_evidence_ood: float = column("S_K/K − λ (OOD)")
+
+
+KSWEEP_ROW_KEYS = KSweepRow.field_names()
 
 
 def ood_rows(
@@ -232,7 +241,7 @@ def ksweep_rows(
     scores: Iterable[str] | None = None,
     k_policy: str = "assert",
     phantom: str = "zero",
-) -> list[dict]:
+) -> list[KSweepRow]:
     """McNamara (2026), Table 1, on saved records: AUROC/AUPR-In as phantom options are appended.
 
     ``phantom`` (:data:`~lm_eval_evidential.metrics.cardinality.PHANTOM_MODES`) says how: ``zero``
@@ -244,7 +253,7 @@ def ksweep_rows(
     The K check runs first under ``k_policy``; the sweep then runs on the kept examples'
     fixed alphas (:func:`lm_eval_evidential.metrics.cardinality.ksweep`): ``x = 0..max_extra`` classes
     with ``alpha = lambda`` appended to the OOD side only (``condition="ood_only"``) and to
-    both sides (``"matched"``). Rows have the keys of :data:`KSWEEP_ROW_KEYS`; deltas are
+    both sides (``"matched"``). Rows are :class:`KSweepRow` (keys :data:`KSWEEP_ROW_KEYS`); deltas are
     against ``x = 0`` and ``sensitivity`` is the score's
     :func:`~lm_eval_evidential.metrics.cardinality.classify_k_sensitivity` label ("K-sensitive" or
     "K-invariant"), the same on every row of that score. ``scores`` defaults to
@@ -276,7 +285,8 @@ def ksweep_rows(
         undefined = ("phantom_evidence_id", "phantom_evidence_ood", "invariant_evidence_id", "invariant_evidence_ood")
         rows = [{**row, **dict.fromkeys(undefined, float("nan"))} for row in rows]
     labels = classify_k_sensitivity(rows)
-    return [{key: {**row, "sensitivity": labels[row["score"]]}[key] for key in KSWEEP_ROW_KEYS} for row in rows]
+    measured = [key for key in KSWEEP_ROW_KEYS if key != "sensitivity"]
+    return [KSweepRow(**{key: row[key] for key in measured}, sensitivity=labels[row["score"]]) for row in rows]
 
 
 def ksweep_delong(

@@ -183,74 +183,83 @@ def paper_tables(
         "notes": [] if id_records.has_alpha else [NO_VACUITY],
     }
     for task, records in ood.items():
-        if task not in DATASETS or task == "csqa_edl":
-            continue
-        if not id_records.has_alpha:
-            out["table1"][task] = {"reason": f"Table 1 sweeps reciprocal vacuity: {NO_VACUITY}", "rows": []}
-            continue
-        try:
-            rows = ksweep_rows(
-                id_records,
-                _same_k(id_records, records),
-                max_extra=max_extra,
-                scores=["reciprocal_vacuity"],
-                phantom=phantom,
-            )
-        except (CardinalityMismatchError, ValueError) as exc:
-            out["table1"][task] = {"reason": str(exc), "rows": []}
-            continue
-        published = matches_id and task == "arc_c_edl" and method == "edl" and phantom == "zero"
-        for r in rows:
-            r["published"] = PUBLISHED_TABLE1.get((r["condition"], r["extra"])) if published else None
-        out["table1"][task] = {"rows": rows}
+        if task in DATASETS and task != "csqa_edl":
+            out["table1"][task] = _table1(id_records, task, records, matches_id, phantom=phantom, max_extra=max_extra)
     for implementation in ("A", "B"):
         table = TABLE_OF.get((implementation, method))
         out.setdefault("published_tables", {})[implementation] = table if matches_id else None
-        rows: list[dict] = []
-        for task, dataset in DATASETS.items():
-            if task not in ood or (implementation == "A" and task == "mmlu_math_edl"):
-                continue
-            k_ood = _one_k(ood[task])
-            if task == "csqa_edl":
-                pair = [{**_metrics(_as_is(id_records, ood[task])), "row": "mismatch"}]
-                if "csqa4_edl" in ood:
-                    pair.append(
-                        {
-                            **_metrics(
-                                ood_rows(
-                                    id_records,
-                                    ood["csqa4_edl"],
-                                    scores=_scores(id_records),
-                                    n_boot=0,
-                                )
-                            ),
-                            "row": "correct",
-                        }
-                    )
-                else:
-                    pair.append(
-                        {**_undefined("csqa4_edl (CSQA with option E removed) is not in this run"), "row": "correct"}
-                    )
-                k_removed = _one_k(ood["csqa4_edl"]) if "csqa4_edl" in ood else None
-                labels = (f"{_k_text(k_ood)} (as-is)", f'{_k_text(k_removed)} (removed "E")')
-            elif k_id is None:
-                pair = [
-                    {**_undefined(_MIXED_K.format(task=id_records.task)), "row": r} for r in ("mismatch", "correct")
-                ]
-                labels = ("K + 1 (mismatch)", "K (correct)")
-            else:  # the labels are the data's K: the ID task's, and one more for the mismatch row
-                pair = _pair(id_records, ood[task], implementation, k_id + 1)
-                labels = (f"{k_id + 1} (mismatch)", f"{k_id} (correct)")
-            for r, label in zip(pair, labels):
-                r.update(dataset=dataset, task=task, k_label=label)
-                published = PUBLISHED.get(table, {}).get((dataset, r["row"])) if matches_id and table else None
-                r["published"] = None if published is None else dict(zip(METRICS, published))
-            first, second = pair
-            for m in METRICS:
-                second[f"delta_{m}"] = second[m] - first[m]
-            rows += pair
-        out[implementation] = rows
+        out[implementation] = _implementation(id_records, ood, implementation, k_id, table if matches_id else None)
     return out
+
+
+def _table1(id_records: Records, task: str, records: Records, matches_id: bool, *, phantom: str, max_extra: int):
+    """Table 1 of one OOD task: its K-sweep rows of reciprocal vacuity, each with the published (AUROC, AUPR)
+    where the setting is the paper's, or why there are none."""
+    if not id_records.has_alpha:
+        return {"reason": f"Table 1 sweeps reciprocal vacuity: {NO_VACUITY}", "rows": []}
+    try:
+        rows = ksweep_rows(
+            id_records,
+            _same_k(id_records, records),
+            max_extra=max_extra,
+            scores=["reciprocal_vacuity"],
+            phantom=phantom,
+        )
+    except (CardinalityMismatchError, ValueError) as exc:
+        return {"reason": str(exc), "rows": []}
+    published = matches_id and task == "arc_c_edl" and id_records.method == "edl" and phantom == "zero"
+    return {
+        "rows": [
+            {**r, "published": PUBLISHED_TABLE1.get((r["condition"], r["extra"])) if published else None} for r in rows
+        ]
+    }
+
+
+def _implementation(id_records: Records, ood: dict[str, Records], implementation: str, k_id, table) -> list[dict]:
+    """One implementation's rows ("mismatch" and "correct" per dataset), with the published values of ``table``
+    (None: the setting is not the paper's) and the second row's deltas."""
+    rows: list[dict] = []
+    for task, dataset in DATASETS.items():
+        if task not in ood or (implementation == "A" and task == "mmlu_math_edl"):
+            continue
+        k_ood = _one_k(ood[task])
+        if task == "csqa_edl":
+            pair = [{**_metrics(_as_is(id_records, ood[task])), "row": "mismatch"}]
+            if "csqa4_edl" in ood:
+                pair.append(
+                    {
+                        **_metrics(
+                            ood_rows(
+                                id_records,
+                                ood["csqa4_edl"],
+                                scores=_scores(id_records),
+                                n_boot=0,
+                            )
+                        ),
+                        "row": "correct",
+                    }
+                )
+            else:
+                pair.append(
+                    {**_undefined("csqa4_edl (CSQA with option E removed) is not in this run"), "row": "correct"}
+                )
+            k_removed = _one_k(ood["csqa4_edl"]) if "csqa4_edl" in ood else None
+            labels = (f"{_k_text(k_ood)} (as-is)", f'{_k_text(k_removed)} (removed "E")')
+        elif k_id is None:
+            pair = [{**_undefined(_MIXED_K.format(task=id_records.task)), "row": r} for r in ("mismatch", "correct")]
+            labels = ("K + 1 (mismatch)", "K (correct)")
+        else:  # the labels are the data's K: the ID task's, and one more for the mismatch row
+            pair = _pair(id_records, ood[task], implementation, k_id + 1)
+            labels = (f"{k_id + 1} (mismatch)", f"{k_id} (correct)")
+        for r, label in zip(pair, labels):
+            r.update(dataset=dataset, task=task, k_label=label)
+            published = PUBLISHED.get(table, {}).get((dataset, r["row"])) if table else None
+            r["published"] = None if published is None else dict(zip(METRICS, published))
+        first, second = pair
+        for m in METRICS:
+            second[f"delta_{m}"] = second[m] - first[m]
+        rows += pair
+    return rows
 
 
 def _as_is(id_records: Records, records: Records) -> list[dict]:

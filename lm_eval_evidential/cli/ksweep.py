@@ -11,6 +11,7 @@ invariance value S_K/K - lambda. Exit status as for ``ood`` (2: refused for a K 
 
 from __future__ import annotations
 
+from lm_eval_evidential.audits.ood import KSweepRow
 from lm_eval_evidential.files import write_json
 
 from .arguments import add_audit_parser, add_phantom, one_task
@@ -18,7 +19,7 @@ from .loading import load
 from .printing import format_table
 from .refusals import print_refusals, refuse_same_questions, refuse_self_comparison
 
-TABLE_COLUMNS = (
+TABLE_COLUMNS = KSweepRow.columns(
     "condition",
     "extra",
     "k_id",

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from lm_eval_evidential.audits.ood import OODRow, phantom_evidence_line, sensitivity_lines
+from lm_eval_evidential.audits.ood import KSweepRow, OODRow, phantom_evidence_line, sensitivity_lines
 from lm_eval_evidential.audits.table import rows_markdown
 from lm_eval_evidential.metrics.cardinality import phantom_options
 from lm_eval_evidential.metrics.scores import OOD_DEFAULT_SCORES
@@ -225,24 +225,14 @@ def _md_implementation_a(report: Report) -> list[str]:
     return lines + _table(headers, body)
 
 
+#: The report's K-sweep table (the appendix's): the sweep's step and its AUROC/AUPR-In moves.
+_KSWEEP_COLUMNS = KSweepRow.columns(
+    "condition", "extra", "k_id", "k_ood", "score", "auroc", "delta_auroc", "aupr_in", "delta_aupr"
+)
+
+
 def _ksweep_table(rows: Sequence[AuditRow]) -> list[str]:
-    return _table(
-        ["condition", "x", "K_ID", "K_OOD", "score", "AUROC", "ΔAUROC", "AUPR-In", "ΔAUPR"],
-        [
-            [
-                "OOD-only" if r["condition"] == "ood_only" else "matched",
-                r["extra"],
-                format_k(r["k_id"]),
-                format_k(r["k_ood"]),
-                r["score"],
-                format_number(r["auroc"]),
-                format_number(r["delta_auroc"], signed=True),
-                format_number(r["aupr_in"]),
-                format_number(r["delta_aupr"], signed=True),
-            ]
-            for r in rows
-        ],
-    )
+    return rows_markdown(rows, _KSWEEP_COLUMNS)
 
 
 def _md_calibration(report: Report) -> list[str]:

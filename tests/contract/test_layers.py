@@ -286,7 +286,6 @@ LONG_FUNCTIONS_BEING_SPLIT = {
     "benchmarks/bench_throughput.py:main": "benchmarks layout (issue 31 item 7)",
     "benchmarks/bench_throughput.py:worker": "benchmarks layout (issue 31 item 7)",
     "benchmarks/bench_train.py:measure": "benchmarks layout (issue 31 item 7)",
-    "lm_eval_evidential/audits/paper_tables.py:paper_tables": "typed audit rows (issue 31 item 5)",
     "lm_eval_evidential/audits/quality.py:atc_rows": "issue 31",
     "lm_eval_evidential/harness/vllm_memory.py:plan_engine_memory": "issue 36",
     "lm_eval_evidential/metrics/cardinality.py:check_cardinality": "issue 31",
