@@ -353,54 +353,78 @@ def compute_score(
     """
     spec = SCORES[check_score_names(name)[0]]
     lam = _check_prior_weight(prior_weight)
+    _check_score_inputs(spec, name, alpha, member_logits)
+    if member_logits is not None:
+        return _member_score(spec, probs, k, alpha, lam, member_logits)
+    if spec.needs_logits:
+        return _logit_score(spec, name, logits, k, lam)
+    a, p, k_rows, mask = _validated_probs(probs, alpha)
+    _check_k_per_row(k, k_rows, p.shape[0])
+    return spec.fn(p, k_rows, mask, a, lam, None)
+
+
+def _check_score_inputs(spec, name: str, alpha, member_logits) -> None:
+    """Refuse inputs that cannot give score ``name``: no alpha for an alpha score, one model's logits for members'
+    records, or a member score on one prediction per question."""
     if alpha is None and spec.needs_alpha and not (member_logits is not None and spec.members_suffice):
         raise InvalidValueError(no_alpha_reason(name))
-    if member_logits is not None:
-        if spec.needs_logits:
-            raise InvalidValueError(
-                f"score {name!r} reads one model's answer logits, but these records were scored by several "
-                "members (their logits column is log p̄); use max_prob, neg_entropy or a member score"
-            )
-        return _member_score(spec, probs, k, alpha, lam, member_logits)
-    if spec.needs_members:
+    if member_logits is not None and spec.needs_logits:
+        raise InvalidValueError(
+            f"score {name!r} reads one model's answer logits, but these records were scored by several "
+            "members (their logits column is log p̄); use max_prob, neg_entropy or a member score"
+        )
+    if member_logits is None and spec.needs_members:
         raise InvalidValueError(
             f"score {name!r} is the spread over the members of records scored by several members (ensembles, "
             "MC dropout), but member_logits is None; these records have one prediction per question"
         )
-    if spec.needs_logits:
-        if logits is None:
-            raise InvalidValueError(f"score {name!r} reads the answer logits, but logits is None; pass logits=")
-        z, k_z, _ = _padded(logits, "logits")
-        if not np.array_equal(np.asarray(k), k_z):
-            raise InvalidValueError("k disagrees with the logits' non-NaN count per row; rows must be NaN right-padded")
-        if not np.isfinite(z[~np.isnan(z)]).all():
-            raise InvalidValueError("logits must be finite")
-        return spec.fn(None, k_z, None, None, lam, z)
+
+
+def _logit_score(spec, name: str, logits, k, lam: float) -> np.ndarray:
+    """A logit score of validated NaN right-padded ``logits`` whose non-NaN count per row is ``k``."""
+    if logits is None:
+        raise InvalidValueError(f"score {name!r} reads the answer logits, but logits is None; pass logits=")
+    z, k_z, _ = _padded(logits, "logits")
+    if not np.array_equal(np.asarray(k), k_z):
+        raise InvalidValueError("k disagrees with the logits' non-NaN count per row; rows must be NaN right-padded")
+    if not np.isfinite(z[~np.isnan(z)]).all():
+        raise InvalidValueError("logits must be finite")
+    return spec.fn(None, k_z, None, None, lam, z)
+
+
+def _validated_probs(probs, alpha):
+    """``(alpha or None, probs, K per row, mask)``, validated: ``probs`` derived from ``alpha`` when None, else a
+    probability vector per row with the same K per row as ``alpha`` (both trimmed to the widest K)."""
     if alpha is None and probs is None:
         raise InvalidValueError("probs is None and no alpha was given to derive it from")
+    a = None
     if alpha is not None:
         a, k_rows, mask = _padded(alpha, "alpha", positive=True)
     if probs is None:
-        p = _probs_of(a, mask)  # derived from validated alpha: nothing further to check
-    else:
-        p, k_p, mask_p = _padded(probs, "probs")
-        _check_simplex(p, mask_p)
-        if (p < 0).any():  # rounding below 0 that _check_simplex tolerates; entr(p < 0) is -inf
-            p = np.maximum(p, 0.0)
-        if alpha is None:
-            k_rows, mask = k_p, mask_p
-        elif p.shape[0] != a.shape[0] or not np.array_equal(k_p, k_rows):
-            raise InvalidValueError(
-                f"alpha (shape {a.shape}) and probs (shape {p.shape}) must describe the same examples "
-                "with the same K per row"
-            )
-        elif p.shape[1] != a.shape[1]:  # one carries extra all-NaN columns: trim both to max K
-            width = int(k_rows.max()) if k_rows.size else 0
-            a, p, mask = a[:, :width], p[:, :width], mask[:, :width]
-    k_arr = np.asarray(k)
-    if k_arr.ndim != 1 or k_arr.shape[0] != p.shape[0] or k_arr.dtype.kind not in "iu":
+        return a, _probs_of(a, mask), k_rows, mask  # derived from validated alpha: nothing further to check
+    p, k_p, mask_p = _padded(probs, "probs")
+    _check_simplex(p, mask_p)
+    if (p < 0).any():  # rounding below 0 that _check_simplex tolerates; entr(p < 0) is -inf
+        p = np.maximum(p, 0.0)
+    if alpha is None:
+        return None, p, k_p, mask_p
+    if p.shape[0] != a.shape[0] or not np.array_equal(k_p, k_rows):
         raise InvalidValueError(
-            f"k must be a 1-D integer array of length {p.shape[0]} (one class count per example), "
+            f"alpha (shape {a.shape}) and probs (shape {p.shape}) must describe the same examples "
+            "with the same K per row"
+        )
+    if p.shape[1] != a.shape[1]:  # one carries extra all-NaN columns: trim both to max K
+        width = int(k_rows.max()) if k_rows.size else 0
+        a, p, mask = a[:, :width], p[:, :width], mask[:, :width]
+    return a, p, k_rows, mask
+
+
+def _check_k_per_row(k, k_rows: np.ndarray, n: int) -> None:
+    """Refuse a ``k`` that is not the 1-D integer array of each of the ``n`` rows' non-NaN count ``k_rows``."""
+    k_arr = np.asarray(k)
+    if k_arr.ndim != 1 or k_arr.shape[0] != n or k_arr.dtype.kind not in "iu":
+        raise InvalidValueError(
+            f"k must be a 1-D integer array of length {n} (one class count per example), "
             f"got dtype {k_arr.dtype} and shape {k_arr.shape}"
         )
     if not np.array_equal(k_arr, k_rows):
@@ -409,7 +433,6 @@ def compute_score(
             f"k disagrees with the scores' input at example {i}: k = {int(k_arr[i])} but the row has "
             f"{int(k_rows[i])} non-NaN values; rows must be NaN right-padded beyond their own K"
         )
-    return spec.fn(p, k_rows, mask, a if alpha is not None else None, lam, None)
 
 
 def _to_width(a: np.ndarray, width: int) -> np.ndarray:

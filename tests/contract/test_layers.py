@@ -291,7 +291,6 @@ LONG_FUNCTIONS_BEING_SPLIT = {
     "lm_eval_evidential/metrics/cardinality.py:check_cardinality": "issue 31",
     "lm_eval_evidential/metrics/conformal.py:set_summary": "issue 31",
     "lm_eval_evidential/metrics/detection.py:bootstrap_ci": "issue 36",
-    "lm_eval_evidential/metrics/scores.py:compute_score": "issue 31",
     "lm_eval_evidential/report/data.py:report_data": "typed audit rows (issue 31 item 5)",
     "lm_eval_evidential/report/folder.py:build_report": "typed audit rows (issue 31 item 5)",
     "lm_eval_evidential/testing/tiny.py:build_tiny_model": "issue 31",
