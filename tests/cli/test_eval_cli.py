@@ -119,6 +119,8 @@ def test_eval_with_output_path_writes_the_records(tiny_model, use_mirror, our_ta
 def test_plain_lm_eval_without_output_path_says_so_before_the_weights_and_at_the_end(
     tiny_model, use_mirror, our_tasks_only, tmp_path, monkeypatch, at_exit
 ):
+    """Stock lm_eval without --output_path warns once before the weights load and once at exit, and writes
+    nothing: its ``EvaluationTracker(output_path=None)`` saves as a user's own Python would."""
     import sys
 
     import lm_eval_evidential._import_hook as hook

@@ -14,8 +14,8 @@ import pytest
 from lm_eval_evidential.records import records_path, write_records
 from lm_eval_evidential.report import build_report
 from lm_eval_evidential.report.folder import check_groups
-from tests.cli.test_ood_groups import _records  # synthetic EDL records of one task
-from tests.cli.test_quality_cli import cli as _cli  # in-process: (status, stdout, stderr)
+from tests.audits.test_ood_groups import _records  # synthetic EDL records of one task
+from tests.audits.test_quality import cli as _cli  # in-process: (status, stdout, stderr)
 
 DATE = "2026-11-21T20-15-03.123456"
 SCORES = "reciprocal_vacuity,max_prob"

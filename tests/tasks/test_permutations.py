@@ -14,8 +14,7 @@ import pytest
 import torch
 
 from lm_eval_evidential.tasks.permutations import MAX_ORDERS, PermutationError, orders_for, parse_spec
-
-from .test_model import evaluate, make_lm, our_tasks
+from tests.harness.test_model import evaluate, make_lm, our_tasks
 
 pytestmark = pytest.mark.usefixtures("use_mirror")
 CYCLIC = {"permutations": "cyclic"}

@@ -1,4 +1,5 @@
-"""The stock lm_eval CLI in a subprocess, the import hook, and runs without --output_path."""
+"""The stock lm_eval CLI in a subprocess and the import hook (a run without --output_path:
+tests/cli/test_eval_cli.py)."""
 
 from __future__ import annotations
 
@@ -152,26 +153,3 @@ def test_python_m_entry_forwards_to_the_harness(tiny_model, mirror, tmp_path):
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "obqa_edl" in proc.stdout
-
-
-def test_without_output_path_nothing_is_written_and_nothing_fails(tiny_model, use_mirror, tmp_path, monkeypatch):
-    import lm_eval
-    from lm_eval.loggers import EvaluationTracker
-
-    from lm_eval_evidential.integration.policy import RUN_POLICY
-
-    said_at_exit = []
-    monkeypatch.setattr(RUN_POLICY, "say_at_exit", said_at_exit.append)
-    monkeypatch.chdir(tmp_path)
-    tracker = EvaluationTracker(output_path=None)
-    results = lm_eval.simple_evaluate(
-        model="evidential",
-        model_args=f"pretrained={tiny_model},device=cpu",
-        tasks=["obqa_edl"],
-        limit=2,
-        evaluation_tracker=tracker,
-        bootstrap_iters=0,
-    )
-    tracker.save_results_aggregated(results=results, samples=None)
-    assert list(tmp_path.iterdir()) == []
-    assert len(said_at_exit) == 1 and "obqa_edl were NOT written (no --output_path)" in said_at_exit[0]

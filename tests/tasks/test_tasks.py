@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from .test_model import our_tasks
+from tests.harness.test_model import our_tasks
 
 pytestmark = pytest.mark.usefixtures("use_mirror")
 

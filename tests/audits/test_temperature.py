@@ -14,8 +14,8 @@ from lm_eval_evidential.metrics.calibration import ece, nll
 from lm_eval_evidential.metrics.detection import auroc
 from lm_eval_evidential.metrics.temperature import fit_temperature, scaled_softmax
 from lm_eval_evidential.records import load_records
-from tests.cli.test_conformal_cli import out_dir  # noqa: F401 (the fixture: id4, cal4, ood4, ood5, mix)
-from tests.cli.test_quality_cli import cli as _cli
+from tests.audits.test_conformal import out_dir  # noqa: F401 (the fixture: id4, cal4, ood4, ood5, mix)
+from tests.audits.test_quality import cli as _cli
 
 
 def test_rows_equal_the_core_functions_and_t_is_kept(out_dir, tmp_path, capsys):  # noqa: F811

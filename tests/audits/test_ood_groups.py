@@ -20,7 +20,7 @@ from lm_eval_evidential.audits.ood_groups import GROUP_ROW_KEYS
 from lm_eval_evidential.metrics.detection import fpr_at_95_tpr
 from lm_eval_evidential.metrics.scores import compute_score
 from lm_eval_evidential.records import Records, load_records, make_record, records_path, write_records
-from tests.cli.test_quality_cli import cli as _cli  # in-process: (status, stdout, stderr)
+from tests.audits.test_quality import cli as _cli  # in-process: (status, stdout, stderr)
 
 DATE = "2026-11-21T20-15-03.123456"
 

@@ -11,8 +11,8 @@ import pytest
 from lm_eval_evidential.records import records_path, write_records
 from lm_eval_evidential.tasks import tasks_dir
 from lm_eval_evidential.tasks.declared_groups import declared_groups, task_configs
-from tests.cli.test_ood_groups import _records  # synthetic EDL records of one task
-from tests.cli.test_quality_cli import cli as _cli  # in-process: (status, stdout, stderr)
+from tests.audits.test_ood_groups import _records  # synthetic EDL records of one task
+from tests.audits.test_quality import cli as _cli  # in-process: (status, stdout, stderr)
 
 NEAR = ["arc_c_edl", "arc_e_edl", "csqa4_edl", "arc_c_k4_edl", "arc_e_k4_edl", "csqa_k4_edl"]
 DATE = "2026-11-21T20-15-03.123456"

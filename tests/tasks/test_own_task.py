@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from .test_model import make_lm
+from tests.harness.test_model import make_lm
 
 TASKS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "tasks.md"
 

@@ -18,8 +18,7 @@ from lm_eval_evidential.metrics.cardinality import check_cardinality, k_histogra
 from lm_eval_evidential.tasks import tasks_dir
 from lm_eval_evidential.tasks.datasets import DatasetError
 from lm_eval_evidential.tasks.distractors import control_tasks
-
-from .test_model import evaluate, make_lm, our_tasks
+from tests.harness.test_model import evaluate, make_lm, our_tasks
 
 pytestmark = pytest.mark.usefixtures("use_mirror")
 

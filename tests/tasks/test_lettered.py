@@ -7,8 +7,9 @@ import json
 import numpy as np
 import pytest
 
+from tests.harness.test_model import make_lm
+
 from . import lettered_fixtures as fixtures
-from .test_model import make_lm
 
 VIEWS = ["arc_challenge", "hellaswag", "winogrande", "piqa", "truthfulqa_mc1", "sciq"]
 
