@@ -358,17 +358,7 @@ def set_summary(sets, k, gold, correct) -> dict:
     mean_size = float(size.mean())
     acc = float(c.mean())
     ks = np.unique(kk)
-    reason = None
-    if ks.size > 1:
-        uacc = nan
-        reason = f"uacc is undefined: the examples have {ks.size} different K ({ks.tolist()}); it scales by sqrt(K)"
-    elif mean_size == 0:
-        uacc = nan
-        reason = "uacc is undefined: every prediction set is empty (mean set size 0)"
-    else:
-        uacc = acc / mean_size * math.sqrt(int(ks[0]))
-    if reason:
-        undefined(reason)
+    uacc, reason = _uacc(acc, mean_size, ks)
     sizes, inverse = np.unique(size, return_inverse=True)
     n_size = np.bincount(inverse)
     cov_size = np.bincount(inverse, weights=covered) / n_size
@@ -387,6 +377,18 @@ def set_summary(sets, k, gold, correct) -> dict:
         coverage_by_k={int(v): float(x) for v, x in zip(ks, cov_k)},
         reason=reason,
     )
+
+
+def _uacc(acc: float, mean_size: float, ks: np.ndarray) -> tuple[float, str | None]:
+    """:func:`set_summary`'s ``(uacc, reason)``: NaN, said once with its reason, unless one K and a non-empty set."""
+    if ks.size > 1:
+        reason = f"uacc is undefined: the examples have {ks.size} different K ({ks.tolist()}); it scales by sqrt(K)"
+    elif mean_size == 0:
+        reason = "uacc is undefined: every prediction set is empty (mean set size 0)"
+    else:
+        return acc / mean_size * math.sqrt(int(ks[0])), None
+    undefined(reason)
+    return float("nan"), reason
 
 
 def set_summary_ci(
