@@ -272,6 +272,13 @@ def check_cardinality(
         k = next(iter(all_k))
         return KCheck(keep_id, keep_ood, 0, 0, True, k, k, policy)
 
+    return _restrict(kid, kood, hist_id, hist_ood, id_name, ood_name, controls)
+
+
+def _restrict(kid, kood, hist_id, hist_ood, id_name: str, ood_name: str, controls) -> KCheck:
+    """:func:`check_cardinality` under ``policy="restrict"``: keep the OOD examples with the ID side's one K."""
+    policy = "restrict"
+    keep_id = np.ones(kid.size, dtype=bool)
     target = _single(hist_id)
     if target is None:
         raise _refuse(

@@ -288,7 +288,6 @@ LONG_FUNCTIONS_BEING_SPLIT = {
     "benchmarks/bench_train.py:measure": "benchmarks layout (issue 31 item 7)",
     "lm_eval_evidential/audits/quality.py:atc_rows": "issue 31",
     "lm_eval_evidential/harness/vllm_memory.py:plan_engine_memory": "issue 36",
-    "lm_eval_evidential/metrics/cardinality.py:check_cardinality": "issue 31",
     "lm_eval_evidential/metrics/detection.py:bootstrap_ci": "issue 36",
     "lm_eval_evidential/report/data.py:report_data": "typed audit rows (issue 31 item 5)",
     "lm_eval_evidential/report/folder.py:build_report": "typed audit rows (issue 31 item 5)",
