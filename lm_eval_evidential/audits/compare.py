@@ -26,6 +26,7 @@ import numpy as np
 from lm_eval_evidential.audits.ood import k_check, ood_rows, resolve_scores
 from lm_eval_evidential.metrics.calibration import brier, ece, nll
 from lm_eval_evidential.records import Records
+from lm_eval_evidential.records.orders import refuses_permuted
 
 __all__ = ["COMPARE_SCORES", "CALIBRATION_COLUMNS", "OOD_COLUMNS", "compare_methods", "method_kind"]
 
@@ -83,6 +84,7 @@ def _calibration(records: Records, n_bins: int, n_boot: int, level: float, seed:
     return row
 
 
+@refuses_permuted
 def compare_methods(
     runs: Mapping[str, Mapping[str, Records]],
     id_task: str,

@@ -34,6 +34,7 @@ from lm_eval_evidential.metrics.conformal import (
     set_summary_ci,
 )
 from lm_eval_evidential.records import Records, check_same_producer
+from lm_eval_evidential.records.orders import refuses_permuted
 
 from ._common import collect, finish_row
 from .ood import k_summary, subset_records
@@ -74,6 +75,7 @@ CONFORMAL_KEYS = (
 )
 
 
+@refuses_permuted
 def split_calibration(records: Records, fraction: float, seed: int = 0) -> tuple[Records, Records]:
     """``(calibration, test)``: a seeded random ``fraction`` of ``records`` and the rest.
 
@@ -140,6 +142,7 @@ def _k_text(k) -> str:
     return format_k(k_summary(k))
 
 
+@refuses_permuted
 def calibrate(
     records: Records,
     *,
@@ -156,6 +159,7 @@ def calibrate(
     )
 
 
+@refuses_permuted
 def conformal_row(
     calibration: Calibration,
     records: Records,

@@ -15,10 +15,12 @@ from collections.abc import Sequence
 import numpy as np
 
 from lm_eval_evidential.records import Records
+from lm_eval_evidential.records.orders import refuses_permuted
 
 __all__ = ["real_option_sentence", "extra_option_share"]
 
 
+@refuses_permuted
 def extra_option_share(records: Records, k: int) -> float:
     """Mean over the questions with more than ``k`` options of: the mean evidence of the options after
     the first ``k``, over the mean evidence of the first ``k`` (1 = the extra options get their share).
@@ -49,6 +51,7 @@ def _auroc(rows: Sequence[dict], score: str) -> float | None:
     return next((r["auroc"] for r in rows if r["score"] == score), None)
 
 
+@refuses_permuted
 def real_option_sentence(
     id_records: Records,
     ood_records: Records,

@@ -50,6 +50,7 @@ from lm_eval_evidential.metrics.scores import (
     check_score_names,
 )
 from lm_eval_evidential.records import Records, check_same_producer
+from lm_eval_evidential.records.orders import refuses_permuted
 
 from ._common import record_scores
 
@@ -139,6 +140,7 @@ class KSweepRow(AuditRow):
 KSWEEP_ROW_KEYS = KSweepRow.field_names()
 
 
+@refuses_permuted
 def ood_rows(
     id_records: Records,
     ood_records: Records,
@@ -233,6 +235,7 @@ def _detection(y: np.ndarray, s: np.ndarray, *, n_boot: int, level: float, seed:
     }
 
 
+@refuses_permuted
 def ksweep_rows(
     id_records: Records,
     ood_records: Records,
@@ -289,6 +292,7 @@ def ksweep_rows(
     return [KSweepRow(**{key: row[key] for key in measured}, sensitivity=labels[row["score"]]) for row in rows]
 
 
+@refuses_permuted
 def ksweep_delong(
     id_records: Records,
     ood_records: Records,

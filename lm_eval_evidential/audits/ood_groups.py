@@ -33,6 +33,7 @@ from lm_eval_evidential.errors import InvalidValueError
 from lm_eval_evidential.metrics.cardinality import CardinalityMismatchError
 from lm_eval_evidential.metrics.detection import detection_report, fpr_at_95_tpr
 from lm_eval_evidential.records import Records, check_same_producer
+from lm_eval_evidential.records.orders import refuses_permuted
 
 from ._common import collect, finish_row, record_scores
 from .ood import k_check, k_summary, resolve_scores
@@ -71,6 +72,7 @@ def _set_metrics(y: np.ndarray, s: np.ndarray, fpr95: str) -> tuple[dict, list[s
     return {"fpr95": fpr, "auroc": rep["auroc"], "aupr_in": rep["aupr_in"], "aupr_out": rep["aupr_out"]}, reasons
 
 
+@refuses_permuted
 def group_rows(
     id_records: Records,
     groups: Mapping[str, Sequence[Records]],

@@ -30,12 +30,14 @@ from lm_eval_evidential.metrics.scores import (
     no_alpha_reason,
 )
 from lm_eval_evidential.records import Records
+from lm_eval_evidential.records.orders import refuses_permuted
 
 from ._common import without_k1_undefined
 
 __all__ = ["k_check", "k_summary", "subset_records", "resolve_scores", "forced_k_scores"]
 
 
+@refuses_permuted
 def k_check(id_records: Records, ood_records: Records, k_policy: str = "assert") -> KCheck:
     """:func:`~lm_eval_evidential.metrics.cardinality.check_cardinality` on two tasks' records, named by task.
 
@@ -121,6 +123,7 @@ def _forced_k(records: Records, force_k) -> np.ndarray:
     return np.full(records.k.shape, int(force_k), dtype=np.int64)
 
 
+@refuses_permuted
 def forced_k_scores(
     records: Records, force_k: int, *, scores: Iterable[str] | None = None, phantom: str = "model"
 ) -> dict[str, np.ndarray]:

@@ -37,6 +37,7 @@ from lm_eval_evidential.audits.ood import (
     subset_records,
 )
 from lm_eval_evidential.records import Records
+from lm_eval_evidential.records.orders import refuses_permuted
 
 __all__ = ["PUBLISHED", "PUBLISHED_TABLE1", "DATASETS", "paper_tables"]
 
@@ -153,6 +154,7 @@ def _pair(id_records: Records, ood_records: Records, implementation: str, k_forc
     return [mismatch, correct]
 
 
+@refuses_permuted
 def paper_tables(
     id_records: Records,
     ood: dict[str, Records],

@@ -28,6 +28,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from lm_eval_evidential.records.orders import refuses_permuted
+
 from ..metrics.accuracy_estimation import atc_by_score, doc_estimate
 from ..metrics.calibration import adaptive_ece, brier, ece, nll
 from ..metrics.score_orders import score_order_audit
@@ -95,6 +97,7 @@ ORDER_KEYS = ("task", "score_a", "score_b", "discordant_fraction", "order_equiva
 # ------------------------------------------------------------------ calibration
 
 
+@refuses_permuted
 def calibration_rows(records_by_task, n_bins: int = 15) -> list[dict]:
     """One row per task: ``task, ece, adaptive_ece, nll, brier, acc`` (+ ``reason`` if NaN).
 
@@ -138,6 +141,7 @@ def calibration_rows(records_by_task, n_bins: int = 15) -> list[dict]:
 # ------------------------------------------------------------------ selective prediction
 
 
+@refuses_permuted
 def selective_rows(records_by_task, scores: Sequence[str] | None = None, coverage: float = RISK_COVERAGE) -> list[dict]:
     """One row per (task, score): :func:`selective_keys` (+ ``reason``).
 
@@ -187,6 +191,7 @@ def selective_rows(records_by_task, scores: Sequence[str] | None = None, coverag
 # ------------------------------------------------------------------ ATC / DoC
 
 
+@refuses_permuted
 def atc_rows(
     id_records,
     target_records: Sequence,
@@ -286,6 +291,7 @@ def atc_rows(
 # ------------------------------------------------------------------ orderings
 
 
+@refuses_permuted
 def order_rows(records_by_task, scores: Sequence[str] | None = None) -> list[dict]:
     """One row per task and unordered score pair: ``task, score_a, score_b, discordant_fraction,
     order_equivalent`` (+ ``reason``).

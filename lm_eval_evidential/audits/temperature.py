@@ -32,6 +32,7 @@ from lm_eval_evidential.metrics.detection import detection_report
 from lm_eval_evidential.metrics.dirichlet import softmax
 from lm_eval_evidential.metrics.temperature import fit_temperature, scaled_softmax, temperature_nll
 from lm_eval_evidential.records import Records, check_same_producer
+from lm_eval_evidential.records.orders import refuses_permuted
 
 from ._common import collect, finish_row
 from .ood import k_summary, subset_records
@@ -77,6 +78,7 @@ class Fit:
         )
 
 
+@refuses_permuted
 def fit(records: Records, description: str | None = None) -> Fit:
     """The temperature of ``records``' answer logits (Guo et al. 2017), with its validation NLL."""
     return Fit(records, description or records.task)
@@ -95,6 +97,7 @@ def _max_prob(p: np.ndarray) -> np.ndarray:
     return np.nanmax(p, axis=1)
 
 
+@refuses_permuted
 def temperature_rows(fitted: Fit, id_test: Records, ood: list[Records], *, k_policy: str = "assert"):
     """``(rows, refusals)``: :data:`TEMPERATURE_KEYS` rows for the ID test part and each OOD task that
     passes the K check against it (``refusals``: ``(id_task, ood_task, CardinalityMismatchError)``)."""

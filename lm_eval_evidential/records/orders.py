@@ -5,10 +5,13 @@ A permuted evaluation (``metadata.permutations``) keeps one record per (question
 so on a permuted run each question would count once per order (K times under ``cyclic``), its
 orders mixed as if they were other questions, and a bootstrap or a calibration split would treat
 them as independent. :func:`records_for_audit` is the one rule every such audit goes through
-(``cli/loading.load`` and ``build_report``): permuted records are refused
+(``cli/loading.load`` and ``build_report``), and :func:`refuses_permuted` applies it to every public
+audit function called from Python: permuted records are refused
 (:class:`~lm_eval_evidential.errors.PermutedRecordsError`, exit status 2) with the remedies,
 unless the user asks for :func:`average_orders` (``--average-orders``), which turns each
-question's orders into one record and marks the records as such.
+question's orders into one record and marks the records as such. Where each (question, order) is
+meant as an example (the harness's own table, whose docs are those pairs), :func:`pool_orders`
+says so and marks the records.
 
 The average is the mixture of the orders' predictions, each option in its own place: the
 orders are a question's members, as the members of an ensemble
@@ -23,7 +26,10 @@ averaged records; phantom logits are dropped (each order's are its own forward p
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+import functools
+import inspect
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -31,11 +37,21 @@ from lm_eval_evidential.errors import OrderMismatchError, PermutedRecordsError, 
 from lm_eval_evidential.records.container import Records
 from lm_eval_evidential.records.make import predictive_probs
 
-__all__ = ["ORDER_AVERAGED", "average_orders", "is_order_averaged", "records_for_audit"]
+__all__ = [
+    "ORDER_AVERAGED",
+    "ORDERS_POOLED",
+    "average_orders",
+    "is_order_averaged",
+    "pool_orders",
+    "records_for_audit",
+    "refuses_permuted",
+]
 
 #: The metadata key of records made by :func:`average_orders` (``permutations``: the run's setting,
 #: ``orders_per_question``: the fewest and most orders a question had, ``records``: the rows averaged).
 ORDER_AVERAGED = "order_averaged"
+#: The metadata key of records made by :func:`pool_orders` (the run's permutation setting).
+ORDERS_POOLED = "orders_pooled"
 
 
 def _spec(records: Records) -> str | None:
@@ -125,16 +141,46 @@ def average_orders(records: Records) -> Records:
     )
 
 
-def _refusal(records: Records, command: str) -> PermutedRecordsError:
+def _refusal(records: Records, command: str, *, python: bool = False) -> PermutedRecordsError:
     _, _, counts, _, _ = _grouped(records.doc_id)
     per = f"{counts.min()}" if counts.min() == counts.max() else f"{counts.min()}-{counts.max()}"
+    if python:  # a library call: the remedies are functions, not flags
+        remedies = (
+            "pass them through lm_eval_evidential.records.orders.average_orders first (each question's orders "
+            "averaged into one record, marked), audit the orders with "
+            "lm_eval_evidential.audits.permutations.permutation_summary, or load an unpermuted run"
+        )
+    else:
+        remedies = (
+            "pass --average-orders (each question's orders averaged into one record, marked), audit the orders with "
+            f"`lm-eval-evidential permutations OUT --task {records.task}`, or read an unpermuted run with --run DATE_ID"
+        )
     return PermutedRecordsError(
         f"{records.task} holds a permuted run ({_spec(records) or 'several orders'}: {len(records)} records of "
         f"{len(counts)} questions, {per} orders each) and `{command}` counts each record as an example, so every "
-        f"question would count once per order; pass --average-orders (each question's orders averaged into one "
-        f"record, marked), audit the orders with `lm-eval-evidential permutations OUT --task {records.task}`, or "
-        "read an unpermuted run with --run DATE_ID"
+        f"question would count once per order; {remedies}"
     )
+
+
+def pool_orders(records: Records) -> Records:
+    """``records`` with each (question, order) kept as an example on purpose, marked (``meta[ORDERS_POOLED]``).
+
+    For callers whose examples *are* the (question, order) pairs: the harness's own table, where
+    lm-eval counts every order of a question as a doc. ``order`` becomes None, so the audit
+    functions accept the records; the mark says what they were. Unpermuted records come back
+    unchanged.
+
+    >>> from lm_eval_evidential.records import Records, make_records
+    >>> rows = make_records(task="t", doc_ids=[0, 0], labels=[["A", "B"]] * 2, gold=[1, 0],
+    ...     logits=[[0.0, 1.0], [3.0, 0.0]], alpha=None, optional={"order": [[0, 1], [1, 0]]})
+    >>> meta = {"method": "softmax", "permutations": {"spec": "cyclic"}}
+    >>> pooled = pool_orders(Records.from_rows(rows, task="t", meta=meta))
+    >>> len(pooled), pooled.order, pooled.meta["orders_pooled"]
+    (2, None, 'cyclic')
+    """
+    if records.order is None:
+        return records
+    return dataclasses.replace(records, order=None, meta={**records.meta, ORDERS_POOLED: _spec(records)})
 
 
 def _check_alike(records: Sequence[Records]) -> None:
@@ -152,7 +198,9 @@ def _check_alike(records: Sequence[Records]) -> None:
     )
 
 
-def records_for_audit(records: Sequence[Records], *, command: str, average: bool, compared: bool) -> list[Records]:
+def records_for_audit(
+    records: Sequence[Records], *, command: str, average: bool, compared: bool, python: bool = False
+) -> list[Records]:
     """The one rule for a permuted run read by an audit that counts records as examples.
 
     Without ``average`` (the user's ``--average-orders``) the first permuted task is refused
@@ -166,9 +214,45 @@ def records_for_audit(records: Sequence[Records], *, command: str, average: bool
     if not average:
         for r in records:
             if r.order is not None:
-                raise _refusal(r, command)
+                raise _refusal(r, command, python=python)
         return records
     out = [average_orders(r) for r in records]
     if compared:
         _check_alike(out)
     return out
+
+
+def _records_in(value, depth: int = 2):
+    """The Records in an argument: itself, or inside a mapping or sequence (``records_by_task``, OOD lists)."""
+    if isinstance(value, Records):
+        yield value
+    elif depth and isinstance(value, Mapping):
+        for v in value.values():
+            yield from _records_in(v, depth - 1)
+    elif depth and isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _records_in(v, depth - 1)
+
+
+def refuses_permuted(fn):
+    """Decorate a public audit function that counts records as examples: it refuses permuted records.
+
+    Every Records among the call's arguments (also inside a mapping or a list) goes through
+    :func:`records_for_audit` without averaging before ``fn`` runs, so a library call gets the
+    commands' refusal (:class:`~lm_eval_evidential.errors.PermutedRecordsError`) with the
+    remedies as functions: :func:`average_orders`, :func:`pool_orders` where each (question,
+    order) is meant as an example, or the order audit. ``fn.refuses_permuted`` is True (the guard
+    test of ``audits/`` reads it).
+    """
+    signature = inspect.signature(fn)
+    name = f"{fn.__module__.rsplit('.', 1)[-1]}.{fn.__name__}"
+
+    @functools.wraps(fn)
+    def checked(*args, **kwargs):
+        bound = signature.bind_partial(*args, **kwargs).arguments.values()
+        found = [r for value in bound for r in _records_in(value)]
+        records_for_audit(found, command=name, average=False, compared=False, python=True)
+        return fn(*args, **kwargs)
+
+    checked.refuses_permuted = True
+    return checked

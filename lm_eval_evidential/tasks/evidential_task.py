@@ -353,13 +353,15 @@ class EvidentialMCQATask(ConfigurableTask):
         """``{metric: (value, higher_is_better)}`` for the harness table, from this task's records.
 
         The calibration metrics are the audit's own rows (``lm-eval-evidential calibration``);
-        mean vacuity only where there is a Dirichlet (not for ``method=softmax``).
+        mean vacuity only where there is a Dirichlet (not for ``method=softmax``). Permuted, every
+        (question, order) is an example, as it is one of lm-eval's docs (``acc`` beside them counts it so).
         """
         import numpy as np
 
         from lm_eval_evidential.audits.quality import calibration_rows
+        from lm_eval_evidential.records.orders import pool_orders
 
-        row = calibration_rows({self.config.task: records}, n_bins=CALIBRATION_BINS)[0]
+        row = calibration_rows({self.config.task: pool_orders(records)}, n_bins=CALIBRATION_BINS)[0]
         metrics = {name: (row[name], False) for name in ("ece", "adaptive_ece", "nll", "brier")}
         if records.has_alpha:
             metrics["vacuity"] = (float(np.mean(records.vacuity)), False)

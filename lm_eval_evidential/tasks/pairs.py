@@ -173,20 +173,25 @@ class OODPairTask(EvidentialMCQATask):
         """AUROC, AUPR-In, AUPR-Out and FPR@95 per score, by the audit's own ``ood_rows`` (``fpr95_<score>``: the
         share of OOD questions accepted at 95 % ID recall, as ``ood``'s table; lower is better); ``k_matched`` (1/0).
 
-        Permuted (``metadata.permutations``): those pool every (question, order), and each score adds
-        ``auroc_order_range_<score>`` (max - min of the AUROC over the orders: what reordering alone moves)
-        and ``auroc_order_averaged_<score>`` (of the score averaged over each question's orders), by the
-        order audit's own :func:`~lm_eval_evidential.audits.permutations.permutation_ood_rows`.
+        Permuted (``metadata.permutations``): those pool every (question, order), and each score adds the
+        spread of its AUROC over the orders (order s of the ID side against order s of the OOD side):
+        ``auroc_order_min_<score>``, ``auroc_order_median_<score>``, ``auroc_order_max_<score>`` and
+        ``auroc_order_range_<score>`` (max - min: what reordering alone moves), beside
+        ``auroc_order_averaged_<score>`` (of the score averaged over each question's orders), by the
+        order audit's own :func:`~lm_eval_evidential.audits.permutations.permutation_ood_rows`
+        (``lm-eval-evidential permutations --id --ood`` gives the same numbers).
         """
         import numpy as np
 
         from lm_eval_evidential.audits.ood import ood_rows, subset_records
         from lm_eval_evidential.metrics.scores import computable_scores
+        from lm_eval_evidential.records.orders import pool_orders
 
         side = np.array([self._sides[int(d)] for d in records.doc_id], dtype=bool)
         scores = computable_scores(self.scores, records.has_alpha, records.has_members)[0]
+        pooled = pool_orders(records)  # permuted: every (question, order) one example, as lm-eval's docs
         rows = ood_rows(
-            subset_records(records, side), subset_records(records, ~side), scores=scores, k_policy="report", n_boot=0
+            subset_records(pooled, side), subset_records(pooled, ~side), scores=scores, k_policy="report", n_boot=0
         )
         metrics: dict[str, tuple[float, bool | None]] = {}
         for row in rows:
@@ -201,6 +206,8 @@ class OODPairTask(EvidentialMCQATask):
                 subset_records(records, side), subset_records(records, ~side), scores=scores, k_policy="report"
             )
             for row in by_order:
+                for stat in ("min", "median", "max"):
+                    metrics[f"auroc_order_{stat}_{row['score']}"] = (row[f"auroc_{stat}"], True)
                 metrics[f"auroc_order_range_{row['score']}"] = (row["auroc_range"], False)
                 metrics[f"auroc_order_averaged_{row['score']}"] = (row["auroc_order_averaged"], True)
         metrics["k_matched"] = (float(self.k_check.matched), None)

@@ -129,7 +129,9 @@ def permuted_run(tiny_model, tiny_adapter):
         # One prompt per forward pass in both runs: the identity order's forward is then today's, bit for bit
         # (in batches, padding to other neighbours moves float32 logits by ~1e-8, as in any run).
         lm = make_lm(tiny_model, tiny_adapter, batch_size=1)
-        permuted = evaluate(lm, ["arc_c_edl", "obqa_edl_vs_arc_c_edl"], limit=4, metadata=CYCLIC, log_samples=True)
+        permuted = evaluate(
+            lm, ["arc_c_edl", "obqa_edl", "obqa_edl_vs_arc_c_edl"], limit=4, metadata=CYCLIC, log_samples=True
+        )
         plain = evaluate(make_lm(tiny_model, tiny_adapter, batch_size=1), ["arc_c_edl"], limit=4)
     return permuted, plain
 
@@ -226,3 +228,31 @@ def test_a_permuted_pair_reports_how_far_reordering_moves_each_auroc(permuted_ru
         assert 0 <= row[f"auroc_order_averaged_{score},none"] <= 1
     plain_pair = {k for k in row if k.startswith("auroc_") and "order" not in k}
     assert plain_pair == {"auroc_reciprocal_vacuity,none", "auroc_max_prob,none", "auroc_neg_norm_entropy,none"}
+
+
+def test_the_pair_s_order_spread_is_the_permutations_audit_s_on_the_same_questions(permuted_run, tmp_path):
+    """The pair's per-order AUROC min/median/max and order-averaged AUROC equal ``permutations --id --ood --json``
+    on the records of its two tasks evaluated alone (the same questions, 4 a side, in the same orders)."""
+    import json
+
+    from lm_eval_evidential.cli.main import EXIT_OK, main
+    from lm_eval_evidential.records import records_path, write_records
+
+    (results, records), _ = permuted_run
+    for task in ("obqa_edl", "arc_c_edl"):
+        write_records(records_path(tmp_path / "run" / "tiny", task, "2026-11-27T20-00-00.000000"), records[task])
+    out = tmp_path / "orders.json"
+    argv = ["permutations", str(tmp_path / "run"), "--task", "obqa_edl", "--id", "obqa_edl", "--ood", "arc_c_edl"]
+    assert main([*argv, "--json", str(out), "--scores", "reciprocal_vacuity,max_prob,neg_norm_entropy"]) == EXIT_OK
+    rows = json.loads(out.read_text())["ood"]
+    pair = results["results"]["obqa_edl_vs_arc_c_edl"]
+    better = results["higher_is_better"]["obqa_edl_vs_arc_c_edl"]
+    assert {r["score"] for r in rows} == {"reciprocal_vacuity", "max_prob", "neg_norm_entropy"}
+    assert any(r["auroc_min"] < r["auroc_median"] < r["auroc_max"] for r in rows)  # a swap of two would show
+    for r in rows:
+        assert r["n_orders"] == 4 and r["n_id_questions"] == 4 and r["n_ood_questions"] == 4
+        for stat in ("min", "median", "max"):
+            assert pair[f"auroc_order_{stat}_{r['score']},none"] == pytest.approx(r[f"auroc_{stat}"], abs=1e-12)
+            assert better[f"auroc_order_{stat}_{r['score']}"] is True
+        assert pair[f"auroc_order_averaged_{r['score']},none"] == pytest.approx(r["auroc_order_averaged"], abs=1e-12)
+        assert pair[f"auroc_order_range_{r['score']},none"] == pytest.approx(r["auroc_range"], abs=1e-12)
