@@ -33,6 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
+from measure import RESULTS, Timer, command_line, peak_rss_mb, write_result  # noqa: E402
 from sklearn.metrics import roc_auc_score  # noqa: E402
 
 from lm_eval_evidential.metrics import dirichlet as D  # noqa: E402
@@ -56,27 +57,22 @@ def synthetic_logits(rng, n, k, boost):
     return logits
 
 
-def peak_rss_mb() -> float:
-    """This process's peak resident set size so far (``ru_maxrss``, KiB on Linux), in MB."""
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-class Timer:
-    """Each step's wall time, and the process's peak RSS when it ends (a peak only grows: a step that
-    raises it is the one that needed more memory than every step before it)."""
+class Steps:
+    """Each step's wall time (the shared :class:`measure.Timer`) and the process's peak RSS when it ends (a
+    peak only grows: a step that raises it is the one that needed more memory than every step before it)."""
 
     def __init__(self):
-        self.rows = []
+        self.timer = Timer()
         self.rss = []
 
     def __call__(self, label, fn, *args, **kwargs):
-        t0 = time.perf_counter()
-        out = fn(*args, **kwargs)
-        self.rows.append((label, time.perf_counter() - t0))
+        out = self.timer.call(label, fn, *args, **kwargs)
         self.rss.append(peak_rss_mb())
         return out
+
+    @property
+    def rows(self) -> list[tuple[str, float]]:
+        return list(self.timer.wall.items())
 
 
 def main(argv=None):
@@ -87,12 +83,15 @@ def main(argv=None):
     ap.add_argument("--new-audits", action="store_true", help="also time issue 34's audits, print the peak RSS")
     ap.add_argument("--commands", action="store_true", help="time the ood and report commands on written records")
     ap.add_argument("--folder", type=Path, default=None, help="--commands: where the records go (default: a temp dir)")
+    ap.add_argument(
+        "--json", type=Path, default=None, help="the run's record (default: benchmarks/results/<name>.json)"
+    )
     args = ap.parse_args(argv)
     n = args.n
     if args.commands:
-        return commands(n, args.seed, args.folder)
+        return commands(n, args.seed, args.folder, args.json)
     rng = np.random.default_rng(args.seed)
-    timer = Timer()
+    timer = Steps()
     t_all = time.perf_counter()
 
     logits_id = timer("generate synthetic logits", lambda: synthetic_logits(rng, n, 4, 3.0))
@@ -207,6 +206,18 @@ def main(argv=None):
             f"existing peak)"
         )
         print(f"load average before the new audits: {load_before}; after: {os.getloadavg()}")
+    figures = [{"what": "sklearn roc_auc_score, one call (the reference)", "value": round(t_sklearn, 3), "unit": "s"}]
+    figures += [
+        {"what": label, "value": round(t, 3), "unit": "s", "note": f"{t / t_sklearn:.2f}x the reference"}
+        for label, t in timer.rows
+    ]
+    figures.append(
+        {"what": "total", "value": round(total, 3), "unit": "s", "limit": "< 60 s on 2 cores at --n 1000000"}
+    )
+    figures.append({"what": "peak RSS", "value": round(peak_rss_mb()), "unit": "MB"})
+    shape = f"{n:,} ID + {n:,} OOD synthetic EDL examples, K = 4, {len(NAMES)} scores"
+    written = write_result("bench_audit", command=command_line(), shape=shape, figures=figures, path=args.json)
+    print(f"\nwritten: {written}")
 
 
 def new_audits(timer, rng, logits_id, logits_ood, alpha_id, alpha_ood, scores, y, n):
@@ -328,7 +339,7 @@ def timed_command(argv: list[str]) -> tuple[float, float | None, int, str]:
     return time.perf_counter() - t0, (first[0] if first else None), status, (lines[-1] if lines else "")
 
 
-def commands(n: int, seed: int, folder: Path | None) -> None:
+def commands(n: int, seed: int, folder: Path | None, json_path: Path | None = None) -> None:
     import tempfile
 
     rng = np.random.default_rng(seed)
@@ -351,7 +362,16 @@ def commands(n: int, seed: int, folder: Path | None) -> None:
             times[name] = wall
             shown = "-" if first is None else f"{first:.1f}"
             print(f"{name:<10}{wall:>9.1f}{shown:>16}{status:>6}  {last[:100]}")
-        print(f"report / ood = {times['report'] / times['ood']:.2f} (target <= 3); load after: {os.getloadavg()}")
+        ratio = times["report"] / times["ood"]
+        print(f"report / ood = {ratio:.2f} (target <= 3); load after: {os.getloadavg()}")
+    figures = [
+        {"what": f"`{name}` command, wall", "value": round(wall, 1), "unit": "s"} for name, wall in times.items()
+    ]
+    figures.append({"what": "report / ood", "value": round(ratio, 2), "unit": "x", "limit": "<= 3"})
+    shape = f"{n:,} + {n:,} records (K = 4, EDL) on disk"
+    path = json_path if json_path is not None else RESULTS / "bench_audit_commands.json"
+    written = write_result("bench_audit --commands", command=command_line(), shape=shape, figures=figures, path=path)
+    print(f"written: {written}")
 
 
 if __name__ == "__main__":

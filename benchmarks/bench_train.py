@@ -37,7 +37,6 @@ OpenMP threads than free cores, torch's threads spin-wait on each other and step
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import math
 import os
@@ -62,76 +61,7 @@ OBQA_TRAIN_QUESTIONS = 4957  # allenai/openbookqa main train split
 
 
 # ---------------------------------------------------------------------------- measuring
-class PeakMemory:
-    """Added peak memory (bytes) between ``reset`` and ``read``: CUDA's allocator peak, or VmHWM on Linux."""
-
-    def __init__(self, device):
-        self.device = device
-
-    def reset(self) -> None:
-        import torch
-
-        if self.device.type == "cuda":
-            torch.cuda.synchronize()
-            torch.cuda.reset_peak_memory_stats()
-            self._base = torch.cuda.memory_allocated()
-            return
-        self._base = self._rss()
-        with contextlib.suppress(OSError), open("/proc/self/clear_refs", "w") as fh:
-            fh.write("5")  # VmHWM := current RSS (Linux >= 4.0)
-
-    def read(self) -> int:
-        import torch
-
-        if self.device.type == "cuda":
-            torch.cuda.synchronize()
-            return torch.cuda.max_memory_allocated() - self._base
-        try:
-            with open("/proc/self/status") as fh:
-                peak = next(int(line.split()[1]) * 1024 for line in fh if line.startswith("VmHWM:"))
-        except (OSError, StopIteration):
-            peak = self._rss()
-        return max(0, peak - self._base)
-
-    @staticmethod
-    def _rss() -> int:
-        import psutil
-
-        return psutil.Process().memory_info().rss
-
-
-class Timer:
-    """Seconds spent in named parts; ``sync`` makes GPU work count where it is launched."""
-
-    def __init__(self, sync, enabled: bool = True):
-        self.sync, self.enabled = sync, enabled
-        self.total: dict[str, float] = {}
-        self.cpu: dict[str, float] = {}  # the same parts in this process's CPU seconds, which load moves less
-
-    @contextlib.contextmanager
-    def part(self, name: str):
-        if not self.enabled:
-            yield
-            return
-        self.sync()
-        start, cpu = time.perf_counter(), time.process_time()
-        try:
-            yield
-        finally:
-            self.sync()
-            self.add(name, time.perf_counter() - start, time.process_time() - cpu)
-
-    def add(self, name: str, seconds: float, cpu_seconds: float = 0.0) -> None:
-        if self.enabled:
-            self.total[name] = self.total.get(name, 0.0) + seconds
-            self.cpu[name] = self.cpu.get(name, 0.0) + cpu_seconds
-
-    def wrap(self, name: str, fn):
-        def timed(*args, **kwargs):
-            with self.part(name):
-                return fn(*args, **kwargs)
-
-        return timed
+from measure import PeakMemory, Timer  # noqa: E402  (benchmarks/measure.py: the timer and memory probe every benchmark uses)
 
 
 def parts(cpu: dict, n: int) -> dict:
@@ -258,7 +188,7 @@ def measure(model_dir: Path, method: str, args, device, work: Path) -> dict:
         if not cycle["a"]:  # (a)'s own untimed warm-up, on (b)'s warm-up batches: first-step costs apart
             for i in used[:warmup]:
                 bare.step(seen[i])
-            bare_timer.total.clear()
+            bare_timer.wall.clear()
             bare_timer.cpu.clear()
         batches = [seen[i] for i in used[-steps:]]
         memory.reset()
@@ -379,7 +309,7 @@ def measure(model_dir: Path, method: str, args, device, work: Path) -> dict:
     pad_share, real_tokens = padding_share(timed_batches)
     n = rounds * steps
     tb, ta = sum(cycle["b"]) / n, sum(cycle["a"]) / n
-    parts_b = {**trainer_timer.total, **once.total}
+    parts_b = {**trainer_timer.wall, **once.wall}
     return {
         "method": method,
         "batch_size": args.batch_size,

@@ -63,7 +63,7 @@ __all__ = [
 #: batch size): below that the prefix's own forward call and the per-layer concatenation cost more
 #: than they save. Measured (benchmarks/bench_prefix_cache.py ``--sweep``, SmolLM2 on the CPU): up to
 #: ~28 saved positions the cached batch was 0.62-1.10x the uncached one's speed, from 48 on >= 1.2x;
-#: 64 errs high, as a GPU's prefix call costs a read of every weight (benchmarks/README.md).
+#: 64 errs high, as a GPU's prefix call costs a read of every weight (benchmarks/HISTORY.md).
 MIN_SAVED_TOKENS = 64
 
 
