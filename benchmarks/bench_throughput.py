@@ -49,6 +49,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from measure import PeakMemory, Timer  # benchmarks/measure.py, the script's own folder
+
 ROOT = Path(__file__).resolve().parents[1]
 TASKS = ["obqa_edl", "csqa_edl"]
 WAYS = ("bare", "evidential", "hf")
@@ -155,74 +157,6 @@ def build_shape(work: Path, name: str) -> tuple[Path, Path | None]:
 
 
 # ---------------------------------------------------------------------------- worker (child)
-class PeakRSS:
-    """Peak resident memory from now on: kernel VmHWM after a reset, else a sampling thread."""
-
-    def __init__(self):
-        import psutil
-
-        self._proc = psutil.Process()
-        self.method = "VmHWM"
-        try:
-            with open("/proc/self/clear_refs", "w") as fh:
-                fh.write("5")  # resets VmHWM to the current RSS (Linux >= 4.0)
-            self._hwm()
-        except OSError:
-            self.method = "sampled"
-        self._peak = self._proc.memory_info().rss
-        self._stop = None
-        if self.method == "sampled":
-            import threading
-
-            self._stop = threading.Event()
-            self._thread = threading.Thread(target=self._sample, daemon=True)
-            self._thread.start()
-
-    @staticmethod
-    def _hwm() -> int:
-        with open("/proc/self/status") as fh:
-            for line in fh:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-        raise OSError("no VmHWM")
-
-    def _sample(self):
-        while not self._stop.is_set():
-            self._peak = max(self._peak, self._proc.memory_info().rss)
-            time.sleep(0.001)
-
-    def stop(self) -> int:
-        if self._stop is not None:
-            self._stop.set()
-            self._thread.join()
-            return max(self._peak, self._proc.memory_info().rss)
-        return self._hwm()
-
-
-class Clock:
-    """Wall and this thread's CPU seconds spent inside wrapped callables, by name (``cpu_<name>``).
-
-    With one torch thread the forward pass runs on the calling thread, so the CPU seconds of
-    our own work are the CPU seconds of the calls minus those of the forward passes inside them:
-    a figure that other load on the machine barely moves."""
-
-    def __init__(self, sync):
-        self.spent: dict[str, float] = {}
-        self._sync = sync
-
-    def wrap(self, name: str, fn):
-        def timed(*args, **kwargs):
-            start, cpu = time.perf_counter(), time.thread_time()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                self._sync()
-                self.spent[name] = self.spent.get(name, 0.0) + time.perf_counter() - start
-                self.spent[f"cpu_{name}"] = self.spent.get(f"cpu_{name}", 0.0) + time.thread_time() - cpu
-
-        return timed
-
-
 def _prompts(task_manager, limit: int):
     """(prompt, letters) of the first ``limit`` docs of each task, rendered by the tasks themselves."""
     tasks = task_manager.load(TASKS)["tasks"]
@@ -266,7 +200,7 @@ def run_bare(model, tok, task_manager, batch_size: int, device, limit: int) -> d
     return {"t_run": time.perf_counter() - start, "c_run": time.process_time() - cpu, "n": len(items), "own": 0.0}
 
 
-def run_harness(lm, task_manager, clock: Clock, records_dir: Path, limit: int) -> dict:
+def run_harness(lm, task_manager, clock: Timer, records_dir: Path, limit: int) -> dict:
     import lm_eval
 
     from lm_eval_evidential.records import records_path, write_records
@@ -307,7 +241,7 @@ def worker(args) -> dict:
         if device.type != "cpu":
             torch.accelerator.synchronize()
 
-    clock = Clock(sync)
+    clock = Timer(sync, cpu_clock=time.thread_time)  # this thread's CPU: the forward pass runs on it
     from lm_eval_evidential.tasks import tasks_dir
 
     # Our tasks only (lm_eval's thousands of YAMLs take seconds to index), indexed before the clock.
@@ -371,13 +305,15 @@ def worker(args) -> dict:
     sizes = [int(x) for x in args.sizes.split(",")]
 
     def measure(size: int, way: str = way) -> dict:
-        before, fwd_before, cpu_before, calls_before = dict(clock.spent), fwd["s"], fwd["cpu"], fwd["calls"]
+        before, before_cpu = dict(clock.wall), dict(clock.cpu)
+        fwd_before, cpu_before, calls_before = fwd["s"], fwd["cpu"], fwd["calls"]
         c0 = time.process_time()
         if way == "bare":
             out = run_bare(model, tok, task_manager, args.batch_size, device, size // 2)
         else:
             out = run_harness(lm, task_manager, clock, args._out.parent / f"records_{way}", size // 2)
-        spent = {k: v - before.get(k, 0.0) for k, v in clock.spent.items()}
+        spent = {k: v - before.get(k, 0.0) for k, v in clock.wall.items()}
+        spent.update({f"cpu_{k}": v - before_cpu.get(k, 0.0) for k, v in clock.cpu.items()})
         t_forward = fwd["s"] - fwd_before
         # Our own host work: the model's loglikelihood outside its forward calls, the records
         # built after evaluate(), the records writer.
@@ -413,9 +349,10 @@ def worker(args) -> dict:
             for w in ways:
                 gc.collect()
                 base_rss = psutil.Process().memory_info().rss
-                peak = PeakRSS()
+                peak = PeakMemory()
+                peak.reset()
                 out = measure(size, w)
-                out.update(rss_base=base_rss, rss_peak=peak.stop(), peak_method=peak.method)
+                out.update(rss_base=base_rss, rss_peak=base_rss + peak.read(), peak_method=peak.method)
                 runs[w].append(out)
     common = {"load": load, "load_end": os.getloadavg()[0], "threads": torch.get_num_threads()}
     out = {"way": way, "runs": runs[way], **common}
