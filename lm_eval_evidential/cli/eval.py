@@ -20,9 +20,9 @@ and lm_eval's own help follows.
 --model evidential   a causal LM (plus an optional PEFT adapter) read as a K-class evidential classifier:
                      the answer letters' logits become Dirichlet evidence, alpha = evidence + prior_weight.
   --model_args       every argument of lm_eval's hf model (pretrained=, peft=, revision=, dtype=, device=,
-                     gguf_file=, …) and: method=edl|ib_edl|softmax (default edl), prior_weight=1 (λ),
-                     num_noises=20 and sigma_mult=0 (IB-EDL), seed=0; a folder written by
-                     `lm-eval-evidential train` as peft= supplies the first four
+                     gguf_file=, …) and the evidential head's (a folder written by `lm-eval-evidential train`
+                     as peft= supplies those marked *; each below with its default):
+{head_args}
   --tasks            this package's tasks, e.g. obqa_edl, arc_c_edl, arc_e_edl, csqa_edl, csqa4_edl,
                      mmlu_math_edl, K-matched controls *_k4_edl, ID/OOD pairs obqa_edl_vs_<task>
                      (`lm_eval ls tasks` lists every task)
@@ -36,11 +36,33 @@ The model's arguments and the harness flags in full: docs/usage.md.
 """
 
 
+def head_args_help(width: int = 110) -> str:
+    """The head's --model_args as the help lists them, read off the fields (name, default, help) of
+    :class:`~lm_eval_evidential.modeling.config.HeadConfig`: a new field is listed without a word written here."""
+    import dataclasses
+    import textwrap
+
+    from lm_eval_evidential.modeling.config import HeadConfig
+    from lm_eval_evidential.params import Options
+
+    lines = []
+    for field in dataclasses.fields(HeadConfig):
+        help = field.metadata["help"]
+        choices = [c for c in field.metadata["param"].accepts if isinstance(c, Options)]
+        if choices:  # a choice among names: all of them, then the default
+            shown, help = "|".join(choices[0].choices), f"{help}; default {field.default}"
+        else:
+            shown = field.default
+        name = f"{field.name}={shown}" + ("*" if field.metadata["stored"] else "")
+        lines += textwrap.wrap(help, width, initial_indent=f"{'':23}{name:<17} ", subsequent_indent=" " * 41)
+    return "\n".join(lines)
+
+
 def help_preamble() -> str:
     """What ``--model evidential`` is and takes, printed before the stock ``lm_eval run --help``."""
     from lm_eval_evidential.tasks.datasets import BUNDLED_SAMPLES
 
-    return HELP_PREAMBLE.format(samples=BUNDLED_SAMPLES)
+    return HELP_PREAMBLE.format(samples=BUNDLED_SAMPLES, head_args=head_args_help())
 
 
 def add_parser(sub) -> None:

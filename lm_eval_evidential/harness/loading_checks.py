@@ -9,13 +9,16 @@ naming the value and the fix (:class:`~lm_eval_evidential.errors.EvidentialInput
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
+import typing
 from pathlib import Path
 
 from lm_eval_evidential.errors import EvidentialInputError, InvalidValueError
 from lm_eval_evidential.modeling.config import HeadConfig
 from lm_eval_evidential.modeling.encoding import PHANTOM_COUNT
+from lm_eval_evidential.params import declared_params
 
 logger = logging.getLogger(__name__)
 
@@ -245,14 +248,22 @@ def check_adapter_fits(peft, config, pretrained) -> None:
             )
 
 
-#: --model_args of the head: (type, what it must be, an example value).
-HEAD_ARGS = {
-    "method": (str, "a name", "edl"),
-    "prior_weight": (float, "a number", "1"),
-    "num_noises": (int, "an integer", "20"),
-    "sigma_mult": (float, "a number", "0"),
-    "seed": (int, "an integer", "0"),
-}
+#: The words for each type a head setting may have, as a refusal of a --model_args string says them.
+_TYPE_WORDS = {int: "an integer", float: "a number", str: "a name"}
+
+
+def _head_arg_types() -> dict[str, type]:
+    """Each field of :class:`HeadConfig` with the type its --model_args string is parsed as (its annotation)."""
+    hints = typing.get_type_hints(HeadConfig)
+    types = {f.name: hints[f.name] for f in dataclasses.fields(HeadConfig)}
+    odd = {name: kind for name, kind in types.items() if kind not in _TYPE_WORDS}
+    if odd:  # a new head field of another type needs its parsing here first
+        raise TypeError(f"HeadConfig fields of a type --model_args cannot parse: {odd}")
+    return types
+
+
+#: --model_args of the head: the fields of :class:`HeadConfig`, each with the type it is parsed as.
+HEAD_ARGS = _head_arg_types()
 
 
 def check_phantom_count(value) -> int:
@@ -315,9 +326,10 @@ SCORING_ARGS = (*HEAD_ARGS, *SCORING_OPTIONS)
 def head_config(settings: dict) -> HeadConfig:
     """The head from ``settings`` (strings or numbers from --model_args or an adapter's metadata),
     each bad value named with an example; HeadConfig's own range checks as EvidentialInputError."""
+    params = declared_params(HeadConfig)
     typed = {}
     for name, value in settings.items():
-        cast, kind, example = HEAD_ARGS[name]
+        cast = HEAD_ARGS[name]
         try:
             number = float(value) if cast is int and not isinstance(value, bool) else None
             if number is not None and not number.is_integer():
@@ -325,7 +337,7 @@ def head_config(settings: dict) -> HeadConfig:
             typed[name] = cast(number if number is not None else value)
         except (TypeError, ValueError, OverflowError):
             raise EvidentialInputError(
-                f"{name}={value!r} in --model_args is not {kind}; e.g. {name}={example}"
+                f"{name}={value!r} in --model_args is not {_TYPE_WORDS[cast]}; e.g. {params[name].example}"
             ) from None
     try:
         return HeadConfig(**typed)

@@ -51,12 +51,13 @@ _LAUNCHER_WORLD_SIZE = ("WORLD_SIZE", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_C
 
 
 class EvidentialLM(EvidentialScoring, HFLM):
-    """See the module docstring. Extra model_args: ``method`` (edl | ib_edl | softmax),
-    ``prior_weight`` (λ, default 1), ``num_noises`` (20), ``sigma_mult`` (0), ``seed`` (0),
-    ``phantom_count`` (4: the logits of up to that many labels after each question's last one,
+    """See the module docstring. Extra model_args: the head's, one per field of
+    :class:`~lm_eval_evidential.modeling.config.HeadConfig` (its help says each), and the
+    scoring's options (:data:`~lm_eval_evidential.harness.loading_checks.SCORING_OPTIONS`:
+    ``phantom_count``, 4: the logits of up to that many labels after each question's last one,
     " E".." H" after " A".." D", kept in the records from the same forward pass). When ``peft``
     is a folder written by ``lm-eval-evidential train`` (it holds ``evidential_config.json``),
-    the first four default to the values trained with; model_args given explicitly win.
+    the stored head settings default to the values trained with; model_args given explicitly win.
     ``prefix_cache`` (True): run a prefix shared by a batch's prompts once where it pays
     (:mod:`lm_eval_evidential.modeling.prefix_cache`); False runs every prompt whole."""
 

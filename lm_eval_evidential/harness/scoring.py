@@ -184,12 +184,11 @@ class EvidentialScoring(ABC):
         :data:`~lm_eval_evidential.harness.loading_checks.SCORING_OPTIONS` as an attribute, and what
         the records say produced them; checked before any weights load."""
         given = {name: model_args.pop(name, None) for name in HEAD_ARGS}
-        seed = given.pop("seed")
         paths = ensemble_members(peft)  # an ensemble's head settings are its members' (checked equal)
         trained = paths[0] if paths else peft
         stored = head_defaults(trained) or reference_head_settings(trained) or {}
         settings = {**stored, **{k: v for k, v in given.items() if v is not None}}
-        self.head = head_config({**settings, **({} if seed is None else {"seed": seed})})
+        self.head = head_config(settings)
         for name, (default, check) in SCORING_OPTIONS.items():
             setattr(self, name, check(model_args.pop(name, default)))
         self.members = members_from_args(self.mc_samples, peft, self.head.method, self.laplace_samples)

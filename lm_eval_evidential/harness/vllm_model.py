@@ -117,10 +117,11 @@ def _ray_with_cpu_replicas(gpus: int) -> None:
 
 
 class EvidentialVLLM(EvidentialScoring, VLLM):
-    """See the module docstring. Model_args: lm-eval's ``vllm`` ones, plus the head's (``method``,
-    ``prior_weight``, ``num_noises``, ``sigma_mult``, ``seed``) and ``phantom_count``, as for
-    ``--model evidential`` (``seed`` is IB-EDL's noise seed, not vLLM's sampling seed, which greedy
-    one-token requests never use), and ``peft``. ``dtype`` defaults to ``auto`` (the checkpoint's)."""
+    """See the module docstring. Model_args: lm-eval's ``vllm`` ones, plus the scoring's, as for
+    ``--model evidential`` (:data:`~lm_eval_evidential.harness.loading_checks.SCORING_ARGS`: the
+    fields of :class:`~lm_eval_evidential.modeling.config.HeadConfig` and ``phantom_count``; the
+    head's ``seed`` is IB-EDL's noise seed, not vLLM's sampling seed, which greedy one-token
+    requests never use), and ``peft``. ``dtype`` defaults to ``auto`` (the checkpoint's)."""
 
     MODEL_NAME = "evidential-vllm"
 

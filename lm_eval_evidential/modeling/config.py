@@ -11,55 +11,79 @@ supplies the same settings.
 from __future__ import annotations
 
 import json
-import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 from lm_eval_evidential.errors import InputFileError, InvalidValueError
 from lm_eval_evidential.files import atomic_write_text, read_regular_file
+from lm_eval_evidential.params import Integral, Interval, Options, Param, Real, check_fields, param_field
 from lm_eval_evidential.records.schema import RECORD_METHODS
 
 METADATA_FILE = "evidential_config.json"
 METADATA_FORMAT = 1
-# Settings of the evidence head that an adapter's metadata supplies to --model evidential as defaults.
-HEAD_KEYS = ("method", "prior_weight", "num_noises", "sigma_mult")
 METHODS = RECORD_METHODS  # one list: the methods records may name are the methods there are
+
+
+def _head_field(default, help: str, param: Param, *, stored: bool = True):
+    """A head setting: its help, its constraint (:class:`~lm_eval_evidential.params.Param`), and whether the
+    adapter's ``evidential_config.json`` stores it (then ``--model evidential`` reads it back as a default)."""
+    return param_field(default, help=help, param=param, stored=stored)
 
 
 @dataclass(frozen=True)
 class HeadConfig:
-    """How logits become evidence. Defaults are the paper's (Table 7; IB-EDL sigma_mult 0)."""
+    """How logits become evidence. Defaults are the paper's (Table 7; IB-EDL sigma_mult 0).
 
-    method: str = "edl"
-    prior_weight: float = 1.0
-    num_noises: int = 20
-    sigma_mult: float = 0.0
-    seed: int = 0
+    The one declaration of the head's settings: each field is a ``--model_args`` argument of every
+    backend (``harness/loading_checks.HEAD_ARGS`` reads the fields), its help is what the CLI's
+    help says of it, its ``param`` is the constraint checked on construction, and the fields marked
+    ``stored`` are saved with a trained adapter (:data:`HEAD_KEYS`).
+    """
+
+    method: str = _head_field(
+        "edl",
+        "edl (evidence softplus(z), alpha = evidence + prior_weight), ib_edl (IB-EDL: Gaussian draws on the "
+        "pre-evidence, sigma) or softmax (the MAP baseline, no vacuity)",
+        Param(Options(METHODS), example="method=ib_edl"),
+    )
+    prior_weight: float = _head_field(
+        1.0,
+        "the Dirichlet prior weight λ",
+        Param(
+            Interval(Real, 0, None, closed="neither"),
+            why="the Dirichlet prior λ in alpha = evidence + λ; 1 is standard EDL",
+            example="prior_weight=1",
+        ),
+    )
+    num_noises: int = _head_field(
+        20,
+        "IB-EDL: noise draws per question",
+        Param(
+            Interval(Integral, 1), why="IB-EDL's noise draws per question; the paper uses 20", example="num_noises=20"
+        ),
+    )
+    sigma_mult: float = _head_field(
+        0.0,
+        "IB-EDL: alpha = max(alpha - sigma_mult·sigma, λ)",
+        Param(Interval(Real, 0), why="IB-EDL's ς; the paper uses 0", example="sigma_mult=0"),
+    )
+    seed: int = _head_field(
+        0,
+        "IB-EDL's noise seed (keyed per question: results do not depend on batching)",
+        Param(Interval(Integral), example="seed=0"),
+        stored=False,
+    )
 
     def __post_init__(self):
-        if self.method not in METHODS:
-            raise InvalidValueError(
-                f"unknown method={self.method!r}; choose one of {', '.join(METHODS)} "
-                "(e.g. --model_args ...,method=ib_edl)"
-            )
-        if not (math.isfinite(self.prior_weight) and self.prior_weight > 0):
-            raise InvalidValueError(
-                f"prior_weight={self.prior_weight!r} must be a finite number > 0 "
-                "(the Dirichlet prior λ in alpha = evidence + λ; 1 is standard EDL)"
-            )
-        if int(self.num_noises) < 1:
-            raise InvalidValueError(
-                f"num_noises={self.num_noises!r} must be an integer >= 1 (IB-EDL's noise draws per question; the "
-                "paper uses 20)"
-            )
-        if not (math.isfinite(self.sigma_mult) and self.sigma_mult >= 0):
-            raise InvalidValueError(
-                f"sigma_mult={self.sigma_mult!r} must be a finite number >= 0 (IB-EDL's ς; the paper uses 0)"
-            )
+        check_fields(self)
 
     @property
     def needs_sigma(self) -> bool:
         return self.method == "ib_edl"
+
+
+#: Settings of the evidence head that an adapter's metadata supplies to --model evidential as defaults.
+HEAD_KEYS = tuple(f.name for f in fields(HeadConfig) if f.metadata["stored"])
 
 
 def write_metadata(path: Path, payload: dict) -> None:

@@ -1,13 +1,13 @@
 """The package's layers, read off its imports: every module imports only from layers below its own.
 
-errors < {files, lm_eval_compat} < metrics < records < {audits, modeling} < {plots, tasks} < integration < harness
-< {report, training, testing} < cli
+errors < {files, lm_eval_compat, params} < metrics < records < {audits, modeling} < {plots, tasks} < integration
+< harness < {report, training, testing} < cli
 
 Every ``import`` in every module counts, including the ones inside functions (lazy imports keep
 the CLI fast; they are no way around the layering), and two layers of the same rank never
 import each other (audits never imports modeling, plots never harness, report never training).
 Each lower layer may use only the third-party libraries listed for it (the standard library is
-always allowed): errors and files are the standard library alone, metrics is numpy/scipy, records adds
+always allowed): errors, files and params are the standard library alone, metrics is numpy/scipy, records adds
 pyarrow, audits and report never import torch, lm_eval or matplotlib. And no module imports
 itself through others: the graph of the package's own imports has no cycle.
 
@@ -31,6 +31,7 @@ NAME = PACKAGE.name
 RANK = {
     "errors": -2,
     "files": -1,
+    "params": -1,  # parameters' constraints, declared once (sklearn's _param_validation): every layer declares with it
     "lm_eval_compat": -1,  # the inventory of lm_eval names: tasks, integration, harness and training use it
     "metrics": 0,
     "records": 1,
@@ -52,6 +53,7 @@ NUMERIC = {"numpy", "scipy"}
 ALLOWED_THIRD_PARTY = {
     "errors": set(),
     "files": set(),
+    "params": set(),
     "lm_eval_compat": {"lm_eval"},
     "metrics": NUMERIC,
     "records": NUMERIC | {"pyarrow"},
