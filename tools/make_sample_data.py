@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """Write the bundled sample datasets used by lm-eval-evidential's offline tests and demos.
 
-Every question is generated here from templates and word lists written for this project; no
-text comes from OpenBookQA, ARC, CommonsenseQA or MMLU.  Only the *schemas* (field names,
+Every question is generated here from templates and word lists written for this project (the lists
+are data, tools/sample_words.json, read at run time); no text comes from OpenBookQA, ARC, CommonsenseQA or MMLU.  Only the *schemas* (field names,
 types, label conventions, split names) mimic the Hugging Face hub datasets, so the task code
 that reads the real datasets reads these files unchanged.
 
@@ -33,6 +33,9 @@ from typing import NamedTuple
 SEED = 20240607
 DEFAULT_OUT = Path(__file__).resolve().parent.parent / "lm_eval_evidential" / "samples"
 LETTERS = "ABCDE"
+#: The word lists and templates every question is built from: data, read at run time (tools/sample_words.json;
+#: JSON has no tuples, so a pair or a row of a table is a list there).
+WORDS = json.loads((Path(__file__).resolve().parent / "sample_words.json").read_text(encoding="utf-8"))
 
 
 class Item(NamedTuple):
@@ -44,28 +47,7 @@ class Item(NamedTuple):
 
 Generator = Callable[[random.Random], Item]
 
-NAMES = [
-    "Maria",
-    "Jamal",
-    "Priya",
-    "Tom",
-    "Aiko",
-    "Lucas",
-    "Fatima",
-    "Ben",
-    "Chloe",
-    "Diego",
-    "Hana",
-    "Omar",
-    "Grace",
-    "Ivan",
-    "Zoe",
-    "Kofi",
-    "Lena",
-    "Sam",
-    "Nadia",
-    "Ravi",
-]
+NAMES = WORDS["names"]
 
 
 def _others(pool, correct):
@@ -76,73 +58,7 @@ def _others(pool, correct):
 # OpenBookQA-like: elementary science facts applied to everyday situations.
 # --------------------------------------------------------------------------------------
 
-_TOOLS = [
-    (
-        "a balance",
-        [
-            "the mass of a rock",
-            "the mass of an apple",
-            "the mass of a bag of flour",
-            "the mass of a toy truck",
-            "the mass of a bar of soap",
-        ],
-    ),
-    (
-        "a meter stick",
-        [
-            "the length of a classroom table",
-            "the length of a garden hose",
-            "the height of a bookshelf",
-            "the width of a doorway",
-        ],
-    ),
-    (
-        "a thermometer",
-        [
-            "the temperature of a pot of soup",
-            "the temperature of a swimming pool",
-            "the temperature of a fish tank",
-            "how warm a cup of tea is",
-        ],
-    ),
-    (
-        "a graduated cylinder",
-        [
-            "the volume of a sample of vinegar",
-            "the volume of some pond water",
-            "the volume of some cooking oil",
-            "how much lemon juice is in a glass",
-        ],
-    ),
-    (
-        "a barometer",
-        [
-            "the air pressure before a storm",
-            "changes in air pressure over a week",
-            "the air pressure at the top of a hill",
-        ],
-    ),
-    (
-        "an anemometer",
-        ["the wind speed on a hilltop", "how fast the wind blows at the beach", "the wind speed during a storm"],
-    ),
-    (
-        "a rain gauge",
-        [
-            "how much rain fell in a week",
-            "the amount of rain from a thunderstorm",
-            "the rainfall in a garden over a month",
-        ],
-    ),
-    (
-        "a stopwatch",
-        [
-            "the time a marble takes to roll down a ramp",
-            "how long a candle takes to burn out",
-            "the time it takes an ice cube to melt",
-        ],
-    ),
-]
+_TOOLS = WORDS["tools"]
 _TOOL_POOL = [t for t, _ in _TOOLS] + ["a magnifying glass", "a compass", "a microscope"]
 
 
@@ -160,28 +76,8 @@ def obqa_measure(rng):
     return Item(stem, tool, _others(_TOOL_POOL, tool))
 
 
-_CONDUCTORS = [
-    "a copper wire",
-    "an iron nail",
-    "a steel spoon",
-    "a sheet of aluminum foil",
-    "a brass key",
-    "a silver ring",
-    "a metal paper clip",
-    "a tin can lid",
-]
-_INSULATORS = [
-    "a rubber band",
-    "a wooden ruler",
-    "a plastic straw",
-    "a glass marble",
-    "a cotton sock",
-    "a paper towel",
-    "a foam cup",
-    "a wax candle",
-    "a ceramic tile",
-    "a leather glove",
-]
+_CONDUCTORS = WORDS["conductors"]
+_INSULATORS = WORDS["insulators"]
 
 
 def obqa_conductor(rng):
@@ -206,18 +102,8 @@ def obqa_conductor(rng):
     return Item(stem, rng.choice(_INSULATORS), tuple(_CONDUCTORS))
 
 
-_MAGNETIC = ["an iron nail", "a steel paper clip", "a steel bolt", "an iron horseshoe", "a steel safety pin"]
-_NONMAGNETIC = [
-    "a plastic button",
-    "a wooden block",
-    "a glass bead",
-    "a rubber eraser",
-    "an aluminum can",
-    "a copper penny",
-    "a cotton ball",
-    "a paper cup",
-    "a gold ring",
-]
+_MAGNETIC = WORDS["magnetic"]
+_NONMAGNETIC = WORDS["nonmagnetic"]
 
 
 def obqa_magnet(rng):
@@ -232,14 +118,7 @@ def obqa_magnet(rng):
     return Item(stem, rng.choice(_MAGNETIC), tuple(_NONMAGNETIC))
 
 
-_ANIMAL_CLASS = {
-    "a mammal": ["whale", "bat", "dolphin", "horse", "rabbit", "squirrel", "elephant", "fox"],
-    "a bird": ["penguin", "ostrich", "robin", "owl", "parrot", "hawk", "duck"],
-    "a reptile": ["turtle", "lizard", "crocodile", "snake", "iguana"],
-    "an amphibian": ["frog", "salamander", "toad", "newt"],
-    "a fish": ["shark", "salmon", "trout", "goldfish", "tuna", "catfish"],
-    "an insect": ["beetle", "ant", "butterfly", "grasshopper", "bee", "ladybug"],
-}
+_ANIMAL_CLASS = WORDS["animal_class"]
 
 
 def _article(word):
@@ -259,24 +138,7 @@ def obqa_animal_class(rng):
     return Item(stem, cls, _others(list(_ANIMAL_CLASS), cls))
 
 
-_LIFE_CYCLE = [
-    ("tadpole", "a frog"),
-    ("caterpillar", "a butterfly"),
-    ("grub", "a beetle"),
-    ("puppy", "a dog"),
-    ("kitten", "a cat"),
-    ("foal", "a horse"),
-    ("calf", "a cow"),
-    ("chick", "a chicken"),
-    ("fawn", "a deer"),
-    ("joey", "a kangaroo"),
-    ("duckling", "a duck"),
-    ("cygnet", "a swan"),
-    ("piglet", "a pig"),
-    ("lamb", "a sheep"),
-    ("maggot", "a fly"),
-    ("acorn", "an oak tree"),
-]
+_LIFE_CYCLE = WORDS["life_cycle"]
 
 
 def obqa_life_cycle(rng):
@@ -291,30 +153,9 @@ def obqa_life_cycle(rng):
     return Item(stem, adult, tuple(a for _, a in _LIFE_CYCLE if a != adult))
 
 
-_STATE_CHANGES = [
-    ("an ice cube on a warm sidewalk", "melt", "melt"),
-    ("a puddle on a sunny afternoon", "evaporate", "evaporate"),
-    ("a tray of water placed in a freezer", "freeze", "freeze"),
-    ("steam touching a cold mirror", "condense", "condense"),
-    ("a chocolate bar left in a hot car", "melt", "melt"),
-    ("a wet towel hung in the sun", "dry as its water evaporates", "evaporate"),
-    ("a pan of melted wax set on a cold porch", "harden into a solid", "freeze"),
-    ("water vapor on the outside of a cold glass", "condense into droplets", "condense"),
-    ("a snowman on a spring day", "melt", "melt"),
-    ("juice poured into a popsicle mold in a freezer", "freeze", "freeze"),
-    ("a bowl of salt water left on a windowsill for weeks", "evaporate and leave salt behind", "evaporate"),
-]
+_STATE_CHANGES = WORDS["state_changes"]
 # (distractor, the change it names): a distractor naming the right change would be a second right answer.
-_STATE_POOL = [
-    ("melt", "melt"),
-    ("evaporate", "evaporate"),
-    ("freeze", "freeze"),
-    ("condense", "condense"),
-    ("become heavier", ""),
-    ("grow larger", ""),
-    ("turn into sand", ""),
-    ("become magnetic", ""),
-]
+_STATE_POOL = WORDS["state_pool"]
 
 
 def obqa_state_change(rng):
@@ -325,19 +166,7 @@ def obqa_state_change(rng):
     return Item(stem, change, tuple(x for x, k in _STATE_POOL if k != kind))
 
 
-_ORGANS = [
-    ("heart", "pump blood through the body"),
-    ("lungs", "take in oxygen from the air"),
-    ("stomach", "break down food"),
-    ("skeleton", "support the body and give it shape"),
-    ("skin", "protect the inside of the body"),
-    ("brain", "control the body's actions"),
-    ("kidneys", "filter wastes out of the blood"),
-    ("muscles", "move the bones"),
-    ("eyes", "sense light"),
-    ("ears", "detect sound"),
-    ("small intestine", "absorb nutrients from food"),
-]
+_ORGANS = WORDS["organs"]
 
 
 def obqa_organ(rng):
@@ -353,14 +182,7 @@ def obqa_organ(rng):
     return Item(stem, job, tuple(j for _, j in _ORGANS if j != job))
 
 
-_PLANT_PARTS = [
-    ("roots", "take in water from the soil"),
-    ("leaves", "make food using sunlight"),
-    ("stem", "carry water up to the leaves"),
-    ("flowers", "make seeds"),
-    ("seeds", "grow into new plants"),
-    ("fruit", "protect the seeds inside it"),
-]
+_PLANT_PARTS = WORDS["plant_parts"]
 
 
 def obqa_plant(rng):
@@ -376,17 +198,7 @@ def obqa_plant(rng):
 
 # (device, source, output, distractors): distractors are chosen per device so that none is
 # also a large share of its output (a flashlight also makes electricity on the way to light).
-_ENERGY = [
-    ("a toaster", "electrical", "heat", ["sound", "motion", "magnetic", "chemical"]),
-    ("a flashlight", "chemical", "light", ["sound", "motion", "magnetic"]),
-    ("a solar panel", "light", "electrical", ["sound", "motion", "magnetic", "chemical"]),
-    ("a windmill generator", "wind", "electrical", ["sound", "light", "magnetic", "chemical"]),
-    ("an electric fan", "electrical", "motion", ["light", "magnetic", "chemical"]),
-    ("a loudspeaker", "electrical", "sound", ["light", "heat", "chemical"]),
-    ("a gas stove", "chemical", "heat", ["sound", "motion", "electrical", "magnetic"]),
-    ("a doorbell", "electrical", "sound", ["light", "heat", "chemical"]),
-    ("a wind-up toy car", "stored", "motion", ["light", "heat", "chemical", "electrical"]),
-]
+_ENERGY = WORDS["energy"]
 
 
 def obqa_energy(rng):
@@ -401,8 +213,8 @@ def obqa_energy(rng):
     return Item(stem, out + " energy", tuple(f + " energy" for f in wrong))
 
 
-_RENEWABLE = ["wind", "sunlight", "trees", "flowing river water", "ocean tides", "heat from inside the Earth"]
-_NONRENEWABLE = ["coal", "oil", "natural gas", "gasoline", "propane"]
+_RENEWABLE = WORDS["renewable"]
+_NONRENEWABLE = WORDS["nonrenewable"]
 
 
 def obqa_renewable(rng):
@@ -421,25 +233,9 @@ def obqa_renewable(rng):
     return Item(stem, rng.choice(_NONRENEWABLE), tuple(_RENEWABLE))
 
 
-_MEAT_EATERS = [
-    ("owls", "mice"),
-    ("frogs", "insects"),
-    ("foxes", "rabbits"),
-    ("whales", "krill"),
-    ("spiders", "flies"),
-    ("robins", "worms"),
-    ("sharks", "fish"),
-    ("lions", "zebras"),
-]
-_PLANT_EATERS = [
-    ("rabbits", "clover"),
-    ("deer", "leaves and twigs"),
-    ("bees", "nectar"),
-    ("koalas", "eucalyptus leaves"),
-    ("cows", "grass"),
-    ("pandas", "bamboo"),
-]
-_NONFOOD = ["rocks", "sand", "sunlight alone", "soil", "pebbles", "rainwater alone"]
+_MEAT_EATERS = WORDS["meat_eaters"]
+_PLANT_EATERS = WORDS["plant_eaters"]
+_NONFOOD = WORDS["nonfood"]
 
 
 def obqa_food(rng):
@@ -460,23 +256,8 @@ def obqa_food(rng):
     return Item(stem, food, tuple(rng.sample(pool, 5)))
 
 
-_ADAPT = [
-    ("bat", "large ears", "find insects in the dark"),
-    ("snake", "forked tongue", "smell its surroundings"),
-    ("cat", "whiskers", "feel its way in tight spaces"),
-    ("owl", "large eyes", "see at night"),
-    ("camel", "hump", "store fat for long trips"),
-    ("duck", "webbed feet", "swim through water"),
-    ("polar bear", "thick fur", "stay warm in the cold"),
-    ("giraffe", "long neck", "reach high leaves"),
-    ("porcupine", "sharp quills", "defend itself from predators"),
-    ("eagle", "sharp talons", "grab its prey"),
-    ("beaver", "strong front teeth", "cut through wood"),
-    ("chameleon", "color-changing skin", "hide from predators"),
-    ("woodpecker", "hard beak", "drill holes in trees"),
-    ("fish", "gills", "breathe under water"),
-]
-_MASS_OR_PLURAL = ("ears", "whiskers", "eyes", "feet", "fur", "quills", "talons", "teeth", "skin", "gills")
+_ADAPT = WORDS["adapt"]
+_MASS_OR_PLURAL = tuple(WORDS["mass_or_plural"])
 
 
 def obqa_adaptation(rng):
@@ -495,34 +276,8 @@ def obqa_adaptation(rng):
     return Item(stem, use, tuple(u for _, _, u in _ADAPT if u != use))
 
 
-_SPACE = [
-    (["Day and night happen because", "We have daytime and nighttime because"], "the Earth spins on its axis"),
-    (["The seasons change during the year because", "Summer and winter happen because"], "the Earth's axis is tilted"),
-    (
-        ["A year on Earth lasts about 365 days because", "A calendar year has about 365 days because"],
-        "the Earth takes that long to circle the Sun",
-    ),
-    (
-        ["The Moon seems to change shape over a month because", "We see phases of the Moon because"],
-        "we see different amounts of its lit side",
-    ),
-    (
-        ["Ocean tides rise and fall mostly because", "High tide and low tide happen mainly because"],
-        "the Moon's gravity pulls on the oceans",
-    ),
-    (
-        ["The Sun looks bigger than other stars because", "The Sun appears brighter than other stars because"],
-        "it is much closer to the Earth",
-    ),
-]
-_SPACE_WRONG = [
-    "the Sun moves around the Earth",
-    "clouds block the Sun",
-    "the Earth gets closer to the Moon",
-    "the Moon makes its own light",
-    "the Sun turns off at night",
-    "the wind pushes the oceans",
-]
+_SPACE = WORDS["space"]
+_SPACE_WRONG = WORDS["space_wrong"]
 
 
 def obqa_space(rng):
@@ -533,14 +288,8 @@ def obqa_space(rng):
     return Item(stem, right, tuple(rng.sample(pool, 5)))
 
 
-_SURFACES_SMOOTH = [
-    "a polished wood floor",
-    "an ice rink",
-    "a smooth tile hallway",
-    "a sheet of glass",
-    "a waxed table",
-]
-_SURFACES_ROUGH = ["a thick carpet", "a gravel path", "a patch of grass", "a sandy beach", "a rubber mat"]
+_SURFACES_SMOOTH = WORDS["surfaces_smooth"]
+_SURFACES_ROUGH = WORDS["surfaces_rough"]
 
 
 def obqa_friction(rng):
@@ -554,8 +303,8 @@ def obqa_friction(rng):
     return Item(stem, rough, tuple(_SURFACES_SMOOTH))
 
 
-_INSULATE = ["a wool blanket", "a foam cooler", "a thick down jacket", "a thermos bottle", "a straw-filled box"]
-_CONDUCT_HEAT = ["a thin metal tray", "an aluminum pan", "a copper pot", "a steel bowl", "an iron skillet"]
+_INSULATE = WORDS["insulate"]
+_CONDUCT_HEAT = WORDS["conduct_heat"]
 
 
 def obqa_heat(rng):
@@ -598,22 +347,9 @@ OBQA_GENERATORS: list[Generator] = [
 # ARC-like: grade-school earth science, chemistry, physics, genetics, method.
 # --------------------------------------------------------------------------------------
 
-_ROCKS = {
-    "igneous": ["granite", "basalt", "obsidian", "pumice", "gabbro"],
-    "sedimentary": ["sandstone", "limestone", "shale", "conglomerate", "chalk"],
-    "metamorphic": ["marble", "slate", "quartzite", "gneiss", "schist"],
-}
-_ROCK_ORIGIN = {
-    "igneous": "cooling and hardening of melted rock",
-    "sedimentary": "pressing and cementing of layers of sediment",
-    "metamorphic": "heat and pressure changing an existing rock",
-}
-_ROCK_WRONG = [
-    "weathering of soil into clay",
-    "freezing of sea water",
-    "growth of coral reefs on land",
-    "evaporation of a lake",
-]
+_ROCKS = WORDS["rocks"]
+_ROCK_ORIGIN = WORDS["rock_origin"]
+_ROCK_WRONG = WORDS["rock_wrong"]
 
 
 def arc_rock(rng):
@@ -634,24 +370,7 @@ def arc_rock(rng):
     return Item(stem, right, tuple(v for k, v in _ROCK_ORIGIN.items() if k != kind) + tuple(_ROCK_WRONG))
 
 
-_SYMBOLS = [
-    ("sodium", "Na", ["So", "Sd", "S", "N"]),
-    ("gold", "Au", ["Go", "Gd", "Ag", "G"]),
-    ("iron", "Fe", ["Ir", "In", "I", "F"]),
-    ("potassium", "K", ["P", "Po", "Pt", "Ps"]),
-    ("silver", "Ag", ["Si", "Sv", "Au", "S"]),
-    ("lead", "Pb", ["Le", "Ld", "L", "Pd"]),
-    ("copper", "Cu", ["Co", "Cp", "C", "Cr"]),
-    ("oxygen", "O", ["Ox", "Og", "Os", "Oy"]),
-    ("helium", "He", ["H", "Hl", "Hm", "Hi"]),
-    ("chlorine", "Cl", ["C", "Ch", "Cn", "Co"]),
-    ("magnesium", "Mg", ["Ma", "Mn", "M", "Mo"]),
-    ("tin", "Sn", ["Ti", "Tn", "T", "Si"]),
-    ("mercury", "Hg", ["Me", "Mr", "Mc", "Hy"]),
-    ("zinc", "Zn", ["Zi", "Z", "Zc", "Sn"]),
-    ("calcium", "Ca", ["C", "Cl", "Cm", "Cc"]),
-    ("nitrogen", "N", ["Ni", "Nt", "Ng", "No"]),
-]
+_SYMBOLS = WORDS["symbols"]
 
 
 def arc_symbol(rng):
@@ -667,17 +386,8 @@ def arc_symbol(rng):
     return Item(stem, el, tuple(e for e, _, _ in _SYMBOLS if e != el))
 
 
-_PLANETS = [
-    ("is closest to the Sun", "Mercury"),
-    ("is the largest", "Jupiter"),
-    ("is best known for its bright rings", "Saturn"),
-    ("is often called the Red Planet", "Mars"),
-    ("has the hottest surface", "Venus"),
-    ("is farthest from the Sun", "Neptune"),
-    ("spins on its side", "Uranus"),
-    ("has liquid water on most of its surface", "Earth"),
-]
-_PLANET_NAMES = ["Mercury", "Venus", "Earth", "Mars", "Jupiter", "Saturn", "Uranus", "Neptune"]
+_PLANETS = WORDS["planets"]
+_PLANET_NAMES = WORDS["planet_names"]
 
 
 def arc_planet(rng):
@@ -686,19 +396,8 @@ def arc_planet(rng):
     return Item(stem, planet, _others(_PLANET_NAMES, planet))
 
 
-_SYSTEMS = [
-    ("heart", "circulatory"),
-    ("lungs", "respiratory"),
-    ("stomach", "digestive"),
-    ("brain", "nervous"),
-    ("spinal cord", "nervous"),
-    ("bones", "skeletal"),
-    ("biceps", "muscular"),
-    ("arteries", "circulatory"),
-    ("small intestine", "digestive"),
-    ("trachea", "respiratory"),
-]
-_SYSTEM_NAMES = ["circulatory", "respiratory", "digestive", "nervous", "skeletal", "muscular", "excretory"]
+_SYSTEMS = WORDS["systems"]
+_SYSTEM_NAMES = WORDS["system_names"]
 
 
 def arc_body_system(rng):
@@ -712,17 +411,8 @@ def arc_body_system(rng):
     return Item(stem, f"the {system} system", tuple(f"the {s} system" for s in _SYSTEM_NAMES if s != system))
 
 
-_UNITS = [
-    ("the distance between two cities", "kilometers"),
-    ("the mass of a paper clip", "grams"),
-    ("the length of an ant", "millimeters"),
-    ("the volume of water in a bathtub", "liters"),
-    ("the mass of a car", "kilograms"),
-    ("the volume of medicine in a dropper", "milliliters"),
-    ("the length of a soccer field", "meters"),
-    ("the width of a notebook", "centimeters"),
-]
-_UNIT_NAMES = ["kilometers", "meters", "centimeters", "millimeters", "kilograms", "grams", "liters", "milliliters"]
+_UNITS = WORDS["units"]
+_UNIT_NAMES = WORDS["unit_names"]
 
 
 def arc_unit(rng):
@@ -733,19 +423,8 @@ def arc_unit(rng):
     return Item(stem, unit, _others(_UNIT_NAMES, unit))
 
 
-_MACHINES = [
-    ("a ramp used to load boxes into a truck", "inclined plane"),
-    ("a seesaw", "lever"),
-    ("the rope and wheel at the top of a flagpole", "pulley"),
-    ("a doorknob", "wheel and axle"),
-    ("the blade of an axe", "wedge"),
-    ("the threaded lid of a jar", "screw"),
-    ("a crowbar lifting a rock", "lever"),
-    ("a steering wheel", "wheel and axle"),
-    ("a knife cutting bread", "wedge"),
-    ("a wheelchair ramp", "inclined plane"),
-]
-_MACHINE_NAMES = ["lever", "pulley", "wheel and axle", "inclined plane", "wedge", "screw"]
+_MACHINES = WORDS["machines"]
+_MACHINE_NAMES = WORDS["machine_names"]
 
 
 def arc_machine(rng):
@@ -756,13 +435,8 @@ def arc_machine(rng):
     return Item(stem, _article(machine), tuple(_article(m) for m in _MACHINE_NAMES if m != machine))
 
 
-_PERIODS = [
-    ("the Earth to rotate once on its axis", "about 24 hours"),
-    ("the Earth to orbit the Sun once", "about 365 days"),
-    ("the Moon to orbit the Earth once", "about 27 days"),
-    ("the Moon to go from one full moon to the next", "about 29 days"),
-]
-_PERIOD_WRONG = ["about 1 hour", "about 7 days", "about 12 years", "about 100 days"]
+_PERIODS = WORDS["periods"]
+_PERIOD_WRONG = WORDS["period_wrong"]
 
 
 def arc_period(rng):
@@ -776,13 +450,7 @@ def arc_period(rng):
     return Item(stem, right, tuple(pool) + tuple(_PERIOD_WRONG))
 
 
-_CHAINS = [
-    ("pond", ["algae", "tadpoles", "sunfish", "herons"]),
-    ("forest", ["oak trees", "caterpillars", "songbirds", "hawks"]),
-    ("grassland", ["grass", "grasshoppers", "mice", "snakes"]),
-    ("ocean", ["phytoplankton", "krill", "herring", "seals"]),
-    ("desert", ["cactus plants", "beetles", "lizards", "roadrunners"]),
-]
+_CHAINS = WORDS["chains"]
 
 
 def arc_food_chain(rng):
@@ -803,17 +471,8 @@ def arc_food_chain(rng):
     return Item(stem, chain[2], (chain[0], chain[3], "bacteria", "earthworms") + extra)
 
 
-_AGENTS = [
-    ("a deep V-shaped canyon in a dry region", "running water"),
-    ("a wide U-shaped valley between mountains", "a glacier"),
-    ("large boulders scattered on a flat plain far from their source", "a glacier"),
-    ("ripple-shaped sand dunes in a desert", "wind"),
-    ("a natural stone arch on a rocky coast", "ocean waves"),
-    ("a fan of mud and sand at the mouth of a river", "running water"),
-    ("long scratches polished into bedrock", "a glacier"),
-    ("a sea cave in a cliff", "ocean waves"),
-]
-_AGENT_NAMES = ["running water", "a glacier", "wind", "ocean waves", "an earthquake", "a volcano"]
+_AGENTS = WORDS["agents"]
+_AGENT_NAMES = WORDS["agent_names"]
 
 
 def arc_erosion(rng):
@@ -824,20 +483,7 @@ def arc_erosion(rng):
     return Item(stem, agent, _others(_AGENT_NAMES, agent))
 
 
-_CLASSIFY = [
-    ("salt water", "a mixture"),
-    ("table salt", "a compound"),
-    ("copper", "an element"),
-    ("air", "a mixture"),
-    ("pure water", "a compound"),
-    ("oxygen gas", "an element"),
-    ("carbon dioxide", "a compound"),
-    ("trail mix", "a mixture"),
-    ("gold", "an element"),
-    ("sugar", "a compound"),
-    ("sand mixed with iron filings", "a mixture"),
-    ("helium", "an element"),
-]
+_CLASSIFY = WORDS["classify"]
 
 
 def arc_classify(rng):
@@ -850,11 +496,7 @@ def arc_classify(rng):
     )
 
 
-_PARTICLES = [
-    ("packed closely together and vibrating in place", "solid"),
-    ("close together but able to slide past one another", "liquid"),
-    ("far apart and moving quickly in all directions", "gas"),
-]
+_PARTICLES = WORDS["particles"]
 
 
 def arc_particles(rng):
@@ -873,7 +515,7 @@ def arc_particles(rng):
     )
 
 
-_VEHICLES = ["car", "train", "bus", "motorcycle", "boat", "truck"]
+_VEHICLES = WORDS["vehicles"]
 
 
 def arc_speed(rng):
@@ -908,15 +550,8 @@ def arc_force(rng):
     return Item(stem, f"{a} m/s2", tuple(f"{w} m/s2" for w in wrong))
 
 
-_TRAITS = [
-    ("pea plants", "tall stems", "short stems", "T"),
-    ("pea plants", "purple flowers", "white flowers", "P"),
-    ("pea plants", "round seeds", "wrinkled seeds", "R"),
-    ("guinea pigs", "black fur", "white fur", "B"),
-    ("corn plants", "yellow kernels", "white kernels", "Y"),
-    ("rabbits", "brown fur", "white fur", "F"),
-]
-_CROSSES = [("Aa", "Aa", 3, 1), ("Aa", "aa", 2, 2), ("AA", "aa", 4, 0), ("AA", "Aa", 4, 0), ("aa", "aa", 0, 4)]
+_TRAITS = WORDS["traits"]
+_CROSSES = WORDS["crosses"]
 
 
 def arc_punnett(rng):
@@ -936,50 +571,7 @@ def arc_punnett(rng):
     return Item(stem, f"{pct}%", tuple(f"{p}%" for p in (0, 25, 50, 75, 100) if p != pct))
 
 
-_EXPERIMENTS = [
-    (
-        "whether the amount of fertilizer given to bean plants changes how tall they grow",
-        "the amount of fertilizer",
-        "the height of the plants",
-        "the type of soil in each pot",
-    ),
-    (
-        "whether the temperature of water changes how fast sugar dissolves in it",
-        "the temperature of the water",
-        "the time for the sugar to dissolve",
-        "the amount of water in each cup",
-    ),
-    (
-        "whether the height of a ramp changes how far a toy car rolls",
-        "the height of the ramp",
-        "the distance the car rolls",
-        "the car used in each trial",
-    ),
-    (
-        "whether the color of a shirt changes how warm it gets in sunlight",
-        "the color of the shirt",
-        "the temperature of the shirt",
-        "the time each shirt sits in the sun",
-    ),
-    (
-        "whether the amount of light changes how fast algae grow in jars of pond water",
-        "the amount of light",
-        "the growth of the algae",
-        "the volume of pond water in each jar",
-    ),
-    (
-        "whether the size of a paper parachute changes how long it takes to fall",
-        "the size of the parachute",
-        "the time it takes to fall",
-        "the height it is dropped from",
-    ),
-    (
-        "whether salt in water changes the temperature at which it freezes",
-        "the amount of salt",
-        "the freezing temperature",
-        "the size of each container",
-    ),
-]
+_EXPERIMENTS = WORDS["experiments"]
 
 
 def arc_variables(rng):
@@ -1027,30 +619,7 @@ ARC_CHALLENGE_GENERATORS: list[Generator] = [
 # CommonsenseQA-like: everyday places, motives, tools and consequences; always 5 options.
 # --------------------------------------------------------------------------------------
 
-_PLACES = [
-    ("stapler", "office", ["ocean", "forest", "barn", "swimming pool", "bakery"]),
-    ("toothbrush", "bathroom", ["garage", "library", "stadium", "attic", "bus stop"]),
-    ("shopping cart", "supermarket", ["bedroom", "church", "classroom", "museum", "airplane"]),
-    ("chalkboard", "classroom", ["kitchen", "beach", "parking lot", "fire station", "zoo"]),
-    ("anchor", "ship", ["desert", "bakery", "post office", "closet", "mountain top"]),
-    ("stethoscope", "doctor's office", ["candy store", "car wash", "theater", "farm", "gas station"]),
-    ("lawn mower", "garden shed", ["bathtub", "cafeteria", "library", "bank", "bus"]),
-    ("popcorn machine", "movie theater", ["dentist's office", "forest", "laundromat", "hospital room", "cave"]),
-    ("diving board", "swimming pool", ["art gallery", "office building", "hardware store", "bakery", "courtroom"]),
-    ("oven mitt", "kitchen", ["garage", "playground", "hallway", "gym", "airport"]),
-    ("saddle", "stable", ["aquarium", "office", "laundromat", "subway", "dentist"]),
-    ("microscope", "laboratory", ["bowling alley", "beach", "shoe store", "playground", "barbershop"]),
-    ("suitcase", "airport", ["garden", "swimming pool", "classroom", "bakery", "church"]),
-    ("sand castle", "beach", ["mountain", "forest", "kitchen", "office", "city street"]),
-    ("scarecrow", "cornfield", ["shopping mall", "hospital", "library", "bathroom", "ocean"]),
-    ("telescope", "observatory", ["bakery", "subway", "shoe store", "barn", "laundromat"]),
-    ("mailbox", "post office", ["swimming pool", "cave", "forest", "bathtub", "stadium"]),
-    ("hammock", "backyard", ["post office", "highway", "bank", "elevator", "classroom"]),
-    ("fire hose", "fire station", ["library", "candy store", "bedroom", "bakery", "church"]),
-    ("jungle gym", "playground", ["office", "hospital", "bank", "courthouse", "airplane"]),
-    ("cash register", "store", ["forest", "bedroom", "lake", "cave", "mountain"]),
-    ("textbook", "school", ["ocean", "bathtub", "zoo", "barn", "gas station"]),
-]
+_PLACES = WORDS["places"]
 
 
 def csqa_place(rng):
@@ -1068,68 +637,7 @@ def csqa_place(rng):
     return Item(stem, place, tuple(wrong), obj)
 
 
-_FEELINGS = [
-    (
-        "tired",
-        ["working all day", "a long hike", "staying up late"],
-        "take a nap",
-        ["run a race", "paint the house", "go shopping", "lift weights", "clean the attic"],
-    ),
-    (
-        "hungry",
-        ["skipping lunch", "a long swim", "working outside"],
-        "eat a meal",
-        ["take a bath", "read a book", "go to sleep", "write a letter", "wash the car"],
-    ),
-    (
-        "thirsty",
-        ["playing soccer in the heat", "a long run", "eating salty chips"],
-        "drink water",
-        ["eat crackers", "sit in the sun", "sing a song", "count money", "buy a hat"],
-    ),
-    (
-        "cold",
-        ["walking in the snow", "swimming in a lake", "waiting for the bus in winter"],
-        "put on a coat",
-        ["open a window", "eat ice cream", "take off shoes", "turn on a fan", "go swimming"],
-    ),
-    (
-        "bored",
-        ["a rainy afternoon indoors", "a long wait at the station", "finishing all the chores"],
-        "find something fun to do",
-        ["fall down", "get angry", "feel hungry", "lose weight", "get wet"],
-    ),
-    (
-        "lost",
-        ["taking a wrong turn", "wandering in a new city", "leaving the trail"],
-        "ask for directions",
-        ["buy a ticket", "take a shower", "bake a cake", "plant a tree", "wash dishes"],
-    ),
-    (
-        "sick",
-        ["catching a cold", "eating spoiled food", "getting the flu"],
-        "stay in bed",
-        ["go to a party", "run a marathon", "climb a tree", "mow the lawn", "go dancing"],
-    ),
-    (
-        "sweaty",
-        ["mowing the lawn", "a hard workout", "moving furniture"],
-        "take a shower",
-        ["put on a sweater", "eat dinner", "read the news", "plant seeds", "write a poem"],
-    ),
-    (
-        "curious",
-        ["hearing a strange noise", "finding an old map", "seeing a locked box"],
-        "investigate",
-        ["fall asleep", "cry", "eat lunch", "go home", "forget"],
-    ),
-    (
-        "lonely",
-        ["moving to a new town", "a week alone at home", "the holidays away from family"],
-        "call a friend",
-        ["fix a car", "do homework", "buy shoes", "wash the dog", "build a fence"],
-    ),
-]
+_FEELINGS = WORDS["feelings"]
 
 
 def csqa_feeling(rng):
@@ -1145,56 +653,7 @@ def csqa_feeling(rng):
     return Item(stem, right, tuple(wrong), state)
 
 
-_TOOL_USES = [
-    ("hammer", "driving nails", ["cutting paper", "measuring flour", "sweeping floors", "boiling water", "painting"]),
-    ("umbrella", "staying dry", ["keeping warm", "seeing far", "cooking food", "making music", "opening doors"]),
-    (
-        "alarm clock",
-        "waking up on time",
-        ["cooling a room", "catching fish", "drying clothes", "brushing teeth", "saving money"],
-    ),
-    (
-        "broom",
-        "sweeping the floor",
-        ["cutting grass", "writing notes", "washing dishes", "mailing letters", "lighting a room"],
-    ),
-    (
-        "ladder",
-        "reaching high places",
-        ["digging holes", "cooling drinks", "tying shoes", "baking bread", "drawing maps"],
-    ),
-    (
-        "shovel",
-        "digging a hole",
-        ["sewing a shirt", "brushing hair", "reading books", "cleaning windows", "playing music"],
-    ),
-    (
-        "sponge",
-        "soaking up water",
-        ["starting a fire", "cutting wood", "building walls", "telling time", "sending mail"],
-    ),
-    (
-        "thermos",
-        "keeping drinks hot",
-        ["making ice", "washing clothes", "tightening bolts", "carrying books", "planting seeds"],
-    ),
-    ("map", "finding the way", ["cooking rice", "fixing a tire", "cutting hair", "drying dishes", "heating a house"]),
-    (
-        "needle and thread",
-        "sewing a button",
-        ["watering plants", "painting walls", "weighing fruit", "boiling eggs", "cleaning teeth"],
-    ),
-    (
-        "flashlight",
-        "seeing in the dark",
-        ["keeping food cold", "drying hair", "cutting bread", "tying knots", "sharpening pencils"],
-    ),
-    (
-        "a bottle of sunscreen",
-        "preventing sunburn",
-        ["curing a cold", "cleaning shoes", "cooling soup", "fixing glasses", "growing hair"],
-    ),
-]
+_TOOL_USES = WORDS["tool_uses"]
 
 
 def csqa_tool(rng):
@@ -1211,63 +670,7 @@ def csqa_tool(rng):
     return Item(stem, use, tuple(wrong), tool.split()[-1])
 
 
-_CONSEQUENCES = [
-    (
-        "leave milk out of the refrigerator for days",
-        "milk",
-        "it will go sour",
-        ["it will turn to ice", "it will get sweeter", "it will become juice", "it will glow", "it will grow taller"],
-    ),
-    (
-        "forget to water a houseplant for weeks",
-        "houseplant",
-        "it will wilt",
-        ["it will bloom", "it will float", "it will grow faster", "it will freeze", "it will sing"],
-    ),
-    (
-        "stay up all night before a test",
-        "test",
-        "feel sleepy",
-        ["feel rested", "grow taller", "become famous", "get a sunburn", "lose a tooth"],
-    ),
-    ("touch a hot stove", "stove", "get burned", ["get wet", "feel cold", "fall asleep", "get taller", "feel hungry"]),
-    (
-        "leave a bicycle out in the rain for months",
-        "bicycle",
-        "it will rust",
-        ["it will shrink", "it will get faster", "it will turn blue", "it will melt", "it will bloom"],
-    ),
-    (
-        "eat too much candy",
-        "candy",
-        "get a stomachache",
-        ["grow wings", "become taller", "learn faster", "feel cold", "see better"],
-    ),
-    (
-        "drop a glass on a tile floor",
-        "glass",
-        "it will break",
-        ["it will bounce", "it will float", "it will grow", "it will freeze", "it will fill up"],
-    ),
-    (
-        "run a long way without stopping",
-        "run",
-        "get tired",
-        ["get colder", "become smaller", "fall asleep instantly", "feel full", "forget things"],
-    ),
-    (
-        "sit in the sun all day without shade",
-        "sun",
-        "get sunburned",
-        ["get wet", "catch a fish", "feel full", "get lost", "grow roots"],
-    ),
-    (
-        "practice the piano every day",
-        "piano",
-        "play better",
-        ["forget music", "lose hearing", "get hungry", "break the piano", "get shorter"],
-    ),
-]
+_CONSEQUENCES = WORDS["consequences"]
 
 
 def csqa_consequence(rng):
@@ -1334,24 +737,8 @@ def _phi(n):
     return sum(1 for k in range(1, n + 1) if math.gcd(k, n) == 1)
 
 
-_AA_STATEMENTS = [
-    ("Every cyclic group is abelian.", True),
-    ("Every abelian group is cyclic.", False),
-    ("The order of a subgroup of a finite group divides the order of the group.", True),
-    ("Every group of prime order is cyclic.", True),
-    ("The symmetric group S_3 is abelian.", False),
-    ("Every field is an integral domain.", True),
-    ("The ring Z_6 is a field.", False),
-    ("Every subgroup of an abelian group is normal.", True),
-    ("The intersection of two subgroups is a subgroup.", True),
-    ("The union of two subgroups is always a subgroup.", False),
-    ("A group of order 4 must be cyclic.", False),
-    ("Every finite integral domain is a field.", True),
-    ("The polynomial x^2 + 1 is irreducible over the reals.", True),
-    ("Z_8 has exactly four generators.", True),
-    ("Every element of S_4 has order at most 3.", False),
-]
-_TF_CHOICES = ["True, True", "False, False", "True, False", "False, True"]
+_AA_STATEMENTS = WORDS["aa_statements"]
+_TF_CHOICES = WORDS["tf_choices"]
 
 
 def mmlu_abstract_algebra(rng):
