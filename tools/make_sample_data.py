@@ -2,9 +2,10 @@
 """Write the bundled sample datasets used by lm-eval-evidential's offline tests and demos.
 
 Every question is generated here from templates and word lists written for this project (the lists
-are data, tools/sample_words.json, read at run time); no text comes from OpenBookQA, ARC, CommonsenseQA or MMLU.  Only the *schemas* (field names,
-types, label conventions, split names) mimic the Hugging Face hub datasets, so the task code
-that reads the real datasets reads these files unchanged.
+are data, tools/sample_words.json, read at run time); no text comes from OpenBookQA, ARC,
+CommonsenseQA or MMLU.  Only the *schemas* (field names, types, label conventions, split names)
+mimic the Hugging Face hub datasets, so the task code that reads the real datasets reads these
+files unchanged.
 
 The output is deterministic: re-running the script reproduces every file byte for byte
 (seeded ``random.Random`` instances, no set iteration, fixed JSON formatting).
