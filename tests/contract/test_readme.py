@@ -23,6 +23,7 @@ tests/contract/test_readme.py: … -->`` (installs, benchmarks, launches tested 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -125,6 +126,41 @@ def test_every_test_file_the_pages_name_exists():
     assert named, "the pages name no test file"
     missing = sorted(f"{page}: {path}" for page, path in named if not (ROOT / path).exists())
     assert not missing, missing
+
+
+@pytest.mark.slow
+def test_the_census_counts_the_pages_give_are_the_census(tmp_path):
+    """The counts of lm-eval's multiple-choice tasks in the README and docs/tasks.md are what
+    ``lm-eval-evidential tasks --json`` counts on the installed harness, now."""
+    from collections import Counter
+    from importlib.metadata import version
+
+    path = tmp_path / "census.json"
+    cmd = [sys.executable, "-m", "lm_eval_evidential", "tasks", "--json", str(path)]
+    proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=1500)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = json.loads(path.read_text(encoding="utf-8"))
+    choices = Counter(row["choices"] for row in rows)
+
+    def noted(start: str) -> int:
+        return sum(row["note"].startswith(start) for row in rows)
+
+    assert all(row["k"] == 40 for row in rows if row["note"].startswith("40 options"))
+    n, labels, a_labels = len(rows), choices["labels"], choices["(A) labels"]
+    views, pairs, forty = sum(bool(row["view"]) for row in rows), noted("no question"), noted("40 options")
+    said = {
+        README: f"`lm-eval-evidential tasks` lists lm-eval {version('lm_eval')}'s {n:,} stock multiple-choice tasks: "
+        f'{labels:,} with letter labels and {a_labels:,} with "(A)" labels run as they are, {views:,} have a '
+        f"lettered view, and the {pairs:,} minimal pairs without a question and {forty:,} forty-option tasks "
+        "have none.",
+        ROOT / "docs" / "tasks.md": f"On lm-eval {version('lm_eval')} it lists {n:,} stock multiple-choice tasks: "
+        f'{labels:,} with label choices, {a_labels:,} with "(A)"-style labels, {choices["words"]:,} with a fixed '
+        f"list of words and {choices['texts']:,} with texts; {views:,} have a lettered view ({noted('gold stored'):,} "
+        f"of them with the gold stored at one position, shuffled by the view); {pairs:,} are minimal pairs without "
+        f"a question and {forty:,} have 40 options",
+    }
+    for page, sentence in said.items():
+        assert sentence in " ".join(page.read_text(encoding="utf-8").split()), f"{page.name}: say {sentence}"
 
 
 def test_the_readme_is_a_door():
