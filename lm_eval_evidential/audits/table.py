@@ -31,7 +31,7 @@ class Column(NamedTuple):
 def column(header: str, format: str = "value", *, default: Any = dataclasses.MISSING) -> Any:
     """A row field that is a table column: ``header`` for documents, ``format`` one of :data:`FORMATS`."""
     if format not in FORMATS:
-        raise ValueError(f"unknown column format {format!r}; one of {', '.join(FORMATS)}")
+        raise KeyError(f"unknown column format {format!r}; one of {', '.join(FORMATS)}")
     return dataclasses.field(default=default, metadata={"header": header, "format": format})
 
 

@@ -115,32 +115,7 @@ def report_data(
     ``permuted``: the ID and OOD records of a permuted run, order by order, when the others are their
     order-averaged records (``--average-orders``): the "Answer order" section reads them."""
     all_records = [id_records, *ood_records]
-    meta, meta_warnings = _model_meta(all_records)
-    report = Report(
-        id_task=id_records.task,
-        ood_tasks=[r.task for r in ood_records],
-        summary={},  # type: ignore[typeddict-item]  # filled last, from the sections
-        meta=meta,
-        meta_warnings=meta_warnings,
-        illustrative=any(is_illustrative(r.meta) for r in all_records),
-        limits={r.task: r.meta.get("limit") for r in all_records},
-        runs={r.task: r.meta.get("date_id") or _date_id_of(r) for r in all_records},
-        k_histograms={r.task: k_histogram(r.k) for r in all_records},
-        policies=policies,
-        phantom=phantom,
-        mismatch_statement=MISMATCH_STATEMENT,
-        k_effect=[],
-        ood={},
-        controls=[],
-        ksweep={},
-        implementation_a=[],
-        calibration=[],
-        selective=[],
-        atc=[],
-        orders=[],
-        figures={},
-        skipped=[],
-    )
+    report = _empty_report(all_records, policies, phantom)
     opts = {"scores": scores, "n_boot": n_boot, "seed": seed, "level": level}
     progress = _progress(len(policies) + 5, sum(len(r) for r in all_records))
     for policy in policies:
@@ -191,6 +166,37 @@ def report_data(
     report["summary"] = summarize(report)
     progress(None)
     return report
+
+
+def _empty_report(all_records: Sequence[Records], policies: list[str], phantom: str) -> Report:
+    """The report before its sections: what the records say (model, runs, K, limits) and every section empty;
+    ``all_records`` is the ID task's records, then the OOD tasks'."""
+    meta, meta_warnings = _model_meta(all_records)
+    return Report(
+        id_task=all_records[0].task,
+        ood_tasks=[r.task for r in all_records[1:]],
+        summary={},  # type: ignore[typeddict-item]  # filled last, from the sections
+        meta=meta,
+        meta_warnings=meta_warnings,
+        illustrative=any(is_illustrative(r.meta) for r in all_records),
+        limits={r.task: r.meta.get("limit") for r in all_records},
+        runs={r.task: r.meta.get("date_id") or _date_id_of(r) for r in all_records},
+        k_histograms={r.task: k_histogram(r.k) for r in all_records},
+        policies=policies,
+        phantom=phantom,
+        mismatch_statement=MISMATCH_STATEMENT,
+        k_effect=[],
+        ood={},
+        controls=[],
+        ksweep={},
+        implementation_a=[],
+        calibration=[],
+        selective=[],
+        atc=[],
+        orders=[],
+        figures={},
+        skipped=[],
+    )
 
 
 def _progress(steps: int, n_records: int):

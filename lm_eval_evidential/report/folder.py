@@ -72,15 +72,60 @@ def build_report(
     (:class:`~lm_eval_evidential.errors.OutputPathError`), like bad options, before any work.
     """
     policies = check_policies(k_policy)
-    check_n_boot(n_boot)  # size options refused before any work (a section would otherwise only be skipped)
+    _check_sizes(n_boot, max_extra, phantom, n_bins, alpha, calibration_fraction)
+    ood_records = list(ood_records)
+    groups = check_groups(groups, [r.task for r in ood_records], fpr95)
+    checked = _checked_records(id_records, ood_records, out_dir, allow_fingerprint_mismatch, average_orders)
+    id_records, ood_records, permuted = checked
+    with atomic_folder(Path(out_dir), replaceable=is_report_folder) as staging:
+        report = report_data(
+            id_records,
+            ood_records,
+            staging,
+            policies,
+            scores=scores,
+            n_boot=n_boot,
+            seed=seed,
+            level=level,
+            max_extra=max_extra,
+            n_bins=n_bins,
+            phantom=phantom,
+            groups=groups,
+            alpha=alpha,
+            calibration_fraction=calibration_fraction,
+            fpr95=fpr95,
+            percent=percent,
+            permuted=permuted,
+        )
+        _write(staging, report)
+        return report
+
+
+def _write(folder: Path, report: Report) -> None:
+    """The report's files: its data (``report.json``), ``report.md`` and the appendix."""
+    write_json(folder / "report.json", report)
+    atomic_write_text(folder / "report.md", render_markdown(report))
+    atomic_write_text(folder / APPENDIX_FILE, render_appendix(report))
+
+
+def _check_sizes(n_boot, max_extra, phantom, n_bins, alpha, calibration_fraction) -> None:
+    """Size options refused before any work (a section would otherwise only be skipped)."""
+    check_n_boot(n_boot)
     check_max_extra(max_extra)
     check_phantom_mode(phantom)
     check_n_bins(n_bins)
     check_alpha(alpha)
     if not 0.0 < float(calibration_fraction) < 1.0:
         raise InvalidValueError(f"calibration_fraction must be in (0, 1), got {calibration_fraction!r}")
-    ood_records = list(ood_records)
-    groups = check_groups(groups, [r.task for r in ood_records], fpr95)
+
+
+def _checked_records(
+    id_records: Records, ood_records: list[Records], out_dir, allow_fingerprint_mismatch: bool, average_orders: bool
+):
+    """``(id_records, ood_records, permuted)`` as the report reads them: at least one OOD task, none the ID task,
+    one producer (the report's one check, marked for the audits), a permuted run averaged per question with its
+    orders kept for the "Answer order" section (``permuted``; None otherwise), and no records file inside the
+    report folder."""
     if not ood_records:
         raise InvalidValueError("build_report needs at least one OOD task")
     same = [r.task for r in ood_records if r.task == id_records.task]
@@ -103,30 +148,7 @@ def build_report(
                 f"report folder {out} holds {r.path}, a records file this report reads; name a folder outside the "
                 "records"
             )
-    with atomic_folder(out, replaceable=is_report_folder) as staging:
-        report = report_data(
-            id_records,
-            ood_records,
-            staging,
-            policies,
-            scores=scores,
-            n_boot=n_boot,
-            seed=seed,
-            level=level,
-            max_extra=max_extra,
-            n_bins=n_bins,
-            phantom=phantom,
-            groups=groups,
-            alpha=alpha,
-            calibration_fraction=calibration_fraction,
-            fpr95=fpr95,
-            percent=percent,
-            permuted=permuted,
-        )
-        write_json(staging / "report.json", report)
-        atomic_write_text(staging / "report.md", render_markdown(report))
-        atomic_write_text(staging / APPENDIX_FILE, render_appendix(report))
-        return report
+    return id_records, ood_records, permuted
 
 
 def check_groups(groups, ood_tasks: Sequence[str], fpr95: str) -> dict[str, list[str]] | None:
