@@ -149,19 +149,8 @@ def fit_laplace(pretrained, peft, task, output_dir, settings: LaplaceSettings | 
     """Fit a Laplace-LoRA posterior on the MAP adapter ``peft`` over ``task``'s training questions and write
     ``output_dir``: the adapter's files and the posterior (``peft=output_dir`` then scores it). Returns the folder.
     """
-    import torch
-    from peft import PeftModel
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     from lm_eval_evidential.files import atomic_folder, check_output_folder
-    from lm_eval_evidential.modeling.quiet import peft_wrapping
-    from lm_eval_evidential.training.data import (
-        LeftPadCollator,
-        _load_task,
-        _task_name,
-        encode_examples,
-        training_docs,
-    )
+    from lm_eval_evidential.training.data import _load_task, _task_name
 
     settings = settings or LaplaceSettings()
     peft = Path(str(peft))
@@ -169,42 +158,11 @@ def fit_laplace(pretrained, peft, task, output_dir, settings: LaplaceSettings | 
     laplace = _laplace_library()
     output = check_output_folder(Path(str(output_dir)), replaceable=has_posterior, option="--output-dir")
     task_obj = _load_task(task) if isinstance(task, str) else task
-    docs = training_docs(task_obj, settings.train_split)[: settings.max_train_docs]
-    tokenizer = AutoTokenizer.from_pretrained(pretrained)
-    examples, _ = encode_examples(task_obj, docs, tokenizer)
-    ks = sorted({e["k"] for e in examples})
-    if len(ks) != 1:
-        raise EvidentialInputError(
-            f"task {_task_name(task_obj)}: its training questions have K = {ks}; the Laplace fit's categorical "
-            "likelihood needs one K (fit on a K-matched task, e.g. csqa_k4_edl, or a task of one K)"
-        )
-    model = AutoModelForCausalLM.from_pretrained(pretrained, dtype=torch.float32)
-    with peft_wrapping():
-        model = PeftModel.from_pretrained(model, str(peft), is_trainable=True)
-    for name, param in model.named_parameters():  # the LoRA weights only (no lora_only bias: not the paper's)
-        param.requires_grad_(".lora_" in name)
+    tokenizer, examples = _one_k_examples(task_obj, pretrained, settings)
+    model = _lora_model(pretrained, peft)
     names = [n for n, p in model.named_parameters() if p.requires_grad]
     shapes = [list(p.shape) for n, p in model.named_parameters() if p.requires_grad]
-    module = answer_logits_module(model)
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    loader = torch.utils.data.DataLoader(
-        examples, batch_size=settings.batch_size, shuffle=False, collate_fn=LeftPadCollator(0 if pad is None else pad)
-    )
-    la = laplace.Laplace(
-        module,
-        "classification",
-        subset_of_weights="all",
-        hessian_structure=settings.structure,
-        dict_key_x="input_ids",
-        dict_key_y="target",
-    )
-    la.fit(loader)
-    if settings.prior_precision is None:
-        la.optimize_prior_precision(
-            pred_type="glm", method="marglik", prior_structure="scalar", n_steps=settings.marglik_steps
-        )
-    else:
-        la.prior_precision = float(settings.prior_precision)
+    la = _fitted(laplace, model, tokenizer, examples, settings)
     config = {
         "structure": settings.structure,
         "parameters": [{"name": n, "shape": s} for n, s in zip(names, shapes)],
@@ -229,6 +187,72 @@ def fit_laplace(pretrained, peft, task, output_dir, settings: LaplaceSettings | 
                 shutil.copy2(item, tmp / item.name)
         save_posterior(tmp, config, tensors)
     return output.resolve()
+
+
+def _one_k_examples(task_obj, pretrained, settings: LaplaceSettings) -> tuple:
+    """``(tokenizer, examples)``: the task's training questions (at most ``settings.max_train_docs``) encoded by
+    the model's tokenizer, refused unless of one K (the fit's categorical likelihood has K classes)."""
+    from transformers import AutoTokenizer
+
+    from lm_eval_evidential.training.data import _task_name, encode_examples, training_docs
+
+    docs = training_docs(task_obj, settings.train_split)[: settings.max_train_docs]
+    tokenizer = AutoTokenizer.from_pretrained(pretrained)
+    examples, _ = encode_examples(task_obj, docs, tokenizer)
+    ks = sorted({e["k"] for e in examples})
+    if len(ks) != 1:
+        raise EvidentialInputError(
+            f"task {_task_name(task_obj)}: its training questions have K = {ks}; the Laplace fit's categorical "
+            "likelihood needs one K (fit on a K-matched task, e.g. csqa_k4_edl, or a task of one K)"
+        )
+    return tokenizer, examples
+
+
+def _lora_model(pretrained, peft: Path):
+    """The base model with the MAP adapter, float32, only the LoRA weights trainable (no lora_only bias: not the
+    paper's)."""
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    from lm_eval_evidential.modeling.quiet import peft_wrapping
+
+    model = AutoModelForCausalLM.from_pretrained(pretrained, dtype=torch.float32)
+    with peft_wrapping():
+        model = PeftModel.from_pretrained(model, str(peft), is_trainable=True)
+    for name, param in model.named_parameters():
+        param.requires_grad_(".lora_" in name)
+    return model
+
+
+def _fitted(laplace, model, tokenizer, examples: list[dict], settings: LaplaceSettings):
+    """laplace-torch's ``Laplace`` on the answer logits, fitted on ``examples``, its prior precision given or
+    chosen by the marginal likelihood."""
+    import torch
+
+    from lm_eval_evidential.training.data import LeftPadCollator
+
+    module = answer_logits_module(model)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    loader = torch.utils.data.DataLoader(
+        examples, batch_size=settings.batch_size, shuffle=False, collate_fn=LeftPadCollator(0 if pad is None else pad)
+    )
+    la = laplace.Laplace(
+        module,
+        "classification",
+        subset_of_weights="all",
+        hessian_structure=settings.structure,
+        dict_key_x="input_ids",
+        dict_key_y="target",
+    )
+    la.fit(loader)
+    if settings.prior_precision is None:
+        la.optimize_prior_precision(
+            pred_type="glm", method="marglik", prior_structure="scalar", n_steps=settings.marglik_steps
+        )
+    else:
+        la.prior_precision = float(settings.prior_precision)
+    return la
 
 
 def _version(dist: str) -> str:

@@ -292,7 +292,6 @@ LONG_FUNCTIONS_BEING_SPLIT = {
     "lm_eval_evidential/harness/vllm_memory.py:plan_engine_memory": "issue 36",
     "lm_eval_evidential/metrics/detection.py:bootstrap_ci": "issue 36",
     "lm_eval_evidential/testing/tiny.py:build_tiny_model": "issue 31",
-    "lm_eval_evidential/training/laplace.py:fit_laplace": "issue 31",
 }
 
 
