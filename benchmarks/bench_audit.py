@@ -29,6 +29,7 @@ import platform
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -87,47 +88,78 @@ def main(argv=None):
         "--json", type=Path, default=None, help="the run's record (default: benchmarks/results/<name>.json)"
     )
     args = ap.parse_args(argv)
-    n = args.n
     if args.commands:
-        return commands(n, args.seed, args.folder, args.json)
-    rng = np.random.default_rng(args.seed)
+        return commands(args.n, args.seed, args.folder, args.json)
+    run = audit(args.n, args.seed, args.max_extra, args.new_audits)
+    print_timings(run)
+    print_results(run)
+    if args.new_audits:
+        print_new_audits(run)
+    figures = [
+        {"what": "sklearn roc_auc_score, one call (the reference)", "value": round(run.t_sklearn, 3), "unit": "s"}
+    ]
+    figures += [
+        {"what": label, "value": round(t, 3), "unit": "s", "note": f"{t / run.t_sklearn:.2f}x the reference"}
+        for label, t in run.timer.rows
+    ]
+    figures.append({"what": "total", "value": round(run.total, 3), "unit": "s", "limit": "< 60 s on 2 cores, n = 1M"})
+    figures.append({"what": "peak RSS", "value": round(peak_rss_mb()), "unit": "MB"})
+    shape = f"{args.n:,} ID + {args.n:,} OOD synthetic EDL examples, K = 4, {len(NAMES)} scores"
+    written = write_result("bench_audit", command=command_line(), shape=shape, figures=figures, path=args.json)
+    print(f"\nwritten: {written}")
+
+
+def all_scores(k_id, k_ood, alpha_id, alpha_ood, logits_id, logits_ood) -> dict:
+    """Every score of :data:`NAMES` on the ID side then the OOD side, concatenated."""
+    out = {}
+    for name in NAMES:
+        z_id, z_ood = (logits_id, logits_ood) if SCORES[name].needs_logits else (None, None)
+        s_id = compute_score(name, probs=None, k=k_id, alpha=alpha_id, logits=z_id)
+        s_ood = compute_score(name, probs=None, k=k_ood, alpha=alpha_ood, logits=z_ood)
+        out[name] = np.concatenate((s_id, s_ood))
+    return out
+
+
+def mismatch_demo(k_id, alpha_id, alpha_mixed, k_mixed, y):
+    """The K check on an OOD side where some questions have a fifth option: refused, reported, restricted."""
+    try:
+        check_cardinality(k_id, k_mixed, id_name="synthetic_id", ood_name="synthetic_ood_mixed")
+        raise AssertionError("expected a CardinalityMismatchError")
+    except CardinalityMismatchError as err:
+        message = str(err)
+    rv_id = compute_score("reciprocal_vacuity", probs=None, k=k_id, alpha=alpha_id)
+    rv_mixed = compute_score("reciprocal_vacuity", probs=None, k=k_mixed, alpha=alpha_mixed)
+    report = check_cardinality(k_id, k_mixed, policy="report")
+    as_is = detection_report(y, np.concatenate((rv_id, rv_mixed)))["auroc"]
+    kept = check_cardinality(k_id, k_mixed, policy="restrict")
+    y_r = np.r_[np.ones(kept.keep_id.sum(), bool), np.zeros(kept.keep_ood.sum(), bool)]
+    restricted = detection_report(y_r, np.concatenate((rv_id[kept.keep_id], rv_mixed[kept.keep_ood])))["auroc"]
+    return message, report.matched, as_is, restricted, kept.n_dropped_ood
+
+
+def audit(n: int, seed: int, max_extra: int, with_new_audits: bool) -> SimpleNamespace:
+    """The timed audit on ``n`` + ``n`` synthetic examples: every step, its results and the reference call."""
+    rng = np.random.default_rng(seed)
     timer = Steps()
     t_all = time.perf_counter()
-
     logits_id = timer("generate synthetic logits", lambda: synthetic_logits(rng, n, 4, 3.0))
     logits_ood = synthetic_logits(rng, n, 4, 2.0)
-    alpha_id = timer("edl_alpha (2n x 4)", lambda: (D.edl_alpha(logits_id), D.edl_alpha(logits_ood)))
-    alpha_id, alpha_ood = alpha_id
+    alpha_id, alpha_ood = timer("edl_alpha (2n x 4)", lambda: (D.edl_alpha(logits_id), D.edl_alpha(logits_ood)))
     k_id, k_ood = D.class_counts(alpha_id), D.class_counts(alpha_ood)
     y = np.r_[np.ones(n, dtype=bool), np.zeros(n, dtype=bool)]
-
-    def all_scores():
-        out = {}
-        for name in NAMES:
-            z_id, z_ood = (logits_id, logits_ood) if SCORES[name].needs_logits else (None, None)
-            s_id = compute_score(name, probs=None, k=k_id, alpha=alpha_id, logits=z_id)
-            s_ood = compute_score(name, probs=None, k=k_ood, alpha=alpha_ood, logits=z_ood)
-            out[name] = np.concatenate((s_id, s_ood))
-        return out
-
-    scores = timer(f"compute {len(NAMES)} scores", all_scores)
-
+    scores = timer(f"compute {len(NAMES)} scores", all_scores, k_id, k_ood, alpha_id, alpha_ood, logits_id, logits_ood)
     t0 = time.perf_counter()
     ref_auc = roc_auc_score(y, scores["reciprocal_vacuity"])
     t_sklearn = time.perf_counter() - t0
-
     reports = timer(
         f"detection ({len(NAMES)} scores: AUROC+DeLong CI, AUPR-In/Out, FPR95)",
         lambda: {name: detection_report(y, s) for name, s in scores.items()},
     )
     assert abs(reports["reciprocal_vacuity"]["auroc"] - ref_auc) <= 1e-12
-
     sweep = timer(
-        f"K sweep (x = 0..{args.max_extra}, 3 scores, 2 conditions)",
-        lambda: ksweep(alpha_id, alpha_ood, max_extra=args.max_extra),
+        f"K sweep (x = 0..{max_extra}, 3 scores, 2 conditions)",
+        lambda: ksweep(alpha_id, alpha_ood, max_extra=max_extra),
     )
-    sensitivity = classify_k_sensitivity(sweep)
-
     # Mismatch demo: 10% of OOD examples get a fifth option (an extra zero-evidence-ish logit).
     mixed = np.full((n, 5), np.nan)
     mixed[:, :4] = logits_ood
@@ -135,31 +167,30 @@ def main(argv=None):
     mixed[five, 4] = rng.normal(-2.0, 1.0, int(five.sum()))
     alpha_mixed = D.edl_alpha(mixed)
     k_mixed = D.class_counts(alpha_mixed)
-
-    def mismatch_demo():
-        try:
-            check_cardinality(k_id, k_mixed, id_name="synthetic_id", ood_name="synthetic_ood_mixed")
-            raise AssertionError("expected a CardinalityMismatchError")
-        except CardinalityMismatchError as err:
-            message = str(err)
-        rv_id = compute_score("reciprocal_vacuity", probs=None, k=k_id, alpha=alpha_id)
-        rv_mixed = compute_score("reciprocal_vacuity", probs=None, k=k_mixed, alpha=alpha_mixed)
-        report = check_cardinality(k_id, k_mixed, policy="report")
-        as_is = detection_report(y, np.concatenate((rv_id, rv_mixed)))["auroc"]
-        kept = check_cardinality(k_id, k_mixed, policy="restrict")
-        y_r = np.r_[np.ones(kept.keep_id.sum(), bool), np.zeros(kept.keep_ood.sum(), bool)]
-        restricted = detection_report(y_r, np.concatenate((rv_id[kept.keep_id], rv_mixed[kept.keep_ood])))["auroc"]
-        return message, report.matched, as_is, restricted, kept.n_dropped_ood
-
-    message, matched, auc_as_is, auc_restricted, dropped = timer(
-        "K check + mismatch demo (assert/report/restrict)", mismatch_demo
+    demo = timer(
+        "K check + mismatch demo (assert/report/restrict)", mismatch_demo, k_id, alpha_id, alpha_mixed, k_mixed, y
     )
     existing_peak, existing_steps = peak_rss_mb(), len(timer.rows)  # the existing audit alone: the baseline
     load_before = os.getloadavg()
-    if args.new_audits:
+    if with_new_audits:
         new_audits(timer, rng, logits_id, logits_ood, alpha_id, alpha_ood, scores, y, n)
-    total = time.perf_counter() - t_all
+    return SimpleNamespace(
+        n=n,
+        timer=timer,
+        total=time.perf_counter() - t_all,
+        t_sklearn=t_sklearn,
+        reports=reports,
+        sweep=sweep,
+        sensitivity=classify_k_sensitivity(sweep),
+        demo=demo,
+        existing_peak=existing_peak,
+        existing_steps=existing_steps,
+        load_before=load_before,
+    )
 
+
+def print_timings(run: SimpleNamespace) -> None:
+    n, timer, t_sklearn, total = run.n, run.timer, run.t_sklearn, run.total
     print(
         f"# bench_audit: n_id = n_ood = {n:,}  |  python {platform.python_version()}, numpy {np.__version__}, "
         f"{os.cpu_count()} CPU(s)"
@@ -167,57 +198,49 @@ def main(argv=None):
     print(f"\nreference: sklearn roc_auc_score on the same {2 * n:,} examples (one score): {t_sklearn:.3f} s\n")
     print(f"{'step':<66}{'wall s':>9}{'x sklearn':>11}{'peak RSS MB':>13}")
     for i, ((label, t), rss) in enumerate(zip(timer.rows, timer.rss)):
-        if i == existing_steps:
+        if i == run.existing_steps:
             print("-- issue 34's audits on the same arrays (--new-audits):")
         print(f"{label:<66}{t:>9.3f}{t / t_sklearn:>11.2f}{rss:>13,.0f}")
     print(f"{'TOTAL (everything above, incl. data generation)':<66}{total:>9.3f}{total / t_sklearn:>11.2f}")
     per_score = dict(timer.rows)[next(lbl for lbl, _ in timer.rows if lbl.startswith("detection"))] / len(NAMES)
     print(f"{'  per score: full detection report':<66}{per_score:>9.3f}{per_score / t_sklearn:>11.2f}")
 
+
+def print_results(run: SimpleNamespace) -> None:
     print(f"\n{'score':<24}{'AUROC':>8}{'95% DeLong CI':>22}{'AUPR-In':>9}{'AUPR-Out':>9}{'FPR95':>8}")
-    for name, r in reports.items():
+    for name, r in run.reports.items():
         ci = f"[{r['auroc_lo']:.4f}, {r['auroc_hi']:.4f}]"
         print(f"{name:<24}{r['auroc']:>8.4f}{ci:>22}{r['aupr_in']:>9.4f}{r['aupr_out']:>9.4f}{r['fpr_at_tpr']:>8.4f}")
-
     print("\nK sweep (McNamara 2026, Table 1 layout), reciprocal_vacuity:")
     print(f"{'condition':<10}{'K_ID':>5}{'K_OOD':>6}{'AUROC':>8}{'dAUROC':>9}{'AUPR':>8}{'dAUPR':>9}")
-    for r in sweep:
+    for r in run.sweep:
         if r["score"] == "reciprocal_vacuity":
             print(
                 f"{r['condition']:<10}{r['k_id']:>5}{r['k_ood']:>6}{r['auroc']:>8.3f}{r['delta_auroc']:>+9.3f}"
                 f"{r['aupr_in']:>8.3f}{r['delta_aupr']:>+9.3f}"
             )
-    print("K sensitivity:", sensitivity)
-
+    print("K sensitivity:", run.sensitivity)
+    message, matched, auc_as_is, auc_restricted, dropped = run.demo
     print(f"\nmismatch demo: OOD with 10% K=5 -> assert raised CardinalityMismatchError:\n  {message[:160]}...")
     print(
         f"  report (matched={matched}): reciprocal_vacuity AUROC {auc_as_is:.4f}  |  restrict "
         f"(dropped {dropped:,} OOD): {auc_restricted:.4f}"
     )
-    print(f"\ntotal {total:.1f} s (target < 60 s on 2 cores): {'OK' if total < 60 else 'OVER TARGET'}")
-    if args.new_audits:
-        new_time = sum(t for _, t in timer.rows[existing_steps:])
-        old_time = sum(t for _, t in timer.rows[:existing_steps])
-        peak = peak_rss_mb()
-        print(
-            f"existing audit alone: {old_time:.1f} s ({old_time / t_sklearn:.1f} sklearn calls), peak RSS "
-            f"{existing_peak:,.0f} MB; with the new audits: +{new_time:.1f} s ({new_time / t_sklearn:.1f}; "
-            f"x{new_time / old_time:.2f} the existing), peak RSS {peak:,.0f} MB (x{peak / existing_peak:.2f} the "
-            f"existing peak)"
-        )
-        print(f"load average before the new audits: {load_before}; after: {os.getloadavg()}")
-    figures = [{"what": "sklearn roc_auc_score, one call (the reference)", "value": round(t_sklearn, 3), "unit": "s"}]
-    figures += [
-        {"what": label, "value": round(t, 3), "unit": "s", "note": f"{t / t_sklearn:.2f}x the reference"}
-        for label, t in timer.rows
-    ]
-    figures.append(
-        {"what": "total", "value": round(total, 3), "unit": "s", "limit": "< 60 s on 2 cores at --n 1000000"}
+    print(f"\ntotal {run.total:.1f} s (target < 60 s on 2 cores): {'OK' if run.total < 60 else 'OVER TARGET'}")
+
+
+def print_new_audits(run: SimpleNamespace) -> None:
+    rows, t_sklearn, existing_peak = run.timer.rows, run.t_sklearn, run.existing_peak
+    new_time = sum(t for _, t in rows[run.existing_steps :])
+    old_time = sum(t for _, t in rows[: run.existing_steps])
+    peak = peak_rss_mb()
+    print(
+        f"existing audit alone: {old_time:.1f} s ({old_time / t_sklearn:.1f} sklearn calls), peak RSS "
+        f"{existing_peak:,.0f} MB; with the new audits: +{new_time:.1f} s ({new_time / t_sklearn:.1f}; "
+        f"x{new_time / old_time:.2f} the existing), peak RSS {peak:,.0f} MB (x{peak / existing_peak:.2f} the "
+        f"existing peak)"
     )
-    figures.append({"what": "peak RSS", "value": round(peak_rss_mb()), "unit": "MB"})
-    shape = f"{n:,} ID + {n:,} OOD synthetic EDL examples, K = 4, {len(NAMES)} scores"
-    written = write_result("bench_audit", command=command_line(), shape=shape, figures=figures, path=args.json)
-    print(f"\nwritten: {written}")
+    print(f"load average before the new audits: {run.load_before}; after: {os.getloadavg()}")
 
 
 def new_audits(timer, rng, logits_id, logits_ood, alpha_id, alpha_ood, scores, y, n):

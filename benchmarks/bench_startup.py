@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import compileall
 import os
+import platform
 import shutil
 import statistics
 import subprocess
@@ -32,6 +33,8 @@ import tempfile
 import time
 import venv
 from pathlib import Path
+
+from measure import command_line, write_result
 
 PACKAGE = Path(__file__).resolve().parent.parent / "lm_eval_evidential"
 PTH = PACKAGE.parent / "lm_eval_evidential.pth"
@@ -73,6 +76,7 @@ def _hook_import_us(python: str, env: dict) -> int:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--json", type=Path, default=None, help="the run's record (default: in benchmarks/results/)")
     args = parser.parse_args(argv)
     env = {k: v for k, v in os.environ.items() if k not in ("LM_EVAL_EVIDENTIAL_DISABLE_HOOK", "PYTHONPATH")}
     with tempfile.TemporaryDirectory(prefix="bench_startup_") as tmp:
@@ -112,7 +116,19 @@ def main(argv=None) -> int:
     print(f"python -c pass in a fresh venv, median of {args.runs} runs (ms)")
     for name, value in medians.items():
         print(f"  {name:15s} {value:8.2f}   difference {value - base:+6.2f}   ratio {value / base:.3f}")
-    print(f"  hook modules' own import time (python -X importtime, median): {statistics.median(imports) / 1e3:.2f} ms")
+    hook_ms = statistics.median(imports) / 1e3
+    print(f"  hook modules' own import time (python -X importtime, median): {hook_ms:.2f} ms")
+    labels = {"without": "start-up without the package", "with": "start-up with the package (the .pth hook)"}
+    figures = [
+        {"what": labels.get(name, f"start-up {name}"), "value": round(value, 2), "unit": "ms"}
+        for name, value in medians.items()
+    ]
+    figures[1].update(note=f"{medians['with'] - base:+.2f} ms, ratio {medians['with'] / base:.2f}")
+    figures[1].update(limit="within 2 ms of without")
+    figures.append({"what": "the hook's own import time", "value": round(hook_ms, 2), "unit": "ms"})
+    shape = f"{sys.implementation.name} {platform.python_version()}, `python -c pass`, {args.runs} runs each way"
+    written = write_result("bench_startup", command=command_line(), shape=shape, figures=figures, path=args.json)
+    print(f"written: {written}")
     return 0
 
 

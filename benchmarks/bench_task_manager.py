@@ -19,6 +19,9 @@ import os
 import statistics
 import subprocess
 import sys
+from pathlib import Path
+
+from measure import command_line, write_result
 
 CHILD = r"""
 import json, time
@@ -54,6 +57,7 @@ def run_once(hook: bool) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--json", type=Path, default=None, help="the run's record (default: in benchmarks/results/)")
     args = parser.parse_args()
     with_package, without = [], []
     for _ in range(args.runs):
@@ -70,6 +74,21 @@ def main() -> None:
         f"first lookup of hellaswag_edl: {med(with_package, 'first_view_lookup_ms'):.2f} ms "
         f"(found: {all(r['view_found'] for r in with_package)})"
     )
+    figures = [
+        {"what": "TaskManager() without the package", "value": round(b, 2), "unit": "s"},
+        {"what": "TaskManager() with the package", "value": round(a, 2), "unit": "s", "note": f"{a - b:+.2f} s"},
+        {"what": "the lettered views' install", "value": round(med(with_package, "install_ms"), 2), "unit": "ms"},
+        {
+            "what": "first lookup of hellaswag_edl",
+            "value": round(med(with_package, "first_view_lookup_ms")),
+            "unit": "ms",
+        },
+    ]
+    shape = (
+        f"TaskManager() over {without[0]['indexed']:,} stock names ({with_package[0]['indexed']:,} with the package)"
+    )
+    written = write_result("bench_task_manager", command=command_line(), shape=shape, figures=figures, path=args.json)
+    print(f"written: {written}")
 
 
 if __name__ == "__main__":
