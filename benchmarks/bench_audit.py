@@ -170,23 +170,14 @@ def audit(n: int, seed: int, max_extra: int, with_new_audits: bool) -> SimpleNam
     demo = timer(
         "K check + mismatch demo (assert/report/restrict)", mismatch_demo, k_id, alpha_id, alpha_mixed, k_mixed, y
     )
-    existing_peak, existing_steps = peak_rss_mb(), len(timer.rows)  # the existing audit alone: the baseline
-    load_before = os.getloadavg()
+    run = SimpleNamespace(n=n, timer=timer, t_sklearn=t_sklearn, reports=reports, sweep=sweep, demo=demo)
+    run.sensitivity = classify_k_sensitivity(sweep)
+    run.existing_peak, run.existing_steps = peak_rss_mb(), len(timer.rows)  # the existing audit alone: the baseline
+    run.load_before = os.getloadavg()
     if with_new_audits:
         new_audits(timer, rng, logits_id, logits_ood, alpha_id, alpha_ood, scores, y, n)
-    return SimpleNamespace(
-        n=n,
-        timer=timer,
-        total=time.perf_counter() - t_all,
-        t_sklearn=t_sklearn,
-        reports=reports,
-        sweep=sweep,
-        sensitivity=classify_k_sensitivity(sweep),
-        demo=demo,
-        existing_peak=existing_peak,
-        existing_steps=existing_steps,
-        load_before=load_before,
-    )
+    run.total = time.perf_counter() - t_all
+    return run
 
 
 def print_timings(run: SimpleNamespace) -> None:
