@@ -106,12 +106,12 @@ class Options:
     choices: tuple
 
     def accepts(self, value) -> bool:
-        if isinstance(value, bool) and not any(isinstance(c, bool) for c in self.choices):
-            return False
-        try:
-            return value in self.choices
-        except TypeError:  # an unhashable or incomparable value is none of them
-            return False
+        """Equal to a choice and of its kind: 0 admits ``numpy.int64(0)``, never ``0.0`` or ``False``."""
+        for choice in self.choices:
+            kind = Integral if isinstance(choice, Integral) and not isinstance(choice, bool) else type(choice)
+            if isinstance(value, kind) and isinstance(value, bool) == isinstance(choice, bool) and value == choice:
+                return True
+        return False
 
     def __str__(self) -> str:
         return "one of " + ", ".join(str(c) for c in self.choices)

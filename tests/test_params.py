@@ -44,7 +44,9 @@ def test_numpy_scalars_are_numbers_and_bools_are_not():
     assert Interval(Integral, 0, 3).accepts(np.int64(2)) and Interval(Real, 0, 1).accepts(np.float32(0.5))
     assert not Interval(Integral, 0, 3).accepts(True) and not Interval(Real).accepts(np.nan)
     assert not Interval(Integral).accepts(2.0)  # a float is not an integer, even a whole one
-    assert Options((0,)).accepts(0) and not Options((0,)).accepts(False) and not Options(("a",)).accepts(["a"])
+    assert Options((0,)).accepts(0) and Options((0,)).accepts(np.int64(0)) and not Options(("a",)).accepts(["a"])
+    zero = Options((0,))
+    assert not zero.accepts(False) and not zero.accepts(0.0) and not zero.accepts(np.zeros(1))
 
 
 @pytest.mark.parametrize(

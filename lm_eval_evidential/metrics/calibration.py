@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from lm_eval_evidential.errors import InvalidValueError
+from lm_eval_evidential.params import Integral, Interval, Param, validate_params
 
 from ._validation import (
     as_1d_float,
@@ -55,11 +56,8 @@ NLL_FLOOR = float(np.finfo(np.float64).eps)
 MAX_BINS = 10_000
 
 
-def check_n_bins(n_bins) -> int:
-    """``n_bins`` if it is an integer in 1..:data:`MAX_BINS`, else ValueError."""
-    if isinstance(n_bins, bool) or not isinstance(n_bins, (int, np.integer)) or not 1 <= n_bins <= MAX_BINS:
-        raise InvalidValueError(f"n_bins must be an integer in 1..{MAX_BINS}, got {n_bins!r}")
-    return int(n_bins)
+#: ``n_bins``: the bins of an ECE or a reliability diagram (declared once: the report takes it too).
+N_BINS = Param(Interval(Integral, 1, MAX_BINS), example="n_bins=15")
 
 
 def _confidence_correct(confidence, correct):
@@ -90,6 +88,7 @@ def _binned_gap(c, y, bins, n_bins) -> float:
     return float(np.abs(acc_sum - conf_sum).sum() / c.size)
 
 
+@validate_params({"n_bins": N_BINS})
 def ece(confidence, correct, n_bins: int = 15) -> float:
     r"""Expected calibration error with ``n_bins`` equal-width bins, L1 norm, count-weighted.
 
@@ -141,7 +140,7 @@ def ece(confidence, correct, n_bins: int = 15) -> float:
     >>> round(ece([0.9, 0.8, 0.6, 0.3], [1, 1, 0, 0], n_bins=2), 4)  # (1/4)(0.3) + (3/4)(0.1)
     0.15
     """
-    n_bins = check_n_bins(n_bins)
+    n_bins = int(n_bins)
     c, y = _confidence_correct(confidence, correct)
     if c.size == 0:
         return undefined("ece is undefined for 0 examples")
@@ -165,6 +164,7 @@ def _equal_count_bins(c: np.ndarray, n_bins: int) -> np.ndarray:
     return bins
 
 
+@validate_params({"n_bins": N_BINS})
 def adaptive_ece(confidence, correct, n_bins: int = 15) -> float:
     r"""Calibration error with ``n_bins`` equal-count (adaptive) bins, L1 norm, count-weighted.
 
@@ -208,13 +208,14 @@ def adaptive_ece(confidence, correct, n_bins: int = 15) -> float:
     >>> round(adaptive_ece([0.9, 0.8, 0.6, 0.3], [1, 1, 0, 0], n_bins=2), 4)
     0.3
     """
-    n_bins = check_n_bins(n_bins)
+    n_bins = int(n_bins)
     c, y = _confidence_correct(confidence, correct)
     if c.size == 0:
         return undefined("adaptive_ece is undefined for 0 examples")
     return _binned_gap(c, y, _equal_count_bins(c, n_bins), n_bins)
 
 
+@validate_params({"n_bins": N_BINS})
 def reliability_diagram(confidence, correct, n_bins: int = 15) -> dict:
     r"""Per-bin statistics of the equal-width binning used by :func:`ece` (same edges, same sides).
 
@@ -248,7 +249,7 @@ def reliability_diagram(confidence, correct, n_bins: int = 15) -> dict:
     >>> d["edges"].tolist(), d["counts"].tolist(), d["accuracy"].round(4).tolist()
     ([0.0, 0.5, 1.0], [1, 3], [0.0, 0.6667])
     """
-    n_bins = check_n_bins(n_bins)
+    n_bins = int(n_bins)
     c, y = _confidence_correct(confidence, correct)
     edges, bins = _equal_width_bins(c, n_bins)
     counts = np.bincount(bins, minlength=n_bins).astype(np.int64)

@@ -70,9 +70,11 @@ import math
 import numpy as np
 
 from lm_eval_evidential.errors import InvalidValueError
+from lm_eval_evidential.params import validate_params
 
 from ._validation import as_1d_float, as_binary_labels, check_same_length, undefined
 from .calibration import _probs_gold
+from .detection import LEVEL, N_BOOT
 from .dirichlet import _padded
 from .scores import _check_simplex
 
@@ -391,6 +393,7 @@ def _uacc(acc: float, mean_size: float, ks: np.ndarray) -> tuple[float, str | No
     return float("nan"), reason
 
 
+@validate_params({"n_boot": N_BOOT, "level": LEVEL})
 def set_summary_ci(
     sets, k, gold, correct, *, n_boot: int = 1000, level: float = 0.95, seed: int = 0
 ) -> dict[str, tuple[float, float]]:
@@ -435,10 +438,7 @@ def set_summary_ci(
     >>> bool(lo < sets.sum(1).mean() < hi)
     True
     """
-    from .detection import _check_level, check_n_boot
-
-    n_boot = check_n_boot(n_boot)
-    level = _check_level(level)
+    n_boot, level = int(n_boot), float(level)
     covered, size, kk, c = _summary_inputs(sets, k, gold, correct)
     nan2 = (float("nan"), float("nan"))
     out = {"coverage": nan2, "mean_set_size": nan2, "uacc": nan2}

@@ -37,19 +37,19 @@ from collections.abc import Callable
 import numpy as np
 from scipy.special import ndtr, ndtri
 
-from lm_eval_evidential.errors import InvalidValueError
+from lm_eval_evidential.params import Integral, Interval, Options, Param, Real, validate_params
 
 from ._validation import undefined
 
 # The point metrics live in .ranking; the public ones stay importable from here.
 from .ranking import (
     _FROM_BLOCKS,
+    TPR,
     _aupr_in_from,
     _aupr_out_from,
     _auroc_from,
     _Blocks,
     _blocks,
-    _check_rate,
     _fpr_from,
     _inputs,
     _single_class_reason,
@@ -109,26 +109,15 @@ def _delong_from(b: _Blocks, level: float):
 MAX_N_BOOT = 100_000
 
 
-def check_n_boot(n_boot) -> int:
-    """``n_boot`` if it is 0 (no interval) or an integer in 2..:data:`MAX_N_BOOT`, else ValueError."""
-    if (
-        isinstance(n_boot, bool)
-        or not isinstance(n_boot, (int, np.integer))
-        or n_boot < 0
-        or n_boot == 1
-        or n_boot > MAX_N_BOOT
-    ):
-        raise InvalidValueError(f"n_boot must be 0 (no interval) or an integer in 2..{MAX_N_BOOT}, got {n_boot!r}")
-    return int(n_boot)
+#: ``n_boot``: bootstrap replicates, 0 for no interval (declared once: every audit and the report take it).
+N_BOOT = Param(
+    Options((0,)), Interval(Integral, 2, MAX_N_BOOT), must=f"0 (no interval) or an integer in 2..{MAX_N_BOOT}"
+)
+#: ``level``: the confidence level of an interval.
+LEVEL = Param(Interval(Real, 0, 1, closed="neither"), example="level=0.95")
 
 
-def _check_level(level) -> float:
-    lv = float(level)
-    if not (0.0 < lv < 1.0):
-        raise InvalidValueError(f"level must be in (0, 1), e.g. 0.95, got {level!r}")
-    return lv
-
-
+@validate_params({"level": LEVEL})
 def delong_ci(y_true, score, level: float = 0.95) -> tuple[float, float, float]:
     r"""AUROC and its DeLong confidence interval: ``(auroc, lo, hi)``, clipped to [0, 1].
 
@@ -167,7 +156,7 @@ def delong_ci(y_true, score, level: float = 0.95) -> tuple[float, float, float]:
     >>> round(auc, 4), round(lo, 4), round(hi, 4)
     (0.8889, 0.5809, 1.0)
     """
-    level = _check_level(level)
+    level = float(level)
     y, s = _inputs(y_true, score)
     reason = _single_class_reason("AUROC", y)
     if reason:
@@ -242,6 +231,7 @@ def delong_test(y_true, score_a, score_b) -> tuple[float, float, float, float, f
     return auc_a, auc_b, diff, float(z), float(2 * ndtr(-abs(z)))
 
 
+@validate_params({"n_boot": N_BOOT, "level": LEVEL})
 def bootstrap_ci(
     metric_fn: Callable[[np.ndarray, np.ndarray], float],
     y_true,
@@ -295,8 +285,7 @@ def bootstrap_ci(
     >>> bootstrap_ci(auroc, y, s, n_boot=0)[1:]
     (nan, nan)
     """
-    level = _check_level(level)
-    n_boot = check_n_boot(n_boot)
+    level, n_boot = float(level), int(n_boot)
     y, s = _inputs(y_true, score)
     reason = _single_class_reason("a stratified bootstrap", y)
     if reason:
@@ -348,6 +337,7 @@ def _resampled_blocks(gid_id: np.ndarray, gid_ood: np.ndarray) -> _Blocks:
     return _Blocks(np.cumsum(dtp), np.cumsum(dfp), dtp, dfp, gid_id.size, gid_ood.size, None)
 
 
+@validate_params({"tpr": TPR, "level": LEVEL})
 def detection_report(y_true, score, *, tpr: float = 0.95, level: float = 0.95) -> dict:
     r"""Every detection metric of one score from a single sort, as a flat dict row.
 
@@ -384,8 +374,7 @@ def detection_report(y_true, score, *, tpr: float = 0.95, level: float = 0.95) -
     >>> row["auroc"], row["fpr_at_tpr"], row["aupr_baseline"], row["reason"]
     (0.75, 0.5, 0.5, None)
     """
-    tpr = _check_rate(tpr, "tpr")
-    level = _check_level(level)
+    tpr, level = float(tpr), float(level)
     y, s = _inputs(y_true, score)
     n_id = int(y.sum())
     row = {"n_id": n_id, "n_ood": int(y.size - n_id), "tpr": tpr, "level": level}

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lm_eval_evidential.errors import InvalidValueError
+from lm_eval_evidential.params import Interval, Param, Real, validate_params
 
 from ._validation import as_1d_float, as_binary_labels, check_same_length, undefined
 
@@ -133,11 +133,8 @@ def _aupr_out_from(b: _Blocks) -> float:
     return float((b.dfp * precision).sum() / b.n_ood)  # not np.dot: see _aupr_in_from
 
 
-def _check_rate(value, name: str) -> float:
-    v = float(value)
-    if not (0.0 < v <= 1.0):
-        raise InvalidValueError(f"{name} must be in (0, 1], got {value!r}")
-    return v
+#: ``tpr``: the ID recall at which the share of OOD accepted is read.
+TPR = Param(Interval(Real, 0, 1, closed="right"), example="tpr=0.95")
 
 
 def _fpr_from(b: _Blocks, tpr: float) -> float:
@@ -259,6 +256,7 @@ def aupr_out(y_true, score) -> float:
 _FROM_BLOCKS = {auroc: _auroc_from, aupr_in: _aupr_in_from, aupr_out: _aupr_out_from}
 
 
+@validate_params({"tpr": TPR})
 def fpr_at_95_tpr(y_true, score, tpr: float = 0.95) -> float:
     r"""FPR at ``tpr`` TPR: the fraction of OOD accepted when at least ``tpr`` of ID is accepted.
 
@@ -299,7 +297,7 @@ def fpr_at_95_tpr(y_true, score, tpr: float = 0.95) -> float:
     >>> fpr_at_95_tpr([1, 1, 0, 0], [0.9, 0.4, 0.5, 0.1], tpr=0.5)
     0.0
     """
-    tpr = _check_rate(tpr, "tpr")
+    tpr = float(tpr)
     y, s = _inputs(y_true, score)
     reason = _single_class_reason(f"FPR@{tpr:g}TPR", y)
     if reason:
