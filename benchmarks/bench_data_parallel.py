@@ -41,6 +41,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from measure import command_line, write_result
+
 ROOT = Path(__file__).resolve().parents[1]
 TASKS = ["obqa_edl", "arc_c_edl", "arc_e_edl", "csqa_edl", "mmlu_math_edl"]
 COLUMNS = ("wall", "eval", "score")
@@ -156,7 +158,7 @@ def main(argv=None) -> int:
     ap.add_argument("--layers", type=int, default=6)
     ap.add_argument("--limit", type=int, default=None, help="questions per task (default: all bundled ones)")
     ap.add_argument("--repeats", type=int, default=1)
-    ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--json", type=Path, default=None, help="the run's record (default: in benchmarks/results/)")
     args = ap.parse_args(argv)
 
     from lm_eval_evidential.testing.tiny import build_lora_adapter, build_tiny_model, sample_data_dir
@@ -192,8 +194,17 @@ def main(argv=None) -> int:
         f"records 2p x 1t vs 1p x 2t: every doc once {same['docs_once']}, predictions equal {same['pred_equal']}, "
         f"max |diff| {same['max_abs_diff']:.2e}"
     )
-    if args.json:
-        args.json.write_text(json.dumps({"median": med, "ranks": n_ranks, "records": same}, indent=1))
+    figures = [
+        {"what": f"{way}, {column}", "value": round(med[way][column], 1), "unit": "s"}
+        for way in WAYS
+        for column in COLUMNS
+    ]
+    figures.append({"what": "2p x 1t records vs 1p x 2t: max |diff|", "value": float(same["max_abs_diff"]), "unit": ""})
+    shape = (
+        f"random Llama, hidden {args.hidden}, {args.layers} layers, LoRA; {','.join(TASKS)}, median of {args.repeats}"
+    )
+    written = write_result("bench_data_parallel", command=command_line(), shape=shape, figures=figures, path=args.json)
+    print(f"written: {written}")
     return 0 if same["docs_once"] and same["pred_equal"] and n_ranks["2p x 1t"] == 2 else 1
 
 
