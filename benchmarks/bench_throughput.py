@@ -48,6 +48,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 from measure import PeakMemory, Timer  # benchmarks/measure.py, the script's own folder
 
@@ -218,6 +219,91 @@ def run_harness(lm, task_manager, clock: Timer, records_dir: Path, limit: int) -
     return {"t_run": elapsed, "n": n}
 
 
+def load_way(args, way: str, device, clock: Timer):
+    """(model, tokenizer, lm): the bare model and its tokenizer (``lm`` None), or the harness model of ``way``
+    with our own parts of it timed by ``clock``."""
+    import torch
+
+    if way == "bare":
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained(args.model_dir)
+        model = AutoModelForCausalLM.from_pretrained(args.model_dir, dtype=getattr(torch, args.dtype))
+        if args.adapter_dir:
+            from peft import PeftModel
+
+            model = PeftModel.from_pretrained(model, args.adapter_dir)
+        return model.to(device).eval(), tok, None
+    from lm_eval.api.registry import get_model
+
+    model_args = {"pretrained": str(args.model_dir), "device": args.device, "dtype": args.dtype}
+    model_args["batch_size"] = args.batch_size
+    if args.adapter_dir:
+        model_args["peft"] = str(args.adapter_dir)
+    if way == "evidential" and args.no_prefix_cache:
+        model_args["prefix_cache"] = False
+    lm = get_model(way).create_from_arg_obj(model_args)
+    lm.loglikelihood = clock.wrap("loglikelihood", lm.loglikelihood)
+    if hasattr(lm, "planner"):  # (b)'s one tokenisation of each prompt, inside loglikelihood
+        lm.planner.encode_prompts = clock.wrap("encode_prompts", lm.planner.encode_prompts)
+    # The step that builds the records after evaluate() (both ways run our tasks; only (b)'s is
+    # reported). Per-doc scoring (process_results) is lm_eval's own ConfigurableTask code, which
+    # (c) pays too: not counted as ours.
+    from lm_eval_evidential.integration import evaluation
+
+    evaluation.complete = clock.wrap("records_built", evaluation.complete)
+    return lm.model, lm.tokenizer, lm
+
+
+def count_forwards(model, sync) -> dict:
+    """Wall and this thread's CPU seconds inside ``model``'s forward calls, and their count, kept up to date."""
+    fwd = {"s": 0.0, "cpu": 0.0, "calls": 0, "start": 0.0, "cpu_start": 0.0}
+
+    def pre_hook(module, inputs):
+        fwd["start"], fwd["cpu_start"] = time.perf_counter(), time.thread_time()
+
+    def post_hook(module, inputs, output):
+        sync()
+        fwd["s"] += time.perf_counter() - fwd["start"]
+        fwd["cpu"] += time.thread_time() - fwd["cpu_start"]
+        fwd["calls"] += 1
+
+    model.register_forward_pre_hook(pre_hook)
+    model.register_forward_hook(post_hook)
+    return fwd
+
+
+def measure_once(ctx: SimpleNamespace, size: int, way: str) -> dict:
+    """One evaluation of ``size`` questions by ``way``, with the parts of its time (see the module docstring)."""
+    clock, fwd = ctx.clock, ctx.fwd
+    before, before_cpu = dict(clock.wall), dict(clock.cpu)
+    fwd_before, cpu_before, calls_before = fwd["s"], fwd["cpu"], fwd["calls"]
+    c0 = time.process_time()
+    if way == "bare":
+        out = run_bare(ctx.model, ctx.tok, ctx.task_manager, ctx.args.batch_size, ctx.device, size // 2)
+    else:
+        out = run_harness(ctx.lm, ctx.task_manager, clock, ctx.args._out.parent / f"records_{way}", size // 2)
+    spent = {k: v - before.get(k, 0.0) for k, v in clock.wall.items()}
+    spent.update({f"cpu_{k}": v - before_cpu.get(k, 0.0) for k, v in clock.cpu.items()})
+    t_forward = fwd["s"] - fwd_before
+    # Our own host work: the model's loglikelihood outside its forward calls, the records
+    # built after evaluate(), the records writer.
+    c_forward = fwd["cpu"] - cpu_before
+
+    def own(prefix: str, forward: float) -> float:
+        if way == "bare":
+            return 0.0
+        return (spent.get(f"{prefix}loglikelihood", 0.0) - forward) + sum(
+            spent.get(f"{prefix}{k}", 0.0) for k in ("records_built", "write_records")
+        )
+
+    out.setdefault("c_run", time.process_time() - c0)
+    out.update(size=size, t_forward=t_forward, c_forward=c_forward, forwards=fwd["calls"] - calls_before)
+    out.update(own=own("", t_forward), c_own=own("cpu_", c_forward), c_tok=spent.get("cpu_encode_prompts", 0.0))
+    out["spent"] = spent
+    return out
+
+
 def worker(args) -> dict:
     import gc
     import logging
@@ -251,97 +337,17 @@ def worker(args) -> dict:
     # the two share the load of the moment and the process's memory layout, so their ratio is not
     # moved by load that drifts between processes started minutes apart.
     together = way == "evidential" and args.together
-    if way == "bare":
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
-        tok = AutoTokenizer.from_pretrained(args.model_dir)
-        model = AutoModelForCausalLM.from_pretrained(args.model_dir, dtype=getattr(torch, args.dtype))
-        if args.adapter_dir:
-            from peft import PeftModel
-
-            model = PeftModel.from_pretrained(model, args.adapter_dir)
-        model = model.to(device).eval()
-    else:
-        from lm_eval.api.registry import get_model
-
-        model_args = {
-            "pretrained": str(args.model_dir),
-            "device": args.device,
-            "dtype": args.dtype,
-            "batch_size": args.batch_size,
-        }
-        if args.adapter_dir:
-            model_args["peft"] = str(args.adapter_dir)
-        if way == "evidential" and args.no_prefix_cache:
-            model_args["prefix_cache"] = False
-        lm = get_model(way).create_from_arg_obj(model_args)
-        model = lm.model
-        tok = lm.tokenizer
-        lm.loglikelihood = clock.wrap("loglikelihood", lm.loglikelihood)
-        if hasattr(lm, "planner"):  # (b)'s one tokenisation of each prompt, inside loglikelihood
-            lm.planner.encode_prompts = clock.wrap("encode_prompts", lm.planner.encode_prompts)
-        # The step that builds the records after evaluate() (both ways run our tasks; only (b)'s is
-        # reported). Per-doc scoring (process_results) is lm_eval's own ConfigurableTask code, which
-        # (c) pays too: not counted as ours.
-        from lm_eval_evidential.integration import evaluation
-
-        evaluation.complete = clock.wrap("records_built", evaluation.complete)
+    model, tok, lm = load_way(args, way, device, clock)
     with torch.inference_mode():  # one-time kernel set-up is no way's marginal cost
         model(input_ids=torch.ones((args.batch_size, 32), dtype=torch.long, device=device), use_cache=False)
     sync()
-    fwd = {"s": 0.0, "cpu": 0.0, "calls": 0, "start": 0.0, "cpu_start": 0.0}
-
-    def pre_hook(module, inputs):
-        fwd["start"], fwd["cpu_start"] = time.perf_counter(), time.thread_time()
-
-    def post_hook(module, inputs, output):
-        sync()
-        fwd["s"] += time.perf_counter() - fwd["start"]
-        fwd["cpu"] += time.thread_time() - fwd["cpu_start"]
-        fwd["calls"] += 1
-
-    model.register_forward_pre_hook(pre_hook)
-    model.register_forward_hook(post_hook)
+    fwd = count_forwards(model, sync)
+    ctx = SimpleNamespace(args=args, model=model, tok=tok, lm=lm, task_manager=task_manager, device=device)
+    ctx.clock, ctx.fwd = clock, fwd
     sizes = [int(x) for x in args.sizes.split(",")]
-
-    def measure(size: int, way: str = way) -> dict:
-        before, before_cpu = dict(clock.wall), dict(clock.cpu)
-        fwd_before, cpu_before, calls_before = fwd["s"], fwd["cpu"], fwd["calls"]
-        c0 = time.process_time()
-        if way == "bare":
-            out = run_bare(model, tok, task_manager, args.batch_size, device, size // 2)
-        else:
-            out = run_harness(lm, task_manager, clock, args._out.parent / f"records_{way}", size // 2)
-        spent = {k: v - before.get(k, 0.0) for k, v in clock.wall.items()}
-        spent.update({f"cpu_{k}": v - before_cpu.get(k, 0.0) for k, v in clock.cpu.items()})
-        t_forward = fwd["s"] - fwd_before
-        # Our own host work: the model's loglikelihood outside its forward calls, the records
-        # built after evaluate(), the records writer.
-        c_forward = fwd["cpu"] - cpu_before
-
-        def own(prefix: str, forward: float) -> float:
-            if way == "bare":
-                return 0.0
-            return (spent.get(f"{prefix}loglikelihood", 0.0) - forward) + sum(
-                spent.get(f"{prefix}{k}", 0.0) for k in ("records_built", "write_records")
-            )
-
-        out.setdefault("c_run", time.process_time() - c0)
-        out.update(
-            size=size,
-            t_forward=t_forward,
-            c_forward=c_forward,
-            forwards=fwd["calls"] - calls_before,
-            own=own("", t_forward),
-            c_own=own("cpu_", c_forward),
-            c_tok=spent.get("cpu_encode_prompts", 0.0),
-            spent=spent,
-        )
-        return out
-
     ways = ["bare", way] if together else [way]
     for w in ways:
-        measure(sizes[0], w)  # warm-up: first-call costs (lazy imports, kernel choice) are no way's marginal cost
+        measure_once(ctx, sizes[0], w)  # warm-up: first-call costs (lazy imports, kernels) are no way's marginal cost
     runs: dict[str, list] = {w: [] for w in ways}
     load = os.getloadavg()[0]
     for _ in range(args.repeats):
@@ -351,7 +357,7 @@ def worker(args) -> dict:
                 base_rss = psutil.Process().memory_info().rss
                 peak = PeakMemory()
                 peak.reset()
-                out = measure(size, w)
+                out = measure_once(ctx, size, w)
                 out.update(rss_base=base_rss, rss_peak=base_rss + peak.read(), peak_method=peak.method)
                 runs[w].append(out)
     common = {"load": load, "load_end": os.getloadavg()[0], "threads": torch.get_num_threads()}
@@ -443,7 +449,7 @@ def summarise(result: dict) -> dict:
     }
 
 
-def main(argv=None) -> int:
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -486,15 +492,11 @@ def main(argv=None) -> int:
         help="(c) runs on --sizes divided by this (default: cheap 4, smollm2 1), as its cost per "
         "question is far larger in the cheap shape",
     )
-    args = ap.parse_args(argv)
+    return ap
 
-    if args._worker:
-        result = worker(args)
-        tmp = args._out.with_suffix(".tmp")
-        tmp.write_text(json.dumps(result))
-        os.replace(tmp, args._out)
-        return 0
 
+def run_shapes(ap: argparse.ArgumentParser, args) -> tuple[dict, list]:
+    """Every (shape, load, way) measured, each way in its own worker process: the table's rows and the raw runs."""
     shapes = [s.strip() for s in args.shapes.split(",") if s.strip()]
     unknown = [s for s in shapes if s not in SHAPES]
     if unknown:
@@ -543,7 +545,11 @@ def main(argv=None) -> int:
                         flush=True,
                     )
                 table[(shape, load)] = row
+    return table, raw
 
+
+def print_table(args, table: dict, raw: list) -> list:
+    """The table, one line per way and one ratio line per (shape, load); the verdicts' figures."""
     first = raw[0]
     print(
         f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, device {args.device}, dtype "
@@ -575,6 +581,10 @@ def main(argv=None) -> int:
             f"{own_cpu:.3f} ms/q CPU, of which {tok:.3f} tokenising each prompt once (which (a) does before its clock)"
         )
         verdicts.append((shape, load, a / b, ca / cb, own, own_cpu, own_cpu - tok))
+    return verdicts
+
+
+def print_verdicts(raw: list, verdicts: list) -> None:
     loads_seen = [x for r in raw for x in (r["load"], r["load_end"])]
     print(
         f"# 1-min load average during the runs: {min(loads_seen):.1f} to {max(loads_seen):.1f} on {os.cpu_count()} CPUs"
@@ -590,6 +600,21 @@ def main(argv=None) -> int:
                 f"({LABELS['hf']} tokenises it twice per choice, alone and with the choice): "
                 f"{ok(beyond_tokenising <= GOAL_OWN_MS)} CPU ({beyond_tokenising:.3f})"
             )
+
+
+def main(argv=None) -> int:
+    ap = parser()
+    args = ap.parse_args(argv)
+
+    if args._worker:
+        result = worker(args)
+        tmp = args._out.with_suffix(".tmp")
+        tmp.write_text(json.dumps(result))
+        os.replace(tmp, args._out)
+        return 0
+
+    table, raw = run_shapes(ap, args)
+    print_verdicts(raw, print_table(args, table, raw))
     if args.json:
         tmpf = args.json.with_suffix(".tmp")
         tmpf.write_text(json.dumps(raw, indent=1))
