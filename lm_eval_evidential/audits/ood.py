@@ -40,8 +40,7 @@ from lm_eval_evidential.metrics.cardinality import (
     phantom_scores,
 )
 from lm_eval_evidential.metrics.detection import (
-    aupr_in,
-    bootstrap_ci,
+    aupr_in_ci,
     delong_test,
     detection_report,
 )
@@ -176,7 +175,9 @@ def ood_rows(
       evaluated example has the same K (false rows compare different K and are confounded);
     - ``auroc`` with ``auroc_ci`` = ``[lo, hi]`` (DeLong, at ``level``); ``aupr_in`` (ID
       positive) with ``aupr_in_ci`` from the stratified percentile bootstrap (``n_boot``
-      replicates, ``seed``; ``n_boot=0`` skips it and gives ``[nan, nan]``); ``aupr_out``
+      replicates, ``seed``; above 20,000 examples its large-sample limit, the infinitesimal
+      jackknife: :func:`~lm_eval_evidential.metrics.detection.aupr_in_ci`; ``n_boot=0`` skips it
+      and gives ``[nan, nan]``); ``aupr_out``
       (OOD positive); ``fpr95`` (OOD accepted at 95% ID recall; lower is better);
       ``aupr_baseline`` (the ID share, AUPR-In at chance).
 
@@ -220,10 +221,11 @@ def ood_rows(
 
 def _detection(y: np.ndarray, s: np.ndarray, *, n_boot: int, level: float, seed: int) -> dict:
     """The detection columns of one score: AUROC with its DeLong interval, AUPR-In with its bootstrap
-    interval (``n_boot = 0`` gives ``[nan, nan]``; the one ``n_boot`` rule is bootstrap_ci's), AUPR-Out, FPR95,
+    interval (:func:`~lm_eval_evidential.metrics.detection.aupr_in_ci`: the bootstrap, or its large-sample limit
+    on big data; ``n_boot = 0`` gives ``[nan, nan]``), AUPR-Out, FPR95,
     the AUPR-In baseline."""
     rep = detection_report(y, s, level=level)
-    _, lo, hi = bootstrap_ci(aupr_in, y, s, n_boot=n_boot, level=level, seed=seed)
+    _, lo, hi = aupr_in_ci(y, s, n_boot=n_boot, level=level, seed=seed)
     return {
         "auroc": rep["auroc"],
         "auroc_ci": [rep["auroc_lo"], rep["auroc_hi"]],

@@ -13,7 +13,7 @@ from lm_eval_evidential.errors import InvalidValueError
 from lm_eval_evidential.files import write_json
 
 from .arguments import comma_list
-from .loading import load
+from .loading import load, say_reading
 from .printing import print_rows
 from .refusals import print_refusals, refuse_same_questions, refuse_self_comparison
 
@@ -106,6 +106,7 @@ def run_groups(args) -> int:
     named = named_groups(args)
     tasks = [t for ts in named.values() for t in ts]
     refuse_self_comparison(args.id_task, tasks)
+    say_reading("ood", [args.id_task, *tasks])
     id_records, *loaded = load(args, [args.id_task, *tasks])
     refuse_same_questions(id_records, loaded)
     by_task = dict(zip(tasks, loaded))

@@ -7,6 +7,12 @@ import sys
 from collections.abc import Sequence
 
 
+def say_reading(command: str, tasks: Sequence[str]) -> None:
+    """The first stderr line of an audit that can run long (``ood``, ``report``), said before the records are
+    read: reading millions of them takes longer than a user waits for a sign of life."""
+    print(f"{command}: reading the records of {', '.join(tasks)}", file=sys.stderr, flush=True)
+
+
 def load(args, tasks: Sequence[str], *, orders: bool = True) -> list:
     """The records of ``tasks`` (in that order, repeats allowed) from one run, via the one loader.
 

@@ -16,7 +16,7 @@ from lm_eval_evidential.metrics.cardinality import format_k
 
 from ._ood_groups import add_group_options, run_groups, uses_groups
 from .arguments import add_audit_parser, add_ood_tasks, non_negative_int
-from .loading import load
+from .loading import load, say_reading
 from .printing import format_table
 from .refusals import print_refusals, refuse_same_questions, refuse_self_comparison
 
@@ -69,7 +69,8 @@ def add_parser(sub) -> None:
         dest="n_boot",
         type=int,
         default=1000,
-        help="bootstrap replicates for the AUPR-In CI (0: none; at most 100000)",
+        help="bootstrap replicates for the AUPR-In CI (0: none; at most 100000); above 20,000 examples the "
+        "bootstrap's large-sample limit (infinitesimal jackknife) is used instead, see docs/audits.md",
     )
     p.add_argument("--seed", type=non_negative_int, default=0, help="bootstrap seed")
     p.add_argument("--level", type=float, default=0.95, help="confidence level of both intervals")
@@ -122,6 +123,7 @@ def run(args) -> int:
     if uses_groups(args):
         return run_groups(args)
     refuse_self_comparison(args.id_task, args.ood_tasks)
+    say_reading("ood", [args.id_task, *args.ood_tasks])
     id_records, *all_ood = load(args, [args.id_task, *args.ood_tasks])
     refuse_same_questions(id_records, all_ood)
     rows, refused = [], []

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ._ood_groups import add_group_options, named_groups, uses_groups
 from .arguments import add_audit_parser, add_ood_tasks, add_phantom, comma_list, non_negative_int, open_fraction
-from .loading import load
+from .loading import load, say_reading
 from .refusals import refuse_same_questions, refuse_self_comparison
 
 
@@ -79,7 +79,7 @@ def run(args) -> int:
         groups = named_groups(args)
         args.ood_tasks = [t for tasks in groups.values() for t in tasks]
     refuse_self_comparison(args.id_task, args.ood_tasks)
-    print(f"report: reading the records of {', '.join([args.id_task, *args.ood_tasks])}", file=sys.stderr, flush=True)
+    say_reading("report", [args.id_task, *args.ood_tasks])
     id_records, *ood = load(args, [args.id_task, *args.ood_tasks], orders=False)  # build_report applies the rule
     refuse_same_questions(id_records, ood)
     report = build_report(

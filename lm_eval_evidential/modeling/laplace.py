@@ -35,10 +35,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-
-import torch
+from typing import TYPE_CHECKING
 
 from lm_eval_evidential.errors import EvidentialInputError
+
+if TYPE_CHECKING:  # torch is imported where it is used: every command's parser reads STRUCTURES
+    import torch
 
 LAPLACE_CONFIG = "laplace_config.json"
 LAPLACE_POSTERIOR = "laplace_posterior.safetensors"
@@ -80,6 +82,8 @@ class LaplacePosterior:
     def apply_scale(self, z: torch.Tensor) -> torch.Tensor:
         """P^(-1/2) z for ``z`` of shape (M, n_params): laplace-torch's ``DiagLaplace.sample`` /
         ``KronDecomposed.bmm(exponent=-0.5)``, block by block in the parameters' order."""
+        import torch
+
         if self.structure == "diag":
             return z * self.scale.reshape(1, -1)
         out, start = [], 0
@@ -102,6 +106,8 @@ class LaplacePosterior:
 def sample_deltas(posterior: LaplacePosterior, samples: int, seed: int) -> torch.Tensor:
     """The (samples, n_params) weight offsets θ_m − θ_MAP of the members, drawn as laplace-torch's ``sample``
     draws them: one CPU generator seeded with ``seed``, ``torch.randn(samples, n_params)`` in float32."""
+    import torch
+
     generator = torch.Generator().manual_seed(int(seed))
     z = torch.randn(samples, posterior.n_params, generator=generator, dtype=torch.float32)
     return posterior.apply_scale(z)
@@ -109,6 +115,7 @@ def sample_deltas(posterior: LaplacePosterior, samples: int, seed: int) -> torch
 
 def save_posterior(folder: Path, config: dict, tensors: dict[str, torch.Tensor]) -> None:
     """Write the two files into ``folder`` (a folder being built; :func:`load_posterior` reads them back)."""
+    import torch
     from safetensors.torch import save_file
 
     save_file(
@@ -119,6 +126,7 @@ def save_posterior(folder: Path, config: dict, tensors: dict[str, torch.Tensor])
 
 def load_posterior(folder) -> LaplacePosterior:
     """The posterior saved in adapter folder ``folder``; a file that is missing or does not fit is one line."""
+    import torch
     from safetensors.torch import load_file
 
     folder = Path(str(folder))
@@ -158,6 +166,8 @@ def load_posterior(folder) -> LaplacePosterior:
 
 def member_weights(posterior: LaplacePosterior, deltas: torch.Tensor, index: int) -> dict[str, torch.Tensor]:
     """``{parameter name: θ_MAP + δ_index}`` of member ``index``, shaped as the parameters."""
+    import torch
+
     flat = posterior.mean + deltas[index]
     out, start = {}, 0
     for name, shape in zip(posterior.names, posterior.shapes):
@@ -170,6 +180,8 @@ def member_weights(posterior: LaplacePosterior, deltas: torch.Tensor, index: int
 def check_mean_fits(posterior: LaplacePosterior, model, folder) -> dict[str, torch.nn.Parameter]:
     """The model's parameters the posterior covers, by name, refused unless each exists with its shape and
     holds the posterior's mean (a posterior saved beside other weights than it was fitted at)."""
+    import torch
+
     params = dict(model.named_parameters())
     flat, start = posterior.mean, 0
     found = {}

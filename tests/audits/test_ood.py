@@ -260,7 +260,11 @@ def test_cli_ood_says_which_score_it_is_at_when_a_run_is_long(out_dir, capsys, m
     import lm_eval_evidential.cli.ood as ood_command
 
     assert main(["ood", str(out_dir), "--id", "id4", "--ood", "ood4", "--n-boot", "20"]) == 0
-    assert "ood [" not in capsys.readouterr().err  # a short run: no progress lines
+    err = capsys.readouterr().err
+    assert "ood [" not in err  # a short run: no progress lines
+    # but its first line comes before the records are read (the run's description follows their reading)
+    first, read = err.splitlines()[:2]
+    assert first == "ood: reading the records of id4, ood4" and read.startswith("using run "), err
     monkeypatch.setattr(ood_command, "PROGRESS_EVERY", 0.0)  # every step is "long"
     assert main(["ood", str(out_dir), "--id", "id4", "--ood", "ood4", "--n-boot", "20"]) == 0
     lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("ood [")]

@@ -301,6 +301,90 @@ def test_bootstrap_nan_replicates_are_reported():
     assert np.isnan(lo) and np.isnan(hi)
 
 
+# ---------------------------------------------------------------- AUPR-In interval on large data
+
+
+def ij_variance_by_finite_differences(y, s, eps=1e-6):
+    """The infinitesimal-jackknife variance of AUPR-In, oracle: central differences of scikit-learn's
+    weighted average precision in each example's weight, centred within each class."""
+    y = y.astype(bool)
+    g = np.empty(y.size)
+    for i in range(y.size):
+        w = np.ones(y.size)
+        w[i] += eps
+        up = average_precision_score(y, s, sample_weight=w)
+        w[i] -= 2 * eps
+        g[i] = (up - average_precision_score(y, s, sample_weight=w)) / (2 * eps)
+    return float(((g[y] - g[y].mean()) ** 2).sum() + ((g[~y] - g[~y].mean()) ** 2).sum())
+
+
+@settings(max_examples=25, deadline=None)
+@given(labelled_scores(min_size=6, max_size=40))
+def test_aupr_in_ij_variance_is_the_derivative_of_scikit_learns_weighted_ap(data):
+    y, s = data
+    y[2], y[3] = 1, 0  # two of each class
+    ap, lo, hi = M.aupr_in_ij_ci(y, s)
+    assert ap == pytest.approx(average_precision_score(y, s), abs=1e-12)
+    var = ij_variance_by_finite_differences(y, s)
+    if lo == hi:  # no spread (every ID example above every OOD one, or one tie): as in every bootstrap resample
+        assert var < 1e-12 and lo == ap
+        return
+    # the interval is logit(ap) +- z se / (ap (1 - ap)): read se back from its width
+    se = (np.log(hi / (1 - hi)) - np.log(lo / (1 - lo))) / (2 * norm.ppf(0.975)) * ap * (1 - ap)
+    assert se**2 == pytest.approx(var, rel=1e-5, abs=1e-12)
+    assert 0 < lo < ap < hi < 1
+
+
+def test_aupr_in_ij_interval_agrees_with_the_bootstrap_on_a_few_thousand_examples():
+    rng = np.random.default_rng(3)
+    y = np.r_[np.ones(3000, int), np.zeros(2000, int)]
+    s = np.round(rng.normal(size=y.size) + 0.9 * y, 2)  # ties too
+    ap, lo, hi = M.aupr_in_ij_ci(y, s)
+    est, blo, bhi = M.bootstrap_ci(M.aupr_in, y, s, n_boot=2000, seed=1)
+    assert est == ap
+    width = bhi - blo
+    assert 0.9 < (hi - lo) / width < 1.1, ((lo, hi), (blo, bhi))
+    assert abs(lo - blo) < 0.1 * width and abs(hi - bhi) < 0.1 * width
+
+
+def test_aupr_in_ij_interval_covers_the_population_value():
+    """Coverage on binormal scores (ID ~ N(1, 1), OOD ~ N(0, 1), equal class sizes), whose population
+    AUPR-In is the integral of the precision S1 / (S1 + S0) over the ID scores."""
+    from scipy.integrate import quad
+
+    truth = quad(lambda t: norm.sf(t - 1) / (norm.sf(t - 1) + norm.sf(t)) * norm.pdf(t - 1), -12, 14)[0]
+    rng = np.random.default_rng(0)
+    y = np.r_[np.ones(500, int), np.zeros(500, int)]
+    covered = []
+    for _ in range(400):
+        _, lo, hi = M.aupr_in_ij_ci(y, rng.normal(size=y.size) + y)
+        covered.append(lo <= truth <= hi)
+    assert 0.92 <= np.mean(covered) <= 0.98, np.mean(covered)
+
+
+def test_aupr_in_ij_undefined_and_degenerate_cases():
+    with pytest.warns(UndefinedMetricWarning, match="both ID"):
+        assert all(np.isnan(M.aupr_in_ij_ci([1, 1], [0.1, 0.2])))
+    with pytest.warns(UndefinedMetricWarning, match="n_id=1"):
+        ap, lo, hi = M.aupr_in_ij_ci([1, 0, 0], [0.9, 0.1, 0.2])
+    assert ap == 1.0 and np.isnan(lo) and np.isnan(hi)
+    assert M.aupr_in_ij_ci([1, 1, 0, 0], [0.9, 0.8, 0.2, 0.1]) == (1.0, 1.0, 1.0)
+    with pytest.raises(ValueError, match="level"):
+        M.aupr_in_ij_ci([1, 1, 0, 0], [0.9, 0.8, 0.2, 0.1], level=1.5)
+
+
+def test_aupr_in_ci_bootstraps_small_data_and_takes_the_limit_on_large(monkeypatch):
+    rng = np.random.default_rng(5)
+    y = np.r_[np.ones(60, int), np.zeros(40, int)]
+    s = rng.normal(size=100) + y
+    assert M.aupr_in_ci(y, s, n_boot=300, seed=2) == M.bootstrap_ci(M.aupr_in, y, s, n_boot=300, seed=2)
+    monkeypatch.setattr(M, "BOOTSTRAP_MAX_EXAMPLES", 99)
+    assert M.aupr_in_ci(y, s, n_boot=300, seed=2) == M.aupr_in_ij_ci(y, s)
+    assert np.isnan(M.aupr_in_ci(y, s, n_boot=0)[1:]).all()  # n_boot = 0: no interval at any size
+    with pytest.raises(ValueError, match="n_boot"):
+        M.aupr_in_ci(y, s, n_boot=1)
+
+
 # ---------------------------------------------------------------- one-sort report
 
 
