@@ -140,10 +140,156 @@ class BareStep:
             self.optimizer.zero_grad(set_to_none=True)
 
 
+class Interleaved:
+    """What (b), ``train``'s own run, and (a), the bare step run block by block between its blocks, share: the
+    batches (b) collated and trained on, each block's wall, CPU and peak memory, and (b)'s timed parts."""
+
+    def __init__(self, bare, bare_timer, sync, memory, steps: int, rounds: int, warmup: int):
+        self.bare, self.bare_timer, self.sync, self.memory = bare, bare_timer, sync, memory
+        self.steps, self.rounds, self.warmup = steps, rounds, warmup
+        # (b)'s parts are timed during its timed blocks only; one-off parts (tokenisation, final save) apart
+        self.trainer_timer, self.once = Timer(sync, enabled=False), Timer(sync)
+        self.seen: list[list[dict]] = []  # the rows of every batch (b) collated, in order
+        self.used: list[int] = []  # which of them each step of (b) trained on (the loader runs ahead of the steps)
+        self.cycle: dict = {"b": [], "a": [], "b_cpu": [], "a_cpu": [], "b_mem": [], "a_mem": [], "load": []}
+        self.state = {"start": None, "inserted": 0.0, "excluded": 0.0, "cpu_start": 0.0, "cpu_excluded": 0.0}
+
+    def run_bare_block(self) -> None:
+        cycle, bare = self.cycle, self.bare
+        if not cycle["a"]:  # (a)'s own untimed warm-up, on (b)'s warm-up batches: first-step costs apart
+            for i in self.used[: self.warmup]:
+                bare.step(self.seen[i])
+            self.bare_timer.wall.clear()
+            self.bare_timer.cpu.clear()
+        batches = [self.seen[i] for i in self.used[-self.steps :]]
+        self.memory.reset()
+        self.sync()
+        start, cpu = time.perf_counter(), time.process_time()
+        for rows in batches:
+            bare.step(rows)
+        self.sync()
+        cycle["a"].append(time.perf_counter() - start)
+        cycle["a_cpu"].append(time.process_time() - cpu)
+        cycle["a_mem"].append(self.memory.read())
+
+    def end_b_block(self, now: float, cpu: float, last: bool = False) -> None:
+        """(b)'s timed block ends: its figures, then (a)'s block on the same batches (the last one's time is not
+        taken off the whole run's, as before the split)."""
+        state, cycle = self.state, self.cycle
+        self.trainer_timer.enabled = False
+        cycle["b"].append(now - state["start"] - state["excluded"])
+        cycle["b_cpu"].append(cpu - state["cpu_start"] - state["cpu_excluded"])
+        cycle["b_mem"].append(self.memory.read())
+        cycle["load"].append(os.getloadavg()[0])
+        before = time.perf_counter()
+        self.run_bare_block()
+        if not last:
+            state["inserted"] += time.perf_counter() - before
+
+    def on_step_begin(self, done: int) -> None:
+        steps, warmup, state = self.steps, self.warmup, self.state
+        if done >= warmup and (done - warmup) % steps == 0:
+            self.sync()
+            now, cpu = time.perf_counter(), time.process_time()
+            if state["start"] is not None:  # a timed block of (b) just ended: time it, then run (a)'s
+                self.end_b_block(now, cpu)
+            if done < warmup + self.rounds * steps:
+                self.memory.reset()
+                self.sync()
+                self.trainer_timer.enabled = True
+                state["start"], state["excluded"] = time.perf_counter(), 0.0
+                state["cpu_start"], state["cpu_excluded"] = time.process_time(), 0.0
+
+    def on_train_end(self) -> None:
+        # the last block ends with the last step (its final save is timed apart by train's own code)
+        self.sync()
+        self.trainer_timer.enabled = False
+        if self.state["start"] is not None:
+            self.end_b_block(time.perf_counter(), time.process_time(), last=True)
+            self.state["start"] = None
+
+    def apart(self, part: str, count: str, call) -> None:
+        """``call()`` timed as (b)'s ``part``, outside its block's time, and counted as one of ``count``."""
+        start, cpu = time.perf_counter(), time.process_time()
+        with self.trainer_timer.part(part):
+            call()
+        self.state["excluded"] += time.perf_counter() - start
+        self.state["cpu_excluded"] += time.process_time() - cpu
+        self.trainer_timer.add(count, 1)
+
+
+def recording_collator(run: Interleaved, base):
+    """``train``'s collator, recording each batch's rows (for (a)) and timing the collation."""
+
+    class RecordingCollator(base):
+        def __call__(self, rows):
+            run.seen.append(list(rows))
+            with run.trainer_timer.part("collation"):
+                batch = super().__call__(rows)
+            batch["bench_batch"] = len(run.seen) - 1  # not a tensor: the Trainer passes it through untouched
+            return batch
+
+    return RecordingCollator
+
+
+def instrumented_trainer(run: Interleaved, make_trainer_class):
+    """``train``'s trainer class factory, its class timing each part of a step and running (a) between blocks."""
+    from transformers import TrainerCallback
+
+    class Interleave(TrainerCallback):
+        def on_step_begin(self, args_, state_, control, **kwargs):
+            run.on_step_begin(state_.global_step)
+
+        def on_train_end(self, args_, state_, control, **kwargs):
+            run.on_train_end()
+
+    class OptimiserClock(TrainerCallback):
+        # clipping runs between training_step and on_pre_optimizer_step; the optimiser between the two hooks
+        def on_pre_optimizer_step(self, *a, **k):
+            run.sync()
+            self.start, self.cpu = time.perf_counter(), time.process_time()
+            step_end, step_end_cpu = run.state["step_end"], run.state["step_end_cpu"]
+            run.trainer_timer.add("clipping", self.start - step_end, self.cpu - step_end_cpu)
+
+        def on_optimizer_step(self, *a, **k):
+            run.sync()
+            run.trainer_timer.add("optimiser", time.perf_counter() - self.start, time.process_time() - self.cpu)
+
+    def trainer_class():
+        base, *callbacks = make_trainer_class()
+
+        class Instrumented(base):
+            def __init__(self, *a, **k):
+                super().__init__(*a, **k)
+                self.add_callback(Interleave())
+                self.add_callback(OptimiserClock())
+
+            def training_step(self, *a, **k):
+                with run.trainer_timer.part("training_step"):
+                    loss = super().training_step(*a, **k)
+                run.state["step_end"], run.state["step_end_cpu"] = time.perf_counter(), time.process_time()
+                return loss
+
+            def compute_loss(self, model, inputs, *a, **k):
+                run.used.append(inputs["bench_batch"])
+                with run.trainer_timer.part("forward + loss"):
+                    return super().compute_loss(model, inputs, *a, **k)
+
+            def log(self, *a, **k):
+                run.apart("logging", "log lines", lambda: super(Instrumented, self).log(*a, **k))
+
+            def _save_checkpoint(self, *a, **k):
+                run.apart("checkpoint", "checkpoints", lambda: super(Instrumented, self)._save_checkpoint(*a, **k))
+
+        return (Instrumented, *callbacks)
+
+    return trainer_class
+
+
 def measure(model_dir: Path, method: str, args, device, work: Path) -> dict:
     """Run (b) with (a) interleaved; returns the figures of one model and method."""
     import torch
-    from transformers import AutoTokenizer, TrainerCallback
+    from transformers import AutoTokenizer
 
     from lm_eval_evidential.training import trainer as train_module
     from lm_eval_evidential.training.config import TrainConfig
@@ -166,131 +312,14 @@ def measure(model_dir: Path, method: str, args, device, work: Path) -> dict:
     )
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    # (b)'s parts are timed during its timed blocks only; one-off parts (tokenisation, final save) apart
-    bare_timer, trainer_timer, once = Timer(sync), Timer(sync, enabled=False), Timer(sync)
+    bare_timer = Timer(sync)
     bare = BareStep(model_dir, config, device, bare_timer, pad)
-    memory = PeakMemory(device)
-    seen: list[list[dict]] = []  # the rows of every batch (b) collated, in order
-    cycle: dict = {"b": [], "a": [], "b_cpu": [], "a_cpu": [], "b_mem": [], "a_mem": [], "load": []}
-    state = {"start": None, "inserted": 0.0, "excluded": 0.0, "cpu_start": 0.0, "cpu_excluded": 0.0}
-
-    used: list[int] = []  # which of them each step of (b) trained on (the data loader runs ahead of the steps)
-
-    class RecordingCollator(train_module.LeftPadCollator):
-        def __call__(self, rows):
-            seen.append(list(rows))
-            with trainer_timer.part("collation"):
-                batch = super().__call__(rows)
-            batch["bench_batch"] = len(seen) - 1  # not a tensor: the Trainer passes it through untouched
-            return batch
-
-    def run_bare_block() -> None:
-        if not cycle["a"]:  # (a)'s own untimed warm-up, on (b)'s warm-up batches: first-step costs apart
-            for i in used[:warmup]:
-                bare.step(seen[i])
-            bare_timer.wall.clear()
-            bare_timer.cpu.clear()
-        batches = [seen[i] for i in used[-steps:]]
-        memory.reset()
-        sync()
-        start, cpu = time.perf_counter(), time.process_time()
-        for rows in batches:
-            bare.step(rows)
-        sync()
-        cycle["a"].append(time.perf_counter() - start)
-        cycle["a_cpu"].append(time.process_time() - cpu)
-        cycle["a_mem"].append(memory.read())
-
-    class Interleave(TrainerCallback):
-        def on_step_begin(self, args_, state_, control, **kwargs):
-            done = state_.global_step
-            if done >= warmup and (done - warmup) % steps == 0:
-                sync()
-                now, cpu = time.perf_counter(), time.process_time()
-                if state["start"] is not None:  # a timed block of (b) just ended: time it, then run (a)'s
-                    trainer_timer.enabled = False
-                    cycle["b"].append(now - state["start"] - state["excluded"])
-                    cycle["b_cpu"].append(cpu - state["cpu_start"] - state["cpu_excluded"])
-                    cycle["b_mem"].append(memory.read())
-                    cycle["load"].append(os.getloadavg()[0])
-                    before = time.perf_counter()
-                    run_bare_block()
-                    state["inserted"] += time.perf_counter() - before
-                if done < warmup + rounds * steps:
-                    memory.reset()
-                    sync()
-                    trainer_timer.enabled = True
-                    state["start"], state["excluded"] = time.perf_counter(), 0.0
-                    state["cpu_start"], state["cpu_excluded"] = time.process_time(), 0.0
-
-        def on_train_end(self, args_, state_, control, **kwargs):
-            # the last block ends with the last step (its final save is timed apart by train's own code)
-            sync()
-            trainer_timer.enabled = False
-            if state["start"] is not None:
-                cycle["b"].append(time.perf_counter() - state["start"] - state["excluded"])
-                cycle["b_cpu"].append(time.process_time() - state["cpu_start"] - state["cpu_excluded"])
-                cycle["b_mem"].append(memory.read())
-                cycle["load"].append(os.getloadavg()[0])
-                run_bare_block()
-                state["start"] = None
-
-    make_trainer_class = train_module._make_trainer_class
-
-    def instrumented_trainer_class():
-        base, *callbacks = make_trainer_class()
-
-        class Instrumented(base):
-            def __init__(self, *a, **k):
-                super().__init__(*a, **k)
-                self.add_callback(Interleave())
-                self.add_callback(OptimiserClock())
-
-            def training_step(self, *a, **k):
-                with trainer_timer.part("training_step"):
-                    loss = super().training_step(*a, **k)
-                state["step_end"], state["step_end_cpu"] = time.perf_counter(), time.process_time()
-                return loss
-
-            def compute_loss(self, model, inputs, *a, **k):
-                used.append(inputs["bench_batch"])
-                with trainer_timer.part("forward + loss"):
-                    return super().compute_loss(model, inputs, *a, **k)
-
-            def log(self, *a, **k):
-                start, cpu = time.perf_counter(), time.process_time()
-                with trainer_timer.part("logging"):
-                    super().log(*a, **k)
-                state["excluded"] += time.perf_counter() - start
-                state["cpu_excluded"] += time.process_time() - cpu
-                trainer_timer.add("log lines", 1)
-
-            def _save_checkpoint(self, *a, **k):
-                start, cpu = time.perf_counter(), time.process_time()
-                with trainer_timer.part("checkpoint"):
-                    super()._save_checkpoint(*a, **k)
-                state["excluded"] += time.perf_counter() - start
-                state["cpu_excluded"] += time.process_time() - cpu
-                trainer_timer.add("checkpoints", 1)
-
-        return (Instrumented, *callbacks)
-
-    class OptimiserClock(TrainerCallback):
-        # clipping runs between training_step and on_pre_optimizer_step; the optimiser between the two hooks
-        def on_pre_optimizer_step(self, *a, **k):
-            sync()
-            self.start, self.cpu = time.perf_counter(), time.process_time()
-            trainer_timer.add("clipping", self.start - state["step_end"], self.cpu - state["step_end_cpu"])
-
-        def on_optimizer_step(self, *a, **k):
-            sync()
-            trainer_timer.add("optimiser", time.perf_counter() - self.start, time.process_time() - self.cpu)
-
+    run = Interleaved(bare, bare_timer, sync, PeakMemory(device), steps, rounds, warmup)
     patches = {
-        "_make_trainer_class": instrumented_trainer_class,
-        "LeftPadCollator": RecordingCollator,
-        "encode_examples": once.wrap("tokenisation", train_module.encode_examples),
-        "_save_final": once.wrap("final save", train_module._save_final),
+        "_make_trainer_class": instrumented_trainer(run, train_module._make_trainer_class),
+        "LeftPadCollator": recording_collator(run, train_module.LeftPadCollator),
+        "encode_examples": run.once.wrap("tokenisation", train_module.encode_examples),
+        "_save_final": run.once.wrap("final save", train_module._save_final),
     }
     saved = {name: getattr(train_module, name) for name in patches}
     for name, value in patches.items():
@@ -301,20 +330,24 @@ def measure(model_dir: Path, method: str, args, device, work: Path) -> dict:
     finally:
         for name, value in saved.items():
             setattr(train_module, name, value)
-    whole = time.perf_counter() - start - state["inserted"]
+    whole = time.perf_counter() - start - run.state["inserted"]
+    assert len(run.used) == total_steps, (len(run.used), total_steps)
+    return figures(run, method, args, whole)
 
-    # Per step: the timed blocks only (not the warm-up steps), both ways on the same batches.
-    assert len(used) == total_steps, (len(used), total_steps)
-    timed_batches = [seen[i] for i in used[warmup:]]
+
+def figures(run: Interleaved, method: str, args, whole: float) -> dict:
+    """Per step: the timed blocks only (not the warm-up steps), both ways on the same batches."""
+    steps, cycle = run.steps, run.cycle
+    timed_batches = [run.seen[i] for i in run.used[run.warmup :]]
     pad_share, real_tokens = padding_share(timed_batches)
-    n = rounds * steps
+    n = run.rounds * steps
     tb, ta = sum(cycle["b"]) / n, sum(cycle["a"]) / n
-    parts_b = {**trainer_timer.wall, **once.wall}
+    parts_b = {**run.trainer_timer.wall, **run.once.wall}
     return {
         "method": method,
         "batch_size": args.batch_size,
         "steps": n,
-        "rounds": rounds,
+        "rounds": run.rounds,
         "ms_step": {"a": 1e3 * ta, "b": 1e3 * tb},
         "us_token": {"a": 1e6 * ta * n / real_tokens, "b": 1e6 * tb * n / real_tokens},
         "blocks_ms_step": {"a": [1e3 * x / steps for x in cycle["a"]], "b": [1e3 * x / steps for x in cycle["b"]]},
@@ -323,7 +356,7 @@ def measure(model_dir: Path, method: str, args, device, work: Path) -> dict:
         "cpu_ms_step": {"a": 1e3 * sum(cycle["a_cpu"]) / n, "b": 1e3 * sum(cycle["b_cpu"]) / n},
         "cpu_ratio": sum(cycle["a_cpu"]) / sum(cycle["b_cpu"]),
         "load": cycle["load"],
-        "parts_cpu_ms_step": {"a": parts(bare_timer.cpu, n), "b": parts(trainer_timer.cpu, n)},
+        "parts_cpu_ms_step": {"a": parts(run.bare_timer.cpu, n), "b": parts(run.trainer_timer.cpu, n)},
         "log_ms": 1e3 * parts_b.get("logging", 0) / max(1, parts_b.get("log lines", 0)),
         "checkpoint_ms": 1e3 * parts_b.get("checkpoint", 0) / max(1, parts_b.get("checkpoints", 0)),
         "tokenisation_s": parts_b.get("tokenisation", 0.0),
