@@ -24,7 +24,7 @@ lm_eval.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -59,6 +59,7 @@ __all__ = [
     "selective_rows",
     "atc_rows",
     "order_rows",
+    "equivalence_groups",
 ]
 
 #: Rejection caps of the PRR columns: 0.5 (earlier work) and 0.75 (Goloburda et al. 2026, §4.1).
@@ -337,3 +338,31 @@ def order_rows(records_by_task, scores: Sequence[str] | None = None) -> list[dic
                 row["order_equivalent"] = bool(got["order_equivalent"])
                 rows.append(finish_row(row, [got.get("reason", ""), *reasons]))
     return rows
+
+
+def equivalence_groups(rows: Sequence[Mapping]) -> dict[str, list[list[str]]]:
+    """``{task: [[score, score, ...], ...]}``: the groups of order-equivalent scores (two or more) of
+    :func:`order_rows`' pairs, joined transitively.
+
+    >>> pairs = [("a", "b", True), ("b", "c", True), ("a", "d", False)]
+    >>> equivalence_groups([{"task": "t", "score_a": a, "score_b": b, "order_equivalent": e} for a, b, e in pairs])
+    {'t': [['a', 'b', 'c']]}
+    """
+    groups: dict[str, list[list[str]]] = {}
+    for task in dict.fromkeys(r["task"] for r in rows):
+        parent: dict[str, str] = {}
+
+        def find(x: str, parent: dict[str, str] = parent) -> str:
+            while parent.setdefault(x, x) != x:
+                x = parent[x]
+            return x
+
+        for r in (r for r in rows if r["task"] == task):
+            a, b = find(r["score_a"]), find(r["score_b"])
+            if r["order_equivalent"] and a != b:
+                parent[b] = a
+        members: dict[str, list[str]] = {}
+        for score in parent:
+            members.setdefault(find(score), []).append(score)
+        groups[task] = [m for m in members.values() if len(m) > 1]
+    return groups

@@ -36,6 +36,7 @@ from lm_eval_evidential.report.sections import (  # the audit sections, split fr
     _selective_table,
     _table,
 )
+from lm_eval_evidential.report.summary import chance_counts
 from lm_eval_evidential.report.types import Report
 
 ILLUSTRATIVE_NOTE = (
@@ -136,21 +137,18 @@ def _runs_line(runs: dict) -> str:
 
 
 def _takeaway(report: Report) -> str:
-    """The one sentence the summary opens with: where the K-matched comparisons stand against chance, and
-    how far changing K alone moves the headline score."""
+    """The one sentence the summary opens with: where the K-matched comparisons stand against chance
+    (:func:`~lm_eval_evidential.report.summary.chance_counts`), and how far changing K alone moves the headline
+    score."""
     s = report["summary"]
     valid = s.get("valid") or []
     if valid:
-        at = above = below = 0
-        for v in valid:
-            lo, hi = v["auroc_ci"] or (None, None)
-            if lo is None or hi is None or lo != lo or hi != hi or lo <= 0.5 <= hi:
-                at += 1  # no interval (undefined) counts as not shown to differ from chance
-            elif lo > 0.5:
-                above += 1
-            else:
-                below += 1
-        counts = [(at, "at chance (95% CI contains 0.5)"), (above, "above chance"), (below, "below chance")]
+        n = chance_counts(valid)
+        counts = [
+            (n["at"], "at chance (95% CI contains 0.5)"),
+            (n["above"], "above chance"),
+            (n["below"], "below chance"),
+        ]
         many = f"Of the {len(valid)} K-matched comparisons" if len(valid) > 1 else "The one K-matched comparison"
         text = f"{many} ({s['headline_score']} AUROC): " + ", ".join(f"{n} {what}" for n, what in counts if n)
     else:

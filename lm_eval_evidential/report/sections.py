@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from lm_eval_evidential.audits.ood import KSweepRow, OODRow, phantom_evidence_line, sensitivity_lines
+from lm_eval_evidential.audits.quality import equivalence_groups
 from lm_eval_evidential.audits.table import rows_markdown
 from lm_eval_evidential.metrics.cardinality import phantom_options
 from lm_eval_evidential.metrics.scores import OOD_DEFAULT_SCORES
@@ -321,28 +322,6 @@ def _md_atc(report: Report) -> list[str]:
     return lines
 
 
-def _equivalence_groups(rows: Sequence[AuditRow]) -> dict[str, list[list[str]]]:
-    """``{task: [[score, score, ...], ...]}``: the groups of order-equivalent scores (two or more)."""
-    groups: dict[str, list[list[str]]] = {}
-    for task in dict.fromkeys(r["task"] for r in rows):
-        parent: dict[str, str] = {}
-
-        def find(x: str, parent: dict[str, str] = parent) -> str:
-            while parent.setdefault(x, x) != x:
-                x = parent[x]
-            return x
-
-        for r in (r for r in rows if r["task"] == task):
-            a, b = find(r["score_a"]), find(r["score_b"])
-            if r["order_equivalent"] and a != b:
-                parent[b] = a
-        members: dict[str, list[str]] = {}
-        for score in parent:
-            members.setdefault(find(score), []).append(score)
-        groups[task] = [m for m in members.values() if len(m) > 1]
-    return groups
-
-
 def _md_answer_order(report: Report) -> list[str]:
     """The order audit's AUROC per answer order (only for permuted records; `lm-eval-evidential permutations`)."""
     rows = _headline_rows(report.get("answer_order") or [])
@@ -380,7 +359,7 @@ def _md_orders(report: Report) -> list[str]:
         f"below is one choice, not several. Every pair is in {APPENDIX_FILE}.",
         "",
     ]
-    for task, groups in _equivalence_groups(report["orders"]).items():
+    for task, groups in equivalence_groups(report["orders"]).items():
         text = "; ".join(" = ".join(g) for g in groups) if groups else "no two scores order the examples alike"
         lines += [f"- {task}: {text}"]
     return lines + [""]

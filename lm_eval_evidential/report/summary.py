@@ -126,3 +126,22 @@ def _artefact(task: str, entry: KSweepEntry) -> Artefact | None:
         p_value=test.get("p_value") if test.get("score") == score else None,
         largest=LargestMove(score=worst["score"], extra=worst["extra"], delta_auroc=worst["delta_auroc"]),
     )
+
+
+def chance_counts(valid: Sequence[ValidComparison]) -> dict[str, int]:
+    """How many valid comparisons' AUROC intervals are ``at`` chance (the 95% CI contains 0.5, or there is no
+    interval: not shown to differ from chance), ``above`` or ``below`` it.
+
+    >>> chance_counts([{"auroc_ci": [0.4, 0.6]}, {"auroc_ci": [0.55, 0.7]}, {"auroc_ci": None}])
+    {'at': 2, 'above': 1, 'below': 0}
+    """
+    counts = {"at": 0, "above": 0, "below": 0}
+    for v in valid:
+        lo, hi = v["auroc_ci"] or (None, None)
+        if lo is None or hi is None or lo != lo or hi != hi or lo <= 0.5 <= hi:
+            counts["at"] += 1
+        elif lo > 0.5:
+            counts["above"] += 1
+        else:
+            counts["below"] += 1
+    return counts
