@@ -50,7 +50,7 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
-from measure import PeakMemory, Timer  # benchmarks/measure.py, the script's own folder
+from measure import PeakMemory, Timer, command_line, write_result  # benchmarks/measure.py, the script's own folder
 
 ROOT = Path(__file__).resolve().parents[1]
 TASKS = ["obqa_edl", "csqa_edl"]
@@ -475,6 +475,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--no-prefix-cache", action="store_true", help="(b) with prefix_cache=False")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", type=Path, default=None, help="also write every run's raw figures here")
+    ap.add_argument("--record", type=Path, default=None, help="the run's record (default: in benchmarks/results/)")
     ap.add_argument(
         "--separate",
         dest="together",
@@ -602,6 +603,33 @@ def print_verdicts(raw: list, verdicts: list) -> None:
             )
 
 
+def write_record(args, table: dict) -> None:
+    """The run's record: per (shape, load), each way's wall and CPU ms per question, a/b and our own host work."""
+    figures = []
+    for (shape, load), row in table.items():
+        where = f"{shape}, load {load}"
+        for way in (w for w in WAYS if w in row):
+            r = row[way]
+            figures.append(
+                {"what": f"{where}: {LABELS[way]}, CPU per question", "value": round(r["cpu_ms"], 3), "unit": "ms"}
+            )
+        if "bare" in row and "evidential" in row:
+            ratio = row["bare"]["cpu_ms"] / row["evidential"]["cpu_ms"]
+            limit = f">= {GOAL_BARE_RATIO}"
+            figures.append(
+                {"what": f"{where}: a/b throughput, CPU", "value": round(ratio, 2), "unit": "x", "limit": limit}
+            )
+        if "evidential" in row:
+            own = round(row["evidential"]["own_cpu_ms"], 3)
+            limit = f"<= {GOAL_OWN_MS}"
+            figures.append(
+                {"what": f"{where}: our own host work, CPU per question", "value": own, "unit": "ms", "limit": limit}
+            )
+    shape = f"{args.shapes}; batch {args.batch_size}, {args.dtype} on {args.device}, {args.repeats} repeat(s)"
+    written = write_result("bench_throughput", command=command_line(), shape=shape, figures=figures, path=args.record)
+    print(f"written: {written}")
+
+
 def main(argv=None) -> int:
     ap = parser()
     args = ap.parse_args(argv)
@@ -615,6 +643,7 @@ def main(argv=None) -> int:
 
     table, raw = run_shapes(ap, args)
     print_verdicts(raw, print_table(args, table, raw))
+    write_record(args, table)
     if args.json:
         tmpf = args.json.with_suffix(".tmp")
         tmpf.write_text(json.dumps(raw, indent=1))

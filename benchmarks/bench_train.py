@@ -61,7 +61,7 @@ OBQA_TRAIN_QUESTIONS = 4957  # allenai/openbookqa main train split
 
 
 # ---------------------------------------------------------------------------- measuring
-from measure import PeakMemory, Timer  # noqa: E402  (benchmarks/measure.py: the timer and memory probe every benchmark uses)
+from measure import PeakMemory, Timer, command_line, write_result  # noqa: E402  (benchmarks/measure.py: the timer and memory probe every benchmark uses)
 
 
 def parts(cpu: dict, n: int) -> dict:
@@ -536,6 +536,7 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--bf16", action="store_true", help="bf16 autocast in both ways (GPU)")
     parser.add_argument("--json", help="also write the figures here")
+    parser.add_argument("--record", type=Path, default=None, help="the run's record (default: in benchmarks/results/)")
     args = parser.parse_args(argv)
 
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -590,9 +591,33 @@ def main(argv=None) -> int:
                 f"{est['paper_run_h']:.2f} h for the paper's 10,080 steps (a lower bound: no kernel launch costs)"
             )
     print(f"# 1-min load at the end {os.getloadavg()[0]:.1f}")
+    write_record(args, results, device)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
     return 0
+
+
+def write_record(args, results: dict, device) -> None:
+    """The run's record: per model and method, (b)/(a) in CPU and wall time and (b)'s CPU ms a step."""
+    figures = []
+    for name, r in results.items():
+        if name == "h100_estimate":
+            what = "H100 + Llama-3-8B estimate from measured parts (not measured), per step"
+            figures.append({"what": what, "value": round(r["step_ms"], 1), "unit": "ms"})
+            continue
+        what = f"{name.replace('/', ', ')}: (b) train / (a) bare step"
+        figures.append({"what": f"{what}, CPU", "value": round(r["cpu_ratio"], 2), "unit": "x", "limit": f">= {GOAL}"})
+        figures.append({"what": f"{what}, wall", "value": round(r["ratio"], 2), "unit": "x"})
+        figures.append(
+            {
+                "what": f"{name.replace('/', ', ')}: (b) CPU per step",
+                "value": round(r["cpu_ms_step"]["b"], 1),
+                "unit": "ms",
+            }
+        )
+    shape = f"{args.models}; {args.methods}; batch {args.batch_size}, {args.threads} torch thread(s), device {device}"
+    written = write_result("bench_train", command=command_line(), shape=shape, figures=figures, path=args.record)
+    print(f"written: {written}")
 
 
 def _examples(folder: Path) -> list[dict]:

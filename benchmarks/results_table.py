@@ -57,7 +57,7 @@ def _load(record: dict) -> str:
 def _value(figure: dict) -> str:
     value = figure["value"]
     shown = f"{value:,}" if isinstance(value, int) else f"{value:,.6g}"
-    return f"{shown} {figure['unit']}"
+    return f"{shown} {figure['unit']}".rstrip()
 
 
 def _cell(text: str) -> str:

@@ -52,6 +52,18 @@ def test_every_record_says_command_shape_machine_load_and_when(table):
         assert r["figures"] and all(isinstance(f["value"], int | float) for f in r["figures"])
 
 
+def test_the_readme_says_which_scripts_write_their_records(table):
+    """A script that writes its record calls measure.write_result; the README names each script on the side it is."""
+    text = " ".join(table.README.read_text(encoding="utf-8").split())
+    writing = text.split("Writing their own records")[1].split("Printing only")[0]
+    printing = text.split("Printing only")[1].split("## ")[0]
+    for script in sorted(BENCH.glob("*.py")):
+        if script.name in ("measure.py", "results_table.py"):
+            continue
+        writes = "write_result(" in script.read_text(encoding="utf-8")
+        assert f"`{script.name}`" in (writing if writes else printing), script.name
+
+
 def test_a_changed_record_is_caught(table, tmp_path):
     records = table.load_records()
     readme = table.README.read_text(encoding="utf-8")
