@@ -239,36 +239,7 @@ def atc_rows(
             reasons.append(f"ID task {id_task!r} has no records, so no threshold can be learned")
         elif n_t == 0:
             reasons.append(f"target task {target.task!r} has no records (0 examples)")
-        estimates = {}
-        if not reasons and usable:
-            both_alpha = not lacking
-            id_in, t_in = (
-                score_inputs(r)
-                if both_alpha
-                else {**score_inputs(r), "probs": r.probs, "alpha": None, "member_logits": None}
-                for r in (id_records, target)
-            )
-            estimates = {
-                (name, "atc"): v
-                for name, v in collect(
-                    reasons,
-                    atc_by_score,
-                    id_in["probs"],
-                    id_in["k"],
-                    id_records.correct,
-                    t_in["probs"],
-                    t_in["k"],
-                    names=usable,
-                    id_alpha=id_in["alpha"],
-                    target_alpha=t_in["alpha"],
-                    prior_weight=id_records.prior_weight,
-                    id_member_logits=id_in.get("member_logits"),
-                    target_member_logits=t_in.get("member_logits"),
-                ).items()
-            }
-            for name in (n for n in usable if n in PROBABILITY_SCORES):
-                s_id, s_t = (record_scores(r, [name])[name] for r in (id_records, target))
-                estimates[name, "doc"] = collect(reasons, doc_estimate, s_id, id_records.correct, s_t)
+        estimates = _atc_doc_estimates(id_records, target, usable, lacking, reasons) if not reasons and usable else {}
         for name in names:
             for method in ("atc", "doc") if name in PROBABILITY_SCORES else ("atc",):
                 row = {
@@ -287,6 +258,38 @@ def atc_rows(
                 row["abs_error"] = abs(row["estimate"] - true_acc)
                 rows.append(finish_row(row, reasons))
     return rows
+
+
+def _atc_doc_estimates(id_records, target, usable: Sequence[str], lacking: list[str], reasons: list[str]) -> dict:
+    """:func:`atc_rows`'s ``{(score, method): estimate}`` of one target: ATC for every usable score, DoC for the
+    probability scores; what could not be computed is added to ``reasons``."""
+    both_alpha = not lacking
+    id_in, t_in = (
+        score_inputs(r) if both_alpha else {**score_inputs(r), "probs": r.probs, "alpha": None, "member_logits": None}
+        for r in (id_records, target)
+    )
+    estimates = {
+        (name, "atc"): v
+        for name, v in collect(
+            reasons,
+            atc_by_score,
+            id_in["probs"],
+            id_in["k"],
+            id_records.correct,
+            t_in["probs"],
+            t_in["k"],
+            names=usable,
+            id_alpha=id_in["alpha"],
+            target_alpha=t_in["alpha"],
+            prior_weight=id_records.prior_weight,
+            id_member_logits=id_in.get("member_logits"),
+            target_member_logits=t_in.get("member_logits"),
+        ).items()
+    }
+    for name in (n for n in usable if n in PROBABILITY_SCORES):
+        s_id, s_t = (record_scores(r, [name])[name] for r in (id_records, target))
+        estimates[name, "doc"] = collect(reasons, doc_estimate, s_id, id_records.correct, s_t)
+    return estimates
 
 
 # ------------------------------------------------------------------ orderings
