@@ -229,65 +229,24 @@ def build_tiny_model(
     Returns the resolved ``out_dir``. Raises ``FileExistsError`` if it is a non-empty folder,
     unless ``overwrite=True``.
     """
-    import torch
-    import transformers
-    from transformers import AutoModelForCausalLM
-
-    if family not in FAMILIES:
-        raise InvalidValueError(f"family must be one of {', '.join(FAMILIES)}, got {family!r}")
-    for name, value in (("hidden_size", hidden_size), ("num_layers", num_layers), ("num_heads", num_heads)):
-        if not isinstance(value, int) or value < 1:
-            raise InvalidValueError(f"{name} must be a positive int, got {value!r}")
-    if hidden_size % num_heads:
-        raise InvalidValueError(f"hidden_size ({hidden_size}) must be divisible by num_heads ({num_heads})")
-    kv = num_heads if num_kv_heads is None else num_kv_heads
-    if kv < 1 or num_heads % kv:
-        raise InvalidValueError(f"num_kv_heads must divide num_heads ({num_heads}), got {num_kv_heads!r}")
+    kv = _check_shape(family, hidden_size, num_layers, num_heads, num_kv_heads)
     if intermediate_size is None:
         # Llama's SwiGLU width: about 8/3 of the hidden size, rounded up to a multiple of 8.
         intermediate_size = -(-(8 * hidden_size // 3) // 8) * 8
 
     tmp = _fresh_dir(out_dir, overwrite)
     try:
-        if tokenizer_from is not None:
-            from transformers import AutoTokenizer
-
-            hf_tok = AutoTokenizer.from_pretrained(tokenizer_from)
-        else:
-            if isinstance(corpus, str):  # one text, not an iterable of characters
-                corpus = [corpus]
-            texts = list(_default_corpus() if corpus is None else corpus)
-            if not texts:
-                raise InvalidValueError("corpus is empty; pass some text, or None for the bundled sample prompts")
-            hf_tok = _wrap_tokenizer(_train_tokenizer(texts))
-            # Strip the answers back off to get bare prompts for the boundary check.
-            prompts = [t.rsplit(" ", 1)[0] for t in texts if t.rsplit(" ", 1)[0].endswith("Answer:")][:64]
-            prompts = prompts or [_render("Which is heavier?", ["a feather", "a brick"])]
-            _check_tokenizer(hf_tok, prompts)
-
-        tok_vocab = len(hf_tok)
-        if model_vocab_size is not None and model_vocab_size < tok_vocab:
-            raise InvalidValueError(
-                f"model_vocab_size ({model_vocab_size}) is smaller than the tokenizer's vocabulary "
-                f"({tok_vocab}); pass a larger value or None"
-            )
-        config_class, family_args = FAMILIES[family]
-        config = getattr(transformers, config_class)(
-            **family_args(hidden_size // num_heads),
-            vocab_size=max(tok_vocab, model_vocab_size or 0),
+        hf_tok = _tokenizer(tokenizer_from, corpus)
+        shape = dict(
             hidden_size=hidden_size,
             intermediate_size=intermediate_size,
             num_hidden_layers=num_layers,
             num_attention_heads=num_heads,
             num_key_value_heads=kv,
             max_position_embeddings=max_position_embeddings,
-            bos_token_id=hf_tok.bos_token_id,
-            eos_token_id=hf_tok.eos_token_id,
-            pad_token_id=hf_tok.pad_token_id,
             tie_word_embeddings=tie_word_embeddings,
         )
-        torch.manual_seed(seed)
-        model = AutoModelForCausalLM.from_config(config).to(torch.float32).eval()
+        model = _random_model(hf_tok, family, shape, model_vocab_size, seed)
         model.save_pretrained(tmp)
         hf_tok.save_pretrained(tmp)
         (tmp / ILLUSTRATIVE_MARKER).write_text(
@@ -306,6 +265,66 @@ def build_tiny_model(
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _check_shape(family: str, hidden_size, num_layers, num_heads, num_kv_heads) -> int:
+    """Refuse a family or shape :func:`build_tiny_model` cannot build; returns the key/value head count."""
+    if family not in FAMILIES:
+        raise InvalidValueError(f"family must be one of {', '.join(FAMILIES)}, got {family!r}")
+    for name, value in (("hidden_size", hidden_size), ("num_layers", num_layers), ("num_heads", num_heads)):
+        if not isinstance(value, int) or value < 1:
+            raise InvalidValueError(f"{name} must be a positive int, got {value!r}")
+    if hidden_size % num_heads:
+        raise InvalidValueError(f"hidden_size ({hidden_size}) must be divisible by num_heads ({num_heads})")
+    kv = num_heads if num_kv_heads is None else num_kv_heads
+    if kv < 1 or num_heads % kv:
+        raise InvalidValueError(f"num_kv_heads must divide num_heads ({num_heads}), got {num_kv_heads!r}")
+    return kv
+
+
+def _tokenizer(tokenizer_from, corpus):
+    """The folder ``tokenizer_from``'s tokenizer, or a byte-level BPE trained on ``corpus`` and checked."""
+    if tokenizer_from is not None:
+        from transformers import AutoTokenizer
+
+        return AutoTokenizer.from_pretrained(tokenizer_from)
+    if isinstance(corpus, str):  # one text, not an iterable of characters
+        corpus = [corpus]
+    texts = list(_default_corpus() if corpus is None else corpus)
+    if not texts:
+        raise InvalidValueError("corpus is empty; pass some text, or None for the bundled sample prompts")
+    hf_tok = _wrap_tokenizer(_train_tokenizer(texts))
+    # Strip the answers back off to get bare prompts for the boundary check.
+    prompts = [t.rsplit(" ", 1)[0] for t in texts if t.rsplit(" ", 1)[0].endswith("Answer:")][:64]
+    prompts = prompts or [_render("Which is heavier?", ["a feather", "a brick"])]
+    _check_tokenizer(hf_tok, prompts)
+    return hf_tok
+
+
+def _random_model(hf_tok, family: str, shape: dict, model_vocab_size, seed: int):
+    """A float32 ``family`` model of ``shape`` with random weights seeded by ``seed``, its vocabulary the
+    tokenizer's or ``model_vocab_size`` (not smaller)."""
+    import torch
+    import transformers
+    from transformers import AutoModelForCausalLM
+
+    tok_vocab = len(hf_tok)
+    if model_vocab_size is not None and model_vocab_size < tok_vocab:
+        raise InvalidValueError(
+            f"model_vocab_size ({model_vocab_size}) is smaller than the tokenizer's vocabulary "
+            f"({tok_vocab}); pass a larger value or None"
+        )
+    config_class, family_args = FAMILIES[family]
+    config = getattr(transformers, config_class)(
+        **family_args(shape["hidden_size"] // shape["num_attention_heads"]),
+        vocab_size=max(tok_vocab, model_vocab_size or 0),
+        **shape,
+        bos_token_id=hf_tok.bos_token_id,
+        eos_token_id=hf_tok.eos_token_id,
+        pad_token_id=hf_tok.pad_token_id,
+    )
+    torch.manual_seed(seed)
+    return AutoModelForCausalLM.from_config(config).to(torch.float32).eval()
 
 
 def build_lora_adapter(

@@ -287,7 +287,6 @@ MAX_FUNCTION_LINES = 80
 #: shrinks: an entry whose function is back under the limit (or gone) fails the test until it is removed.
 LONG_FUNCTIONS_BEING_SPLIT = {
     "lm_eval_evidential/harness/vllm_memory.py:plan_engine_memory": "issue 36",
-    "lm_eval_evidential/testing/tiny.py:build_tiny_model": "issue 31",
 }
 
 
