@@ -23,16 +23,18 @@ import numpy as np
 from lm_eval_evidential.errors import InvalidValueError
 from lm_eval_evidential.metrics.cardinality import check_cardinality
 from lm_eval_evidential.metrics.conformal import (
+    ALPHA,
+    K_REG,
+    LAM,
     RAPS_K_REG,
     RAPS_LAMBDA,
-    check_alpha,
-    check_raps,
     conformal_quantile,
     nonconformity,
     prediction_sets,
     set_summary,
     set_summary_ci,
 )
+from lm_eval_evidential.params import validate_params
 from lm_eval_evidential.records import Records, check_same_producer
 from lm_eval_evidential.records.orders import refuses_permuted
 
@@ -103,6 +105,7 @@ def split_calibration(records: Records, fraction: float, seed: int = 0) -> tuple
 class Calibration:
     """The calibrated threshold of one method and alpha, and what it was calibrated on."""
 
+    @validate_params({"alpha": ALPHA, "lam": LAM, "k_reg": K_REG})
     def __init__(
         self,
         records: Records,
@@ -113,10 +116,10 @@ class Calibration:
         lam: float = RAPS_LAMBDA,
         k_reg: int = RAPS_K_REG,
     ):
-        self.records, self.alpha, self.method, self.description = records, check_alpha(alpha), method, description
+        self.records, self.alpha, self.method, self.description = records, float(alpha), method, description
         if len(records) == 0:
             raise InvalidValueError(f"the calibration records ({description}) are empty; nothing to calibrate on")
-        lam, k_reg = check_raps(lam, k_reg)
+        lam, k_reg = float(lam), int(k_reg)
         #: The score's parameters (RAPS's penalty), passed to every set built with this threshold.
         self.params = {"lam": lam, "k_reg": k_reg} if method == "raps" else {}
         self.scores = nonconformity(records.probs, records.gold, method, **self.params)

@@ -30,10 +30,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from lm_eval_evidential.metrics.cardinality import (
+    EXTRA,
+    PHANTOM,
     POLICIES,
     CardinalityMismatchError,
     check_cardinality,
-    check_phantom_mode,
     classify_k_sensitivity,
     ksweep,
     phantom_options,
@@ -48,6 +49,7 @@ from lm_eval_evidential.metrics.scores import (
     OOD_DEFAULT_SCORES,
     check_score_names,
 )
+from lm_eval_evidential.params import validate_params
 from lm_eval_evidential.records import Records, check_same_producer
 from lm_eval_evidential.records.orders import refuses_permuted
 
@@ -238,6 +240,7 @@ def _detection(y: np.ndarray, s: np.ndarray, *, n_boot: int, level: float, seed:
 
 
 @refuses_permuted
+@validate_params({"phantom": PHANTOM})
 def ksweep_rows(
     id_records: Records,
     ood_records: Records,
@@ -267,7 +270,6 @@ def ksweep_rows(
     """
     check_same_producer([id_records, ood_records])
     check = k_check(id_records, ood_records, k_policy)
-    phantom = check_phantom_mode(phantom)
     lam = _require_alpha(id_records, ood_records, phantom=phantom)
     names = resolve_scores(scores, id_records, ood_records, default=OOD_DEFAULT_SCORES)
     a = _side(id_records, check.keep_id, phantom, names, extra=max_extra)
@@ -295,6 +297,7 @@ def ksweep_rows(
 
 
 @refuses_permuted
+@validate_params({"phantom": PHANTOM, "extra": EXTRA})
 def ksweep_delong(
     id_records: Records,
     ood_records: Records,
@@ -317,7 +320,6 @@ def ksweep_delong(
     """
     check_same_producer([id_records, ood_records])
     check = k_check(id_records, ood_records, k_policy)
-    phantom = check_phantom_mode(phantom)
     lam = _require_alpha(id_records, ood_records, phantom=phantom)
     (score,) = check_score_names([score])
     a = _side(id_records, check.keep_id, phantom, [score])

@@ -15,9 +15,9 @@ import numpy as np
 
 from lm_eval_evidential.errors import InvalidValueError
 from lm_eval_evidential.metrics.cardinality import (
+    PHANTOM,
     KCheck,
     check_cardinality,
-    check_phantom_mode,
     k_histogram,
     phantom_scores,
 )
@@ -29,6 +29,7 @@ from lm_eval_evidential.metrics.scores import (
     computable_scores,
     no_alpha_reason,
 )
+from lm_eval_evidential.params import validate_params
 from lm_eval_evidential.records import Records
 from lm_eval_evidential.records.orders import refuses_permuted
 
@@ -124,6 +125,7 @@ def _forced_k(records: Records, force_k) -> np.ndarray:
 
 
 @refuses_permuted
+@validate_params({"phantom": PHANTOM})
 def forced_k_scores(
     records: Records, force_k: int, *, scores: Iterable[str] | None = None, phantom: str = "model"
 ) -> dict[str, np.ndarray]:
@@ -136,7 +138,6 @@ def forced_k_scores(
     not kept); ``"count"`` the K of vacuity alone (Tables 5-6's "5 (mismatch)" rows); ``"zero"``
     zero-evidence options (Table 1).
     """
-    phantom = check_phantom_mode(phantom)
     k_forced = _forced_k(records, force_k)
     names = resolve_scores(scores, records)
     _require_alpha(records, phantom=phantom)

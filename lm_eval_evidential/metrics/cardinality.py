@@ -23,10 +23,11 @@ import numpy as np
 from lm_eval_evidential.errors import InvalidValueError, RefusalError
 
 # The K sweep lives in .ksweep; its public names stay importable from here, the K audit's module.
-from .ksweep import (  # noqa: F401 (check_max_extra, check_phantom_mode, phantom_options: importers of the K audit)
+from .ksweep import (  # noqa: F401 (EXTRA, MAX_EXTRA, PHANTOM, phantom_options: importers of the K audit)
+    EXTRA,
+    MAX_EXTRA,
+    PHANTOM,
     PHANTOM_MODES,
-    check_max_extra,
-    check_phantom_mode,
     classify_k_sensitivity,
     ksweep,
     phantom_options,

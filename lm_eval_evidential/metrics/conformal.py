@@ -70,7 +70,7 @@ import math
 import numpy as np
 
 from lm_eval_evidential.errors import InvalidValueError
-from lm_eval_evidential.params import validate_params
+from lm_eval_evidential.params import Integral, Interval, Options, Param, Real, validate_params
 
 from ._validation import as_1d_float, as_binary_labels, check_same_length, undefined
 from .calibration import _probs_gold
@@ -96,36 +96,14 @@ RAPS_LAMBDA = 0.1
 RAPS_K_REG = 1
 
 
-def check_raps(lam, k_reg) -> tuple[float, int]:
-    """RAPS's ``(lambda, k_reg)``: a finite ``lambda >= 0`` and an integer ``k_reg >= 0`` (InvalidValueError)."""
-    try:
-        lam_f = float(lam)
-    except (TypeError, ValueError):
-        lam_f = float("nan")
-    if not (math.isfinite(lam_f) and lam_f >= 0):
-        raise InvalidValueError(f"the RAPS penalty lambda must be a finite number >= 0, got {lam!r}")
-    if isinstance(k_reg, bool) or not isinstance(k_reg, (int, np.integer)) or k_reg < 0:
-        raise InvalidValueError(f"the RAPS k_reg must be an integer >= 0 (options not penalised), got {k_reg!r}")
-    return lam_f, int(k_reg)
+#: The parameters of a conformal set, declared once (the audit and the report take them too).
+ALPHA = Param(Interval(Real, 0, 1, closed="neither"), why="a miscoverage rate", example="alpha=0.1 for 90% sets")
+METHOD = Param(Options(METHODS), noun="conformal method")
+LAM = Param(Interval(Real, 0), why="RAPS's penalty per option beyond the k_reg most probable")
+K_REG = Param(Interval(Integral, 0), why="RAPS: the most probable options not penalised")
 
 
-def check_alpha(alpha) -> float:
-    """``alpha`` as a float in (0, 1), else InvalidValueError naming it."""
-    try:
-        a = float(alpha)
-    except (TypeError, ValueError):
-        a = float("nan")
-    if not (0.0 < a < 1.0):
-        raise InvalidValueError(f"alpha must be a miscoverage rate in (0, 1), e.g. 0.1 for 90% sets; got {alpha!r}")
-    return a
-
-
-def _check_method(method) -> str:
-    if method not in METHODS:
-        raise InvalidValueError(f"unknown conformal method {method!r}; valid methods are: {', '.join(METHODS)}")
-    return method
-
-
+@validate_params({"alpha": ALPHA})
 def conformal_quantile(scores, alpha: float) -> float:
     r"""Split-conformal threshold: the :math:`\lceil (n+1)(1-\alpha) \rceil`-th smallest score.
 
@@ -160,7 +138,7 @@ def conformal_quantile(scores, alpha: float) -> float:
     >>> conformal_quantile([0.1, 0.5, 0.2], alpha=0.1)  # rank ceil(4 * 0.9) = 4 > 3
     inf
     """
-    a = check_alpha(alpha)
+    a = float(alpha)
     s = as_1d_float(scores, "scores")
     n = s.size
     if n == 0:
@@ -198,6 +176,7 @@ def _option_scores(p: np.ndarray, mask: np.ndarray, method: str, raps: tuple[flo
     return out
 
 
+@validate_params({"method": METHOD, "lam": LAM, "k_reg": K_REG})
 def nonconformity(probs, gold, method: str = "lac", *, lam: float = RAPS_LAMBDA, k_reg: int = RAPS_K_REG) -> np.ndarray:
     r"""The nonconformity score of each example's gold option (the calibration scores).
 
@@ -229,8 +208,7 @@ def nonconformity(probs, gold, method: str = "lac", *, lam: float = RAPS_LAMBDA,
     >>> nonconformity(probs, [1, 1], "raps", lam=0.1, k_reg=1).round(2).tolist()  # rank 2 and 1
     [1.0, 0.5]
     """
-    method = _check_method(method)
-    raps = check_raps(lam, k_reg)
+    raps = (float(lam), int(k_reg))
     p, _, mask, g = _probs_gold(probs, gold)
     rows = np.arange(p.shape[0])
     if method == "lac":
@@ -242,6 +220,7 @@ def nonconformity(probs, gold, method: str = "lac", *, lam: float = RAPS_LAMBDA,
     return aps + _rank_penalty(np.where(mask, p, -np.inf), p[rows, g], *raps)
 
 
+@validate_params({"method": METHOD, "lam": LAM, "k_reg": K_REG})
 def prediction_sets(
     probs, qhat: float, method: str = "lac", *, lam: float = RAPS_LAMBDA, k_reg: int = RAPS_K_REG
 ) -> np.ndarray:
@@ -281,8 +260,7 @@ def prediction_sets(
     >>> prediction_sets(probs, 0.85, "aps").astype(int).tolist()  # APS: mass <= 0.85
     [[1, 0, 0], [0, 1, 1]]
     """
-    method = _check_method(method)
-    raps = check_raps(lam, k_reg)
+    raps = (float(lam), int(k_reg))
     q = float(qhat)
     if math.isnan(q):
         raise InvalidValueError("qhat is NaN; compute it with conformal_quantile on a non-empty calibration set")

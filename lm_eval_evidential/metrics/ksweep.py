@@ -41,6 +41,7 @@ from __future__ import annotations
 import numpy as np
 
 from lm_eval_evidential.errors import InvalidValueError
+from lm_eval_evidential.params import Integral, Interval, Options, Param, validate_params
 
 from .dirichlet import _check_prior_weight, _expand, _padded, _probs_of
 from .ranking import _aupr_in_from, _auroc_from, _merge_blocks
@@ -69,6 +70,13 @@ PHANTOM_OPTIONS = {
 }
 
 
+#: ``phantom``: how the K sweep grows K (declared once: the audits, the report and the CLI take it).
+PHANTOM = Param(Options(PHANTOM_MODES), noun="phantom mode")
+#: ``extra``: the phantom options appended to each question.
+EXTRA = Param(Interval(Integral, 0), why="phantom options appended")
+
+
+@validate_params({"mode": PHANTOM})
 def phantom_options(mode: str, n: int = 1) -> str:
     """What ``n`` options appended under ``mode`` are, in words.
 
@@ -77,19 +85,11 @@ def phantom_options(mode: str, n: int = 1) -> str:
     >>> phantom_options("zero"), phantom_options("model", 2)
     ('zero-evidence option', "options with the model's own evidence")
     """
-    check_phantom_mode(mode)
     return PHANTOM_OPTIONS[mode][n != 1]
 
 
 #: Scores in which K enters as the vacuity's numerator only: the ones ``phantom="count"`` changes.
 COUNT_SCORES = ("reciprocal_vacuity",)
-
-
-def check_phantom_mode(phantom) -> str:
-    """``phantom`` if it is one of :data:`PHANTOM_MODES`, else ValueError naming them."""
-    if phantom not in PHANTOM_MODES:
-        raise InvalidValueError(f"unknown phantom mode {phantom!r}; valid modes are: {', '.join(PHANTOM_MODES)}")
-    return phantom
 
 
 def _side_scores(alpha, k, names, lam, k_count=None, logits=None) -> dict[str, np.ndarray]:
@@ -138,6 +138,7 @@ def _grow(a, k, x: int, mode: str, lam: float, names, phantom=None, z=None, z_ph
     return _side_scores(ax, kx, names, lam, logits=z), kx, evidence
 
 
+@validate_params({"phantom": PHANTOM, "extra": EXTRA})
 def phantom_scores(
     alpha,
     extra: int,
@@ -190,11 +191,9 @@ def phantom_scores(
     ([0.5], [3])
     """
     lam = _check_prior_weight(prior_weight)
-    mode = check_phantom_mode(phantom)
+    mode = phantom
     names = tuple(check_score_names(scores))
     a, k, _ = _padded(alpha, "alpha", positive=True)
-    if isinstance(extra, bool) or not isinstance(extra, (int, np.integer)) or extra < 0:
-        raise InvalidValueError(f"extra must be an integer >= 0, got {extra!r}")
     z = None if logits is None else np.asarray(logits, dtype=np.float64)
     if any(SCORES[n].needs_logits for n in names) and z is None:
         raise InvalidValueError("the logit scores need logits=")
@@ -222,18 +221,14 @@ SIDES = ("id", "ood")
 
 #: Upper bound of the K sweep's appended classes: each x recomputes every score's AUROC/AUPR on
 #: both conditions over arrays K + x wide (McNamara 2026, Table 1, sweeps x <= 4).
-MAX_EXTRA = 64
+EXTRA_LIMIT = 64
 
 
-def check_max_extra(max_extra) -> int:
-    """``max_extra`` if it is an integer in 0..:data:`MAX_EXTRA`, else ValueError."""
-    if isinstance(max_extra, bool) or not isinstance(max_extra, (int, np.integer)) or not 0 <= max_extra <= MAX_EXTRA:
-        raise InvalidValueError(
-            f"max_extra must be an integer in 0..{MAX_EXTRA} (appended zero-evidence classes), got {max_extra!r}"
-        )
-    return int(max_extra)
+#: ``max_extra``: the most options the K sweep appends (declared once: the audit, the report and the CLI take it).
+MAX_EXTRA = Param(Interval(Integral, 0, EXTRA_LIMIT), why="appended zero-evidence classes")
 
 
+@validate_params({"max_extra": MAX_EXTRA, "phantom": PHANTOM})
 def ksweep(
     alpha_id,
     alpha_ood,
@@ -308,8 +303,7 @@ def ksweep(
     [('ood_only', 1, 0.75, 0.5), ('matched', 1, 0.75, 0.5)]
     """
     lam = _check_prior_weight(prior_weight)
-    max_extra = check_max_extra(max_extra)
-    mode = check_phantom_mode(phantom)
+    max_extra, mode = int(max_extra), phantom
     names = tuple(check_score_names(scores))
     alphas, logits = (alpha_id, alpha_ood), (logits_id, logits_ood)
     phantoms, phantom_logits = (phantom_id, phantom_ood), (phantom_logits_id, phantom_logits_ood)

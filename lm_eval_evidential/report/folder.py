@@ -9,10 +9,10 @@ from pathlib import Path
 from lm_eval_evidential.errors import InvalidValueError, OutputPathError
 from lm_eval_evidential.files import atomic_folder, atomic_write_text, read_regular_file, write_json
 from lm_eval_evidential.metrics.calibration import N_BINS
-from lm_eval_evidential.metrics.conformal import check_alpha
+from lm_eval_evidential.metrics.conformal import ALPHA
 from lm_eval_evidential.metrics.detection import N_BOOT
-from lm_eval_evidential.metrics.ksweep import check_max_extra, check_phantom_mode
-from lm_eval_evidential.params import validate_params
+from lm_eval_evidential.metrics.ksweep import MAX_EXTRA, PHANTOM
+from lm_eval_evidential.params import Interval, Param, Real, validate_params
 from lm_eval_evidential.records import Records, checked_together
 from lm_eval_evidential.records.orders import records_for_audit
 from lm_eval_evidential.report.data import check_policies, report_data
@@ -21,7 +21,16 @@ from lm_eval_evidential.report.types import Report
 
 
 # Size options refused before any work (a section would otherwise only be skipped), by the metrics' own words.
-@validate_params({"n_boot": N_BOOT, "n_bins": N_BINS})
+@validate_params(
+    {
+        "n_boot": N_BOOT,
+        "n_bins": N_BINS,
+        "max_extra": MAX_EXTRA,
+        "phantom": PHANTOM,
+        "alpha": ALPHA,
+        "calibration_fraction": Param(Interval(Real, 0, 1, closed="neither"), why="the ID records calibrated on"),
+    }
+)
 def build_report(
     id_records: Records,
     ood_records: Sequence[Records],
@@ -75,7 +84,6 @@ def build_report(
     (:class:`~lm_eval_evidential.errors.OutputPathError`), like bad options, before any work.
     """
     policies = check_policies(k_policy)
-    _check_sizes(max_extra, phantom, alpha, calibration_fraction)
     ood_records = list(ood_records)
     groups = check_groups(groups, [r.task for r in ood_records], fpr95)
     checked = _checked_records(id_records, ood_records, out_dir, allow_fingerprint_mismatch, average_orders)
@@ -109,16 +117,6 @@ def _write(folder: Path, report: Report) -> None:
     write_json(folder / "report.json", report)
     atomic_write_text(folder / "report.md", render_markdown(report))
     atomic_write_text(folder / APPENDIX_FILE, render_appendix(report))
-
-
-def _check_sizes(max_extra, phantom, alpha, calibration_fraction) -> None:
-    """Size options refused before any work (a section would otherwise only be skipped; n_boot and n_bins: by
-    build_report's declaration)."""
-    check_max_extra(max_extra)
-    check_phantom_mode(phantom)
-    check_alpha(alpha)
-    if not 0.0 < float(calibration_fraction) < 1.0:
-        raise InvalidValueError(f"calibration_fraction must be in (0, 1), got {calibration_fraction!r}")
 
 
 def _checked_records(

@@ -165,7 +165,7 @@ def test_bad_input_is_one_line(out_dir, capsys):
         (["--calibration-fraction", "0.5", "--calibration-task", "cal4"], "not allowed with argument"),
         (["--method", "thr"], "invalid choice: 'thr'"),
         (["--raps-lambda", "0.5"], "--raps-lambda and --raps-k-reg apply to --method raps only, not lac"),
-        (["--method", "raps", "--raps-lambda", "-1"], "the RAPS penalty lambda must be a finite number >= 0"),
+        (["--method", "raps", "--raps-lambda", "-1"], "lam=-1.0 must be a finite number >= 0 (RAPS's penalty"),
         (["--calibration-fraction", "0.001"], "leaves no calibration examples"),
         (["--ood", "nope"], "no records for task 'nope'"),
     ):

@@ -173,9 +173,9 @@ def test_raps_scores_equal_mapies_regularisation_and_sets_a_loop(seed, k, ties, 
                 for j in range(k)
             ]
             np.testing.assert_array_equal(sets[i], loop)
-    with pytest.raises(ValueError, match="lambda must be a finite number >= 0"):
+    with pytest.raises(ValueError, match=r"lam=-0\.1 must be a finite number >= 0 \(RAPS's penalty"):
         nonconformity(probs, y, "raps", lam=-0.1)
-    with pytest.raises(ValueError, match="k_reg must be an integer >= 0"):
+    with pytest.raises(ValueError, match=r"k_reg=1\.5 must be an integer >= 0"):
         prediction_sets(probs, 0.5, "raps", k_reg=1.5)
 
 
