@@ -23,6 +23,9 @@ import gc
 import json
 import os
 import time
+from pathlib import Path
+
+from measure import command_line, write_result
 
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 
@@ -80,7 +83,9 @@ def main() -> None:
         "--kv-cache-mb", type=int, default=512, help="vLLM's KV cache on the CPU (kv_cache_memory_bytes)"
     )
     parser.add_argument("--kinds", default="evidential-vllm,evidential,vllm")
+    parser.add_argument("--json", type=Path, default=None, help="the run's record (default: in benchmarks/results/)")
     args = parser.parse_args()
+    name = "SmolLM2-135M-Instruct" if args.model is None else Path(args.model).name
     if args.model is None:
         from lm_eval_evidential.testing.smollm2 import smollm2_checkpoint
 
@@ -115,6 +120,15 @@ def main() -> None:
     for r in rows:
         ratio = f"{r['q_per_s'] / hf[r['shots']]:.2f}" if r["shots"] in hf else "-"
         print(f"| {r['model']} | {r['shots']} | {r['questions']} | {r['q_per_s']:.1f} | {ratio} |")
+    figures = []
+    for r in rows:
+        figure = {"what": f"--model {r['model']}, {r['shots']}-shot", "value": round(r["q_per_s"], 2), "unit": "q/s"}
+        if r["shots"] in hf:
+            figure["note"] = f"{r['q_per_s'] / hf[r['shots']]:.1f}x --model evidential; model load {r['load_s']} s"
+        figures.append(figure)
+    shape = f"{name} {args.dtype}, {args.questions} obqa_edl questions, best of {args.repeats}"
+    written = write_result("bench_vllm", command=command_line(), shape=shape, figures=figures, path=args.json)
+    print(f"written: {written}")
 
 
 if __name__ == "__main__":
