@@ -1,6 +1,7 @@
 """What permuted evaluation costs: K cyclic orders of N questions in one evaluation against K independent ones.
 
     python benchmarks/bench_permutations.py [--n 24] [--task obqa_edl] [--model tiny|smollm2] [--repeats 3]
+        [--threads 1]
 
 The K cyclic orders of a question share everything before its options (instruction, question);
 the requests of ``--metadata '{"permutations": "cyclic"}'`` reach ``EvidentialLM.loglikelihood`` as one
@@ -96,6 +97,12 @@ def _question_prefix(prompts_by_question: list[list[list[int]]]) -> float:
     return statistics.mean(shared) if shared else 0.0
 
 
+def torch_threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
+
+
 def _timed(lm, groups) -> float:
     start = time.perf_counter()
     for requests in groups:
@@ -137,6 +144,13 @@ def main(argv=None) -> None:
     ap.add_argument("--model", choices=("tiny", "smollm2"), default="tiny")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch threads (default 1: on a shared machine OpenMP barriers across threads stall whenever one is "
+        "descheduled, and a variant of more, smaller calls stalls more; 0 = torch's own choice)",
+    )
+    ap.add_argument(
         "--prefix-cache",
         choices=("on", "off", "both"),
         default="both",
@@ -144,7 +158,12 @@ def main(argv=None) -> None:
     )
     args = ap.parse_args(argv)
     os.environ.setdefault("EVIDENTIAL_DATA_DIR", str(sample_data_dir()))
+    start_load = os.getloadavg()[0]
     settings = {"on": [True], "off": [False], "both": [True, False]}[args.prefix_cache]
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as tmp:
         first, pretrained = _model(args.model, Path(tmp), settings[0])
         models = {settings[0]: (first, pretrained)}
@@ -178,8 +197,11 @@ def main(argv=None) -> None:
             for cache, (lm, _) in models.items():
                 for name, groups in variants.items():
                     times[(cache, name)].append(_timed(lm, groups))
-    load = os.getloadavg()
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; load {load[0]:.2f}")
+    load = (start_load, os.getloadavg()[0])
+    print(
+        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch threads "
+        f"{torch_threads()}; load {load[0]:.2f} at the start, {load[1]:.2f} at the end"
+    )
     print(f"model: {args.model} ({pretrained}); task {args.task}: {args.n} questions, K = {k}")
     print(f"requests: {len(plain)} in one order, {len(permuted)} in the K orders")
     if plans:
