@@ -149,6 +149,88 @@ def sweep(model, args) -> None:
             print(f"{p:>8}  {g:>6}  {p * (g - 1):>13}  {u:>10.4f}  {c:>8.4f}  {u / c:>15.2f}  {os.getloadavg()[0]:.1f}")
 
 
+def forward_flops(config, tokens: int, before: int = 0) -> float:
+    """Matmul FLOPs (2 per multiply-add) of ``tokens`` positions of a Llama-shaped decoder after ``before``
+    positions already in its cache: the layers' projections and MLP for each position, and its attention
+    to every earlier key and itself (QK^T and AV); the output layer not counted (one position a prompt, as
+    in every way). The arithmetic the ways cannot avoid, whatever their overheads.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> c = SimpleNamespace(hidden_size=4, num_attention_heads=2, num_key_value_heads=1, intermediate_size=8,
+    ...                     num_hidden_layers=1)
+    >>> forward_flops(c, 2)  # dense 2 tokens x 2 x (16 + 8 + 8 + 16 + 96) = 576; attention 2 x 2 x 4 x (1 + 2) = 48
+    624.0
+    >>> forward_flops(c, 1, before=1) + forward_flops(c, 1) == forward_flops(c, 2)
+    True
+    """
+    d, heads = config.hidden_size, config.num_attention_heads
+    head_dim = getattr(config, "head_dim", None) or d // heads
+    kv = getattr(config, "num_key_value_heads", None) or heads
+    dense = (
+        2
+        * config.num_hidden_layers
+        * (2 * d * heads * head_dim + 2 * d * kv * head_dim + 3 * d * config.intermediate_size)
+    )
+    keys = tokens * before + tokens * (tokens + 1) / 2  # each position attends to the cache and to itself
+    return float(tokens * dense + 2 * 2 * config.num_hidden_layers * heads * head_dim * keys)
+
+
+def _cached_flops(config, prefix: int, lengths: list[int]) -> float:
+    """FLOPs a prompt of ``lengths`` with their first ``prefix`` tokens run once for them all."""
+    return (forward_flops(config, prefix) + sum(forward_flops(config, t - prefix, prefix) for t in lengths)) / len(
+        lengths
+    )
+
+
+def arithmetic(config, prefix: int, few: list[int], zero_prefix: int, zero: list[int]) -> dict:
+    """FLOPs per question from the prompts' token counts: ``few`` (few-shot prompts, ``prefix`` tokens shared)
+    and ``zero`` (the same questions zero-shot, ``zero_prefix`` tokens shared: the instruction, which the
+    cache shares too): zero-shot and few-shot with their shared prefix run once, few-shot whole; and the part
+    of the cached few-shot way that is the prefix's own run and its suffixes' attention to it.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> c = SimpleNamespace(hidden_size=576, num_attention_heads=9, num_key_value_heads=3, intermediate_size=1536,
+    ...                     num_hidden_layers=30)  # SmolLM2-135M
+    >>> a = arithmetic(c, 2100, [2190] * 1172, 17, [107] * 1172)  # 25-shot ARC-Challenge's 1,172 questions
+    >>> round(a["cached"] / a["zero"], 2), round(a["attention_to_prefix"] / a["zero"], 2)
+    (1.69, 0.67)
+    """
+    n = len(few)
+    to_prefix = sum(forward_flops(config, t - prefix, prefix) - forward_flops(config, t - prefix) for t in few) / n
+    return {
+        "zero": _cached_flops(config, zero_prefix, zero),
+        "cached": _cached_flops(config, prefix, few),
+        "uncached": sum(forward_flops(config, t) for t in few) / n,
+        "prefix_run": forward_flops(config, prefix) / n,
+        "attention_to_prefix": to_prefix,
+    }
+
+
+def _shared_prefix(prompts: list[list[int]]) -> int:
+    from lm_eval_evidential.modeling.prefix_cache import common_prefix_length
+
+    return min(common_prefix_length(prompts[0], ids) for ids in prompts[1:]) if len(prompts) > 1 else 0
+
+
+def print_arithmetic(lm, few, zero, questions: int) -> None:
+    """The arithmetic floor of the two goals (module docstring), from this run's prompts and the model's config."""
+    few_ids = [lm.tok_encode(c) for c in dict.fromkeys(r.args[0] for r in few)]
+    zero_ids = [lm.tok_encode(c) for c in dict.fromkeys(r.args[0] for r in zero)]
+    prefix, zero_prefix = _shared_prefix(few_ids), _shared_prefix(zero_ids)
+    a = arithmetic(lm.model.config, prefix, [len(t) for t in few_ids], zero_prefix, [len(t) for t in zero_ids])
+    print(
+        f"arithmetic (matmul FLOPs a question, {questions} questions behind a {prefix}-token prefix; zero-shot "
+        f"{zero_prefix} shared): zero-shot {a['zero'] / 1e9:.2f} G, cached {a['cached'] / 1e9:.2f} G (of which the "
+        f"prefix's own run {a['prefix_run'] / 1e9:.2f} G and the suffixes' attention to it "
+        f"{a['attention_to_prefix'] / 1e9:.2f} G), uncached {a['uncached'] / 1e9:.2f} G: cached / zero-shot "
+        f"{a['cached'] / a['zero']:.2f}, uncached / cached {a['uncached'] / a['cached']:.2f}"
+    )
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default=None, help="checkpoint folder (default: SmolLM2-135M-Instruct, fetched once)")
@@ -208,6 +290,7 @@ def main(argv=None) -> int:
         [round(u / c, 2) for u, c in zip(uncached_s, cached_s)],
         [round(c / z, 2) for c, z in zip(cached_s, zero_s)],
     )
+    print_arithmetic(lm, few, zero, n)
     print(f"cached / uncached: {speedup:.2f} (goal >= 3; per round: {rounds[0]})")
     print(f"zero-shot / cached: {slowdown:.2f} (goal <= 1.3; per round: {rounds[1]})")
     print(f"# load after: {os.getloadavg()}")
