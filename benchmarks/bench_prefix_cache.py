@@ -37,7 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_throughput import PeakRSS  # noqa: E402 (after the path above)
+from measure import PeakMemory  # noqa: E402 (after the path above)
 
 
 def build_requests(task_name: str, shots: int, questions: int, offset: int):
@@ -78,12 +78,12 @@ def _trim() -> None:
 def timed_call(lm, requests) -> tuple[float, float]:
     """(seconds, peak MB added) of one ``lm.loglikelihood(requests)``."""
     _trim()
-    peak = PeakRSS()
-    base = peak._proc.memory_info().rss
+    peak = PeakMemory(lm.device)
+    peak.reset()
     start = time.perf_counter()
     lm.loglikelihood(requests, disable_tqdm=True)
     seconds = time.perf_counter() - start
-    added = (peak.stop() - base) / 2**20
+    added = peak.read() / 2**20
     lm.evidence.take()
     return seconds, added
 
