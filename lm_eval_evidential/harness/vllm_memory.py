@@ -20,8 +20,9 @@ that, when the user sets none of ``kv_cache_memory_bytes``, ``gpu_memory_utiliza
 - GPU: vLLM's default share where the device has it free; otherwise ``gpu_memory_utilization`` is
   lowered to the share that is free.
 
-A setting the machine cannot give, or a ``max_model_len`` whose cache cannot fit, is refused before
-the engine starts, in one line naming the value, what is free and the model_arg that fixes it.
+A setting the machine cannot give, a ``max_model_len`` whose cache cannot fit, or one longer than the
+model's context (:func:`check_max_model_len`), is refused before the engine starts, in one line naming
+the value, what is free or the model's context, and the model_arg that fixes it.
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ __all__ = [
     "VLLM_DEFAULT_UTILIZATION",
     "WORKING_ROOM",
     "cache_tokens",
+    "check_max_model_len",
+    "model_context",
     "plan_engine_memory",
     "footprint",
     "device_memory",
@@ -103,6 +106,42 @@ def _smaller_len(kv_bytes: float, fp: Footprint) -> str:
     return f"set max_model_len={n} or less in --model_args" if n >= 256 else "use a smaller model"
 
 
+@dataclass(frozen=True)
+class _Budget:
+    """One worker's share of the device, and the words a refusal uses for it."""
+
+    per_worker: int  # tensor-parallel ranks: each holds 1/per_worker of the weights and of the cache
+    workers: int  # vLLM workers drawing from this memory
+    weights: float
+    free: float
+    room: float  # what one worker's cache may take
+    need: float  # one max_model_len sequence, per worker
+    on: str
+    length: str
+
+
+def _budget(fp: Footprint, memory: DeviceMemory, tensor_parallel: int, replicas: int) -> _Budget:
+    workers = tensor_parallel * replicas if memory.cpu else 1
+    weights, free = fp.weights / tensor_parallel, memory.free / workers
+    on = f"{memory.where} has {_gib(memory.free)} of its {_gib(memory.total)} available"
+    if workers > 1:
+        on += f", shared by {workers} vLLM workers"
+    need = fp.kv_per_token / tensor_parallel * fp.max_model_len
+    return _Budget(
+        tensor_parallel,
+        workers,
+        weights,
+        free,
+        free - weights - WORKING_ROOM,
+        need,
+        on,
+        f"max_model_len={fp.max_model_len}",
+    )
+
+
+_LEAVE_OUT = "leave it out (the cache is then sized to what the model needs)"
+
+
 def plan_engine_memory(
     args: dict,
     fp: Footprint,
@@ -130,84 +169,85 @@ def plan_engine_memory(
     ...
     lm_eval_evidential.errors.EvidentialInputError: gpu_memory_utilization=0.92 asks vLLM for 13.80 GiB ...
     """
-    workers = tensor_parallel * replicas if memory.cpu else 1  # engines' workers drawing from this memory
-    per_worker = tensor_parallel  # each worker holds 1/tensor_parallel of the weights and of the cache
-    weights = fp.weights / per_worker
-    free = memory.free / workers
-    room = free - weights - WORKING_ROOM  # what one worker's cache may take
-    need = fp.kv_per_token / per_worker * fp.max_model_len
-    on = f"{memory.where} has {_gib(memory.free)} of its {_gib(memory.total)} available"
-    if workers > 1:
-        on += f", shared by {workers} vLLM workers"
-    length = f"max_model_len={fp.max_model_len}"
-    leave_out = "leave it out (the cache is then sized to what the model needs)"
-
+    b = _budget(fp, memory, tensor_parallel, replicas)
     if memory.cpu and env_kv_gib not in (None, ""):
-        kv = float(env_kv_gib) * GiB
-        if kv + weights > free:
-            fits = max(0, int((free - weights) / GiB))
-            raise EvidentialInputError(
-                f"VLLM_CPU_KVCACHE_SPACE={env_kv_gib} (GiB) and the weights ({_gib(fp.weights)}) need more memory "
-                f"than is available ({on}); set VLLM_CPU_KVCACHE_SPACE={fits} or less, or unset it (the cache is then "
-                "sized to what the model needs)"
-            )
+        _check_env_cache(env_kv_gib, fp, b)
         return {}, None
     if args.get("kv_cache_memory_bytes") is not None:
-        kv = int(args["kv_cache_memory_bytes"])
-        if kv + weights > free:
-            raise EvidentialInputError(
-                f"kv_cache_memory_bytes={kv} ({_gib(kv)}) and the weights ({_gib(fp.weights)}) need more memory "
-                f"than is available ({on}); set kv_cache_memory_bytes={max(0, int(room))} or less, or {leave_out}"
-            )
-        if kv < need:
-            raise EvidentialInputError(
-                f"kv_cache_memory_bytes={kv} ({_gib(kv)}) holds fewer tokens than one {length} sequence needs "
-                f"({_gib(need)}); set kv_cache_memory_bytes={math.ceil(need * 1.05)} or more, or "
-                f"{_smaller_len(kv * per_worker, fp).removeprefix('set ')}"
-            )
+        _check_cache_bytes(int(args["kv_cache_memory_bytes"]), fp, b)
         if memory.cpu or args.get("gpu_memory_utilization") is not None:
             return {}, None
-    utilization = args.get("gpu_memory_utilization")
-    if utilization is not None:
-        share = math.ceil(memory.total * float(utilization))
-        fits = math.floor(100 * memory.free / workers / memory.total) / 100
-        if share > free:
-            raise EvidentialInputError(
-                f"gpu_memory_utilization={utilization} asks vLLM for {_gib(share)} of {memory.where}"
-                f"{' (on the CPU build, the share of its RAM that vLLM reserves)' if memory.cpu else ''}, more than is "
-                f"available ({on}); set gpu_memory_utilization={fits} or less, or {leave_out}"
-            )
-        cache = share - weights - WORKING_ROOM
-        if args.get("kv_cache_memory_bytes") is None and cache < need:
-            raise EvidentialInputError(
-                f"gpu_memory_utilization={utilization} ({_gib(share)}) leaves {_gib(max(cache, 0))} for vLLM's KV "
-                f"cache after the weights ({_gib(fp.weights)}), less than one {length} sequence needs "
-                f"({_gib(need)}); raise gpu_memory_utilization, "
-                f"{_smaller_len(max(cache, 0) * per_worker, fp).removesuffix(' in --model_args')}, or {leave_out}"
-            )
+    if args.get("gpu_memory_utilization") is not None:
+        _check_utilization(args, fp, memory, b)
         return {}, None
-
-    if room < need:
+    if b.room < b.need:
         raise EvidentialInputError(
-            f"vLLM cannot start: the weights ({_gib(fp.weights)}) and a KV cache for one {length} sequence "
-            f"({_gib(need * per_worker)}) need more memory than is available ({on}; other processes hold the "
-            f"rest); {_smaller_len(max(room, 0) * per_worker, fp)}, or free memory"
+            f"vLLM cannot start: the weights ({_gib(fp.weights)}) and a KV cache for one {b.length} sequence "
+            f"({_gib(b.need * b.per_worker)}) need more memory than is available ({b.on}; other processes hold the "
+            f"rest); {_smaller_len(max(b.room, 0) * b.per_worker, fp)}, or free memory"
         )
     if not memory.cpu:  # a GPU: vLLM's own share where it is free, else the share that is
         if memory.free >= VLLM_DEFAULT_UTILIZATION * memory.total:
             return {}, None
         fits = math.floor(100 * (memory.free - 0.01 * memory.total) / memory.total) / 100
         return {"gpu_memory_utilization": fits}, (
-            f"vLLM: {on}, less than its default share ({VLLM_DEFAULT_UTILIZATION}); gpu_memory_utilization={fits} "
+            f"vLLM: {b.on}, less than its default share ({VLLM_DEFAULT_UTILIZATION}); gpu_memory_utilization={fits} "
             "(set gpu_memory_utilization= or kv_cache_memory_bytes= in --model_args to choose)"
         )
     tokens = cache_tokens(fp)
-    kv = int(min(fp.kv_per_token / per_worker * tokens, room))
+    kv = int(min(fp.kv_per_token / b.per_worker * tokens, b.room))
     return {"kv_cache_memory_bytes": kv}, (
-        f"vLLM's KV cache: {_gib(kv * per_worker)} ({int(kv // (fp.kv_per_token / per_worker))} tokens: two "
-        f"scheduler steps of {fp.step_tokens}, at least one {length} sequence; {on}); set "
+        f"vLLM's KV cache: {_gib(kv * b.per_worker)} ({int(kv // (fp.kv_per_token / b.per_worker))} tokens: two "
+        f"scheduler steps of {fp.step_tokens}, at least one {b.length} sequence; {b.on}); set "
         "kv_cache_memory_bytes= or gpu_memory_utilization= in --model_args to choose"
     )
+
+
+def _check_env_cache(env_kv_gib: str, fp: Footprint, b: _Budget) -> None:
+    """``VLLM_CPU_KVCACHE_SPACE`` (GiB) and the weights must fit in what is free."""
+    if float(env_kv_gib) * GiB + b.weights > b.free:
+        fits = max(0, int((b.free - b.weights) / GiB))
+        raise EvidentialInputError(
+            f"VLLM_CPU_KVCACHE_SPACE={env_kv_gib} (GiB) and the weights ({_gib(fp.weights)}) need more memory "
+            f"than is available ({b.on}); set VLLM_CPU_KVCACHE_SPACE={fits} or less, or unset it (the cache is then "
+            "sized to what the model needs)"
+        )
+
+
+def _check_cache_bytes(kv: int, fp: Footprint, b: _Budget) -> None:
+    """``kv_cache_memory_bytes`` must fit beside the weights and hold one ``max_model_len`` sequence."""
+    if kv + b.weights > b.free:
+        raise EvidentialInputError(
+            f"kv_cache_memory_bytes={kv} ({_gib(kv)}) and the weights ({_gib(fp.weights)}) need more memory "
+            f"than is available ({b.on}); set kv_cache_memory_bytes={max(0, int(b.room))} or less, or {_LEAVE_OUT}"
+        )
+    if kv < b.need:
+        raise EvidentialInputError(
+            f"kv_cache_memory_bytes={kv} ({_gib(kv)}) holds fewer tokens than one {b.length} sequence needs "
+            f"({_gib(b.need)}); set kv_cache_memory_bytes={math.ceil(b.need * 1.05)} or more, or "
+            f"{_smaller_len(kv * b.per_worker, fp).removeprefix('set ')}"
+        )
+
+
+def _check_utilization(args: dict, fp: Footprint, memory: DeviceMemory, b: _Budget) -> None:
+    """``gpu_memory_utilization``'s share must be free, and leave a cache for one sequence after the weights."""
+    utilization = args["gpu_memory_utilization"]
+    share = math.ceil(memory.total * float(utilization))
+    fits = math.floor(100 * memory.free / b.workers / memory.total) / 100
+    if share > b.free:
+        raise EvidentialInputError(
+            f"gpu_memory_utilization={utilization} asks vLLM for {_gib(share)} of {memory.where}"
+            f"{' (on the CPU build, the share of its RAM that vLLM reserves)' if memory.cpu else ''}, more than is "
+            f"available ({b.on}); set gpu_memory_utilization={fits} or less, or {_LEAVE_OUT}"
+        )
+    cache = share - b.weights - WORKING_ROOM
+    if args.get("kv_cache_memory_bytes") is None and cache < b.need:
+        raise EvidentialInputError(
+            f"gpu_memory_utilization={utilization} ({_gib(share)}) leaves {_gib(max(cache, 0))} for vLLM's KV "
+            f"cache after the weights ({_gib(fp.weights)}), less than one {b.length} sequence needs "
+            f"({_gib(b.need)}); raise gpu_memory_utilization, "
+            f"{_smaller_len(max(cache, 0) * b.per_worker, fp).removesuffix(' in --model_args')}, or {_LEAVE_OUT}"
+        )
 
 
 def _safetensors_bytes(path: Path, dtype_bytes: int) -> int:
@@ -250,6 +290,51 @@ def _max_model_len(args: dict, text_config) -> int | None:
         if isinstance(value, int) and value > 0:
             return value
     return None
+
+
+#: The config keys vLLM reads the model's context from, the smallest one found counting
+#: (vllm/transformers_utils/model_arch_config_convertor.py ``derive_max_model_len_and_key``, 0.32).
+_CONTEXT_KEYS = (
+    "max_position_embeddings",
+    "n_positions",
+    "max_seq_len",
+    "seq_length",
+    "max_target_positions",
+    "max_sequence_length",
+    "max_seq_length",
+    "seq_len",
+)
+
+
+def model_context(text_config) -> tuple[int, str] | None:
+    """The model's context and the config key that says it, as vLLM derives it; None where vLLM would derive it
+    otherwise (``model_max_length``, a RoPE scaling factor, no key), so that vLLM alone decides there."""
+    rope = getattr(text_config, "rope_scaling", None) or getattr(text_config, "rope_parameters", None) or {}
+    if getattr(text_config, "model_max_length", None) or not isinstance(rope, dict) or rope.get("factor"):
+        return None
+    best = None
+    for key in _CONTEXT_KEYS:  # the first key holding the smallest value names it, as in vLLM
+        value = getattr(text_config, key, None)
+        if isinstance(value, int) and (best is None or value < best[0]):
+            best = (value, key)
+    return best
+
+
+def check_max_model_len(args: dict, text_config, folder) -> None:
+    """Refuse, in one line before the engine starts, a ``max_model_len`` (or ``max_length``) longer than the
+    model's context: vLLM raises it from deep in its engine set-up unless ``VLLM_ALLOW_LONG_MAX_MODEL_LEN=1``,
+    which lets positions past the context run (NaN logits under RoPE)."""
+    name = next((k for k in ("max_model_len", "max_length") if args.get(k)), None)
+    context = model_context(text_config)
+    if name is None or context is None or os.environ.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "0") not in ("", "0"):
+        return
+    given, (limit, key) = int(args[name]), context
+    if given > limit:
+        raise EvidentialInputError(
+            f"{name}={given} is longer than the model's context ({key}={limit} in {folder}/config.json): positions "
+            f"past it were never trained; set {name}={limit} or less in --model_args, or leave it out (the "
+            "model's context is used)"
+        )
 
 
 def footprint(config, folder: Path, args: dict, dtype: str, tensor_parallel: int = 1) -> Footprint | None:
@@ -296,6 +381,7 @@ def size_engine_memory(engine_model: str, dtype: str, revision: str | None, args
     if not folder.is_dir():  # a hub id: nothing local to read the weights from; vLLM's own sizing
         return {}
     config = AutoConfig.from_pretrained(str(folder), revision=revision, trust_remote_code=args.get("trust_remote_code"))
+    check_max_model_len(args, config.get_text_config(), folder)
     tp = int(args.get("tensor_parallel_size") or 1)
     fp = footprint(config, folder, args, dtype, tp)
     if fp is None:

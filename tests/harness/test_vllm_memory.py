@@ -18,7 +18,9 @@ from lm_eval_evidential.harness.vllm_memory import (
     DeviceMemory,
     Footprint,
     cache_tokens,
+    check_max_model_len,
     footprint,
+    model_context,
     plan_engine_memory,
 )
 
@@ -122,3 +124,38 @@ def test_a_gpu_keeps_vllms_share_when_free_and_lowers_it_when_not():
         plan_engine_memory({"gpu_memory_utilization": 0.9}, big, gpu(60.0))
     with pytest.raises(EvidentialInputError, match=r"max_model_len=8192 sequence .* set max_model_len=\d+ or less"):
         plan_engine_memory({}, big, gpu(16 * 1.0 + 2.5))
+
+
+def test_a_max_model_len_past_the_models_context_is_one_line_naming_the_context(monkeypatch):
+    from transformers import GPT2Config, LlamaConfig
+
+    monkeypatch.delenv("VLLM_ALLOW_LONG_MAX_MODEL_LEN", raising=False)
+    llama = LlamaConfig(max_position_embeddings=256)
+    for name in ("max_model_len", "max_length"):  # the second is lm-eval's name for the same engine argument
+        with pytest.raises(EvidentialInputError) as err:
+            check_max_model_len({name: 257}, llama, "m")
+        assert str(err.value).startswith(
+            f"{name}=257 is longer than the model's context (max_position_embeddings=256 in m/config.json)"
+        )
+        assert f"set {name}=256 or less in --model_args" in str(err.value) and "\n" not in str(err.value)
+    for args in ({"max_model_len": 256}, {"max_model_len": 1}, {}):
+        check_max_model_len(args, llama, "m")  # within the context, or left to the model
+    with pytest.raises(EvidentialInputError, match=r"\(max_position_embeddings=64 in"):  # GPT-2's n_positions, aliased
+        check_max_model_len({"max_model_len": 65}, GPT2Config(n_positions=64), "m")
+    # the smallest of the keys vLLM reads counts, as in vLLM
+    both = LlamaConfig(max_position_embeddings=256)
+    both.seq_length = 128
+    assert model_context(both) == (128, "seq_length")
+
+
+def test_where_vllm_derives_the_context_otherwise_it_decides_alone(monkeypatch):
+    from transformers import LlamaConfig
+
+    scaled = LlamaConfig(max_position_embeddings=256, rope_scaling={"rope_type": "linear", "factor": 4.0})
+    assert model_context(scaled) is None  # vLLM multiplies by the factor: not second-guessed
+    check_max_model_len({"max_model_len": 1024}, scaled, "m")
+    tokenizer_limited = LlamaConfig(max_position_embeddings=256)
+    tokenizer_limited.model_max_length = 512  # vLLM's Command-R key overrides the others
+    assert model_context(tokenizer_limited) is None
+    monkeypatch.setenv("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "1")  # vLLM's own way to run past the context, on purpose
+    check_max_model_len({"max_model_len": 1024}, LlamaConfig(max_position_embeddings=256), "m")

