@@ -285,8 +285,7 @@ def test_lower_layers_load_no_heavy_library_at_run_time():
 MAX_FUNCTION_LINES = 80
 #: Functions over the limit that are being split (issue 31), each with the change that owns it. The list only
 #: shrinks: an entry whose function is back under the limit (or gone) fails the test until it is removed.
-LONG_FUNCTIONS_BEING_SPLIT = {
-}
+LONG_FUNCTIONS_BEING_SPLIT = {}
 
 
 def function_lengths(root: Path, folders=("lm_eval_evidential", "tools", "benchmarks")) -> dict[str, int]:
