@@ -20,6 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from measure import command_line, write_result
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 GOAL = 1.1
@@ -47,6 +49,7 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--hidden", type=int, default=256)
     parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--json", type=Path, default=None, help="the run's record (default: in benchmarks/results/)")
     args = parser.parse_args(argv)
 
     import torch
@@ -86,6 +89,17 @@ def main(argv=None) -> int:
         print(f"{name:28s} {value:8.3f} s{ratio}")
     worst = max(v / (args.members * one) for k, v in seconds.items() if k != "one adapter")
     print(f"goal <= {GOAL}: {'met' if worst <= GOAL else 'NOT met'} (worst {worst:.3f})")
+    figures = [{"what": "one adapter", "value": round(one, 2), "unit": "s"}]
+    figures += [
+        {"what": f"{name} / {args.members} x one adapter", "value": round(v / (args.members * one), 3), "unit": "x"}
+        for name, v in seconds.items()
+        if name != "one adapter"
+    ]
+    for figure in figures[1:]:
+        figure["limit"] = f"<= {GOAL}"
+    shape = f"random Llama, vocabulary 32,000, hidden {args.hidden}, {args.layers} layers; {args.questions} questions"
+    written = write_result("bench_members", command=command_line(), shape=shape, figures=figures, path=args.json)
+    print(f"written: {written}")
     return 0
 
 
