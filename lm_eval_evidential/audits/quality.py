@@ -2,8 +2,9 @@
 
 Row-producing audits over loaded :class:`~lm_eval_evidential.records.Records` (one per task),
 shared by the ``calibration``, ``selective``, ``atc``, ``orders`` and ``report`` commands.
-Each function returns a list of plain dicts (one per table row) whose numbers come straight
-from the numpy core (:mod:`lm_eval_evidential.metrics`); nothing is re-implemented here.
+Each function returns a list of rows (one per table row; typed :class:`~.table.AuditRow` rows where
+declared, else plain dicts) whose numbers come straight from the numpy core
+(:mod:`lm_eval_evidential.metrics`); nothing is re-implemented here.
 
 Score names are the keys of :data:`lm_eval_evidential.metrics.scores.SCORES`, defined once in
 ``core/scores.py`` (with their formulas); every function and command here takes and reports
@@ -25,6 +26,7 @@ lm_eval.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -45,6 +47,7 @@ from ._common import (
     score_inputs,
     without_k1_undefined,
 )
+from .table import AuditRow, column, reason_field
 
 __all__ = [
     "PRR_CAPS",
@@ -53,7 +56,9 @@ __all__ = [
     "SELECTIVE_KEYS",
     "RISK_COVERAGE",
     "selective_keys",
+    "ATCRow",
     "ATC_KEYS",
+    "OrderRow",
     "ORDER_KEYS",
     "calibration_rows",
     "selective_rows",
@@ -91,8 +96,36 @@ def selective_keys(coverage: float = RISK_COVERAGE) -> tuple[str, ...]:
 
 
 SELECTIVE_KEYS = selective_keys()
-ATC_KEYS = ("id_task", "target_task", "score", "estimate", "true_acc", "abs_error", "method")
-ORDER_KEYS = ("task", "score_a", "score_b", "discordant_fraction", "order_equivalent")
+
+
+@dataclass(frozen=True)
+class ATCRow(AuditRow):
+    """One label-free accuracy estimate of a target task against its true accuracy (:func:`atc_rows`)."""
+
+    id_task: str = column("ID task")
+    target_task: str = column("target")
+    score: str = column("score")
+    estimate: float = column("estimate")
+    true_acc: float = column("true accuracy")
+    abs_error: float = column("|error|")
+    method: str = column("method")
+    reason: str | None = reason_field()
+
+
+@dataclass(frozen=True)
+class OrderRow(AuditRow):
+    """Whether two scores order a task's examples alike (:func:`order_rows`)."""
+
+    task: str = column("task")
+    score_a: str = column("score A")
+    score_b: str = column("score B")
+    discordant_fraction: float = column("discordant pairs", digits=4)
+    order_equivalent: bool = column("order-equivalent")
+    reason: str | None = reason_field()
+
+
+ATC_KEYS = ATCRow.field_names()[:-1]  # the keys of every row; ``reason`` only where a number is NaN
+ORDER_KEYS = OrderRow.field_names()[:-1]
 
 
 # ------------------------------------------------------------------ calibration
@@ -197,7 +230,7 @@ def atc_rows(
     id_records,
     target_records: Sequence,
     scores: Sequence[str] | None = None,
-) -> list[dict]:
+) -> list[ATCRow]:
     """Label-free accuracy estimates on each target task, compared with its true accuracy.
 
     One row per (target, score, method) with keys ``id_task, target_task, score, estimate,
@@ -257,7 +290,7 @@ def atc_rows(
                 row["estimate"] = estimates.get((name, method), float("nan"))
                 row["abs_error"] = abs(row["estimate"] - true_acc)
                 rows.append(finish_row(row, reasons))
-    return rows
+    return [ATCRow.of(row) for row in rows]
 
 
 def _atc_doc_estimates(id_records, target, usable: Sequence[str], lacking: list[str], reasons: list[str]) -> dict:
@@ -296,7 +329,7 @@ def _atc_doc_estimates(id_records, target, usable: Sequence[str], lacking: list[
 
 
 @refuses_permuted
-def order_rows(records_by_task, scores: Sequence[str] | None = None) -> list[dict]:
+def order_rows(records_by_task, scores: Sequence[str] | None = None) -> list[OrderRow]:
     """One row per task and unordered score pair: ``task, score_a, score_b, discordant_fraction,
     order_equivalent`` (+ ``reason``).
 
@@ -340,7 +373,7 @@ def order_rows(records_by_task, scores: Sequence[str] | None = None) -> list[dic
                 row["discordant_fraction"] = got["discordant_fraction"]
                 row["order_equivalent"] = bool(got["order_equivalent"])
                 rows.append(finish_row(row, [got.get("reason", ""), *reasons]))
-    return rows
+    return [OrderRow.of(row) for row in rows]
 
 
 def equivalence_groups(rows: Sequence[Mapping]) -> dict[str, list[list[str]]]:

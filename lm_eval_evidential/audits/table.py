@@ -21,18 +21,26 @@ from lm_eval_evidential.metrics.cardinality import format_k
 
 
 class Column(NamedTuple):
-    """One column of an audit table: the row's key, the header a document shows, how its value is written."""
+    """One column of an audit table: the row's key, the header a document shows, how its value is written
+    (``digits``: the Markdown decimals where a column needs more than the medium's)."""
 
     key: str
     header: str
     format: str = "value"
+    digits: int | None = None
 
 
-def column(header: str, format: str = "value", *, default: Any = dataclasses.MISSING) -> Any:
+def column(header: str, format: str = "value", *, digits: int | None = None, default: Any = dataclasses.MISSING) -> Any:
     """A row field that is a table column: ``header`` for documents, ``format`` one of :data:`FORMATS`."""
     if format not in FORMATS:
         raise KeyError(f"unknown column format {format!r}; one of {', '.join(FORMATS)}")
-    return dataclasses.field(default=default, metadata={"header": header, "format": format})
+    return dataclasses.field(default=default, metadata={"header": header, "format": format, "digits": digits})
+
+
+def reason_field() -> Any:
+    """A row's ``reason``: why a number of it is NaN; the key is absent (not None) when every number is defined,
+    as :func:`~lm_eval_evidential.audits._common.finish_row` leaves it."""
+    return dataclasses.field(default=None, metadata={"header": "reason", "format": "value", "omit_none": True})
 
 
 class AuditRow(Mapping):
@@ -43,15 +51,26 @@ class AuditRow(Mapping):
     """
 
     def __getitem__(self, key: str) -> Any:
-        if key not in self.field_names():
+        if key not in self.field_names() or (key in self._omitted() and getattr(self, key) is None):
             raise KeyError(key)
         return getattr(self, key)
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self.field_names())
+        omitted = self._omitted()
+        return iter([k for k in self.field_names() if k not in omitted or getattr(self, k) is not None])
 
     def __len__(self) -> int:
-        return len(self.field_names())
+        return sum(1 for _ in self)
+
+    @classmethod
+    def of(cls, row: Mapping):
+        """The typed row of a dict an audit built (keys: the fields; an absent ``reason`` is None)."""
+        return cls(**row)
+
+    @classmethod
+    @functools.cache
+    def _omitted(cls) -> frozenset[str]:
+        return frozenset(f.name for f in dataclasses.fields(cls) if f.metadata.get("omit_none"))
 
     @classmethod
     @functools.cache
@@ -63,7 +82,9 @@ class AuditRow(Mapping):
     def columns(cls, *keys: str) -> tuple[Column, ...]:
         """The columns ``keys`` (default: every field), in that order, as the fields declare them."""
         declared = {
-            f.name: Column(f.name, f.metadata.get("header", f.name), f.metadata.get("format", "value"))
+            f.name: Column(
+                f.name, f.metadata.get("header", f.name), f.metadata.get("format", "value"), f.metadata.get("digits")
+            )
             for f in dataclasses.fields(cls)
         }
         unknown = [k for k in keys if k not in declared]
@@ -142,7 +163,8 @@ FORMATS = {
 
 def cells(rows: Sequence[Mapping], columns: Sequence[Column], style: Style) -> list[list[str]]:
     """Each row's cells: ``row[column.key]`` written by the column's format in ``style``."""
-    return [[FORMATS[c.format](r.get(c.key), style) for c in columns] for r in rows]
+    styles = [style._replace(digits=c.digits) if c.digits and style.markdown else style for c in columns]
+    return [[FORMATS[c.format](r.get(c.key), s) for c, s in zip(columns, styles)] for r in rows]
 
 
 def text_table(headers: Sequence[str], body: Sequence[Sequence[str]]) -> str:

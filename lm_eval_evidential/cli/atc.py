@@ -11,6 +11,7 @@ mean confidence from the ID accuracy. The targets' own labels give ``true_acc`` 
 
 from __future__ import annotations
 
+from lm_eval_evidential.audits.quality import ATCRow
 from lm_eval_evidential.files import write_json
 
 from .arguments import add_audit_parser, comma_list, task_name
@@ -18,7 +19,7 @@ from .loading import load
 from .printing import print_rows
 from .refusals import refuse_same_questions, refuse_self_comparison
 
-COLUMNS = ("id_task", "target_task", "score", "method", "estimate", "true_acc", "abs_error")
+COLUMNS = ATCRow.columns("id_task", "target_task", "score", "method", "estimate", "true_acc", "abs_error")
 
 
 def add_parser(sub) -> None:

@@ -40,4 +40,4 @@ def run(args) -> int:
     records = dict(zip(args.tasks, load(args, args.tasks)))
     rows = quality.order_rows(records, scores=args.scores)
     written = [write_json(args.json_path, rows)] if args.json_path else []
-    return print_rows(rows, quality.ORDER_KEYS, ("task", "score_a", "score_b"), written)
+    return print_rows(rows, quality.OrderRow.columns(*quality.ORDER_KEYS), ("task", "score_a", "score_b"), written)

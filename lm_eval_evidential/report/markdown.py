@@ -33,6 +33,7 @@ from lm_eval_evidential.report.sections import (  # the audit sections, split fr
     _md_orders,
     _md_selective,
     _ood_table,
+    _orders_table,
     _selective_table,
     _table,
 )
@@ -299,18 +300,6 @@ def _md_appendix(report: Report) -> list[str]:
     if report["atc"]:
         lines += _details(f"ATC / DoC ({len(report['atc'])} rows)", _atc_table(report["atc"]))
     if report["orders"]:
-        body = _table(
-            ["task", "score A", "score B", "discordant pairs", "order-equivalent"],
-            [
-                [
-                    r["task"],
-                    r["score_a"],
-                    r["score_b"],
-                    format_number(r["discordant_fraction"], 4),
-                    format_number(bool(r["order_equivalent"])),
-                ]
-                for r in report["orders"]
-            ],
-        )
+        body = _orders_table(report["orders"])
         lines += _details(f"Score-order equivalence, every pair ({len(report['orders'])} rows)", body)
     return lines

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from lm_eval_evidential.audits.ood import KSweepRow, OODRow, phantom_evidence_line, sensitivity_lines
-from lm_eval_evidential.audits.quality import equivalence_groups
+from lm_eval_evidential.audits.quality import ORDER_KEYS, ATCRow, OrderRow, equivalence_groups
 from lm_eval_evidential.audits.table import rows_markdown
 from lm_eval_evidential.metrics.cardinality import phantom_options
 from lm_eval_evidential.metrics.scores import OOD_DEFAULT_SCORES
@@ -293,20 +293,7 @@ def _md_selective(report: Report) -> list[str]:
 
 
 def _atc_table(rows: Sequence[AuditRow]) -> list[str]:
-    return _table(
-        ["target", "score", "method", "estimate", "true accuracy", "|error|"],
-        [
-            [
-                r["target_task"],
-                r["score"],
-                r["method"],
-                format_number(r["estimate"]),
-                format_number(r["true_acc"]),
-                format_number(r["abs_error"]),
-            ]
-            for r in rows
-        ],
-    )
+    return rows_markdown(rows, ATCRow.columns("target_task", "score", "method", "estimate", "true_acc", "abs_error"))
 
 
 def _md_atc(report: Report) -> list[str]:
@@ -363,3 +350,7 @@ def _md_orders(report: Report) -> list[str]:
         text = "; ".join(" = ".join(g) for g in groups) if groups else "no two scores order the examples alike"
         lines += [f"- {task}: {text}"]
     return lines + [""]
+
+
+def _orders_table(rows: Sequence[AuditRow]) -> list[str]:
+    return rows_markdown(rows, OrderRow.columns(*ORDER_KEYS))

@@ -101,3 +101,22 @@ def test_signed_columns_carry_their_sign_in_both_media():
     ]
     assert [line.strip("| ") for line in rows_markdown(rows, [column])[2:-1]] == ["+0.012", "-0.500", "+0.000", "n/a"]
     assert math.isnan(rows[3]["delta"])
+
+
+def test_a_reason_is_a_key_only_where_a_number_is_undefined(tmp_path):
+    from lm_eval_evidential.audits.quality import ATC_KEYS, ATCRow
+
+    row = {"id_task": "a", "target_task": "b", "score": "max_prob", "estimate": 0.5, "true_acc": 0.6}
+    defined = ATCRow.of({**row, "abs_error": 0.1, "method": "atc"})
+    undefined = ATCRow.of({**row, "abs_error": NAN, "method": "doc", "reason": "no threshold"})
+    assert tuple(defined) == ATC_KEYS and "reason" not in defined and defined.get("reason") is None
+    assert tuple(undefined) == (*ATC_KEYS, "reason") and undefined["reason"] == "no threshold"
+    write_json(tmp_path / "rows.json", [defined, undefined])
+    assert [list(r) for r in json.loads((tmp_path / "rows.json").read_text())] == [
+        list(ATC_KEYS),
+        [*ATC_KEYS, "reason"],
+    ]
+    assert rows_markdown([defined, undefined], ATCRow.columns("method", "abs_error"))[2:4] == [
+        "| atc | 0.100 |",
+        "| doc | n/a |",
+    ]
