@@ -4,9 +4,9 @@ torch uses as many intra-op threads as the machine has cores. For a model of a f
 each matrix product is so small that splitting it costs more than it saves, and on a machine other
 processes keep busy a thread that waits for a busy core stalls every step: the demo's tiny model trained
 40 IB-EDL steps in 35 s on one thread against 96 s on torch's default two (2 shared cores, load 15-20;
-benchmarks/HISTORY.md). Large models are the other way round, so only a model under
-:data:`SMALL_MODEL_PARAMETERS` is measured, and only on the CPU, and never where the user chose
-(``OMP_NUM_THREADS`` set, or :data:`THREADS_ENV`).
+the whole train command, measured once for commit d5e07ed, 2026-11-27). Large models are the other way
+round, so only a model under :data:`SMALL_MODEL_PARAMETERS` is measured, and only on the CPU, and never
+where the user chose (``OMP_NUM_THREADS`` set, or :data:`THREADS_ENV`).
 """
 
 from __future__ import annotations
