@@ -12,16 +12,15 @@ import numpy as np
 from scipy.special import digamma, entr
 
 from lm_eval_evidential.errors import InvalidValueError
+from lm_eval_evidential.params import Interval, Param, Real
 
-
-def _check_prior_weight(prior_weight) -> float:
-    try:
-        lam = float(prior_weight)
-    except (TypeError, ValueError):
-        lam = float("nan")
-    if not (np.isfinite(lam) and lam > 0):
-        raise InvalidValueError(f"prior_weight (lambda) must be a finite number > 0, got {prior_weight!r}")
-    return lam
+#: ``prior_weight``: the Dirichlet prior λ, declared once for every function that takes it and for the head
+#: (:class:`~lm_eval_evidential.modeling.config.HeadConfig`).
+PRIOR_WEIGHT = Param(
+    Interval(Real, 0, None, closed="neither"),
+    why="the Dirichlet prior λ in alpha = evidence + λ; 1 is standard EDL",
+    example="prior_weight=1",
+)
 
 
 def _padded(arr, name: str, *, positive: bool = False):

@@ -22,10 +22,11 @@ from __future__ import annotations
 import numpy as np
 
 from lm_eval_evidential.errors import InvalidValueError
+from lm_eval_evidential.params import validate_params
 
 # The batch convention's validation and kernels live in ._batches; the other metrics import them from here.
 from ._batches import (
-    _check_prior_weight,
+    PRIOR_WEIGHT,
     _entropy_of,
     _expected_entropy_of,
     _filled,
@@ -75,6 +76,7 @@ def class_counts(arr) -> np.ndarray:
     return _padded(arr, "arr")[1]
 
 
+@validate_params({"prior_weight": PRIOR_WEIGHT})
 def edl_alpha(logits, prior_weight: float = 1.0) -> np.ndarray:
     r"""Dirichlet concentrations from logits (Sensoy et al. 2018), NaN padding preserved.
 
@@ -102,7 +104,7 @@ def edl_alpha(logits, prior_weight: float = 1.0) -> np.ndarray:
     >>> edl_alpha([[0.0, 2.0, float("nan")]]).round(4).tolist()  # softplus(0) = log 2
     [[1.6931, 3.1269, nan]]
     """
-    lam = _check_prior_weight(prior_weight)
+    lam = float(prior_weight)
     a, _, mask = _padded(logits, "logits")
     # Padding is zero-filled for the arithmetic (logaddexp warns on NaN) and restored after.
     out = np.logaddexp(0.0, _filled(a, mask, 0.0))
@@ -164,6 +166,7 @@ def expected_probs(alpha) -> np.ndarray:
     return _probs_of(a, mask)
 
 
+@validate_params({"prior_weight": PRIOR_WEIGHT})
 def vacuity(alpha, prior_weight: float = 1.0) -> np.ndarray:
     r"""Vacuity (uncertainty mass) per row; higher = more uncertain.
 
@@ -193,7 +196,7 @@ def vacuity(alpha, prior_weight: float = 1.0) -> np.ndarray:
     >>> vacuity([[3.0, 1.0, 1.0, 1.0], [2.0, 2.0, 2.0, float("nan")]]).round(4).tolist()  # 4/6, 3/6
     [0.6667, 0.5]
     """
-    lam = _check_prior_weight(prior_weight)
+    lam = float(prior_weight)
     a, k, mask = _padded(alpha, "alpha", positive=True)
     return lam * k / _masked_sum(a, mask)
 
@@ -354,6 +357,7 @@ def invariant_extra_alpha(alpha) -> np.ndarray:
     return _masked_sum(a, mask) / k
 
 
+@validate_params({"prior_weight": PRIOR_WEIGHT})
 def expand_classes(alpha, extra: int, prior_weight: float = 1.0, rows=None):
     r"""Append ``extra`` zero-evidence classes (``alpha = lambda`` each) to rows; K grows by ``extra``.
 
@@ -393,7 +397,7 @@ def expand_classes(alpha, extra: int, prior_weight: float = 1.0, rows=None):
     >>> vacuity(grown).round(4).tolist()  # up from [0.6667, 0.5]: the model did not change
     [0.7143, 0.5714]
     """
-    lam = _check_prior_weight(prior_weight)
+    lam = float(prior_weight)
     if isinstance(extra, bool) or not isinstance(extra, (int, np.integer)) or extra < 0:
         raise InvalidValueError(f"extra must be a non-negative integer number of classes, got {extra!r}")
     a, k, mask = _padded(alpha, "alpha", positive=True)

@@ -43,7 +43,7 @@ import numpy as np
 from lm_eval_evidential.errors import InvalidValueError
 from lm_eval_evidential.params import Integral, Interval, Options, Param, validate_params
 
-from .dirichlet import _check_prior_weight, _expand, _padded, _probs_of
+from .dirichlet import PRIOR_WEIGHT, _expand, _padded, _probs_of
 from .ranking import _aupr_in_from, _auroc_from, _merge_blocks
 from .scores import OOD_DEFAULT_SCORES, SCORES, check_score_names
 
@@ -138,7 +138,7 @@ def _grow(a, k, x: int, mode: str, lam: float, names, phantom=None, z=None, z_ph
     return _side_scores(ax, kx, names, lam, logits=z), kx, evidence
 
 
-@validate_params({"phantom": PHANTOM, "extra": EXTRA})
+@validate_params({"phantom": PHANTOM, "extra": EXTRA, "prior_weight": PRIOR_WEIGHT})
 def phantom_scores(
     alpha,
     extra: int,
@@ -190,7 +190,7 @@ def phantom_scores(
     >>> s["max_prob"].tolist(), k.tolist()   # 3 / (3 + 1 + 2)
     ([0.5], [3])
     """
-    lam = _check_prior_weight(prior_weight)
+    lam = float(prior_weight)
     mode = phantom
     names = tuple(check_score_names(scores))
     a, k, _ = _padded(alpha, "alpha", positive=True)
@@ -228,7 +228,7 @@ EXTRA_LIMIT = 64
 MAX_EXTRA = Param(Interval(Integral, 0, EXTRA_LIMIT), why="appended zero-evidence classes")
 
 
-@validate_params({"max_extra": MAX_EXTRA, "phantom": PHANTOM})
+@validate_params({"max_extra": MAX_EXTRA, "phantom": PHANTOM, "prior_weight": PRIOR_WEIGHT})
 def ksweep(
     alpha_id,
     alpha_ood,
@@ -302,7 +302,7 @@ def ksweep(
     >>> [(r["condition"], r["extra"], r["auroc"], r["phantom_evidence_ood"]) for r in rows if r["extra"]]
     [('ood_only', 1, 0.75, 0.5), ('matched', 1, 0.75, 0.5)]
     """
-    lam = _check_prior_weight(prior_weight)
+    lam = float(prior_weight)
     max_extra, mode = int(max_extra), phantom
     names = tuple(check_score_names(scores))
     alphas, logits = (alpha_id, alpha_ood), (logits_id, logits_ood)

@@ -51,8 +51,9 @@ from typing import NamedTuple
 import numpy as np
 
 from lm_eval_evidential.errors import InvalidValueError
+from lm_eval_evidential.params import validate_params
 
-from .dirichlet import _check_prior_weight, _entropy_of, _expected_entropy_of, _masked_max, _masked_sum, _padded
+from .dirichlet import PRIOR_WEIGHT, _entropy_of, _expected_entropy_of, _masked_max, _masked_sum, _padded
 
 __all__ = [
     "Members",
@@ -173,6 +174,7 @@ def _summary_alpha(members: Members, mask: np.ndarray) -> np.ndarray:
     return _mean_probs(members) / np.mean(1.0 / s, axis=1)[:, None]
 
 
+@validate_params({"prior_weight": PRIOR_WEIGHT})
 def members_of(member_logits, method: str, prior_weight: float = 1.0) -> tuple[Members, np.ndarray, np.ndarray]:
     """``(Members, k, mask)`` from (n, M, K_max) member logits of ``method`` (validated)."""
     if method not in MEMBER_METHODS:
@@ -180,7 +182,7 @@ def members_of(member_logits, method: str, prior_weight: float = 1.0) -> tuple[M
             f"members of method {method!r} have no predictive rule here (one of {', '.join(MEMBER_METHODS)}); "
             "IB-EDL's alpha depends on sigma and noise draws that member logits do not carry"
         )
-    lam = _check_prior_weight(prior_weight)
+    lam = float(prior_weight)
     z, k, mask = _validated(member_logits, "member_logits")
     return _member_probs_of(z, mask, method, lam), k, mask
 

@@ -81,9 +81,10 @@ from __future__ import annotations
 import numpy as np
 
 from lm_eval_evidential.errors import InvalidValueError
+from lm_eval_evidential.params import validate_params
 
 from .dirichlet import (
-    _check_prior_weight,
+    PRIOR_WEIGHT,
     _masked_sum,
     _padded,
     _probs_of,
@@ -296,6 +297,7 @@ def _check_simplex(p, mask) -> None:
         )
 
 
+@validate_params({"prior_weight": PRIOR_WEIGHT})
 def compute_score(
     name: str, *, probs, k, alpha=None, prior_weight: float = 1.0, logits=None, member_logits=None
 ) -> np.ndarray:
@@ -352,7 +354,7 @@ def compute_score(
     [0.5, 0.3333]
     """
     spec = SCORES[check_score_names(name)[0]]
-    lam = _check_prior_weight(prior_weight)
+    lam = float(prior_weight)
     _check_score_inputs(spec, name, alpha, member_logits)
     if member_logits is not None:
         return _member_score(spec, probs, k, alpha, lam, member_logits)

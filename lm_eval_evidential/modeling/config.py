@@ -16,6 +16,7 @@ from pathlib import Path
 
 from lm_eval_evidential.errors import InputFileError, InvalidValueError
 from lm_eval_evidential.files import atomic_write_text, read_regular_file
+from lm_eval_evidential.metrics.dirichlet import PRIOR_WEIGHT
 from lm_eval_evidential.params import Integral, Interval, Options, Param, Real, check_fields, param_field
 from lm_eval_evidential.records.schema import RECORD_METHODS
 
@@ -46,15 +47,7 @@ class HeadConfig:
         "pre-evidence, sigma) or softmax (the MAP baseline, no vacuity)",
         Param(Options(METHODS), example="method=ib_edl"),
     )
-    prior_weight: float = _head_field(
-        1.0,
-        "the Dirichlet prior weight λ",
-        Param(
-            Interval(Real, 0, None, closed="neither"),
-            why="the Dirichlet prior λ in alpha = evidence + λ; 1 is standard EDL",
-            example="prior_weight=1",
-        ),
-    )
+    prior_weight: float = _head_field(1.0, "the Dirichlet prior weight λ", PRIOR_WEIGHT)
     num_noises: int = _head_field(
         20,
         "IB-EDL: noise draws per question",
