@@ -3,16 +3,12 @@ types), the derived fields (:mod:`.make`), the :class:`Records` container (:mod:
 checks of its values (:mod:`.validation`), files (:mod:`.parquet`), the one loader (:mod:`.loading`)
 and who produced them (:mod:`.provenance`).
 
-The names below are the public API; ``_rows_to_table`` is re-exported for tests that build
-foreign or damaged files on purpose.
+The names below are the public API.
 """
 
 from lm_eval_evidential.errors import RecordsError
 from lm_eval_evidential.files import RECORDS_FILE_RE
-from lm_eval_evidential.records.arrow import (
-    _rows_to_table,  # noqa: F401  (tests build foreign files with it)
-    arrow_schema,
-)
+from lm_eval_evidential.records.arrow import arrow_schema
 from lm_eval_evidential.records.container import Records
 from lm_eval_evidential.records.loading import (
     Run,

@@ -87,7 +87,7 @@ def _padded(list_array, n: int, k: np.ndarray, name: str = "values") -> np.ndarr
 _NUMPY = {"int64": np.int64, "int32": np.int64, "bool": bool, "float64": np.float64}
 
 
-def _read_column(f: RecordField, column, n: int, k: np.ndarray | None, path) -> Any:
+def read_column(f: RecordField, column, n: int, k: np.ndarray | None, path) -> Any:
     """Field ``f`` of a file as ``Records`` holds it: a 1-D array, a NaN right-padded (n, width)
     float64 matrix, or label lists. Per-option lists must have K values per row."""
     import pyarrow.compute as pc
@@ -139,7 +139,7 @@ def _read_matrix(f: RecordField, column, n: int, k: np.ndarray, path) -> np.ndar
     return flat.reshape(n, m, flat.shape[1])
 
 
-def _parse_meta(schema_metadata, path) -> dict:
+def parse_meta(schema_metadata, path) -> dict:
     raw = (schema_metadata or {}).get(META_KEY)
     if raw is None:
         raise RecordsError(f"{path or 'table'}: not an lm-eval-evidential records file (no metadata)")
@@ -157,7 +157,7 @@ def _parse_meta(schema_metadata, path) -> dict:
     return meta
 
 
-def _check_types(schema, path) -> None:
+def check_types(schema, path) -> None:
     """Each field in the file must have its documented Arrow type (any integer width for integer fields)."""
     for f in RECORD_SCHEMA:
         if f.name in schema.names and not _type_ok(f, schema.field(f.name).type):
@@ -180,7 +180,7 @@ class _LazyLabels(Sequence):
         return self._column[i].as_py()
 
 
-def _rows_to_table(rows: Sequence[Mapping], *, task: str, meta: Mapping):
+def rows_to_table(rows: Sequence[Mapping], *, task: str, meta: Mapping):
     import pyarrow as pa
 
     # A permuted run has one record per (question, order): the identity order first within a question.

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from lm_eval_evidential.errors import RecordsError
-from lm_eval_evidential.records.arrow import _check_types, _parse_meta, _read_column, _rows_to_table
+from lm_eval_evidential.records.arrow import check_types, parse_meta, read_column, rows_to_table
 from lm_eval_evidential.records.make import predictive_probs
 from lm_eval_evidential.records.schema import (
     RECORD_FIELDS,
@@ -146,14 +146,14 @@ class Records(Sequence):
     @classmethod
     def from_rows(cls, rows: Sequence[Mapping], *, task: str, meta: Mapping | None = None) -> Records:
         """Records from per-example mappings (as produced by :func:`make_record`), sorted by doc_id."""
-        return cls._from_table(_rows_to_table(rows, task=task, meta=meta or {}), task=task)
+        return cls._from_table(rows_to_table(rows, task=task, meta=meta or {}), task=task)
 
     def to_table(self):
-        return _rows_to_table(list(self), task=self.task, meta=self.meta)
+        return rows_to_table(list(self), task=self.task, meta=self.meta)
 
     @classmethod
     def _from_table(cls, table, *, task: str, path: Path | None = None) -> Records:
-        meta = _parse_meta(table.schema.metadata, path)
+        meta = parse_meta(table.schema.metadata, path)
         version = meta.get("schema_version")
         if version != SCHEMA_VERSION and str(version) == str(SCHEMA_VERSION):
             raise RecordsError(
@@ -175,7 +175,7 @@ class Records(Sequence):
         missing = [f for f in RECORD_FIELDS if f not in table.column_names]
         if missing:
             raise RecordsError(f"{path}: records file lacks the fields {missing}")
-        _check_types(table.schema, path)
+        check_types(table.schema, path)
         for f in RECORD_SCHEMA:
             if (
                 not f.is_list
@@ -199,7 +199,7 @@ class Records(Sequence):
                     f"{path}: field 'order' is missing in some rows; records of a permuted and an unpermuted run "
                     "were mixed — re-run the evaluation"
                 )
-            columns[f.name] = _read_column(f, column, n, columns.get("k"), path)
+            columns[f.name] = read_column(f, column, n, columns.get("k"), path)
             if f.name == "phantom_logits":  # each row's own count (NaN pads beyond it): checked below
                 import pyarrow.compute as pc
 

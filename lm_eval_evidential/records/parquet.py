@@ -13,7 +13,7 @@ from pathlib import Path
 
 from lm_eval_evidential.errors import RecordsError
 from lm_eval_evidential.files import RECORDS_FILE_RE, atomic_write_bytes, open_regular_file
-from lm_eval_evidential.records.arrow import _parse_meta
+from lm_eval_evidential.records.arrow import parse_meta
 from lm_eval_evidential.records.container import Records
 
 
@@ -106,7 +106,7 @@ def read_records_file(path: str | os.PathLike) -> Records:
         ) from exc
     with parquet:
         table = _ColumnsOnDemand(parquet, path)
-        meta = _parse_meta(table.schema.metadata, path)
+        meta = parse_meta(table.schema.metadata, path)
         check_records_identity(path, meta)
         records = Records._from_table(table, task=meta["task"], path=path)
     # Arrow's allocator keeps freed decode buffers; return them now that only numpy arrays remain.

@@ -176,14 +176,14 @@ def test_prior_weight_too_small_for_the_evidence_is_refused(tmp_path):
     when built and when read (a regression the loader fuzz found), never handed out with inf scores."""
     import pyarrow.parquet as pq
 
-    from lm_eval_evidential.records import _rows_to_table
+    from lm_eval_evidential.records.arrow import rows_to_table
 
     lam, z = 1e-300, np.array([1e9, 2e9, 3e9, 4e9])
     rows = [make_record(task="t", doc_id=0, labels="ABCD", gold=0, logits=z, alpha=z + lam, prior_weight=lam)]
     with pytest.raises(RecordsError, match="prior weight is too small"):
         Records.from_rows(rows, task="t", meta={"method": "edl", "prior_weight": lam})
     path = tmp_path / "records_t_2026-01-01T00-00-00.000000.parquet"
-    pq.write_table(_rows_to_table(rows, task="t", meta={"method": "edl", "prior_weight": lam}), path)
+    pq.write_table(rows_to_table(rows, task="t", meta={"method": "edl", "prior_weight": lam}), path)
     with pytest.raises(RecordsError, match="prior weight is too small"):
         read_records_file(path)
     # The same evidence with the standard prior loads, and its reciprocal vacuity is finite.
@@ -296,13 +296,13 @@ def test_records_without_phantom_logits_still_load(tmp_path):
 def test_non_finite_phantom_logit_refused(tmp_path):
     import pyarrow.parquet as pq
 
-    from lm_eval_evidential.records import _rows_to_table
+    from lm_eval_evidential.records.arrow import rows_to_table
 
     rows = _with_phantoms()
     i = next(j for j, r in enumerate(rows) if r["phantom_logits"])
     rows[i]["phantom_logits"][0] = float("inf")
     path = records_path(tmp_path, "t", "2026-01-01T00-00-00.000001")
     path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(_rows_to_table(rows, task="t", meta={"method": "edl", "prior_weight": 1.0}), path)
+    pq.write_table(rows_to_table(rows, task="t", meta={"method": "edl", "prior_weight": 1.0}), path)
     with pytest.raises(RecordsError, match="non-finite phantom logit"):
         load_records(tmp_path, "t")

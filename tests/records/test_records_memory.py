@@ -73,7 +73,8 @@ def records_table(n: int, seed: int = 0):
     """A records table of ``n`` rows (K = 4 or 5), with the schema and metadata the writer uses."""
     import pyarrow as pa
 
-    from lm_eval_evidential.records import _rows_to_table, make_record
+    from lm_eval_evidential.records import make_record
+    from lm_eval_evidential.records.arrow import rows_to_table
 
     rng = np.random.default_rng(seed)
     k = rng.choice(np.array([4, 5], dtype=np.int32), n)
@@ -100,7 +101,7 @@ def records_table(n: int, seed: int = 0):
     )
     # The writer's schema and metadata, taken from the writer itself.
     one = make_record(task=TASK, doc_id=0, labels="ABCD", gold=0, logits=[0.0] * 4, alpha=[1.0] * 4)
-    schema = _rows_to_table([one], task=TASK, meta={"method": "edl", "prior_weight": 1.0}).schema
+    schema = rows_to_table([one], task=TASK, meta={"method": "edl", "prior_weight": 1.0}).schema
     columns = {
         "task": task_col,
         "doc_id": pa.array(np.arange(n, dtype=np.int64)),
