@@ -99,13 +99,21 @@ def named_groups(args) -> dict[str, list[str]]:
     return named
 
 
+def refuse_self_in_groups(args, named: dict[str, list[str]]) -> None:
+    """``--id`` named again in a group is refused naming the option that holds it (``--near``, ``--far``)."""
+    for group, tasks in named.items():
+        refuse_self_comparison(
+            args.id_task, tasks, f"--groups-from {args.groups_from}" if args.groups_from else f"--{group}"
+        )
+
+
 def run_groups(args) -> int:
     from lm_eval_evidential.audits.ood_groups import FPR95_DIRECTIONS, group_rows
     from lm_eval_evidential.cli.exit_codes import EXIT_OK, EXIT_REFUSED
 
     named = named_groups(args)
     tasks = [t for ts in named.values() for t in ts]
-    refuse_self_comparison(args.id_task, tasks)
+    refuse_self_in_groups(args, named)
     say_reading("ood", [args.id_task, *tasks])
     id_records, *loaded = load(args, [args.id_task, *tasks])
     refuse_same_questions(id_records, loaded)

@@ -41,14 +41,19 @@ def _no_control_characters(name: str, text: str, what: str) -> str:
 
 
 def comma_list(what: str):
-    """An argparse ``type`` for comma-separated names: ``"a, b,a"`` -> ``["a", "b"]`` (duplicates
-    dropped, order kept, spaces around each name removed). The one parser of comma lists in the CLI;
-    an empty list, or a name with a control character (newline, tab, NUL), is a usage error."""
+    """An argparse ``type`` for comma-separated names: ``"a, b"`` -> ``["a", "b"]`` (order kept, spaces
+    around each name removed). The one parser of comma lists in the CLI; an empty list, a name given twice
+    (a typo for another name, more often than not) or a name with a control character (newline, tab, NUL)
+    is a usage error."""
 
     def parse(text: str) -> list[str]:
-        names = list(dict.fromkeys(t.strip() for t in text.split(",") if t.strip()))
+        given = [t.strip() for t in text.split(",") if t.strip()]
+        names = list(dict.fromkeys(given))
         if not names:
             raise argparse.ArgumentTypeError(f"no {what} names in {text!r}; give one or more, separated by commas")
+        if len(names) < len(given):
+            twice = next(n for n in names if given.count(n) > 1)
+            raise argparse.ArgumentTypeError(f"{what} {twice!r} is named twice in {text!r}; name each {what} once")
         return [_no_control_characters(name, text, what) for name in names]
 
     parse.__name__ = f"{what} list"  # argparse names the type in its messages

@@ -41,8 +41,9 @@ def refuse_self_comparison(id_task: str, others, option: str = "--ood") -> None:
     ``' a'`` is ``a``); by content after loading (:func:`refuse_same_questions`).
     """
     if id_task in others:
+        gives = _SELF.get(option, _SELF["--ood"])  # --near, --far: OOD tasks too
         raise InvalidValueError(
-            f"--id and {option} both name {id_task!r}: comparing a task with itself gives {_SELF[option]}; pass a "
+            f"--id and {option} both name {id_task!r}: comparing a task with itself gives {gives}; pass a "
             f"different {option} task"
         )
 

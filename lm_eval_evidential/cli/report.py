@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ._ood_groups import add_group_options, named_groups, uses_groups
+from ._ood_groups import add_group_options, named_groups, refuse_self_in_groups, uses_groups
 from .arguments import add_audit_parser, add_ood_tasks, add_phantom, comma_list, non_negative_int, open_fraction
 from .loading import load, say_reading
 from .refusals import refuse_same_questions, refuse_self_comparison
@@ -77,6 +77,7 @@ def run(args) -> int:
     groups = None
     if uses_groups(args):
         groups = named_groups(args)
+        refuse_self_in_groups(args, groups)
         args.ood_tasks = [t for tasks in groups.values() for t in tasks]
     refuse_self_comparison(args.id_task, args.ood_tasks)
     say_reading("report", [args.id_task, *args.ood_tasks])

@@ -133,7 +133,7 @@ def test_bad_group_arguments_are_one_line(out_dir, capsys):
         (["--ood", "near_a", "--near", "near_b"], "--ood and --near/--far are two layouts"),
         ([], "give the OOD task(s): --ood T1,T2, or the OpenOOD layout"),
         (["--near", "near_a", "--far", "near_a"], "near_a named in both --near and --far"),
-        (["--near", "id4"], "--id and --ood both name 'id4'"),
+        (["--near", "id4"], "--id and --near both name 'id4'"),
         (["--near", "near_a", "--force-k", "5"], "--force-k applies to the --ood table only"),
     ):
         rc, _, err = _cli(["ood", out_dir, "--id", "id4", *argv], capsys)

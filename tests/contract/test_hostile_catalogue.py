@@ -1434,6 +1434,30 @@ CATALOGUE = [
     (C, "ood-empty-task-list", ["ood", "{out}", "--id", "id4", "--ood", ",,"], Exit(1, r"no task names in ',,'")),
     (
         C,
+        "ood-near-names-the-id-task",
+        ["ood", "{out}", "--id", "id4", "--near", "id4", "--far", "ood4"],
+        Exit(1, r"--id and --near both name 'id4': comparing a task with itself gives AUROC 0\.5"),
+    ),
+    (
+        C,
+        "report-far-names-the-id-task",
+        ["report", "{out}", "--id", "id4", "--near", "ood4", "--far", "id4", "--n-boot", "0", "--out", "{tmp}/r"],
+        Exit(1, r"--id and --far both name 'id4'"),
+    ),
+    (
+        C,
+        "ood-task-named-twice",
+        ["ood", "{out}", "--id", "id4", "--ood", "ood4, ood4"],
+        Exit(1, r"task 'ood4' is named twice in 'ood4, ood4'; name each task once"),
+    ),
+    (
+        C,
+        "ood-score-named-twice",
+        ["ood", "{out}", "--id", "id4", "--ood", "ood4", "--scores", "max_prob,vacuity,max_prob"],
+        Exit(1, r"score 'max_prob' is named twice"),
+    ),
+    (
+        C,
         "softmax-records-beside-evidential-refused",
         ["ksweep", "{out}", "--id", "sm4", "--ood", "ood4"],
         Exit(2, r"refused: .*different models or settings"),
