@@ -287,6 +287,8 @@ def ksweep_rows(
         logits_ood=b["logits"],
         phantom_logits_id=a["phantom_logits"],
         phantom_logits_ood=b["phantom_logits"],
+        members_id=a["members"],
+        members_ood=b["members"],
     )
     if not (id_records.has_alpha and ood_records.has_alpha):  # softmax: no evidence to compare
         undefined = ("phantom_evidence_id", "phantom_evidence_ood", "invariant_evidence_id", "invariant_evidence_ood")
@@ -303,7 +305,7 @@ def ksweep_delong(
     ood_records: Records,
     *,
     extra: int = 1,
-    score: str = "reciprocal_vacuity",
+    score: str | None = None,
     k_policy: str = "assert",
     phantom: str = "zero",
 ) -> dict:
@@ -316,20 +318,25 @@ def ksweep_delong(
     ``diff = auroc_expanded - auroc_base``; ``z``/``p_value`` are NaN (with a warning) when the
     variance of the difference is 0. The sampling noise the test measures is that of the
     evaluation set; the shift itself is a deterministic artefact of K. Records of different
-    producers are refused unless checked together before.
+    producers are refused unless checked together before. ``score`` defaults to
+    ``reciprocal_vacuity``, and for softmax members (no Dirichlet) to their epistemic score,
+    ``neg_mutual_information``.
     """
     check_same_producer([id_records, ood_records])
     check = k_check(id_records, ood_records, k_policy)
     lam = _require_alpha(id_records, ood_records, phantom=phantom)
+    if score is None:
+        score = (
+            "neg_mutual_information" if id_records.has_members and not id_records.has_alpha else "reciprocal_vacuity"
+        )
     (score,) = check_score_names([score])
     a = _side(id_records, check.keep_id, phantom, [score])
     b = _side(ood_records, check.keep_ood, phantom, [score], extra=extra)
     common = {"phantom": phantom, "prior_weight": lam, "scores": [score]}
-    s_id = phantom_scores(a["alpha"], 0, logits=a["logits"], **common)[0][score]
-    s_ood = phantom_scores(b["alpha"], 0, logits=b["logits"], **common)[0][score]
-    s_grown = phantom_scores(
-        b["alpha"], extra, phantom_alpha=b["phantom"], logits=b["logits"], phantom_logits=b["phantom_logits"], **common
-    )[0][score]
+    s_id = phantom_scores(a["alpha"], 0, logits=a["logits"], members=a["members"], **common)[0][score]
+    s_ood = phantom_scores(b["alpha"], 0, logits=b["logits"], members=b["members"], **common)[0][score]
+    grown = {"phantom_alpha": b["phantom"], "phantom_logits": b["phantom_logits"], "members": b["members"]}
+    s_grown = phantom_scores(b["alpha"], extra, logits=b["logits"], **grown, **common)[0][score]
     y = np.concatenate((np.ones(s_id.size, dtype=bool), np.zeros(s_ood.size, dtype=bool)))
     auc_x, auc_0, diff, z, p = delong_test(y, np.concatenate((s_id, s_grown)), np.concatenate((s_id, s_ood)))
     return {

@@ -22,6 +22,7 @@ from lm_eval_evidential.metrics.cardinality import (
     phantom_scores,
 )
 from lm_eval_evidential.metrics.dirichlet import edl_alpha
+from lm_eval_evidential.metrics.member_phantoms import MemberSide
 from lm_eval_evidential.metrics.scores import (
     SCORES,
     available_scores,
@@ -154,6 +155,7 @@ def forced_k_scores(
             phantom_alpha=side["phantom"],
             logits=side["logits"],
             phantom_logits=side["phantom_logits"],
+            members=side["members"],
         )
         for name in names:
             out[name][group] = values[name]
@@ -163,14 +165,13 @@ def forced_k_scores(
 def _require_alpha(*records: Records, phantom: str = "zero") -> float:
     """The shared prior weight of the records; ValueError for unequal lambdas, and for softmax records
     unless ``phantom="model"`` (the one mode defined without evidence: renormalised probabilities), and
-    for records of several members (their phantom options' logits are not kept per member)."""
-    with_members = [r.task for r in records if r.has_members]
-    if with_members:
+    ``phantom="model"`` on records of several members written before each member's phantom logits were kept."""
+    without = [r.task for r in records if r.has_members and r.member_phantom_logits is None]
+    if without and phantom == "model":
         raise InvalidValueError(
-            f"the K sweep appends options to one model's prediction, but the records of {with_members} were scored by "
-            "several members (ensemble or MC dropout): the phantom options' logits are not kept per member, so no "
-            "member's appended option can be given; compare K-matched sets with `ood` instead, or sweep one member's "
-            "own records (evaluate it alone: peft=DIR/member_0)"
+            f"--phantom model appends each member's own phantom options, but the records of {without} were scored by "
+            "several members before lm-eval-evidential kept each member's phantom logits; re-run the evaluation, "
+            "or use --phantom zero / --phantom count (EDL members)"
         )
     no_alpha = [r.task for r in records if not r.has_alpha]
     if no_alpha and phantom != "model":
@@ -214,14 +215,19 @@ def _side(records: Records, keep, phantom: str, names, extra=0) -> dict:
     k = records.k[keep]
     z = records.logits[keep]
     needs_logits = any(SCORES[n].needs_logits for n in names)
-    out = {"logits": z if needs_logits else None, "phantom": None, "phantom_logits": None}
+    out = {"logits": z if needs_logits else None, "phantom": None, "phantom_logits": None, "members": None}
+    if records.has_members:  # each member grows by its own phantom options (metrics.member_phantoms)
+        if phantom == "model":
+            _check_phantom_count(records, keep, extra)
+        grown = records.member_phantom_logits[keep] if phantom == "model" else None
+        out["members"] = MemberSide(records.member_logits[keep], grown, records.method)
     zp = records.phantom_logits[keep] if records.has_phantoms else np.empty((k.size, 0))
     if records.has_alpha:
         out["alpha"] = records.alpha[keep]
     else:
         shift = np.fmax(np.nanmax(z, axis=1), np.nanmax(np.where(np.isnan(zp), -np.inf, zp), axis=1, initial=-np.inf))
         out["alpha"] = np.exp(z - shift[:, None])
-    if phantom != "model":
+    if phantom != "model" or records.has_members:
         return out
     if not records.has_phantoms:
         raise InvalidValueError(

@@ -92,19 +92,35 @@ def score_member_questions(
     """:func:`score_questions` for M members (``logits[m]``: member m's forward): each request's
     ``(log p̄_j, j is the argmax of p̄)`` with p̄ the members' predictive distribution, and each question's
     member logits with what the records keep for them (:func:`~lm_eval_evidential.metrics.members.member_summary`:
-    ``log p̄`` and, for EDL members, the summary alpha). No phantom logits: none are kept per member."""
+    ``log p̄`` and, for EDL members, the summary alpha) and each member's own phantom logits, kept up to the
+    first that is not finite in some member (every member of a question keeps the same labels)."""
     results: list[tuple[float, bool] | None] = [None] * n_requests
     evidence = []
+    kept = [one.values.tolist() for one in logits]  # phantom logits are read per question (their number varies)
     for group in _by_k(plans).values():
         members = np.stack([_answer_logits(group, one)[1].double().numpy() for one in logits], axis=1)
         log_mean, alpha = member_summary(members, head.method, head.prior_weight)
         preds = np.argmax(log_mean, axis=1)
         for i, plan in enumerate(group):
-            member_rows = tuple(tuple(row) for row in members[i].tolist())
-            alpha_row = None if alpha is None else tuple(alpha[i].tolist())
-            evidence.append(_evidence(plan, tuple(log_mean[i].tolist()), alpha_row, member_logits=member_rows))
+            phantom = [_phantom_logits(plan, one, values) for one, values in zip(logits, kept)]
+            finite_until = min(next((j for j, v in enumerate(p) if not math.isfinite(v)), len(p)) for p in phantom)
+            evidence.append(
+                _evidence(
+                    plan,
+                    tuple(log_mean[i].tolist()),
+                    None if alpha is None else tuple(alpha[i].tolist()),
+                    member_logits=tuple(tuple(row) for row in members[i].tolist()),
+                    member_phantom_logits=tuple(tuple(p[:finite_until]) for p in phantom),
+                )
+            )
             _respond(results, plan, log_mean[i].tolist(), int(preds[i]))
     return results, evidence
+
+
+def _phantom_logits(plan: QuestionPlan, logits: PromptLogits, values: list) -> list[float]:
+    """The logits of ``plan``'s phantom labels in one forward (``values``: ``logits.values`` as lists)."""
+    row, order = values[logits.row_of[plan.prompt]], logits.ids[plan.prompt]
+    return [row[order.index(a)] for a in plan.phantom_ids]
 
 
 def _evidence(plan: QuestionPlan, logits: tuple, alpha: tuple | None, **more) -> QuestionEvidence:
@@ -136,8 +152,7 @@ def score_questions(
     question's result is bit-identical to it scored alone (``apply_head_batch``). A non-finite
     answer logit is refused (float16 overflow); phantom logits are kept up to the first non-finite one.
     """
-    values, row_of, order = logits.values, logits.row_of, logits.ids
-    kept = values.tolist()  # phantom logits are read per question (their number varies)
+    kept = logits.values.tolist()  # phantom logits are read per question (their number varies)
     results: list[tuple[float, bool] | None] = [None] * n_requests
     evidence = []
     for k, group in _by_k(plans).items():
@@ -150,8 +165,7 @@ def score_questions(
         log_probs = torch.log(out.probs).tolist()
         preds = torch.argmax(out.probs, dim=1).tolist()
         for i, plan in enumerate(group):
-            row = kept[row_of[plan.prompt]]
-            phantom = [row[order[plan.prompt].index(a)] for a in plan.phantom_ids]
+            phantom = _phantom_logits(plan, logits, kept)
             finite_until = next((j for j, v in enumerate(phantom) if not math.isfinite(v)), len(phantom))
             alpha_row = None if alpha is None else tuple(alpha[i])
             # phantom logits up to a float16 overflow, like the answers

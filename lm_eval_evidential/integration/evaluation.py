@@ -341,6 +341,7 @@ def task_rows(name: str, task, questions, prior_weight: float, chosen: list[int]
     for request in task.instances:
         by_doc[request.doc_id].append(request)
     doc_ids, labels, golds, logits, alphas, phantoms, members = sorted(by_doc), [], [], [], [], [], []
+    member_phantoms = []
     record_ids, orders = [], []  # a permuted task's records: each doc's question and order (tasks/permutations.py)
     for doc_id in doc_ids:
         requests = sorted(by_doc[doc_id], key=lambda r: r.idx)
@@ -361,12 +362,14 @@ def task_rows(name: str, task, questions, prior_weight: float, chosen: list[int]
         alphas.append(question.alpha)
         phantoms.append(question.phantom_logits)
         members.append(question.member_logits)
+        member_phantoms.append(question.member_phantom_logits)
     evidential = questions is not None and any(a is not None for a in alphas)
     # Ensembles, MC dropout: logits and alpha follow from the members (records.make_records).
     with_members = any(m is not None for m in members)
     optional = {"phantom_logits": phantoms} if questions is not None else {}
     if with_members:
         optional["member_logits"] = members
+        optional["member_phantom_logits"] = member_phantoms
     if orders:
         if len(orders) != len(doc_ids):
             raise RuntimeError(f"task {name!r}: some docs carry a permutation and some do not")

@@ -37,6 +37,8 @@ class QuestionEvidence:
     #: M x K: each member's answer logits (ensembles, MC dropout; None for one prediction). ``logits`` and
     #: ``alpha`` then hold what the records keep for M members (log p̄, the summary alpha).
     member_logits: tuple[tuple[float, ...], ...] | None = None
+    #: M x P: each member's own phantom logits (the same P for every member; None for one prediction).
+    member_phantom_logits: tuple[tuple[float, ...], ...] | None = None
 
 
 class EvidenceLedger:

@@ -44,7 +44,9 @@ from lm_eval_evidential.errors import InvalidValueError
 from lm_eval_evidential.params import Integral, Interval, Options, Param, validate_params
 
 from .dirichlet import PRIOR_WEIGHT, _expand, _padded, _probs_of
+from .member_phantoms import MemberSide, member_phantom_scores
 from .ranking import _aupr_in_from, _auroc_from, _merge_blocks
+from .score_functions import COUNT_SCORES
 from .scores import OOD_DEFAULT_SCORES, SCORES, check_score_names
 
 __all__ = [
@@ -88,10 +90,6 @@ def phantom_options(mode: str, n: int = 1) -> str:
     return PHANTOM_OPTIONS[mode][n != 1]
 
 
-#: Scores in which K enters as the vacuity's numerator only: the ones ``phantom="count"`` changes.
-COUNT_SCORES = ("reciprocal_vacuity",)
-
-
 def _side_scores(alpha, k, names, lam, k_count=None, logits=None) -> dict[str, np.ndarray]:
     # alpha is validated once by ksweep (expansions of it stay valid), so the registry's
     # kernels are called directly instead of re-validating through compute_score per score.
@@ -121,8 +119,11 @@ def _n_phantom(phantom, n: int) -> np.ndarray:
     return np.zeros(n, dtype=np.int64) if phantom is None else (~np.isnan(phantom)).sum(axis=1)
 
 
-def _grow(a, k, x: int, mode: str, lam: float, names, phantom=None, z=None, z_phantom=None):
-    """(per-example scores, evaluated K, mean appended evidence) of validated rows with ``x`` phantom options."""
+def _grow(a, k, x: int, mode: str, lam: float, names, phantom=None, z=None, z_phantom=None, members=None):
+    """(per-example scores, evaluated K, mean appended evidence) of validated rows with ``x`` phantom options;
+    rows of several members (``members``, a :class:`MemberSide`) grow each member (:mod:`.member_phantoms`)."""
+    if members is not None:
+        return member_phantom_scores(members, x, phantom=mode, prior_weight=lam, scores=names)
     if x == 0:
         return _side_scores(a, k, names, lam, logits=z), k, float("nan")
     if mode == "count":
@@ -149,6 +150,7 @@ def phantom_scores(
     phantom_alpha=None,
     logits=None,
     phantom_logits=None,
+    members: MemberSide | None = None,
 ) -> tuple[dict[str, np.ndarray], np.ndarray]:
     r"""Each example's scores with ``extra`` phantom options appended by ``phantom`` (see :func:`ksweep`).
 
@@ -176,6 +178,8 @@ def phantom_scores(
         The phantom options' concentrations (``phantom="model"``: at least ``extra`` per row).
     logits, phantom_logits : array-like, optional
         Answer and phantom logits (logit scores).
+    members : MemberSide, optional
+        The rows' members: each grows by its own options (:mod:`.member_phantoms`; ``phantom_*`` unused).
 
     Returns
     -------
@@ -198,7 +202,7 @@ def phantom_scores(
     if any(SCORES[n].needs_logits for n in names) and z is None:
         raise InvalidValueError("the logit scores need logits=")
     ph = zp = None
-    if mode == "model" and extra:
+    if mode == "model" and extra and members is None:
         if phantom_alpha is None:
             raise InvalidValueError("phantom='model' needs phantom_alpha= (the phantom options' concentrations)")
         ph = np.asarray(phantom_alpha, dtype=np.float64).reshape(a.shape[0], -1)
@@ -212,7 +216,7 @@ def phantom_scores(
             if phantom_logits is None:
                 raise InvalidValueError("the logit scores under phantom='model' need phantom_logits=")
             zp = np.asarray(phantom_logits, dtype=np.float64).reshape(a.shape[0], -1)
-    values, kx, _ = _grow(a, k, int(extra), mode, lam, names, ph, z, zp)
+    values, kx, _ = _grow(a, k, int(extra), mode, lam, names, ph, z, zp, members)
     return values, kx
 
 
@@ -243,6 +247,8 @@ def ksweep(
     logits_ood=None,
     phantom_logits_id=None,
     phantom_logits_ood=None,
+    members_id: MemberSide | None = None,
+    members_ood: MemberSide | None = None,
 ) -> list[dict]:
     r"""McNamara (2026), Table 1, on fixed alphas: how far each score's AUROC/AUPR-In moves when only K changes.
 
@@ -267,18 +273,17 @@ def ksweep(
     ----------
     alpha_id, alpha_ood : array-like of shape (n, K_max)
         NaN right-padded Dirichlet concentrations of each side (non-empty).
-    prior_weight : float > 0, default=1.0
-        The prior weight ``lambda``.
+    prior_weight : float > 0, default=1.0 (the prior weight ``lambda``)
     max_extra : int >= 0, default=4
         Largest number of appended classes.
     scores : iterable of str, default=OOD_DEFAULT_SCORES
-        Score names (validated).
     phantom : {"zero", "model", "count"}, default="zero"
     phantom_id, phantom_ood : array-like of shape (n, P_max), optional
         The phantom options' concentrations, NaN right-padded (needed by ``phantom="model"``).
     logits_id, logits_ood, phantom_logits_id, phantom_logits_ood : array-like, optional
-        Answer and phantom logits, NaN right-padded (needed by the logit scores; a zero-evidence
-        or counted option adds no logit, a model option its own).
+        Answer and phantom logits, NaN right-padded (read by the logit scores; a model option adds its own).
+    members_id, members_ood : MemberSide, optional
+        A side's members: each grows by its own options (:mod:`.member_phantoms`; ``phantom_*`` unused).
 
     Returns
     -------
@@ -302,15 +307,15 @@ def ksweep(
     >>> [(r["condition"], r["extra"], r["auroc"], r["phantom_evidence_ood"]) for r in rows if r["extra"]]
     [('ood_only', 1, 0.75, 0.5), ('matched', 1, 0.75, 0.5)]
     """
-    lam = float(prior_weight)
-    max_extra, mode = int(max_extra), phantom
+    lam, max_extra, mode = float(prior_weight), int(max_extra), phantom
     names = tuple(check_score_names(scores))
-    alphas, logits = (alpha_id, alpha_ood), (logits_id, logits_ood)
+    alphas, logits, members = (alpha_id, alpha_ood), (logits_id, logits_ood), (members_id, members_ood)
     phantoms, phantom_logits = (phantom_id, phantom_ood), (phantom_logits_id, phantom_logits_ood)
-    return _sweep_rows(_sweep_sides(alphas, names, mode, logits, phantoms, phantom_logits), names, mode, lam, max_extra)
+    sides = _sweep_sides(alphas, names, mode, logits, phantoms, phantom_logits, members)
+    return _sweep_rows(sides, names, mode, lam, max_extra)
 
 
-def _sweep_sides(alphas, names, mode: str, logits, phantoms, phantom_logits) -> dict[str, dict]:
+def _sweep_sides(alphas, names, mode: str, logits, phantoms, phantom_logits, members=(None, None)) -> dict[str, dict]:
     """Validate :func:`ksweep`'s two sides: ``{"id"|"ood": {"alpha", "k", "z", "phantom", "z_phantom"}}``."""
     (a_id, k_id, _), (a_ood, k_ood, _) = (_padded(a, f"alpha_{s}", positive=True) for a, s in zip(alphas, SIDES))
     if a_id.shape[0] == 0 or a_ood.shape[0] == 0:
@@ -321,8 +326,10 @@ def _sweep_sides(alphas, names, mode: str, logits, phantoms, phantom_logits) -> 
     needs_logits = [name for name in names if SCORES[name].needs_logits]
     if needs_logits and (logits[0] is None or logits[1] is None):
         raise InvalidValueError(f"score(s) {needs_logits} read the answer logits: pass logits_id= and logits_ood=")
-    for side, z in zip(SIDES, logits):
-        sides[side].update(z=np.asarray(z, dtype=np.float64) if needs_logits else None, phantom=None, z_phantom=None)
+    for side, z, grown in zip(SIDES, logits, members):
+        sides[side].update(
+            z=np.asarray(z, dtype=np.float64) if needs_logits else None, phantom=None, z_phantom=None, members=grown
+        )
     if mode == "model":
         _model_phantoms(sides, phantoms, phantom_logits if needs_logits else None)
     return sides
@@ -330,11 +337,13 @@ def _sweep_sides(alphas, names, mode: str, logits, phantoms, phantom_logits) -> 
 
 def _model_phantoms(sides: dict, phantoms, phantom_logits) -> None:
     """Validate ``phantom="model"``'s phantom concentrations (and logits, where the scores read them) into ``sides``."""
-    if phantoms[0] is None or phantoms[1] is None:
+    if any(values is None and sides[s]["members"] is None for s, values in zip(SIDES, phantoms)):
         raise InvalidValueError(
             "phantom='model' needs the phantom options' concentrations: pass phantom_id= and phantom_ood="
         )
     for side, values in zip(SIDES, phantoms):
+        if sides[side]["members"] is not None:  # each member's own phantoms, read by member_phantom_scores
+            continue
         values = np.asarray(values, dtype=np.float64).reshape(sides[side]["alpha"].shape[0], -1)
         present = values[~np.isnan(values)]
         if not (np.isfinite(present) & (present > 0)).all():
@@ -346,7 +355,14 @@ def _model_phantoms(sides: dict, phantoms, phantom_logits) -> None:
                 "the logit scores under phantom='model' need phantom_logits_id= and phantom_logits_ood="
             )
         for side, z in zip(SIDES, phantom_logits):
+            if sides[side]["members"] is not None:
+                continue
             sides[side]["z_phantom"] = np.asarray(z, dtype=np.float64).reshape(sides[side]["alpha"].shape[0], -1)
+
+
+def _side_phantoms(side: dict) -> np.ndarray:
+    """Phantom options per row of a validated side (its members' where it has members)."""
+    return side["members"].n_phantom() if side["members"] is not None else _n_phantom(side["phantom"], 1)
 
 
 def _single_k(k) -> int | None:
@@ -361,7 +377,7 @@ def _auroc_aupr_in(sorted_id, sorted_ood) -> tuple[float, float]:
 def _grown_sorted(side: dict, x: int, mode: str, lam: float, names) -> tuple[dict, np.ndarray, float]:
     """(scores sorted, evaluated K, mean appended evidence) of one side with x phantom options."""
     values, kx, evidence = _grow(
-        side["alpha"], side["k"], x, mode, lam, names, side["phantom"], side["z"], side["z_phantom"]
+        side["alpha"], side["k"], x, mode, lam, names, side["phantom"], side["z"], side["z_phantom"], side["members"]
     )
     return {n: np.sort(v) for n, v in values.items()}, kx, evidence
 
@@ -370,7 +386,7 @@ def _sweep_rows(sides: dict, names, mode: str, lam: float, max_extra: int) -> li
     """:func:`ksweep`'s rows on validated sides: each condition, each ``x`` its sides allow, each score."""
     available = {"id": max_extra, "ood": max_extra}
     if mode == "model":
-        available = {s: min(max_extra, int(_n_phantom(sides[s]["phantom"], 1).min())) for s in SIDES}
+        available = {s: min(max_extra, int(_side_phantoms(sides[s]).min())) for s in SIDES}
     invariant = {s: float(np.mean(np.nansum(sides[s]["alpha"], axis=1) / sides[s]["k"] - lam)) for s in SIDES}
     k_id, k_ood = sides["id"]["k"], sides["ood"]["k"]
     base_id, _, _ = _grown_sorted(sides["id"], 0, mode, lam, names)

@@ -129,6 +129,9 @@ def _js_to_uniform(p, k, mask, alpha, lam, z=None, m=None):
     return _entropy_of(m, mask) - 0.5 * _entropy_of(p, mask) - 0.5 * np.log(k)
 
 
+#: Scores in which K enters as the vacuity's numerator only: the ones the K sweep's ``phantom="count"`` changes.
+COUNT_SCORES = ("reciprocal_vacuity",)
+
 SCORES: dict[str, ScoreSpec] = {
     s.name: s
     for s in (

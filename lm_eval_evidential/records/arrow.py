@@ -94,7 +94,7 @@ def read_column(f: RecordField, column, n: int, k: np.ndarray | None, path) -> A
 
     if not f.is_list:
         return column.to_numpy().astype(_NUMPY[f.item])
-    if f.per_option and not f.nullable:
+    if f.per_option and not f.nullable and not f.is_matrix:
         lengths = np.asarray(pc.list_value_length(column).to_numpy(zero_copy_only=False))
         bad = np.flatnonzero(lengths != k)
         if bad.size:
@@ -116,7 +116,8 @@ def read_column(f: RecordField, column, n: int, k: np.ndarray | None, path) -> A
 
 
 def _read_matrix(f: RecordField, column, n: int, k: np.ndarray, path) -> np.ndarray:
-    """A list-of-lists field (M lists of K values per row, the same M in every row) as (n, M, K_max)."""
+    """A list-of-lists field (M lists per row, the same M in every row) as (n, M, width), NaN right-padded:
+    K values per inner list for a ``per_option`` field, else each inner list's own length."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -132,8 +133,12 @@ def _read_matrix(f: RecordField, column, n: int, k: np.ndarray, path) -> np.ndar
             "scored by the same members — the file was edited, re-run the evaluation"
         )
     inner = pa.chunked_array([c.flatten() for c in column.chunks], type=column.type.value_type)
+    if f.per_option:
+        lengths = np.repeat(k, m)
+    else:
+        lengths = np.asarray(pc.list_value_length(inner).fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
     try:
-        flat = _padded(inner, n * m, np.repeat(k, m), f.name)
+        flat = _padded(inner, n * m, lengths, f.name)
     except RecordsError as exc:
         raise RecordsError(f"{path}: {exc} (member rows, {m} per question)") from None
     return flat.reshape(n, m, flat.shape[1])

@@ -26,6 +26,7 @@ from lm_eval_evidential.records.validation import (
     _validate_edl_alpha,
     _validate_evidence,
     _validate_limit,
+    _validate_member_phantoms,
     _validate_members,
     _validate_orders,
     _validate_phantoms,
@@ -71,6 +72,8 @@ class Records(Sequence):
     phantom_logits: np.ndarray | None = None
     #: (n, M, K_max), NaN right-padded beyond each row's own K; None for one prediction per question.
     member_logits: np.ndarray | None = None
+    #: (n, M, P_max), NaN right-padded beyond each row's own P: each member's phantom logits (None: not kept).
+    member_phantom_logits: np.ndarray | None = None
     #: (n, K_max) int64, -1 right-padded: the order each record's options were shown in (None: unpermuted).
     order: np.ndarray | None = None
 
@@ -96,7 +99,10 @@ class Records(Sequence):
 
     @property
     def n_phantom(self) -> np.ndarray:
-        """Phantom logits per row (0 where the records keep none)."""
+        """Phantom logits per row (0 where the records keep none); for records of several members, each
+        member's (every member of a row has the same number)."""
+        if self.member_phantom_logits is not None:
+            return (~np.isnan(self.member_phantom_logits[:, 0, :])).sum(axis=1).astype(np.int64)
         if self.phantom_logits is None:
             return np.zeros(len(self.doc_id), dtype=np.int64)
         return (~np.isnan(self.phantom_logits)).sum(axis=1).astype(np.int64)
@@ -137,7 +143,8 @@ class Records(Sequence):
         if f.item == "string":
             return list(column[i])
         if f.is_matrix:
-            return column[i, :, :k].tolist()
+            rows = column[i] if f.per_option else column[i][:, ~np.isnan(column[i]).all(axis=0)]
+            return rows[:, :k].tolist() if f.per_option else rows.tolist()
         if f.is_list:
             row = column[i, :k] if f.per_option else column[i]
             return row.tolist() if f.per_option else row[~np.isnan(row)].tolist()
@@ -225,6 +232,8 @@ class Records(Sequence):
         _validate_task_column(path, table.column("task"), task)
         if columns.get("phantom_logits") is not None:
             _validate_phantoms(path, columns["phantom_logits"], phantom_lengths, meta, k)
+        if columns.get("member_phantom_logits") is not None:
+            _validate_member_phantoms(path, columns["member_phantom_logits"], columns.get("member_logits"), meta, k)
         _validate_limit(path, meta, len(np.unique(doc_id)))  # questions: a permuted run has a row per order
         return cls(task=task, meta=meta, path=path, **columns)
 

@@ -30,7 +30,8 @@ class RecordField:
 
     ``arrow`` is the type the writer uses; a reader accepts any width of the same kind (any
     integer for ``int32``/``int64``, any float for ``float64``). ``per_option`` lists hold one
-    value per answer option (length K; other lists may have any length); ``nullable`` lists
+    value per answer option (length K; other lists may have any length; for a list of lists,
+    each inner list); ``nullable`` lists
     are null for ``method=softmax`` records (no Dirichlet). An ``optional`` field may be absent
     from a file: it is written only when a run gives it and read as None when absent, so files
     written before it was added still load, and files of runs without it stay byte for byte
@@ -112,6 +113,17 @@ RECORD_SCHEMA = (
         "the sorted order of their folder names, MC-dropout passes in draw order); p̄ is the mean of their "
         "softmax (softmax members, Lakshminarayanan et al. 2017) or of their Dirichlet means α_m/S_m (EDL "
         "members; metrics.members); absent for runs of one prediction per question",
+        per_option=True,
+        optional=True,
+    ),
+    RecordField(
+        "member_phantom_logits",
+        "list<list<float64>>",
+        "M × P: each member's own phantom logits (the labels after the question's last one, as "
+        "``phantom_logits``, from that member's forward pass; every member the same P), which "
+        "``ksweep --phantom model`` and ``--force-k`` append to each member before the mixture is formed; "
+        "``phantom_logits`` is then empty; absent for runs of one prediction per question and in member "
+        "files written before they were kept",
         optional=True,
     ),
     RecordField(

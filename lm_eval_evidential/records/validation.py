@@ -121,6 +121,30 @@ def _validate_phantoms(path, phantom: np.ndarray, lengths: np.ndarray, meta: dic
         )
 
 
+def _validate_member_phantoms(path, phantom: np.ndarray, members, meta: dict, k: np.ndarray) -> None:
+    """Each member's phantom logits: only beside ``member_logits`` and for as many members, every member of a row
+    the same number of them (one prompt, one set of labels after its last one), each member's list checked as
+    :func:`_validate_phantoms` checks one model's."""
+    redo = "the file was edited or produced by a broken run — re-run the evaluation"
+    if members is None:
+        raise RecordsError(f"{path}: member_phantom_logits without member_logits; {redo}")
+    n, m = phantom.shape[:2]
+    if m != members.shape[1]:
+        raise RecordsError(
+            f"{path}: member_phantom_logits has {m} members per question, member_logits {members.shape[1]}; {redo}"
+        )
+    held = (~np.isnan(phantom)).sum(axis=2) if phantom.size else np.zeros((n, m), dtype=np.int64)
+    uneven = np.flatnonzero((held != held[:, :1]).any(axis=1))
+    if uneven.size:
+        row = int(uneven[0])
+        raise RecordsError(
+            f"{path}: row {row}: its members have {held[row].tolist()} phantom logits; every member scores the same "
+            f"labels after the question's last one; {redo}"
+        )
+    for member in range(m):
+        _validate_phantoms(path, phantom[:, member, :], held[:, member], meta, k)
+
+
 def _validate_limit(path, meta: dict, n: int) -> None:
     """A run with ``--limit N`` (N >= 1) scored at most N questions per task: more rows mean the metadata or the
     rows come from elsewhere (a report would say the numbers cover N questions)."""

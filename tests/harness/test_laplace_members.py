@@ -103,9 +103,14 @@ def test_members_equal_each_weight_sample_loaded_alone(tiny_model, hand_posterio
             prompt = task.doc_to_text(doc)
             ids = tok(prompt)["input_ids"]
             answer = [tok(prompt + " " + x)["input_ids"][-1] for x in doc["letters"]]
+            after = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"[len(doc["letters"]) :][: rec.n_phantom[i]]
+            phantom = [tok(prompt + " " + x)["input_ids"][-1] for x in after]
             with torch.no_grad():
-                want = model(torch.tensor([ids])).logits[0, -1][answer].double().numpy()
-            np.testing.assert_allclose(rec.member_logits[i, m, : rec.k[i]], want, atol=1e-5, rtol=0)
+                want = model(torch.tensor([ids])).logits[0, -1].double().numpy()
+            np.testing.assert_allclose(rec.member_logits[i, m, : rec.k[i]], want[answer], atol=1e-5, rtol=0)
+            kept = rec.member_phantom_logits[i, m, : rec.n_phantom[i]]  # the sample's own phantom logits
+            np.testing.assert_allclose(kept, want[phantom], atol=1e-5, rtol=0)
+    assert rec.n_phantom.sum() > 0
     for i in range(len(rec)):  # the predictive: the mean of the members' softmax
         k = rec.k[i]
         p = np.exp(rec.member_logits[i, :, :k] - rec.member_logits[i, :, :k].max(1, keepdims=True))

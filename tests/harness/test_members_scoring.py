@@ -57,6 +57,11 @@ def test_ensemble_members_equal_each_member_alone(family):
     for m in range(3):
         alone = evaluate(make_lm(base, ens / f"member_{m}"), [TASK], limit=LIMIT)[1][TASK]
         np.testing.assert_allclose(rec.member_logits[:, m], alone.logits, atol=1e-5, rtol=0, equal_nan=True)
+        # each member's own phantom logits (" F".. after " E"), which ksweep --phantom model appends to it
+        np.testing.assert_allclose(
+            rec.member_phantom_logits[:, m], alone.phantom_logits, atol=1e-5, rtol=0, equal_nan=True
+        )
+    assert rec.n_phantom.sum() > 0 and (rec.phantom_logits.size == 0 or np.isnan(rec.phantom_logits).all())
     for i in range(len(rec)):  # the predictive distribution: the mean of the members' softmax (method=edl: alpha/S)
         k = rec.k[i]
         alpha = np.logaddexp(0.0, rec.member_logits[i, :, :k]) + 1.0
@@ -79,12 +84,17 @@ def test_mc_dropout_passes_equal_the_masks_replayed_by_hand(family):
         prompt = task.doc_to_text(doc)
         ids = tok(prompt)["input_ids"]
         answer = [tok(prompt + " " + x)["input_ids"][-1] for x in doc["letters"]]
+        after = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"[len(doc["letters"]) :][: rec.n_phantom[i]]
+        phantom = [tok(prompt + " " + x)["input_ids"][-1] for x in after]
         for sample in range(3):
             row_seed = question_seed(7, f"{','.join(map(str, ids))}\x00mc_sample={sample}")
-            want = replayed_dropout_logits(model, ids, row_seed)[0][answer].double().numpy()
-            np.testing.assert_allclose(rec.member_logits[i, sample, : rec.k[i]], want, atol=1e-5, rtol=0)
+            replayed = replayed_dropout_logits(model, ids, row_seed)[0].double().numpy()
+            np.testing.assert_allclose(rec.member_logits[i, sample, : rec.k[i]], replayed[answer], atol=1e-5, rtol=0)
+            kept = rec.member_phantom_logits[i, sample, : rec.n_phantom[i]]
+            np.testing.assert_allclose(kept, replayed[phantom], atol=1e-5, rtol=0)
         probs = softmax(rec.member_logits[i, :, : rec.k[i]], axis=1).mean(0)
         np.testing.assert_allclose(rec.probs[i, : rec.k[i]], probs, rtol=1e-9)
+    assert rec.n_phantom.sum() > 0
 
 
 @pytest.mark.parametrize("extra", [{}, {"mc_samples": 3}])
@@ -94,6 +104,7 @@ def test_records_do_not_depend_on_the_batch_size(llama, extra):
     one = evaluate(make_lm(base, peft, batch_size=1, **extra), [TASK], limit=LIMIT)[1][TASK]
     four = evaluate(make_lm(base, peft, batch_size=4, **extra), [TASK], limit=LIMIT)[1][TASK]
     np.testing.assert_allclose(one.member_logits, four.member_logits, atol=1e-5, rtol=0, equal_nan=True)
+    np.testing.assert_allclose(one.member_phantom_logits, four.member_phantom_logits, atol=1e-5, rtol=0, equal_nan=True)
     assert (one.pred == four.pred).all()
 
 

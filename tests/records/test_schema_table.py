@@ -52,7 +52,7 @@ def test_the_class_the_file_and_the_docs_follow_the_table(tmp_path):
     assert list(rec[0]) == [f.name for f in RECORD_SCHEMA] == list(_rows()[0])
     for f in RECORD_SCHEMA:  # the module's table is made from the fields
         assert f"| {f.name} " in schema_module.__doc__ and f.doc in schema_module.__doc__
-    assert OPTIONAL_FIELDS == ("phantom_logits", "member_logits", "order")
+    assert OPTIONAL_FIELDS == ("phantom_logits", "member_logits", "member_phantom_logits", "order")
 
 
 @pytest.fixture
