@@ -12,6 +12,9 @@ Every row is ``(entry point, id, input, expected outcome)``. Entry points:
 - ``eval``: ``lm-eval-evidential eval …`` in-process (the stock CLI behind our error handling),
   over this package's tasks and a user's ``--include_path``;
 - ``train``: ``lm-eval-evidential train …`` in-process;
+- ``vllm``: what ``--model evidential-vllm`` checks before its engine starts (the KV cache against the
+  device's memory, ``max_model_len`` against the model's context), on SmolLM2's footprint and a stand-in
+  for the device, since vLLM is not in this environment (tests/vllm runs these refusals on a real engine);
 - ``subprocess``: a command (``lm-eval-evidential …`` or the stock ``lm_eval`` CLI) in a child
   process under a real fault: ``RLIMIT_FSIZE``, or a read-only folder (root's permission-override
   capabilities dropped).
@@ -810,6 +813,8 @@ K1_NOTE = r"neg_norm_entropy left out: some questions have K = 1 \(ood4: 1\), wh
 # ----------------------------------------------------------------------------- the catalogue
 
 L, D, C, M, E, T, S, V = "loader", "dataset", "cli", "model", "eval", "train", "subprocess", "view"
+VM = "vllm"
+
 IE = "EvidentialInputError"
 TINY = "pretrained={model},dtype=float32"
 EDITED = "the file was edited"
@@ -3264,7 +3269,73 @@ CATALOGUE = [
         ),
         Exit(1, r"(?m)^error: --samples: task 'obqa_edl' has \d+ docs \(ids 0\.\.\d+\), not doc 100000"),
     ),
+    # -- issue 36, class 8: --model evidential-vllm on a busy machine, refused before the engine starts
+    (
+        VM,
+        "vllm-utilization-beyond-what-is-free",
+        lambda ctx: _vllm_plan({"gpu_memory_utilization": 0.92}, free_gib=13.0),
+        Refused(
+            IE, r"^gpu_memory_utilization=0\.92 asks vLLM for 13\.80 GiB .* set gpu_memory_utilization=0\.86 or less"
+        ),
+    ),
+    (
+        VM,
+        "vllm-cache-beyond-what-is-free",
+        lambda ctx: _vllm_plan({"kv_cache_memory_bytes": 14 << 30}, free_gib=13.0),
+        Refused(IE, r"^kv_cache_memory_bytes=\d+ \(14\.00 GiB\) and the weights .* need more memory than is available"),
+    ),
+    (
+        VM,
+        "vllm-cache-below-one-sequence",
+        lambda ctx: _vllm_plan({"kv_cache_memory_bytes": 1 << 20}, free_gib=13.0),
+        Refused(
+            IE, r"holds fewer tokens than one max_model_len=1024 sequence .* set kv_cache_memory_bytes=\d+ or more"
+        ),
+    ),
+    (
+        VM,
+        "vllm-env-cache-beyond-what-is-free",
+        lambda ctx: _vllm_plan({}, free_gib=13.0, env_kv_gib="20"),
+        Refused(IE, r"^VLLM_CPU_KVCACHE_SPACE=20 \(GiB\) and the weights .* set VLLM_CPU_KVCACHE_SPACE=12 or less"),
+    ),
+    (
+        VM,
+        "vllm-node-too-full-for-one-sequence",
+        lambda ctx: _vllm_plan({"max_model_len": 8192}, free_gib=2.6),
+        Refused(IE, r"^vLLM cannot start: .* one max_model_len=8192 sequence .* set max_model_len=\d+ or less"),
+    ),
+    (
+        VM,
+        "vllm-max-model-len-past-the-context",
+        lambda ctx: _vllm_context({"max_model_len": 8193}),
+        Refused(IE, r"^max_model_len=8193 is longer than the model's context \(max_position_embeddings=8192 in "),
+    ),
+    (
+        VM,
+        "vllm-max-length-past-the-context",
+        lambda ctx: _vllm_context({"max_length": 10000}),
+        Refused(IE, r"^max_length=10000 is longer than .* set max_length=8192 or less in --model_args"),
+    ),
 ]
+
+
+def _vllm_plan(args: dict, *, free_gib: float, env_kv_gib: str | None = None):
+    """plan_engine_memory on SmolLM2-135M in float32 (its footprint) and a 15 GiB CPU node with ``free_gib`` free."""
+    from lm_eval_evidential.harness.vllm_memory import DeviceMemory, Footprint, GiB, plan_engine_memory
+
+    length = int(args.get("max_model_len", 1024))
+    fp = Footprint(kv_per_token=46080, weights=538 << 20, max_model_len=length, step_tokens=4096)
+    node = DeviceMemory("CPU node 0", total=15 * GiB, free=int(free_gib * GiB), cpu=True)
+    return plan_engine_memory(args, fp, node, env_kv_gib=env_kv_gib)
+
+
+def _vllm_context(args: dict):
+    """check_max_model_len on SmolLM2-135M's config (a context of 8192 positions)."""
+    from transformers import LlamaConfig
+
+    from lm_eval_evidential.harness.vllm_memory import check_max_model_len
+
+    return check_max_model_len(args, LlamaConfig(max_position_embeddings=8192), "SmolLM2-135M")
 
 
 # ----------------------------------------------------------------------------- running a row
@@ -3291,6 +3362,10 @@ def _exception_class(spec):
         classes = {"DatasetError": DatasetError, "EvidentialInputError": EvidentialInputError}
         return {**classes, "LetteredViewError": LetteredViewError}[spec]
     return spec
+
+
+def _run_vllm(ctx, make, caplog):
+    return make(ctx)
 
 
 def _run_loader(ctx, make, caplog):
@@ -3569,7 +3644,7 @@ def test_hostile_input(entry, make, expected, request, capsys, caplog):
         if expected.check is not None:
             expected.check(ctx)
         return
-    run = {L: _run_loader, D: _run_dataset, M: _run_model, V: _run_view}[entry]
+    run = {L: _run_loader, D: _run_dataset, M: _run_model, V: _run_view, VM: _run_vllm}[entry]
     if entry in (M, V):
         make = cmd
         if cmd.prepare is not None:
