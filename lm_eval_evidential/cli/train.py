@@ -27,6 +27,7 @@ def _field_type(annotation) -> type:
 
 
 def add_parser(sub) -> None:
+    from lm_eval_evidential.params import Options
     from lm_eval_evidential.training.config import TrainConfig
 
     p = sub.add_parser(
@@ -59,7 +60,10 @@ def add_parser(sub) -> None:
                 *flags, dest=f.name, action=argparse.BooleanOptionalAction, default=default, help=f.metadata["help"]
             )
             continue
-        extra = {k: f.metadata[k] for k in ("nargs", "const", "choices") if k in f.metadata}
+        extra = {k: f.metadata[k] for k in ("nargs", "const") if k in f.metadata}
+        accepts = f.metadata["param"].accepts if f.metadata.get("param") else ()
+        if len(accepts) == 1 and isinstance(accepts[0], Options):  # a choice among names: argparse lists them
+            extra["choices"] = accepts[0].choices
         if f.name == "output_dir":  # the one field train() cannot do without
             extra["required"] = True
         p.add_argument(*flags, dest=f.name, type=kind, default=default, help=f.metadata["help"], **extra)

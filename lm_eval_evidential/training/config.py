@@ -13,10 +13,23 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from lm_eval_evidential.errors import InvalidValueError
-from lm_eval_evidential.modeling.config import METHODS
+from lm_eval_evidential.modeling.config import HeadConfig
+from lm_eval_evidential.params import Integral, Interval, Options, Param, Real, check_fields, declared_params
 
 # The paper's LoRA targets (Table 7); training fits them to the architecture (trainer.resolve_target_modules).
 PAPER_TARGET_MODULES = ("q_proj", "v_proj", "lm_head")
+
+
+#: The constraints of the settings below; the head's settings are the head's own (HeadConfig), so training
+#: and --model evidential refuse a bad value in the same words.
+POSITIVE_INT = Param(Interval(Integral, 1))
+POSITIVE = Param(Interval(Real, 0, None, closed="neither"))
+NON_NEGATIVE = Param(Interval(Real, 0))
+NON_NEGATIVE_INT = Param(Interval(Integral, 0))
+AT_LEAST_ONE_OR_NONE = Param(None, Interval(Integral, 1))
+NON_NEGATIVE_INT_OR_NONE = Param(None, Interval(Integral, 0))
+DTYPE = Param(Options(("auto", "float32", "bfloat16", "float16")), noun="dtype")
+HEAD = declared_params(HeadConfig)
 
 
 def _opt(default, help: str, **extra):
@@ -28,17 +41,21 @@ class TrainConfig:
     """Everything :func:`train` needs besides the base model and the task (CLI: ``--field-name``)."""
 
     method: str = _opt(
-        "edl", "training objective: edl (Sensoy MSE + annealed KL), ib_edl, softmax (cross-entropy)", choices=METHODS
+        "edl",
+        "training objective: edl (Sensoy MSE + annealed KL), ib_edl, softmax (cross-entropy)",
+        param=HEAD["method"],
     )
     output_dir: str | None = _opt(None, "folder for checkpoints and the final adapter (required)")
-    max_steps: int = _opt(10080, "optimiser steps (paper: 10080)")
-    learning_rate: float = _opt(5e-5, "peak learning rate", flags=("--lr",))
+    max_steps: int = _opt(10080, "optimiser steps (paper: 10080)", param=POSITIVE_INT)
+    learning_rate: float = _opt(5e-5, "peak learning rate", flags=("--lr",), param=POSITIVE)
     lr_scheduler_type: str = _opt("cosine", "transformers scheduler name")
-    warmup_steps: int = _opt(20, "linear warm-up steps")
-    weight_decay: float = _opt(0.001, "AdamW weight decay")
-    max_grad_norm: float = _opt(20.0, "gradient clipping norm")
-    per_device_train_batch_size: int = _opt(4, "questions per device per step", flags=("--batch-size",))
-    gradient_accumulation_steps: int = _opt(1, "micro-batches per optimiser step")
+    warmup_steps: int = _opt(20, "linear warm-up steps", param=NON_NEGATIVE_INT)
+    weight_decay: float = _opt(0.001, "AdamW weight decay", param=NON_NEGATIVE)
+    max_grad_norm: float = _opt(20.0, "gradient clipping norm", param=NON_NEGATIVE)
+    per_device_train_batch_size: int = _opt(
+        4, "questions per device per step", flags=("--batch-size",), param=POSITIVE_INT
+    )
+    gradient_accumulation_steps: int = _opt(1, "micro-batches per optimiser step", param=POSITIVE_INT)
     seed: int = _opt(42, "seed for LoRA initialisation, data order, dropout and IB-EDL noise")
     ensemble: int | None = _opt(
         None,
@@ -47,12 +64,13 @@ class TrainConfig:
         "an unfinished one from its last checkpoint",
     )
     # LoRA (Table 7)
-    lora_r: int = _opt(8, "LoRA rank")
+    lora_r: int = _opt(8, "LoRA rank", param=POSITIVE_INT)
     lora_alpha: int = _opt(16, "LoRA alpha")
     lora_dropout: float = _opt(
         0.1,
         "LoRA dropout, kept in the adapter's adapter_config.json; > 0 lets --model_args mc_samples=N score the adapter "
         "by MC dropout",
+        param=NON_NEGATIVE,
     )
     target_modules: tuple[str, ...] | None = _opt(
         None,
@@ -61,27 +79,40 @@ class TrainConfig:
     )
     lora_bias: str = _opt("lora_only", "PEFT LoRA bias setting")
     # Objective
-    prior_weight: float = _opt(1.0, "Dirichlet prior weight λ: alpha = softplus(z) + λ")
-    kl_weight: float = _opt(1.0, "edl: final weight of KL(Dir(alpha~) || Dir(1))")
+    prior_weight: float = _opt(1.0, "Dirichlet prior weight λ: alpha = softplus(z) + λ", param=HEAD["prior_weight"])
+    kl_weight: float = _opt(1.0, "edl: final weight of KL(Dir(alpha~) || Dir(1))", param=NON_NEGATIVE)
     kl_anneal_epochs: float = _opt(
         3.0,
         "edl: KL weight = kl_weight * min(1, e / this), e = completed passes over the training docs (the IB-EDL "
         "reference's schedule, whose Trainer kept num_train_epochs=3; Sensoy et al. 2018 used 10); 0 = full weight "
         "at once",
+        param=NON_NEGATIVE,
     )
     kl_anneal_steps: int | None = _opt(
-        None, "edl: instead ramp linearly per optimiser step, min(1, step / this); 0 = full weight at once"
+        None,
+        "edl: instead ramp linearly per optimiser step, min(1, step / this); 0 = full weight at once",
+        param=NON_NEGATIVE_INT_OR_NONE,
     )
-    num_noises: int = _opt(20, "ib_edl: noise draws per question (training and evaluation default)")
-    beta: float = _opt(1e-5, "ib_edl: weight of the information loss (reference OBQA/Llama-3 config: 1e-5)")
-    sigma_mult: float = _opt(0.0, "ib_edl: post-hoc alpha -= sigma_mult*sigma at evaluation (stored as the default)")
+    num_noises: int = _opt(
+        20, "ib_edl: noise draws per question (training and evaluation default)", param=HEAD["num_noises"]
+    )
+    beta: float = _opt(
+        1e-5, "ib_edl: weight of the information loss (reference OBQA/Llama-3 config: 1e-5)", param=NON_NEGATIVE
+    )
+    sigma_mult: float = _opt(
+        0.0,
+        "ib_edl: post-hoc alpha -= sigma_mult*sigma at evaluation (stored as the default)",
+        param=HEAD["sigma_mult"],
+    )
     # Data and model
     train_split: str | None = _opt(None, "split to train on (default: the task's training_split)")
-    max_train_docs: int | None = _opt(None, "use only the first N training docs (smoke runs)")
+    max_train_docs: int | None = _opt(
+        None, "use only the first N training docs (smoke runs)", param=AT_LEAST_ONE_OR_NONE
+    )
     max_length: int | None = _opt(
         None, "longest prompt allowed in tokens (default: the model's max positions); never truncates"
     )
-    dtype: str = _opt("auto", "dtype to load the base model in", choices=("auto", "float32", "bfloat16", "float16"))
+    dtype: str = _opt("auto", "dtype to load the base model in", param=DTYPE)
     bf16: bool = _opt(False, "bfloat16 mixed precision (the reference trains with it on A100)")
     gradient_checkpointing: bool = _opt(False, "trade compute for activation memory (off: a step recomputes nothing)")
     group_by_length: bool = _opt(
@@ -90,8 +121,8 @@ class TrainConfig:
         "batches, sorted within), so left padding stays small; --no-group-by-length for uniformly random batches",
     )
     # Checkpoints and logging
-    logging_steps: int = _opt(20, "log the loss every N steps")
-    save_steps: int = _opt(500, "save a checkpoint every N steps")
+    logging_steps: int = _opt(20, "log the loss every N steps", param=POSITIVE_INT)
+    save_steps: int = _opt(500, "save a checkpoint every N steps", param=POSITIVE_INT)
     save_total_limit: int | None = _opt(2, "keep at most N checkpoints")
     resume_from_checkpoint: str | None = _opt(
         None, "a checkpoint folder, or 'latest' for the newest checkpoint-N in output_dir", nargs="?", const="latest"
@@ -104,35 +135,7 @@ class TrainConfig:
             self.target_modules = tuple(m.strip() for m in self.target_modules.split(",") if m.strip())
         elif self.target_modules is not None:
             self.target_modules = tuple(self.target_modules)
-        if self.method not in METHODS:
-            raise InvalidValueError(f"method must be one of {', '.join(METHODS)}, got {self.method!r}")
-        for name in (
-            "max_steps",
-            "per_device_train_batch_size",
-            "gradient_accumulation_steps",
-            "lora_r",
-            "logging_steps",
-            "save_steps",
-            "num_noises",
-        ):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise InvalidValueError(f"{name} must be a positive integer, got {value!r}")
-        for name in ("learning_rate", "prior_weight"):
-            if not getattr(self, name) > 0:
-                raise InvalidValueError(f"{name} must be > 0, got {getattr(self, name)!r}")
-        for name in (
-            "weight_decay",
-            "max_grad_norm",
-            "kl_weight",
-            "kl_anneal_epochs",
-            "beta",
-            "sigma_mult",
-            "lora_dropout",
-            "warmup_steps",
-        ):
-            if not getattr(self, name) >= 0:
-                raise InvalidValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
+        check_fields(self)
         if self.ensemble is not None and (isinstance(self.ensemble, bool) or not isinstance(self.ensemble, int)):
             raise InvalidValueError(f"ensemble must be an integer number of members >= 2, got {self.ensemble!r}")
         if self.ensemble is not None and self.ensemble < 2:
@@ -140,9 +143,5 @@ class TrainConfig:
                 f"--ensemble {self.ensemble}: an ensemble needs at least 2 members; drop --ensemble to train one "
                 "adapter"
             )
-        if self.max_train_docs is not None and self.max_train_docs < 1:
-            raise InvalidValueError(f"max_train_docs must be >= 1 or None, got {self.max_train_docs!r}")
-        if self.kl_anneal_steps is not None and self.kl_anneal_steps < 0:
-            raise InvalidValueError(f"kl_anneal_steps must be >= 0 or None, got {self.kl_anneal_steps!r}")
         if self.target_modules is not None and not self.target_modules:
             raise InvalidValueError("target_modules is empty; name at least one module, e.g. q_proj,v_proj,lm_head")
