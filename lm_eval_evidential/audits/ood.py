@@ -271,7 +271,9 @@ def ksweep_rows(
     check_same_producer([id_records, ood_records])
     check = k_check(id_records, ood_records, k_policy)
     lam = _require_alpha(id_records, ood_records, phantom=phantom)
-    names = resolve_scores(scores, id_records, ood_records, default=OOD_DEFAULT_SCORES)
+    # records of several members: their own epistemic score, the mutual information, is swept too
+    epistemic = ("neg_mutual_information",) if id_records.has_members and ood_records.has_members else ()
+    names = resolve_scores(scores, id_records, ood_records, default=OOD_DEFAULT_SCORES + epistemic)
     a = _side(id_records, check.keep_id, phantom, names, extra=max_extra)
     b = _side(ood_records, check.keep_ood, phantom, names, extra=max_extra)
     rows = ksweep(

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from lm_eval_evidential import plots
+from lm_eval_evidential.audits.compare import method_kind
 from lm_eval_evidential.audits.ood import (
     POLICIES,
     CardinalityMismatchError,
@@ -344,7 +345,7 @@ def _ksweep_section(
             report["ksweep"][r.task] = KSweepEntry(refused=refusal(policy, id_records.task, r.task, exc))
             continue
         accepted.append(subset_records(r, check.keep_ood))
-        entry = KSweepEntry()
+        entry = KSweepEntry(**({"members": method_kind(id_records)} if id_records.has_members else {}))
         try:
             entry["rows"] = ksweep_rows(
                 id_records, r, max_extra=max_extra, scores=scores, k_policy=policy, phantom=phantom

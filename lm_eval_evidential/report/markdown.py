@@ -137,6 +137,18 @@ def _runs_line(runs: dict) -> str:
     return "- **Runs**: " + "; ".join(f"{d}: {', '.join(tasks)}" for d, tasks in by_run.items())
 
 
+def _epistemic_move(arts) -> str:
+    """For records of several members, how far the same appended option moves the baseline's own epistemic score
+    (its mutual information's AUROC): the number an ensemble/MC-dropout/Laplace column of a paper reports."""
+    moves = [a["epistemic_delta_auroc"] for a in arts if "epistemic_delta_auroc" in a]
+    if not moves:
+        return ""
+    size = format_number(min(moves), signed=True)
+    if format_number(max(moves), signed=True) != size:
+        size += f" to {format_number(max(moves), signed=True)}"
+    return f" and this {arts[0]['members']} baseline's mutual information AUROC by {size}"
+
+
 def _takeaway(report: Report) -> str:
     """The one sentence the summary opens with: where the K-matched comparisons stand against chance
     (:func:`~lm_eval_evidential.report.summary.chance_counts`), and how far changing K alone moves the headline
@@ -163,7 +175,9 @@ def _takeaway(report: Report) -> str:
         text += (
             f"; one {phantom_options(arts[0]['phantom'])} appended to the OOD side alone, a change of K and not of the "
             "model, moves "
-            f"{arts[0]['score']}'s AUROC by {size}: a comparison across K reports a difference that is not there"
+            f"{arts[0]['score']}'s AUROC by {size}"
+            + _epistemic_move(arts)
+            + ": a comparison across K reports a difference that is not there"
         )
     return text + "."
 

@@ -115,7 +115,12 @@ def _artefact(task: str, entry: KSweepEntry) -> Artefact | None:
     ood_only = [r for r in rows if r["condition"] == "ood_only"]
     worst = max(ood_only, key=lambda r: abs(r["delta_auroc"]))
     test = entry.get("delong_test") or {}
+    mi = next((r for r in ood_only if r["score"] == "neg_mutual_information" and r["extra"] == 1), None)
+    members = {"members": entry["members"]} if entry.get("members") else {}
+    if members and mi is not None:
+        members["epistemic_delta_auroc"] = mi["delta_auroc"]
     return Artefact(
+        **members,
         ood_task=task,
         score=score,
         phantom=at[("ood_only", 1)].get("phantom", "zero"),

@@ -65,6 +65,8 @@ class KSweepEntry(TypedDict, total=False):
     figure: str
     skipped: str
     refused: Refusal
+    #: the ID records' members in words (audits.compare.method_kind), where several members scored them
+    members: str
 
 
 class Skipped(TypedDict):
@@ -179,6 +181,9 @@ class Artefact(TypedDict):
     matched_delta_auroc: float | None
     p_value: float | None
     largest: LargestMove
+    #: records of several members: what they are, and their mutual information's AUROC move at x = 1 (OOD only)
+    members: NotRequired[str]
+    epistemic_delta_auroc: NotRequired[float]
 
 
 class OrderSpread(TypedDict):

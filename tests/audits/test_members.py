@@ -40,6 +40,7 @@ def _records(task, k, n, shift, seed, method, m=4, phantoms=True):
         members_method=method,
     )
     meta = {"method": method, "prior_weight": 1.0, "pretrained": "synthetic-llm", "peft": "ens", "phantom_count": 3}
+    meta["members"] = {"source": "ensemble", "names": [f"member_{i}" for i in range(m)]}
     return Records.from_rows(rows, task=task, meta=meta), (np.asarray(members), np.asarray(phantom))
 
 
@@ -170,3 +171,26 @@ def test_member_phantoms_round_trip_and_the_loader_checks_them(tmp_path):
     pq.write_table(bad, path)
     with pytest.raises(RecordsError, match=r"row 5: its members have \[2, 3, 3, 3\] phantom logits"):
         read_records_file(path)
+
+
+def test_report_takeaway_says_how_far_the_k_artefact_moves_the_baselines_mutual_information(run, tmp_path, capsys):
+    from lm_eval_evidential.report.format import format_number
+
+    root, members, method = run
+    sweep = tmp_path / "sweep.json"
+    argv = ["ksweep", str(root), "--id", "id4", "--ood", "ood4", "--json", str(sweep)]
+    assert main([*argv, "--phantom", "model", "--max-extra", "3"]) == 0
+    rows = json.loads(sweep.read_text())["rows"]
+    mi = next(r for r in rows if (r["condition"], r["extra"], r["score"]) == ("ood_only", 1, "neg_mutual_information"))
+    s_id = _grown_scores(*members["id4"], 0, "model", method)["neg_mutual_information"]
+    s_ood = _grown_scores(*members["ood4"], 1, "model", method)["neg_mutual_information"]
+    y = np.r_[np.ones(len(s_id)), np.zeros(len(s_ood))]
+    base = roc_auc_score(y, np.r_[s_id, _grown_scores(*members["ood4"], 0, "model", method)["neg_mutual_information"]])
+    assert mi["delta_auroc"] == pytest.approx(roc_auc_score(y, np.r_[s_id, s_ood]) - base, abs=1e-12)
+    out = tmp_path / "report"
+    argv = ["report", str(root), "--id", "id4", "--ood", "ood4", "--phantom", "model", "--max-extra", "3"]
+    assert main([*argv, "--out", str(out)]) == 0, capsys.readouterr().err
+    takeaway = next(line for line in (out / "report.md").read_text().splitlines() if line.startswith("**Takeaway"))
+    delta = format_number(mi["delta_auroc"], signed=True)
+    words = f"this ensemble ×4 ({method}) baseline's mutual information AUROC by {delta}"
+    assert words in takeaway, takeaway
