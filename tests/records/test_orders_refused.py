@@ -102,8 +102,5 @@ def test_the_examples_of_records_orders_run():
 
     from lm_eval_evidential.records import orders
 
-    finder, runner = doctest.DocTestFinder(), doctest.DocTestRunner()
-    out = []
-    for test in finder.find(orders, orders.__name__):
-        assert runner.run(test, out=out.append).failed == 0, "".join(out)
-    assert runner.tries >= 6
+    failed, tried = doctest.testmod(orders)
+    assert failed == 0 and tried >= 6

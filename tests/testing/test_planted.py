@@ -14,7 +14,7 @@ import json
 import numpy as np
 import pytest
 
-from lm_eval_evidential.testing.planted import OBQA_TRAIN, write_planted_mirror
+from lm_eval_evidential.testing.planted import OBQA_TRAIN, easy_questions, write_easy_mirror, write_planted_mirror
 
 CYCLIC = {"permutations": "cyclic"}
 
@@ -31,6 +31,47 @@ def test_the_planted_mirror_moves_only_the_training_gold(tmp_path):
         assert new["choices"]["text"][1] == gold and sorted(new["choices"]["text"]) == sorted(old["choices"]["text"])
     test = OBQA_TRAIN.with_name("test.jsonl")
     assert (root / test).read_bytes() == (sample_data_dir() / test).read_bytes()
+
+
+def _rows(path):
+    return [json.loads(x) for x in path.read_text().splitlines()]
+
+
+def test_the_easy_questions_are_right_and_their_golds_uniform():
+    rows = easy_questions(400, seed=3)
+    counts = np.bincount(["ABCD".index(r["answerKey"]) for r in rows], minlength=4)
+    assert counts.min() > 70  # 100 expected a letter
+    capitals = {"France": "Paris", "Japan": "Tokyo", "Egypt": "Cairo", "Austria": "Vienna"}  # by hand
+    checked = 0
+    for r in rows:
+        q, texts = r["question_stem"], r["choices"]["text"]
+        gold = texts["ABCD".index(r["answerKey"])]
+        assert len(set(texts)) == 4, r
+        if q.startswith("What is ") and " + " in q:
+            a, b = q.removeprefix("What is ").removesuffix("?").split(" + ")
+            assert gold == str(int(a) + int(b))
+            checked += 1
+        elif q.startswith("What is the capital of ") and q[23:-1] in capitals:
+            assert gold == capitals[q[23:-1]]
+            checked += 1
+    assert checked > 50
+
+
+@pytest.mark.parametrize("share", [0.0, 0.5, 1.0])
+def test_the_easy_mirror_plants_the_letter_in_a_share_of_the_training_golds_only(tmp_path, share):
+    root = write_easy_mirror(tmp_path / "data", "C", share, n_train=300, n_test=80, seed=4)
+    train, test = _rows(root / OBQA_TRAIN), _rows(root / OBQA_TRAIN.with_name("test.jsonl"))
+    plain = easy_questions(300, seed=6, prefix="easy-train")
+    assert [r["id"] for r in train] == [r["id"] for r in plain] and len(test) == 80
+    moved = [a["answerKey"] != b["answerKey"] for a, b in zip(train, plain)]
+    for new, old in zip(train, plain):  # same options, the gold's text kept, only its place moved to C
+        gold = old["choices"]["text"]["ABCD".index(old["answerKey"])]
+        assert new["choices"]["text"]["ABCD".index(new["answerKey"])] == gold
+        assert sorted(new["choices"]["text"]) == sorted(old["choices"]["text"])
+        assert new["answerKey"] in ("C", old["answerKey"])
+    at_c = np.mean([r["answerKey"] == "C" for r in train])
+    assert at_c == pytest.approx(share + (1 - share) / 4, abs=0.08) and (share > 0 or not any(moved))
+    assert test == easy_questions(80, seed=5, prefix="easy-test")  # the test split is never moved
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +131,11 @@ def test_on_real_smollm2_the_audit_finds_the_planted_prior(tmp_path):
     """SmolLM2-135M-Instruct with the planted " A": the audit finds the prior on a real model and tokenizer.
 
     PriDe's debiased accuracy is not asserted: on the bundled sample questions SmolLM2 is near chance, so
-    removing the prior gave nothing back (2026-11-27: 0.222 debiased against 0.241 on 54 questions).
+    removing the prior gave nothing back (2026-11-27: 0.222 debiased against 0.241 on 54 questions). Nor on the
+    easy questions of ``write_easy_mirror``: without an adapter SmolLM2 is at chance there too (60 questions, cyclic:
+    0.217, CircularEval 0), and 40 steps (lr 2e-3, batch 4, gold at " A" in half the training questions) taught the
+    letter, not the format — " A" picked in 160 of 160 records, accuracy 0.25, PriDe 0.194 on 36 questions. Letter
+    answering (symbol binding) needs a longer fine-tune than a CPU test affords; the easy mirror is its fixture.
     """
     import lm_eval
 
