@@ -18,6 +18,8 @@ import sys
 import time
 from pathlib import Path
 
+from lm_eval_evidential.errors import EvidentialError
+
 EVAL_TASKS = (
     "obqa_edl",
     "arc_c_edl",
@@ -59,8 +61,9 @@ def heading(text: str) -> None:
     say(f"== {text} " + "=" * max(0, 70 - len(text)))
 
 
-class DemoStepFailed(Exception):
-    """A command of the demo exited non-zero; the demo stops with its exit status (it said why itself)."""
+class DemoStepFailed(EvidentialError):
+    """A command of the demo exited non-zero; the demo stops with its exit status (the command said why itself,
+    so this carries only the status, caught in :func:`run`)."""
 
     def __init__(self, code: int):
         super().__init__(code)

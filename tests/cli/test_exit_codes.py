@@ -61,7 +61,7 @@ CASES = {
         (["--id", "id4", "--ood", "ood4,ood5", *PAIR], EXIT_REFUSED, "id4 {4: 40} vs ood5 {5: 40}"),
         (["--id", "id4", "--ood", "alien", *PAIR], EXIT_REFUSED, "adapter_sha256: id4='a1' vs alien='b2'"),
         (["--id", "id4", "--ood", "nope", *PAIR], EXIT_ERROR, "no records for task 'nope'"),
-        (["--id", "id4", "--ood", "ood4", "--n-boot", "1"], EXIT_ERROR, "n_boot must be 0"),
+        (["--id", "id4", "--ood", "ood4", "--n-boot", "1"], EXIT_ERROR, "n_boot=1 must be 0"),
         (["--id", "id4", "--ood", "ood4", "--n-boot", "many"], EXIT_ERROR, "invalid int value"),
         (["--id", "id4"], EXIT_ERROR, "give the OOD task(s): --ood T1,T2"),
     ],
