@@ -18,7 +18,7 @@ from pathlib import Path
 from lm_eval_evidential.errors import EvidentialInputError, InvalidValueError
 from lm_eval_evidential.modeling.config import HeadConfig
 from lm_eval_evidential.modeling.encoding import PHANTOM_COUNT
-from lm_eval_evidential.params import declared_params
+from lm_eval_evidential.params import Integral, Interval, Param, declared_params
 
 logger = logging.getLogger(__name__)
 
@@ -266,58 +266,55 @@ def _head_arg_types() -> dict[str, type]:
 HEAD_ARGS = _head_arg_types()
 
 
-def check_phantom_count(value) -> int:
-    """``phantom_count`` from --model_args: a whole number 0..26 (0 keeps no phantom logits)."""
-    try:
-        number = float(value)
-        if isinstance(value, bool) or not number.is_integer() or not 0 <= number <= 26:
-            raise ValueError(value)
-    except (TypeError, ValueError, OverflowError):
-        raise EvidentialInputError(
-            f"phantom_count={value!r} in --model_args must be a whole number from 0 to 26 (the labels after a "
-            f"question's last one whose logits the records keep; default {PHANTOM_COUNT}), e.g. phantom_count=4"
-        ) from None
-    return int(number)
-
-
-def _member_count(value, name: str, what: str, unit: str, drop: str) -> int | None:
-    """A number of members from --model_args: None (not given) or a whole number >= 2, else one line."""
-    if value is None:
-        return None
-    try:
-        number = float(value)
-        if isinstance(value, bool) or not number.is_integer() or number < 2:
-            raise ValueError(value)
-    except (TypeError, ValueError, OverflowError):
-        raise EvidentialInputError(
-            f"{name}={value}: {what} needs an integer number of {unit} >= 2 (e.g. {name}=10); {drop}"
-        ) from None
-    return int(number)
-
-
-def check_mc_samples(value) -> int | None:
-    """``mc_samples`` from --model_args: None (one deterministic pass) or a whole number of MC-dropout passes >= 2."""
-    return _member_count(value, "mc_samples", "MC dropout", "passes", "drop mc_samples for one deterministic pass")
-
-
-def check_laplace_samples(value) -> int | None:
-    """``laplace_samples`` from --model_args: None (the number saved with the posterior) or a whole number >= 2."""
-    return _member_count(
-        value,
-        "laplace_samples",
-        "a Laplace posterior",
-        "weight samples",
-        "drop laplace_samples for the number saved with it",
-    )
-
-
-#: The scoring's --model_args besides the head's, every backend's: name -> (default, check returning the value).
+#: The scoring's --model_args besides the head's, every backend's: name -> (default, its declared Param).
 #: ``EvidentialScoring.init_scoring`` sets each as an attribute of the model; a new one is one line here.
 SCORING_OPTIONS = {
-    "phantom_count": (PHANTOM_COUNT, check_phantom_count),
-    "mc_samples": (None, check_mc_samples),  # MC dropout passes (harness/members.py)
-    "laplace_samples": (None, check_laplace_samples),  # Laplace-LoRA weight samples (harness/members.py)
+    "phantom_count": (
+        PHANTOM_COUNT,
+        Param(
+            Interval(Integral, 0, 26),
+            must="a whole number from 0 to 26",
+            why=f"the labels after a question's last one whose logits the records keep; default {PHANTOM_COUNT}",
+            example="phantom_count=4",
+        ),
+    ),
+    "mc_samples": (  # MC dropout passes (harness/members.py)
+        None,
+        Param(
+            None,
+            Interval(Integral, 2),
+            must="an integer number of passes >= 2",
+            why="MC dropout; drop mc_samples for one deterministic pass",
+            example="mc_samples=10",
+        ),
+    ),
+    "laplace_samples": (  # Laplace-LoRA weight samples (harness/members.py)
+        None,
+        Param(
+            None,
+            Interval(Integral, 2),
+            must="an integer number of weight samples >= 2",
+            why="a Laplace posterior; drop laplace_samples for the number saved with it",
+            example="laplace_samples=10",
+        ),
+    ),
 }
+
+
+def scoring_option(name: str, value):
+    """The scoring's option ``name`` from --model_args, checked against its declared Param: a whole number
+    given as text or a float (lm_eval's parser gives ``4``, ``2.5`` or ``'two'``) is taken as an int."""
+    if not isinstance(value, (bool, type(None))):
+        try:
+            number = float(value)
+            value = int(number) if number.is_integer() else value
+        except (TypeError, ValueError):
+            pass  # not a number: the Param names it
+    param = SCORING_OPTIONS[name][1]
+    if not param.allows(value):
+        raise EvidentialInputError(param.message(name, value))
+    return value
+
 
 #: The --model_args every backend takes for the scoring (harness/scoring.EvidentialScoring.init_scoring).
 SCORING_ARGS = (*HEAD_ARGS, *SCORING_OPTIONS)

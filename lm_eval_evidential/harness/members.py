@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lm_eval_evidential.errors import EvidentialInputError
-from lm_eval_evidential.harness.loading_checks import check_laplace_samples, check_mc_samples
+from lm_eval_evidential.harness.loading_checks import scoring_option
 from lm_eval_evidential.modeling.laplace import LAPLACE_CONFIG, LAPLACE_POSTERIOR, has_posterior
 from lm_eval_evidential.modeling.members import ADAPTER_CONFIG, ensemble_members
 
@@ -62,8 +62,8 @@ class Members:
 def members_from_args(mc_samples, peft, method: str, laplace_samples=None) -> Members | None:
     """The run's members from ``mc_samples``, ``laplace_samples`` and ``peft`` (None: one prediction per
     question), or a refusal."""
-    samples = check_mc_samples(mc_samples)
-    draws = check_laplace_samples(laplace_samples)
+    samples = scoring_option("mc_samples", mc_samples)
+    draws = scoring_option("laplace_samples", laplace_samples)
     if has_posterior(peft):
         return _laplace_members(peft, method, samples, draws)
     if draws is not None:

@@ -39,6 +39,7 @@ from lm_eval_evidential.harness.loading_checks import (
     local_folder,
     model_context,
     reference_head_settings,
+    scoring_option,
 )
 from lm_eval_evidential.harness.members import ensemble_sha256, members_from_args
 from lm_eval_evidential.harness.planning import QuestionPlan, QuestionPlanner
@@ -203,8 +204,8 @@ class EvidentialScoring(ABC):
         stored = head_defaults(trained) or reference_head_settings(trained) or {}
         settings = {**stored, **{k: v for k, v in given.items() if v is not None}}
         self.head = head_config(settings)
-        for name, (default, check) in SCORING_OPTIONS.items():
-            setattr(self, name, check(model_args.pop(name, default)))
+        for name, (default, _) in SCORING_OPTIONS.items():
+            setattr(self, name, scoring_option(name, model_args.pop(name, default)))
         self.members = members_from_args(self.mc_samples, peft, self.head.method, self.laplace_samples)
         self._pretrained_name = str(pretrained)
         self._peft_path = peft

@@ -1535,7 +1535,7 @@ CATALOGUE = [
         M,
         "mc-samples-zero-adapter",
         TINY + ",peft={adapter},mc_samples=0",
-        Refused(IE, r"mc_samples=0: MC dropout needs an integer number of passes >= 2 \(e\.g\. mc_samples=10\)"),
+        Refused(IE, r"mc_samples=0 must be an integer number of passes >= 2 \(MC dropout.*\); e\.g\. mc_samples=10"),
     ),
     (
         M,
@@ -1563,7 +1563,7 @@ CATALOGUE = [
         M,
         "laplace-samples-one-adapter",
         TINY + ",peft={adapter},laplace_samples=1",
-        Refused(IE, r"laplace_samples=1: a Laplace posterior needs an integer number of weight samples >= 2"),
+        Refused(IE, r"laplace_samples=1 must be an integer number of weight samples >= 2 \(a Laplace posterior"),
     ),
     (
         M,

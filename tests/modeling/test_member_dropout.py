@@ -79,11 +79,14 @@ def test_no_dropout_refused(tiny_model, tmp_path):
 
 @pytest.mark.parametrize("bad", ["0", "1", "-3", "two", "2.5"])
 def test_mc_samples_refused(bad):
-    from lm_eval_evidential.harness.loading_checks import check_mc_samples
+    import re
 
-    with pytest.raises(ValueError, match=f"mc_samples={bad}: MC dropout needs an integer number of passes >= 2"):
-        check_mc_samples(bad)
-    assert check_mc_samples("4") == 4 and check_mc_samples(None) is None
+    from lm_eval_evidential.harness.loading_checks import scoring_option
+
+    said = rf"mc_samples=('?){re.escape(bad)}\1 must be an integer number of passes >= 2 \(MC dropout"
+    with pytest.raises(ValueError, match=said):
+        scoring_option("mc_samples", bad)
+    assert scoring_option("mc_samples", "4") == 4 and scoring_option("mc_samples", None) is None
 
 
 def test_ensemble_folders(tiny_adapter, tmp_path):
