@@ -12,7 +12,7 @@ import numpy as np
 
 from lm_eval_evidential.errors import InvalidValueError, RecordsError
 from lm_eval_evidential.records.schema import (
-    _FIELD,
+    FIELD_BY_NAME,
     META_KEY,
     RECORD_FIELDS,
     RECORD_SCHEMA,
@@ -35,7 +35,7 @@ def arrow_schema(names: Sequence[str] = RECORD_FIELDS):
     """The Arrow schema (no metadata) the writer gives a records file with the fields ``names``."""
     import pyarrow as pa
 
-    return pa.schema([(name, arrow_type(_FIELD[name])) for name in names])
+    return pa.schema([(name, arrow_type(FIELD_BY_NAME[name])) for name in names])
 
 
 def _type_ok(field: RecordField, ty) -> bool:

@@ -22,16 +22,16 @@ from lm_eval_evidential.records.schema import (
     RecordField,
 )
 from lm_eval_evidential.records.validation import (
-    _validate_derived,
-    _validate_edl_alpha,
-    _validate_evidence,
-    _validate_limit,
-    _validate_member_phantoms,
-    _validate_members,
-    _validate_orders,
-    _validate_phantoms,
-    _validate_task_column,
-    _validate_values,
+    validate_derived,
+    validate_edl_alpha,
+    validate_evidence,
+    validate_limit,
+    validate_member_phantoms,
+    validate_members,
+    validate_orders,
+    validate_phantoms,
+    validate_task_column,
+    validate_values,
 )
 
 if TYPE_CHECKING:
@@ -215,26 +215,26 @@ class Records(Sequence):
             del column
         k, logits, evidence, alpha = columns["k"], columns["logits"], columns["evidence"], columns["alpha"]
         col = columns.__getitem__
-        _validate_values(path, meta, k, logits, alpha, columns["gold"])
+        validate_values(path, meta, k, logits, alpha, columns["gold"])
         doc_id = columns["doc_id"]
         if columns["order"] is not None:
-            _validate_orders(path, doc_id, k, columns["gold"], columns["order"])
+            validate_orders(path, doc_id, k, columns["gold"], columns["order"])
         elif len(np.unique(doc_id)) != n:
             values, counts = np.unique(doc_id, return_counts=True)
             raise RecordsError(
                 f"{path}: doc_id {int(values[counts > 1][0])} appears more than once; records of two runs were mixed"
             )
-        _validate_evidence(path, meta, k, evidence, alpha, col)
+        validate_evidence(path, meta, k, evidence, alpha, col)
         if columns.get("member_logits") is None:
-            _validate_edl_alpha(path, meta, k, logits, alpha)  # one member: alpha follows from its logits
-        _validate_members(path, meta, k, logits, alpha, columns.get("member_logits"))
-        _validate_derived(path, meta, k, logits, alpha, col)
-        _validate_task_column(path, table.column("task"), task)
+            validate_edl_alpha(path, meta, k, logits, alpha)  # one member: alpha follows from its logits
+        validate_members(path, meta, k, logits, alpha, columns.get("member_logits"))
+        validate_derived(path, meta, k, logits, alpha, col)
+        validate_task_column(path, table.column("task"), task)
         if columns.get("phantom_logits") is not None:
-            _validate_phantoms(path, columns["phantom_logits"], phantom_lengths, meta, k)
+            validate_phantoms(path, columns["phantom_logits"], phantom_lengths, meta, k)
         if columns.get("member_phantom_logits") is not None:
-            _validate_member_phantoms(path, columns["member_phantom_logits"], columns.get("member_logits"), meta, k)
-        _validate_limit(path, meta, len(np.unique(doc_id)))  # questions: a permuted run has a row per order
+            validate_member_phantoms(path, columns["member_phantom_logits"], columns.get("member_logits"), meta, k)
+        validate_limit(path, meta, len(np.unique(doc_id)))  # questions: a permuted run has a row per order
         return cls(task=task, meta=meta, path=path, **columns)
 
 

@@ -97,7 +97,7 @@ def make_records(
     for k, members in by_k.items():
         if member_rows is not None:
             member_z = _member_group(task, [doc_ids[i] for i in members], [member_rows[i] for i in members], k)
-            z, a = _summary_of(member_z, members_method, prior_weight)
+            z, a = _member_summary(member_z, members_method, prior_weight)
         else:
             for i in members:
                 if len(logits[i]) != k:
@@ -188,7 +188,8 @@ def _member_group(task: str, doc_ids, rows, k: int) -> np.ndarray:
     return np.asarray(rows, dtype=np.float64).reshape(len(rows), counts.pop(), k)
 
 
-def _summary_of(members: np.ndarray, method: str, prior_weight: float):
+def _member_summary(members: np.ndarray, method: str, prior_weight: float):
+    # imported here: importing records does not load the metrics modules
     from lm_eval_evidential.metrics.members import member_summary
 
     return member_summary(members, method, prior_weight)

@@ -140,7 +140,8 @@ RECORD_SCHEMA = (
 RECORD_FIELDS = tuple(f.name for f in RECORD_SCHEMA if not f.optional)
 #: The fields a file may lack (read as None).
 OPTIONAL_FIELDS = tuple(f.name for f in RECORD_SCHEMA if f.optional)
-_FIELD = {f.name: f for f in RECORD_SCHEMA}
+#: Each field of :data:`RECORD_SCHEMA` by its name.
+FIELD_BY_NAME = {f.name: f for f in RECORD_SCHEMA}
 
 
 def _schema_table() -> str:

@@ -8,10 +8,10 @@ from __future__ import annotations
 import numpy as np
 
 from lm_eval_evidential.errors import RecordsError
-from lm_eval_evidential.records.make import _summary_of, predictive_probs
+from lm_eval_evidential.records.make import predictive_probs
 
 
-def _validate_orders(path, doc_id: np.ndarray, k: np.ndarray, gold: np.ndarray, order: np.ndarray) -> None:
+def validate_orders(path, doc_id: np.ndarray, k: np.ndarray, gold: np.ndarray, order: np.ndarray) -> None:
     """A permuted run's records: each order a permutation of range(K), each (question, order) once, and the
     orders of one question agree on its K and on which option is gold (``order[gold]``)."""
     n = len(doc_id)
@@ -48,12 +48,12 @@ def _validate_orders(path, doc_id: np.ndarray, k: np.ndarray, gold: np.ndarray, 
             )
 
 
-def _validate_members(path, meta: dict, k: np.ndarray, logits: np.ndarray, alpha: np.ndarray, members) -> None:
+def validate_members(path, meta: dict, k: np.ndarray, logits: np.ndarray, alpha: np.ndarray, members) -> None:
     """Records of M members: ``logits`` is log p̄ of the member logits and, for EDL members, ``alpha`` the
     summary Dirichlet (:func:`lm_eval_evidential.metrics.members.member_summary`); members are finite."""
     if members is None or len(k) == 0:
         return
-    from lm_eval_evidential.metrics.members import MEMBER_METHODS
+    from lm_eval_evidential.metrics.members import MEMBER_METHODS, member_summary
 
     method = meta.get("method", "edl")
     if method not in MEMBER_METHODS:
@@ -69,7 +69,7 @@ def _validate_members(path, meta: dict, k: np.ndarray, logits: np.ndarray, alpha
     lam = float(meta.get("prior_weight", 1.0))
     for start in range(0, len(k), _CHECK_BLOCK):
         block = slice(start, start + _CHECK_BLOCK)
-        log_mean, summary = _summary_of(members[block], method, lam)
+        log_mean, summary = member_summary(members[block], method, lam)
         width = log_mean.shape[1]
         for name, stored, want in (("logits", logits, log_mean), ("alpha", alpha, summary)):
             if want is None:
@@ -85,7 +85,7 @@ def _validate_members(path, meta: dict, k: np.ndarray, logits: np.ndarray, alpha
                 )
 
 
-def _validate_phantoms(path, phantom: np.ndarray, lengths: np.ndarray, meta: dict, k: np.ndarray) -> None:
+def validate_phantoms(path, phantom: np.ndarray, lengths: np.ndarray, meta: dict, k: np.ndarray) -> None:
     """Phantom logits, where a file has them, are finite numbers (NaN is only the right padding beyond each
     row's own list), at most the run's ``phantom_count`` per row, and name letters that exist: K plus the
     phantoms at most the 26 letters A..Z."""
@@ -121,10 +121,10 @@ def _validate_phantoms(path, phantom: np.ndarray, lengths: np.ndarray, meta: dic
         )
 
 
-def _validate_member_phantoms(path, phantom: np.ndarray, members, meta: dict, k: np.ndarray) -> None:
+def validate_member_phantoms(path, phantom: np.ndarray, members, meta: dict, k: np.ndarray) -> None:
     """Each member's phantom logits: only beside ``member_logits`` and for as many members, every member of a row
     the same number of them (one prompt, one set of labels after its last one), each member's list checked as
-    :func:`_validate_phantoms` checks one model's."""
+    :func:`validate_phantoms` checks one model's."""
     redo = "the file was edited or produced by a broken run — re-run the evaluation"
     if members is None:
         raise RecordsError(f"{path}: member_phantom_logits without member_logits; {redo}")
@@ -142,10 +142,10 @@ def _validate_member_phantoms(path, phantom: np.ndarray, members, meta: dict, k:
             f"labels after the question's last one; {redo}"
         )
     for member in range(m):
-        _validate_phantoms(path, phantom[:, member, :], held[:, member], meta, k)
+        validate_phantoms(path, phantom[:, member, :], held[:, member], meta, k)
 
 
-def _validate_limit(path, meta: dict, n: int) -> None:
+def validate_limit(path, meta: dict, n: int) -> None:
     """A run with ``--limit N`` (N >= 1) scored at most N questions per task: more rows mean the metadata or the
     rows come from elsewhere (a report would say the numbers cover N questions)."""
     limit = meta.get("limit")
@@ -158,7 +158,7 @@ def _validate_limit(path, meta: dict, n: int) -> None:
         )
 
 
-def _validate_derived(path, meta: dict, k: np.ndarray, logits: np.ndarray, alpha: np.ndarray, col) -> None:
+def validate_derived(path, meta: dict, k: np.ndarray, logits: np.ndarray, alpha: np.ndarray, col) -> None:
     """Stored strength/vacuity/max_prob/pred/correct must follow from logits or alpha."""
     if len(k) == 0:
         return
@@ -200,7 +200,7 @@ def _validate_derived(path, meta: dict, k: np.ndarray, logits: np.ndarray, alpha
             )
 
 
-def _validate_evidence(path, meta: dict, k: np.ndarray, evidence: np.ndarray, alpha: np.ndarray, col) -> None:
+def validate_evidence(path, meta: dict, k: np.ndarray, evidence: np.ndarray, alpha: np.ndarray, col) -> None:
     """The evidence column must be alpha - λ (evidential) or absent (softmax: no evidence, alpha,
     strength or vacuity). A reader of ``records[i]["evidence"]`` must get what the audits use."""
     if len(k) == 0:
@@ -254,10 +254,10 @@ def _first_mismatch(stored: np.ndarray, want: np.ndarray, real: np.ndarray) -> t
     return None
 
 
-def _validate_edl_alpha(path, meta: dict, k: np.ndarray, logits: np.ndarray, alpha: np.ndarray) -> None:
+def validate_edl_alpha(path, meta: dict, k: np.ndarray, logits: np.ndarray, alpha: np.ndarray) -> None:
     """For ``method=edl`` the stored alpha is the record's logits through the head: softplus(z) + λ
     (:func:`lm_eval_evidential.modeling.heads.edl_alpha`; IB-EDL's alpha depends on noise draws and
-    σ not stored here, so only its floor λ is checked, by :func:`_validate_values`)."""
+    σ not stored here, so only its floor λ is checked, by :func:`validate_values`)."""
     if meta.get("method", "edl") != "edl" or len(k) == 0:
         return
     lam = float(meta.get("prior_weight", 1.0))
@@ -279,7 +279,7 @@ def _validate_edl_alpha(path, meta: dict, k: np.ndarray, logits: np.ndarray, alp
             )
 
 
-def _validate_task_column(path, column, task: str) -> None:
+def validate_task_column(path, column, task: str) -> None:
     """Every row's ``task`` is the file's task (records of two tasks are never mixed in one file)."""
     import pyarrow.compute as pc
 
@@ -291,7 +291,7 @@ def _validate_task_column(path, column, task: str) -> None:
         )
 
 
-def _validate_values(path, meta: dict, k: np.ndarray, logits: np.ndarray, alpha: np.ndarray, gold: np.ndarray) -> None:
+def validate_values(path, meta: dict, k: np.ndarray, logits: np.ndarray, alpha: np.ndarray, gold: np.ndarray) -> None:
     """Refuse records whose numbers cannot have come from a model: say which row and value."""
 
     def fail(row: int, what: str) -> None:
