@@ -286,10 +286,18 @@ def merge_run_metas(task: str, metas: Iterable[Mapping]) -> dict:
 _JSON_MAX_BYTES = 1 << 30
 
 
+#: Adapter config fields PEFT keeps as sets and writes as lists in the set's order, which varies between
+#: processes (string hashing is salted): hashed sorted, so one adapter has one identity.
+_SET_FIELDS = ("target_modules", "exclude_modules")
+
+
 def _canonical_json(path: Path) -> bytes:
     data = json.loads(read_regular_file(path, what="model file", max_bytes=_JSON_MAX_BYTES))
     if isinstance(data, dict):
         data = {k: v for k, v in data.items() if k not in _LOCATION_FIELDS}
+        for key in _SET_FIELDS:
+            if isinstance(data.get(key), list) and all(isinstance(v, str) for v in data[key]):
+                data[key] = sorted(data[key])
     return json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
 
 

@@ -79,6 +79,17 @@ def test_a_changed_config_or_tokenizer_is_another_model(tiny_model, tmp_path, ch
     assert model_sha256(changed) != model_sha256(tiny_model)
 
 
+def test_adapter_identity_does_not_depend_on_the_order_peft_wrote_its_module_sets(tiny_adapter, tmp_path):
+    """PEFT saves target_modules (a set) in the set's order, which changes with the process's hash seed."""
+    adapter = _copy(tiny_adapter, tmp_path / "reordered")
+    config = json.loads((adapter / "adapter_config.json").read_text())
+    assert isinstance(config["target_modules"], list) and len(config["target_modules"]) > 1
+    _edit_json(adapter / "adapter_config.json", target_modules=config["target_modules"][::-1])
+    assert adapter_sha256(adapter) == adapter_sha256(tiny_adapter) is not None
+    _edit_json(adapter / "adapter_config.json", target_modules=config["target_modules"][:1])
+    assert adapter_sha256(adapter) != adapter_sha256(tiny_adapter)  # another set of modules is another adapter
+
+
 def test_adapter_identity_covers_its_weights_and_config(tiny_model, tiny_adapter, tmp_path):
     from lm_eval_evidential.testing.tiny import build_lora_adapter
 
