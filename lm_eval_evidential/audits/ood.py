@@ -89,7 +89,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class OODRow(AuditRow):
     """One score's OOD detection, ID task (positive) against OOD task (:func:`ood_rows`); each field is a column."""
 
@@ -116,7 +116,7 @@ class OODRow(AuditRow):
 OOD_ROW_KEYS = OODRow.field_names()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class KSweepRow(AuditRow):
     """One step of the K sweep (:func:`ksweep_rows`): a score's AUROC/AUPR-In with ``extra`` phantom options
     appended to one side or both, its move from ``extra = 0`` and the appended options' mean evidence."""

@@ -52,6 +52,7 @@ from .table import AuditRow, column, reason_field
 __all__ = [
     "PRR_CAPS",
     "PROBABILITY_SCORES",
+    "CalibrationRow",
     "CALIBRATION_KEYS",
     "SELECTIVE_KEYS",
     "RISK_COVERAGE",
@@ -75,7 +76,21 @@ PRR_CAPS = (0.5, 0.75)
 #: ``l2_to_uniform``) would give DoC a number with no accuracy meaning; ATC needs no such scale.
 PROBABILITY_SCORES = ("max_prob",)
 
-CALIBRATION_KEYS = ("task", "ece", "adaptive_ece", "nll", "brier", "acc")
+
+@dataclass(frozen=True, eq=False)
+class CalibrationRow(AuditRow):
+    """One task's calibration (:func:`calibration_rows`): lower is better for the four errors."""
+
+    task: str = column("task")
+    ece: float = column("ECE (equal-width bins)")
+    adaptive_ece: float = column("adaptive ECE")
+    nll: float = column("NLL")
+    brier: float = column("Brier")
+    acc: float = column("accuracy")
+    reason: str | None = reason_field()
+
+
+CALIBRATION_KEYS = CalibrationRow.field_names()[:-1]  # ``reason`` only where a number is NaN
 #: Default coverage of the ``risk_at_<coverage>`` column (torch-uncertainty's ``RiskAt80Cov``).
 RISK_COVERAGE = 0.8
 
@@ -98,7 +113,7 @@ def selective_keys(coverage: float = RISK_COVERAGE) -> tuple[str, ...]:
 SELECTIVE_KEYS = selective_keys()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ATCRow(AuditRow):
     """One label-free accuracy estimate of a target task against its true accuracy (:func:`atc_rows`)."""
 
@@ -112,7 +127,7 @@ class ATCRow(AuditRow):
     reason: str | None = reason_field()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class OrderRow(AuditRow):
     """Whether two scores order a task's examples alike (:func:`order_rows`)."""
 
@@ -132,7 +147,7 @@ ORDER_KEYS = OrderRow.field_names()[:-1]
 
 
 @refuses_permuted
-def calibration_rows(records_by_task, n_bins: int = 15) -> list[dict]:
+def calibration_rows(records_by_task, n_bins: int = 15) -> list[CalibrationRow]:
     """One row per task: ``task, ece, adaptive_ece, nll, brier, acc`` (+ ``reason`` if NaN).
 
     Confidence = ``max_prob`` (the predicted class's ``E[p]``; softmax for ``method=softmax``),
@@ -169,7 +184,7 @@ def calibration_rows(records_by_task, n_bins: int = 15) -> list[dict]:
                 reasons,
             )
         )
-    return rows
+    return [CalibrationRow.of(row) for row in rows]
 
 
 # ------------------------------------------------------------------ selective prediction

@@ -5,8 +5,8 @@ An audit's row is a frozen dataclass (:class:`AuditRow`) whose fields declare th
 the header a document shows and how the value is written (:data:`FORMATS`). The CLI prints a row type's
 columns with :func:`rows_text` (headers are the JSON keys, 4 decimals, NaN as ``nan``); the report
 writes them with :func:`rows_markdown` (headers for a reader, 3 decimals, NaN as ``n/a``). A row
-reads like the dict it replaces (``row["auroc"]``, ``dict(row)``, ``{**row}``, JSON), so a row read
-back from ``report.json`` renders the same as one just computed.
+is the dict it replaces (``row["auroc"]``, ``dict(row)``, ``{**row}``, JSON), so a row read back from
+``report.json`` renders the same as one just computed.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from lm_eval_evidential.metrics.cardinality import format_k
@@ -43,24 +43,32 @@ def reason_field() -> Any:
     return dataclasses.field(default=None, metadata={"header": "reason", "format": "value", "omit_none": True})
 
 
-class AuditRow(Mapping):
-    """Base of the audit rows: frozen dataclasses read as mappings of their fields, in field order.
+class AuditRow(dict):
+    """Base of the audit rows: frozen dataclasses that are the dict of their fields, in field order.
 
-    Subclasses are ``@dataclass(frozen=True)`` with :func:`column` fields; ``tuple(row)`` is their keys,
-    ``dict(row)`` their JSON object (:func:`~lm_eval_evidential.files.write_json` writes rows as is).
+    Subclasses are ``@dataclass(frozen=True, eq=False)`` with :func:`column` fields. A row is a ``dict``
+    (``row["auroc"]``, ``tuple(row)``, ``json.dumps(row)``, ``row == {...}`` work as on the dicts the audits
+    returned before), read-only: a field is an attribute (``row.auroc``) and neither can be changed.
     """
 
-    def __getitem__(self, key: str) -> Any:
-        if key not in self.field_names() or (key in self._omitted() and getattr(self, key) is None):
-            raise KeyError(key)
-        return getattr(self, key)
-
-    def __iter__(self) -> Iterator[str]:
+    def __post_init__(self) -> None:
         omitted = self._omitted()
-        return iter([k for k in self.field_names() if k not in omitted or getattr(self, k) is not None])
+        items = ((k, getattr(self, k)) for k in self.field_names())
+        dict.update(self, ((k, v) for k, v in items if not (k in omitted and v is None)))
 
-    def __len__(self) -> int:
-        return sum(1 for _ in self)
+    def _frozen(self, *args, **kwargs):
+        raise TypeError(f"{type(self).__name__} rows are read-only; build a new row (dataclasses.replace)")
+
+    __setitem__ = __delitem__ = __ior__ = update = pop = popitem = setdefault = clear = _frozen
+
+    def __reduce__(self):  # pickle and copy rebuild the row from its fields, not item by item
+        return type(self).of, (dict(self),)
+
+    @classmethod
+    @functools.cache
+    def field_names(cls) -> tuple[str, ...]:
+        """The row's keys, in order: its JSON keys."""
+        return tuple(f.name for f in dataclasses.fields(cls))
 
     @classmethod
     def of(cls, row: Mapping):
@@ -71,12 +79,6 @@ class AuditRow(Mapping):
     @functools.cache
     def _omitted(cls) -> frozenset[str]:
         return frozenset(f.name for f in dataclasses.fields(cls) if f.metadata.get("omit_none"))
-
-    @classmethod
-    @functools.cache
-    def field_names(cls) -> tuple[str, ...]:
-        """The row's keys, in order: its JSON keys."""
-        return tuple(f.name for f in dataclasses.fields(cls))
 
     @classmethod
     def columns(cls, *keys: str) -> tuple[Column, ...]:

@@ -43,4 +43,4 @@ def run(args) -> int:
     written = plots.save_reliability_figure(records, args.plot, n_bins=args.bins) if args.plot else []
     if args.json_path:
         written.append(write_json(args.json_path, rows))
-    return print_rows(rows, quality.CALIBRATION_KEYS, ("task",), written)
+    return print_rows(rows, quality.CalibrationRow.columns(*quality.CALIBRATION_KEYS), ("task",), written)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from lm_eval_evidential.audits.ood import KSweepRow, OODRow, phantom_evidence_line, sensitivity_lines
-from lm_eval_evidential.audits.quality import ORDER_KEYS, ATCRow, OrderRow, equivalence_groups
+from lm_eval_evidential.audits.quality import ORDER_KEYS, ATCRow, CalibrationRow, OrderRow, equivalence_groups
 from lm_eval_evidential.audits.table import rows_markdown
 from lm_eval_evidential.metrics.cardinality import phantom_options
 from lm_eval_evidential.metrics.scores import OOD_DEFAULT_SCORES
@@ -239,19 +239,8 @@ def _ksweep_table(rows: Sequence[AuditRow]) -> list[str]:
 def _md_calibration(report: Report) -> list[str]:
     lines = ["## Calibration", ""]
     if report["calibration"]:
-        lines += _table(
-            ["task", "accuracy", "ECE (15 bins)", "adaptive ECE", "NLL", "Brier"],
-            [
-                [
-                    r["task"],
-                    format_number(r["acc"]),
-                    format_number(r["ece"]),
-                    format_number(r["adaptive_ece"]),
-                    format_number(r["nll"]),
-                    format_number(r["brier"]),
-                ]
-                for r in report["calibration"]
-            ],
+        lines += rows_markdown(
+            report["calibration"], CalibrationRow.columns("task", "acc", "ece", "adaptive_ece", "nll", "brier")
         )
         lines += _reasons(report["calibration"])
     return lines + _figure(report, "reliability", "Reliability diagrams (confidence = max E[p]; n = examples per bin)")

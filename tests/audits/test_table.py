@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import math
+import pickle
 
 import pytest
 
@@ -56,6 +58,12 @@ def test_a_row_reads_as_the_dict_it_replaces_and_is_frozen(tmp_path):
         row["nope"]
     with pytest.raises(dataclasses.FrozenInstanceError):
         row.auroc = 0.0  # type: ignore[misc]
+    with pytest.raises(TypeError, match="read-only"):
+        row["auroc"] = 0.0
+    with pytest.raises(TypeError, match="read-only"):
+        row.update(auroc=0.0)
+    assert row == dict(row) and json.loads(json.dumps(row))["score"] == "max_prob"
+    assert copy.deepcopy(row) == row and type(pickle.loads(pickle.dumps(row))) is OODRow
     write_json(tmp_path / "rows.json", [row])
     back = json.loads((tmp_path / "rows.json").read_text())
     assert list(back[0]) == list(OOD_ROW_KEYS) and back[0]["aupr_out"] is None and back[0]["k_ood"] == {"4": 3, "5": 9}
