@@ -29,16 +29,16 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from lm_eval_evidential.errors import InvalidValueError
 from lm_eval_evidential.metrics.cardinality import CardinalityMismatchError
 from lm_eval_evidential.metrics.detection import detection_report, fpr_at_95_tpr
+from lm_eval_evidential.params import Options, Param, validate_params
 from lm_eval_evidential.records import Records, check_same_producer
 from lm_eval_evidential.records.orders import refuses_permuted
 
 from ._common import collect, finish_row, record_scores
 from .ood import k_check, k_summary, resolve_scores
 
-__all__ = ["FPR95_DIRECTIONS", "GROUP_ROW_KEYS", "METRIC_KEYS", "group_rows"]
+__all__ = ["FPR95", "FPR95_DIRECTIONS", "GROUP_ROW_KEYS", "METRIC_KEYS", "group_rows"]
 
 #: What FPR@95 measures under each convention (said in every row and above every table).
 FPR95_DIRECTIONS = {
@@ -47,6 +47,8 @@ FPR95_DIRECTIONS = {
     "odin": "ID positive: share of OOD questions accepted as ID when 95% of ID questions are accepted "
     "(ODIN, Liang et al. 2018; the ood table's fpr95)",
 }
+#: ``fpr95``: which convention FPR@95 follows (declared once: the report takes it too).
+FPR95 = Param(Options(tuple(FPR95_DIRECTIONS)), noun="fpr95 direction")
 #: The numbers a mean row averages (and ``percent`` scales).
 METRIC_KEYS = ("id_acc", "fpr95", "auroc", "aupr_in", "aupr_out")
 GROUP_ROW_KEYS = (
@@ -73,6 +75,7 @@ def _set_metrics(y: np.ndarray, s: np.ndarray, fpr95: str) -> tuple[dict, list[s
 
 
 @refuses_permuted
+@validate_params({"fpr95": FPR95})
 def group_rows(
     id_records: Records,
     groups: Mapping[str, Sequence[Records]],
@@ -91,8 +94,6 @@ def group_rows(
     ``(id_task, ood_task, CardinalityMismatchError)`` for each set the K check refused. ID =
     positive for AUROC and AUPR-In, higher score = more in-distribution.
     """
-    if fpr95 not in FPR95_DIRECTIONS:
-        raise InvalidValueError(f"unknown fpr95 direction {fpr95!r}; valid: {', '.join(FPR95_DIRECTIONS)}")
     every = [r for sets in groups.values() for r in sets]
     check_same_producer([id_records, *every])
     names = resolve_scores(scores, id_records, *every)

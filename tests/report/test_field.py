@@ -155,6 +155,6 @@ def test_group_options_are_checked_before_any_work(out_dir, capsys, tmp_path):
     assert rc == 1 and "near_a named in both --near and --far" in err
     assert not (tmp_path / "r").exists()
     with pytest.raises(ValueError, match="not among the OOD tasks"):
-        check_groups({"near": ["x"]}, ["y"], "openood")
-    with pytest.raises(ValueError, match="unknown fpr95 direction"):
-        check_groups(None, ["y"], "tpr")
+        check_groups({"near": ["x"]}, ["y"])
+    with pytest.raises(ValueError, match=r"^unknown fpr95 direction 'tpr'; choose one of openood, odin$"):
+        build_report(None, [], tmp_path / "r", fpr95="tpr")  # refused before the records are read
