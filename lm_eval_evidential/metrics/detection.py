@@ -403,10 +403,10 @@ def aupr_in_ij_ci(y_true, score, level: float = 0.95) -> tuple[float, float, flo
 
     .. math::
 
-        \widehat{\mathrm{Var}} = \sum_{c \in \{ID, OOD\}} \sum_{i \in c} (g_i - ar g_c)^2,
-        \quad n_{ID}\, g_i = P_{k(i)} + \sum_{h \ge k(i)} rac{\Delta TP_h\, FP_h}{(TP_h + FP_h)^2}
+        \widehat{\mathrm{Var}} = \sum_{c \in \{ID, OOD\}} \sum_{i \in c} (g_i - \bar g_c)^2,
+        \quad n_{ID}\, g_i = P_{k(i)} + \sum_{h \ge k(i)} \frac{\Delta TP_h\, FP_h}{(TP_h + FP_h)^2}
         \ (i \in ID), \quad
-        n_{ID}\, g_j = -\sum_{h \ge k(j)} rac{\Delta TP_h\, TP_h}{(TP_h + FP_h)^2} \ (j \in OOD)
+        n_{ID}\, g_j = -\sum_{h \ge k(j)} \frac{\Delta TP_h\, TP_h}{(TP_h + FP_h)^2} \ (j \in OOD)
 
     (blocks ``h`` in descending score order, ``TP_h``/``FP_h`` cumulative, ``P_h`` their
     precision, each class centred on its own mean: the class sizes are fixed, as in the
@@ -443,13 +443,37 @@ def aupr_in_ij_ci(y_true, score, level: float = 0.95) -> tuple[float, float, flo
 
 @validate_params({"n_boot": N_BOOT, "level": LEVEL})
 def aupr_in_ci(y_true, score, *, n_boot: int = 1000, level: float = 0.95, seed: int = 0) -> tuple[float, float, float]:
-    """AUPR-In and its interval as the audits report it: ``(aupr_in, lo, hi)``.
+    r"""AUPR-In and its interval as the audits report it: ``(aupr_in, lo, hi)``.
 
     The stratified percentile bootstrap (:func:`bootstrap_ci`, ``n_boot`` replicates, ``seed``)
     up to :data:`BOOTSTRAP_MAX_EXAMPLES` examples; above, its large-sample limit
     (:func:`aupr_in_ij_ci`), as scipy's ``mannwhitneyu(method="auto")`` leaves its exact
     distribution for the asymptotic one on large samples. Both estimate the sampling spread of
     AUPR-In with the class sizes fixed. ``n_boot = 0`` gives no interval at any size.
+
+    .. math::
+
+        \mathrm{AUPR\text{-}In} = \sum_k (R_k - R_{k-1})\, P_k
+
+    (``P_k``, ``R_k``: precision and recall of ID at the k-th threshold, descending).
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n_samples,)
+        1 for ID, 0 for OOD.
+    score : array-like of shape (n_samples,)
+        Finite scores, higher = more ID.
+    n_boot : int, default=1000
+        Bootstrap replicates at or below :data:`BOOTSTRAP_MAX_EXAMPLES` examples; 0 for no interval.
+    level : float in (0, 1), default=0.95
+        Confidence level.
+    seed : int, default=0
+        Seed of the bootstrap's resampling.
+
+    Returns
+    -------
+    aupr_in, lo, hi : float
+        The point estimate and the interval's bounds (NaN bounds when ``n_boot = 0``).
 
     Examples
     --------
