@@ -86,7 +86,7 @@ class _PlanRecorder:
 
 def _question_prefix(prompts_by_question: list[list[list[int]]]) -> float:
     """The mean number of tokens the K orders of a question share (everything before its options)."""
-    from lm_eval_evidential.modeling.prefix_cache import common_prefix_length
+    from lm_eval_evidential.modeling.prefix_plan import common_prefix_length
 
     shared = []
     for prompts in prompts_by_question:

@@ -211,7 +211,7 @@ def arithmetic(config, prefix: int, few: list[int], zero_prefix: int, zero: list
 
 
 def _shared_prefix(prompts: list[list[int]]) -> int:
-    from lm_eval_evidential.modeling.prefix_cache import common_prefix_length
+    from lm_eval_evidential.modeling.prefix_plan import common_prefix_length
 
     return min(common_prefix_length(prompts[0], ids) for ids in prompts[1:]) if len(prompts) > 1 else 0
 

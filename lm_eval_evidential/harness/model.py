@@ -38,7 +38,8 @@ from lm_eval_evidential.harness.loading_checks import (
 )
 from lm_eval_evidential.harness.scoring import EvidentialScoring
 from lm_eval_evidential.modeling.encoding import last_position_logits, left_pad
-from lm_eval_evidential.modeling.prefix_cache import SharedPrefix, padded_width, plan_batches
+from lm_eval_evidential.modeling.prefix_cache import SharedPrefix, padded_width
+from lm_eval_evidential.modeling.prefix_plan import plan_batches
 from lm_eval_evidential.modeling.quiet import progress_options
 
 logger = logging.getLogger(__name__)
@@ -199,7 +200,7 @@ class EvidentialLM(EvidentialScoring, HFLM):
         ``prefix_length`` tokens, the same in every row, run once where the model allows
         (:func:`~lm_eval_evidential.modeling.prefix_cache.cache_blocker`) — once for the batches of a
         group when they pass the same ``shared`` (it holds the last prefix run) — and the rows' inner
-        prefixes (``inner``, :attr:`~lm_eval_evidential.modeling.prefix_cache.Batch.inner`) once for
+        prefixes (``inner``, :attr:`~lm_eval_evidential.modeling.prefix_plan.Batch.inner`) once for
         the batch. In an MC-dropout pass
         each row's masks are seeded by its own tokens (modeling/members.py) and cover its whole prompt,
         so no prefix is shared there."""
@@ -290,7 +291,7 @@ class EvidentialLM(EvidentialScoring, HFLM):
 
     def last_logits_at(self, prompts: list[list[int]], ids: torch.Tensor, disable_tqdm: bool = False) -> torch.Tensor:
         """:meth:`EvidentialScoring.last_logits_at`: in batches of ``batch_size``, planned by
-        :func:`~lm_eval_evidential.modeling.prefix_cache.plan_batches`: prompts sharing a prefix that
+        :func:`~lm_eval_evidential.modeling.prefix_plan.plan_batches`: prompts sharing a prefix that
         pays in consecutive batches, longest first (their prefix run once for all of them and freed
         after the group), every other prompt longest first.
 

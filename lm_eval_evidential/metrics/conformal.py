@@ -74,8 +74,8 @@ from lm_eval_evidential.params import Integral, Interval, Options, Param, Real, 
 
 from ._validation import as_1d_float, as_binary_labels, check_same_length, undefined
 from .calibration import _probs_gold
-from .detection import LEVEL, N_BOOT
 from .dirichlet import _padded
+from .intervals import LEVEL, N_BOOT
 from .scores import _check_simplex
 
 __all__ = [

@@ -11,7 +11,7 @@ from lm_eval_evidential.errors import InvalidValueError, OutputPathError
 from lm_eval_evidential.files import atomic_folder, atomic_write_text, read_regular_file, write_json
 from lm_eval_evidential.metrics.calibration import N_BINS
 from lm_eval_evidential.metrics.conformal import ALPHA
-from lm_eval_evidential.metrics.detection import N_BOOT
+from lm_eval_evidential.metrics.intervals import N_BOOT
 from lm_eval_evidential.metrics.ksweep import MAX_EXTRA, PHANTOM
 from lm_eval_evidential.params import Interval, Param, Real, validate_params
 from lm_eval_evidential.records import Records, checked_together

@@ -12,7 +12,7 @@ pyarrow, audits and report never import torch, lm_eval or matplotlib. And no mod
 itself through others: the graph of the package's own imports has no cycle.
 
 And no function of the package, tools/ or benchmarks/ is over 80 lines (issue 31), bar the shrinking list of
-those being split.
+those being split, and no module of the package is over 500 lines.
 """
 
 from __future__ import annotations
@@ -350,3 +350,29 @@ def test_the_length_check_reports_a_long_function_and_a_stale_allowance(tmp_path
         "lm_eval_evidential/gone.py:g is gone: remove it from LONG_FUNCTIONS_BEING_SPLIT",
         "lm_eval_evidential/planted.py:A.short is 2 lines now: remove it from LONG_FUNCTIONS_BEING_SPLIT",
     ]
+
+
+#: The longest a module of the package may be (issue 31): past it, a module holds more than one concept.
+MAX_MODULE_LINES = 500
+
+
+def long_modules(root: Path = PACKAGE.parent) -> list[str]:
+    """``"path: N lines"`` for every module of the package under ``root`` over :data:`MAX_MODULE_LINES`."""
+    found = []
+    for file in sorted((root / "lm_eval_evidential").rglob("*.py")):
+        n = len(file.read_text(encoding="utf-8").splitlines())
+        if n > MAX_MODULE_LINES:
+            found.append(f"{file.relative_to(root).as_posix()}: {n} lines, over {MAX_MODULE_LINES}; split it")
+    return found
+
+
+def test_no_module_is_over_500_lines():
+    found = long_modules()
+    assert not found, "\n".join(found)
+
+
+def test_the_module_check_reports_a_long_module(tmp_path):
+    (tmp_path / "lm_eval_evidential" / "sub").mkdir(parents=True)
+    (tmp_path / "lm_eval_evidential" / "sub" / "long.py").write_text("x = 0\n" * 501)
+    (tmp_path / "lm_eval_evidential" / "short.py").write_text("x = 0\n" * 500)
+    assert long_modules(tmp_path) == ["lm_eval_evidential/sub/long.py: 501 lines, over 500; split it"]

@@ -15,6 +15,7 @@ from scipy.stats import norm
 from sklearn.metrics import average_precision_score, roc_auc_score, roc_curve
 
 from lm_eval_evidential.metrics import detection as M
+from lm_eval_evidential.metrics import intervals
 from lm_eval_evidential.metrics._validation import UndefinedMetricWarning
 
 SETTINGS = settings(max_examples=80, deadline=None)
@@ -378,7 +379,7 @@ def test_aupr_in_ci_bootstraps_small_data_and_takes_the_limit_on_large(monkeypat
     y = np.r_[np.ones(60, int), np.zeros(40, int)]
     s = rng.normal(size=100) + y
     assert M.aupr_in_ci(y, s, n_boot=300, seed=2) == M.bootstrap_ci(M.aupr_in, y, s, n_boot=300, seed=2)
-    monkeypatch.setattr(M, "BOOTSTRAP_MAX_EXAMPLES", 99)
+    monkeypatch.setattr(intervals, "BOOTSTRAP_MAX_EXAMPLES", 99)
     assert M.aupr_in_ci(y, s, n_boot=300, seed=2) == M.aupr_in_ij_ci(y, s)
     assert np.isnan(M.aupr_in_ci(y, s, n_boot=0)[1:]).all()  # n_boot = 0: no interval at any size
     with pytest.raises(ValueError, match="n_boot"):
