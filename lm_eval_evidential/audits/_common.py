@@ -86,15 +86,25 @@ def record_scores(records: Records, names: Sequence[str], keep=None) -> dict[str
     """``{score: values}`` for the examples of ``records`` selected by ``keep`` (default all):
     the one way every audit and figure computes a record's scores."""
     inputs = score_inputs(records, keep)
-    if any(SCORES[name].needs_logits for name in names):  # the logit scores (neg_energy, max_logit)
-        if is_order_averaged(records):
-            raise InvalidValueError(
-                f"{', '.join(n for n in names if SCORES[n].needs_logits)} read one forward pass's answer logits, but "
-                f"the records of {records.task!r} average each question's orders (--average-orders; their logits "
-                "column is log p̄); use max_prob, neg_entropy or an evidence score"
-            )
-        inputs["logits"] = records.logits if keep is None or np.all(keep) else records.logits[keep]
+    logits = answer_logits(records, names)
+    if logits is not None:
+        inputs["logits"] = logits if keep is None or np.all(keep) else logits[keep]
     return {name: compute_score(name, **inputs) for name in names}
+
+
+def answer_logits(records: Records, names: Sequence[str]):
+    """The answer logits that the logit scores among ``names`` (neg_energy, max_logit) read, None where none
+    does; refused on order-averaged records, whose logits column is log p̄, not one forward pass's."""
+    needing = [n for n in names if SCORES[n].needs_logits]
+    if not needing:
+        return None
+    if is_order_averaged(records):
+        raise InvalidValueError(
+            f"{', '.join(needing)} read one forward pass's answer logits, but "
+            f"the records of {records.task!r} average each question's orders (--average-orders; their logits "
+            "column is log p̄); use max_prob, neg_entropy or an evidence score"
+        )
+    return records.logits
 
 
 def check_task_mapping(records_by_task) -> None:

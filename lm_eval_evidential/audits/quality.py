@@ -38,6 +38,7 @@ from ..metrics.score_orders import score_order_audit
 from ..metrics.scores import available_scores, computable_scores
 from ..metrics.selective import augrc, aurc, eaurc, prr, prr_normalized, risk_at_coverage, spearman
 from ._common import (
+    answer_logits,
     check_records_by_task,
     check_scores,
     collect,
@@ -332,6 +333,8 @@ def _atc_doc_estimates(id_records, target, usable: Sequence[str], lacking: list[
             prior_weight=id_records.prior_weight,
             id_member_logits=id_in.get("member_logits"),
             target_member_logits=t_in.get("member_logits"),
+            id_logits=answer_logits(id_records, usable),
+            target_logits=answer_logits(target, usable),
         ).items()
     }
     for name in (n for n in usable if n in PROBABILITY_SCORES):

@@ -234,6 +234,8 @@ def atc_by_score(
     prior_weight: float = 1.0,
     id_member_logits=None,
     target_member_logits=None,
+    id_logits=None,
+    target_logits=None,
 ) -> dict[str, float]:
     r"""ATC target-accuracy estimate for each registered score function, ``{name: estimate}``.
 
@@ -265,6 +267,8 @@ def atc_by_score(
         The prior weight ``lambda``.
     id_member_logits, target_member_logits : array-like of shape (n, M, K_max), optional
         The members' logits of records scored by several members (both sides or neither).
+    id_logits, target_logits : array-like of shape (n, K_max), optional
+        The answer logits (NaN right-padded) the logit scores read: ``neg_energy``, ``max_logit``.
 
     Returns
     -------
@@ -282,20 +286,25 @@ def atc_by_score(
     >>> {name: round(v, 4) for name, v in est.items()}  # K = 2: one estimate (Theorem 1)
     {'max_prob': 0.3333, 'neg_entropy': 0.3333, 'l2_norm': 0.3333}
     """
-    has_alpha = id_alpha is not None and target_alpha is not None
-    has_members = id_member_logits is not None and target_member_logits is not None
     if names is None:
-        names = available_scores(has_alpha, has_members=has_members)
+        has_members = id_member_logits is not None and target_member_logits is not None
+        names = available_scores(id_alpha is not None and target_alpha is not None, has_members=has_members)
     else:
         names = check_score_names(names)
+    sides = (
+        (id_probs, id_k, id_alpha, id_member_logits, id_logits),
+        (target_probs, target_k, target_alpha, target_member_logits, target_logits),
+    )
     out = {}
     for name in names:
-        s_id, s_t = (
-            compute_score(name, probs=p, k=k, alpha=a, prior_weight=prior_weight, member_logits=m)
-            for p, k, a, m in (
-                (id_probs, id_k, id_alpha, id_member_logits),
-                (target_probs, target_k, target_alpha, target_member_logits),
-            )
-        )
+        s_id, s_t = (_side_score(name, side, prior_weight) for side in sides)
         out[name] = atc(s_id, id_correct, s_t)
     return out
+
+
+def _side_score(name: str, side: tuple, prior_weight: float):
+    """One side's ``name`` score from its ``(probs, k, alpha, member_logits, logits)``."""
+    probs, k, alpha, member_logits, logits = side
+    return compute_score(
+        name, probs=probs, k=k, alpha=alpha, prior_weight=prior_weight, member_logits=member_logits, logits=logits
+    )

@@ -325,6 +325,22 @@ def test_atc_matches_brute_force_through_the_cli(out, capsys, tmp_path, name):
             assert name == "max_prob" and row["estimate"] == pytest.approx(want, abs=1e-12)
 
 
+@pytest.mark.parametrize("name", ["max_logit", "neg_energy"])
+def test_atc_of_a_logit_score_matches_brute_force_through_the_cli(out, capsys, tmp_path, name):
+    # the logit scores read the answer logits, which the ATC path once never passed ("logits is None", exit 1)
+    rows, _ = run_json(["atc", out, "--id", "idt", "--target", "tgt_lo", "--scores", name], capsys, tmp_path)
+
+    def brute(rec):
+        zs = [[float(v) for v in rec[i]["logits"]] for i in range(len(rec))]
+        if name == "max_logit":
+            return [max(z) for z in zs]
+        return [math.log(sum(math.exp(v) for v in z)) for z in zs]
+
+    idr, tgt = load_records(out, "idt"), load_records(out, "tgt_lo")
+    (row,) = [r for r in rows if r["method"] == "atc"]
+    assert row["estimate"] == pytest.approx(_atc_brute(brute(idr), list(idr.correct), brute(tgt)), abs=1e-12)
+
+
 def test_atc_more_confident_target_gets_a_higher_estimate(out, capsys, tmp_path):
     scores = "max_prob,reciprocal_vacuity,neg_entropy,l1_to_uniform"
     rows, _ = run_json(["atc", out, "--id", "idt", "--target", "tgt_lo,tgt_hi", "--scores", scores], capsys, tmp_path)
