@@ -21,20 +21,8 @@ References
        receiver operating characteristic (ROC) curve. *Radiology* 143(1), 29-36.
 .. [2] Hendrycks, D. and Gimpel, K. (2017). A baseline for detecting misclassified and
        out-of-distribution examples in neural networks. *ICLR*.
-.. [3] DeLong, E. R., DeLong, D. M. and Clarke-Pearson, D. L. (1988). Comparing the areas
-       under two or more correlated receiver operating characteristic curves: a
-       nonparametric approach. *Biometrics* 44(3), 837-845.
-.. [4] Sun, X. and Xu, W. (2014). Fast implementation of DeLong's algorithm for comparing the
-       areas under correlated receiver operating characteristic curves. *IEEE Signal
-       Processing Letters* 21(11), 1389-1393.
-.. [5] Efron, B. and Tibshirani, R. J. (1993). *An Introduction to the Bootstrap*. Chapman &
-       Hall, chapter 13.
-.. [6] Efron, B. (1981). Nonparametric estimates of standard error: the jackknife, the
-       bootstrap and other methods. *Biometrika* 68(3), 589-599.
-.. [7] Boyd, K., Eng, K. H. and Page, C. D. (2013). Area under the precision-recall curve:
-       point estimates and confidence intervals. *ECML PKDD*, LNCS 8190, 451-466.
-.. [8] Clémençon, S. and Vayatis, N. (2009). Nonparametric estimation of the precision-recall
-       curve. *ICML*, 185-192.
+The intervals' references (DeLong; Sun & Xu; Efron; Boyd, Eng & Page; Clémençon & Vayatis) are
+:mod:`.intervals`'.
 """
 
 from __future__ import annotations
