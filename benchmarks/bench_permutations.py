@@ -12,9 +12,10 @@ batch of K x N prompts. Measured side by side in one process, interleaved ``--re
 - ``K orders, K calls``: the same prompts as K independent evaluations, one call per shift.
 
 Each with the model's prefix cache (``prefix_cache``, issue 35) on and off (``--prefix-cache both``, the
-default). Printed: the median wall time of each and its ratio to ``one order`` without the cache (K would be
-no sharing at all), with the machine and ``uptime`` load. What the cache shares between the orders of one
-question shows as ``one call`` with the cache below the same without it.
+default). Printed, and written as the run's record (``benchmarks/results/bench_permutations.json`` or
+``--json PATH``, through ``measure.write_result``): the median wall time of each and its ratio to ``one order``
+without the cache (K would be no sharing at all), with the machine and ``uptime`` load. What the cache shares
+between the orders of one question shows as ``one call`` with the cache below the same without it.
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from measure import command_line, write_result  # noqa: E402 (after the path above)
 
 
 def _model(kind: str, tmp: Path, prefix_cache: bool = True):
@@ -156,6 +160,7 @@ def main(argv=None) -> None:
         default="both",
         help="the model's prefix_cache (issue 35); both: each variant with it on and off, side by side",
     )
+    ap.add_argument("--json", type=Path, default=None, help="the run's record (default: in benchmarks/results/)")
     args = ap.parse_args(argv)
     os.environ.setdefault("EVIDENTIAL_DATA_DIR", str(sample_data_dir()))
     start_load = os.getloadavg()[0]
@@ -206,11 +211,56 @@ def main(argv=None) -> None:
     print(f"requests: {len(plain)} in one order, {len(permuted)} in the K orders")
     if plans:
         _print_plans(plans, permuted, models[True][0])
-    base = statistics.median(times[(settings[-1], "one order")])  # without the cache where both ran
-    for (cache, name), values in times.items():
-        median = statistics.median(values)
+    medians = {key: statistics.median(values) for key, values in times.items()}
+    base = medians[(settings[-1], "one order")]  # without the cache where both ran
+    for (cache, name), median in medians.items():
         label = f"{name}, prefix cache {'on' if cache else 'off'}"
-        print(f"{label:<36} {median:8.3f} s   x{median / base:5.2f}   (runs: {len(values)})")
+        print(f"{label:<36} {median:8.3f} s   x{median / base:5.2f}   (runs: {args.repeats})")
+    write_record(args, medians, settings, k)
+
+
+def write_record(args, medians: dict, settings: list[bool], k: int) -> None:
+    """The run's record, through ``measure.write_result``: its shape and :func:`figures`."""
+    shape = (
+        f"{'SmolLM2-135M-Instruct' if args.model == 'smollm2' else 'tiny Llama (hidden 64, 2 layers)'}, {args.task}, "
+        f"{args.n} questions, K = {k}, batch 8, CPU float32, {torch_threads()} torch thread(s)"
+    )
+    written = write_result(
+        "bench_permutations",
+        command=command_line(),
+        shape=shape,
+        figures=figures(medians, settings),
+        path=args.json,
+        notes=f"median of {args.repeats} interleaved rounds; ratios to one order with the cache "
+        f"{'off' if settings[-1] is False else 'on'}",
+    )
+    print(f"written: {written}")
+
+
+def figures(medians: dict, settings: list[bool]) -> list[dict]:
+    """The record's figures: one order's seconds (without the cache where both ran), each variant's ratio to it,
+    and, with both settings, issue 35's goal: K calls without the cache against K orders in one call with it."""
+    base_cache = settings[-1]
+    base = medians[(base_cache, "one order")]
+
+    def said(cache):
+        return f"cache {'on' if cache else 'off'}"
+
+    found = [{"what": f"one order, prefix {said(base_cache)}", "value": round(base, 3), "unit": "s"}]
+    for (cache, name), median in medians.items():
+        if (cache, name) != (base_cache, "one order"):
+            found.append({"what": f"{name} / one order, {said(cache)}", "value": round(median / base, 2), "unit": "x"})
+    if len(settings) == 2:
+        gain = medians[(False, "K orders, K calls")] / medians[(True, "K orders, one call")]
+        found.append(
+            {
+                "what": "K calls without the cache / K orders in one call with it",
+                "value": round(gain, 2),
+                "unit": "x",
+                "limit": ">= 2 (issue 35)",
+            }
+        )
+    return found
 
 
 if __name__ == "__main__":

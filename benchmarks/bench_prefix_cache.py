@@ -16,14 +16,20 @@ cache, and few-shot with ``prefix_cache=False`` (on ``--uncached-questions`` of 
 seconds, peak RSS added by the call: the kernel's high-water mark reset before it, freed heap
 given back first by ``malloc_trim``, so that one way's leftovers do not hide the next one's
 peak) and the ratios, per round and their median: cached / uncached (goal >= 3) and zero-shot /
-cached (goal <= 1.3).
+cached (goal <= 1.3). The run's record (``benchmarks/results/bench_prefix_cache.json``, or
+``bench_prefix_cache_<task>.json`` for another task than the default; ``--json PATH``) is written through
+``measure.write_result``: each way's questions per second and peak memory added, and the two ratios against
+their goals.
 
 ``--sweep``: where a shared prefix pays (``modeling/prefix_cache.py``'s rule). For each prefix
 length P (``--sweep-prefix``) and group of G rows (``--sweep-rows``, one batch), G prompts of P
 shared random tokens and ``--sweep-suffix`` tokens of their own are forwarded with the prefix run
 once (:class:`~lm_eval_evidential.modeling.prefix_cache.SharedPrefix`) and uncached
 (``last_position_logits`` of the left-padded rows), alternating, median of ``--repeats``; prints
-uncached / cached seconds against the tokens saved, P × (G − 1).
+uncached / cached seconds against the tokens saved, P × (G − 1) (record ``bench_prefix_cache_sweep.json``).
+
+``--model tiny``: the package's tiny random Llama, built in a temporary folder (a smoke run of the script and
+its record, not a figure to quote).
 """
 
 from __future__ import annotations
@@ -37,7 +43,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from measure import PeakMemory  # noqa: E402 (after the path above)
+from measure import RESULTS, PeakMemory, command_line, write_result  # noqa: E402 (after the path above)
+
+DEFAULT_TASK = "mmlu_math_edl"
 
 
 def build_requests(task_name: str, shots: int, questions: int, offset: int):
@@ -107,15 +115,16 @@ def compare(lm, ways: dict, repeats: int) -> dict:
     for name, (_, n, _) in ways.items():
         seconds = [s for s, _ in runs[name]]
         row = {"way": name, "questions": n, "q_per_s": n / statistics.median(seconds)}
-        row.update(seconds=[round(s, 2) for s in seconds], added_mb=[round(m, 1) for m in (m for _, m in runs[name])])
+        row.update(seconds=seconds, added_mb=[round(m, 1) for m in (m for _, m in runs[name])])
         row.update(load=[round(min(loads), 1), round(max(loads), 1)])
-        print(json.dumps(row), flush=True)
+        print(json.dumps({**row, "seconds": [round(s, 2) for s in seconds]}), flush=True)  # the ratios: unrounded
         rows[name] = row
     return rows
 
 
-def sweep(model, args) -> None:
-    """Uncached / cached seconds of one batch of G rows sharing P tokens (module docstring)."""
+def sweep(model, args) -> list[dict]:
+    """Uncached / cached seconds of one batch of G rows sharing P tokens (module docstring), printed; the
+    record's figures returned."""
     import random
     import statistics
 
@@ -127,6 +136,7 @@ def sweep(model, args) -> None:
     rng = random.Random(0)
     vocab = model.get_input_embeddings().weight.shape[0]
     print("prefix P  rows G  saved P*(G-1)  uncached s  cached s  uncached/cached  load")
+    found = []
     for p in (int(x) for x in args.sweep_prefix.split(",")):
         for g in (int(x) for x in args.sweep_rows.split(",")):
             prefix = [rng.randrange(10, vocab) for _ in range(p)]
@@ -147,6 +157,8 @@ def sweep(model, args) -> None:
                         times[name].append(time.perf_counter() - start)
             u, c = statistics.median(times["uncached"]), statistics.median(times["cached"])
             print(f"{p:>8}  {g:>6}  {p * (g - 1):>13}  {u:>10.4f}  {c:>8.4f}  {u / c:>15.2f}  {os.getloadavg()[0]:.1f}")
+            found.append({"what": f"uncached / cached, prefix {p} x {g} rows", "value": round(u / c, 2), "unit": "x"})
+    return found
 
 
 def forward_flops(config, tokens: int, before: int = 0) -> float:
@@ -231,10 +243,15 @@ def print_arithmetic(lm, few, zero, questions: int) -> None:
     )
 
 
-def main(argv=None) -> int:
+def parse_args(argv=None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", default=None, help="checkpoint folder (default: SmolLM2-135M-Instruct, fetched once)")
-    ap.add_argument("--task", default="mmlu_math_edl")
+    ap.add_argument(
+        "--model",
+        default=None,
+        help="checkpoint folder, or tiny (the package's tiny random Llama: a smoke run); default: "
+        "SmolLM2-135M-Instruct, fetched once",
+    )
+    ap.add_argument("--task", default=DEFAULT_TASK)
     ap.add_argument("--shots", type=int, default=5)
     ap.add_argument("--questions", type=int, default=16)
     ap.add_argument("--uncached-questions", type=int, default=None, help="default: --questions")
@@ -245,25 +262,68 @@ def main(argv=None) -> int:
     ap.add_argument("--sweep-prefix", default="4,16,64", help="prefix lengths P of the sweep")
     ap.add_argument("--sweep-rows", default="2,4,8", help="rows G sharing the prefix (one batch) of the sweep")
     ap.add_argument("--sweep-suffix", type=int, default=8, help="tokens of each row's own in the sweep")
-    args = ap.parse_args(argv)
+    ap.add_argument("--json", type=Path, default=None, help="the run's record (default: in benchmarks/results/)")
+    return ap.parse_args(argv)
+
+
+def checkpoint(option: str | None, tmp: Path) -> tuple[str, str]:
+    """The model folder ``--model`` names and what the record calls it."""
+    if option == "tiny":
+        from lm_eval_evidential.testing.tiny import build_tiny_model
+
+        return str(build_tiny_model(tmp / "tiny", seed=0)), "tiny Llama (hidden 64, 2 layers)"
+    if option is None:
+        from lm_eval_evidential.testing.smollm2 import smollm2_checkpoint
+
+        return str(smollm2_checkpoint()), "SmolLM2-135M-Instruct"
+    return option, Path(option).name
+
+
+def main(argv=None) -> int:
+    import tempfile
 
     import torch
 
     import lm_eval_evidential  # noqa: F401
     from lm_eval_evidential.harness.model import EvidentialLM
 
+    args = parse_args(argv)
     torch.set_num_threads(args.threads)
-    if args.model is None:
-        from lm_eval_evidential.testing.smollm2 import smollm2_checkpoint
+    with tempfile.TemporaryDirectory() as tmp:
+        model, model_name = checkpoint(args.model, Path(tmp))
+        print(f"# model {model}, {args.threads} thread(s)")
+        print(f"# load before: {os.getloadavg()}", flush=True)
+        lm = EvidentialLM(pretrained=model, device="cpu", dtype="float32", batch_size=args.batch_size)
+        if args.sweep:
+            benchmark, figures = "bench_prefix_cache --sweep", sweep(lm.model, args)
+            shape = (
+                f"{model_name}, one batch of G rows (G in {args.sweep_rows}) sharing P random tokens (P in "
+                f"{args.sweep_prefix}) and {args.sweep_suffix} of their own, CPU float32, {args.threads} torch "
+                "thread(s)"
+            )
+            default = RESULTS / "bench_prefix_cache_sweep.json"
+        else:
+            figures, n, n_unc = few_shot(lm, args)
+            benchmark = "bench_prefix_cache" + (f" --task {args.task}" if args.task != DEFAULT_TASK else "")
+            shape = (
+                f"{model_name}, {args.shots}-shot {args.task}, {n} questions ({n_unc} uncached), batch "
+                f"{args.batch_size}, CPU float32, {args.threads} torch thread(s)"
+            )
+            default = RESULTS / (
+                "bench_prefix_cache" + (f"_{args.task}" if args.task != DEFAULT_TASK else "") + ".json"
+            )
+    print(f"# load after: {os.getloadavg()}")
+    notes = f"median of {args.repeats} interleaved rounds" + ("; a smoke run" if args.model == "tiny" else "")
+    path = args.json if args.json is not None else default
+    written = write_result(benchmark, command=command_line(), shape=shape, figures=figures, path=path, notes=notes)
+    print(f"written: {written}")
+    return 0
 
-        args.model = str(smollm2_checkpoint())
-    print(f"# model {args.model}, {args.threads} thread(s)")
-    print(f"# load before: {os.getloadavg()}", flush=True)
-    lm = EvidentialLM(pretrained=args.model, device="cpu", dtype="float32", batch_size=args.batch_size)
-    if args.sweep:
-        sweep(lm.model, args)
-        print(f"# load after: {os.getloadavg()}")
-        return 0
+
+def few_shot(lm, args) -> tuple[list[dict], int, int]:
+    """The three ways side by side (module docstring), printed; the record's figures and the question counts."""
+    import statistics
+
     print(f"# {args.task}, {args.shots}-shot, batch size {args.batch_size}, {args.repeats} rounds, medians")
     few, n = build_requests(args.task, args.shots, args.questions, args.shots)
     zero, _ = build_requests(args.task, 0, args.questions, args.shots)
@@ -278,8 +338,6 @@ def main(argv=None) -> int:
         },
         args.repeats,
     )
-    import statistics
-
     # per round (the ways of one round share its load), then the median over rounds
     zero_s, cached_s, uncached_s = (
         [s / row["questions"] for s in row["seconds"]] for row in rows.values()
@@ -293,8 +351,17 @@ def main(argv=None) -> int:
     print_arithmetic(lm, few, zero, n)
     print(f"cached / uncached: {speedup:.2f} (goal >= 3; per round: {rounds[0]})")
     print(f"zero-shot / cached: {slowdown:.2f} (goal <= 1.3; per round: {rounds[1]})")
-    print(f"# load after: {os.getloadavg()}")
-    return 0
+    figures = []
+    for name, row in rows.items():
+        figures.append({"what": name, "value": round(row["q_per_s"], 3), "unit": "q/s"})
+        peak = max(row["added_mb"])
+        figures.append({"what": f"{name}: added peak memory, largest round", "value": peak, "unit": "MB"})
+    goals = (
+        ("cached / uncached questions per second", speedup, ">= 3"),
+        ("zero-shot / cached seconds per question", slowdown, "<= 1.3"),
+    )
+    figures += [{"what": what, "value": round(value, 2), "unit": "x", "limit": goal} for what, value, goal in goals]
+    return figures, n, n_unc
 
 
 if __name__ == "__main__":
