@@ -48,13 +48,14 @@ from ._common import (
     score_inputs,
     without_k1_undefined,
 )
-from .table import AuditRow, column, reason_field
+from .table import AuditRow, column, per_parameter, reason_field
 
 __all__ = [
     "PRR_CAPS",
     "PROBABILITY_SCORES",
     "CalibrationRow",
     "CALIBRATION_KEYS",
+    "SelectiveRow",
     "SELECTIVE_KEYS",
     "RISK_COVERAGE",
     "selective_keys",
@@ -112,6 +113,23 @@ def selective_keys(coverage: float = RISK_COVERAGE) -> tuple[str, ...]:
 
 
 SELECTIVE_KEYS = selective_keys()
+
+
+@dataclass(frozen=True, eq=False)
+class SelectiveRow(AuditRow):
+    """How well one score of a task ranks right answers above wrong ones (:func:`selective_rows`): one PRR column
+    per rejection cap (``prr_0.5``, ``prr_0.75``) and a risk column for the coverage asked (``risk_at_0.8``)."""
+
+    task: str = column("task")
+    score: str = column("score")
+    prr: tuple[tuple[float, float], ...] = per_parameter("prr_{}", "PRR@{}")
+    prr_normalized: float = column("PRR (polygraph)")
+    aurc: float = column("AURC")
+    eaurc: float = column("E-AURC")
+    augrc: float = column("AUGRC")
+    risk_at: tuple[tuple[float, float], ...] = per_parameter("risk_at_{}", "risk@{} coverage")
+    spearman: float = column("Spearman")
+    reason: str | None = reason_field()
 
 
 @dataclass(frozen=True, eq=False)
@@ -192,7 +210,9 @@ def calibration_rows(records_by_task, n_bins: int = 15) -> list[CalibrationRow]:
 
 
 @refuses_permuted
-def selective_rows(records_by_task, scores: Sequence[str] | None = None, coverage: float = RISK_COVERAGE) -> list[dict]:
+def selective_rows(
+    records_by_task, scores: Sequence[str] | None = None, coverage: float = RISK_COVERAGE
+) -> list[SelectiveRow]:
     """One row per (task, score): :func:`selective_keys` (+ ``reason``).
 
     Does the score rank right answers above wrong ones? ``prr_<cap>``: prediction rejection
@@ -235,7 +255,7 @@ def selective_rows(records_by_task, scores: Sequence[str] | None = None, coverag
             row[risk_key] = collect(reasons, risk_at_coverage, s, r.correct, coverage)
             row["spearman"] = collect(reasons, spearman, s, r.correct)
             rows.append(finish_row(row, reasons))
-    return rows
+    return [SelectiveRow.of(row) for row in rows]
 
 
 # ------------------------------------------------------------------ ATC / DoC

@@ -7,6 +7,10 @@ columns with :func:`rows_text` (headers are the JSON keys, 4 decimals, NaN as ``
 writes them with :func:`rows_markdown` (headers for a reader, 3 decimals, NaN as ``n/a``). A row
 is the dict it replaces (``row["auroc"]``, ``dict(row)``, ``{**row}``, JSON), so a row read back from
 ``report.json`` renders the same as one just computed.
+
+A column that comes once per parameter of the audit (PRR at each rejection cap, the risk at the coverage asked)
+is one :func:`per_parameter` field: its value is ``((parameter, value), ...)`` and the row's dict has one key
+per pair (``prr_0.5``, ``risk_at_0.8``), where the field stands; its columns are named by those keys.
 """
 
 from __future__ import annotations
@@ -37,6 +41,28 @@ def column(header: str, format: str = "value", *, digits: int | None = None, def
     return dataclasses.field(default=default, metadata={"header": header, "format": format, "digits": digits})
 
 
+def per_parameter(key: str, header: str, format: str = "value", *, digits: int | None = None) -> Any:
+    """A row field that is one column per parameter: its value is ``((parameter, value), ...)``, the row's keys
+    ``key.format(parameter)`` (``"prr_{}"``: ``prr_0.5``), their headers ``header.format(parameter)``."""
+    if format not in FORMATS:
+        raise KeyError(f"unknown column format {format!r}; one of {', '.join(FORMATS)}")
+    return dataclasses.field(metadata={"header": header, "format": format, "digits": digits, "key": key})
+
+
+def _parameter(template: str, key: str) -> int | float | None:
+    """The parameter ``key`` names under a :func:`per_parameter` ``template`` (``"prr_{}"``, ``"prr_0.5"``: 0.5),
+    or None when it names none (``prr_normalized``)."""
+    prefix, _, suffix = template.partition("{}")
+    middle = key[len(prefix) : len(key) - len(suffix)] if key.startswith(prefix) and key.endswith(suffix) else ""
+    for number in (int, float):
+        try:
+            value = number(middle)
+        except ValueError:
+            continue
+        return value if template.format(value) == key else None
+    return None
+
+
 def reason_field() -> Any:
     """A row's ``reason``: why a number of it is NaN; the key is absent (not None) when every number is defined,
     as :func:`~lm_eval_evidential.audits._common.finish_row` leaves it."""
@@ -52,9 +78,13 @@ class AuditRow(dict):
     """
 
     def __post_init__(self) -> None:
-        omitted = self._omitted()
-        items = ((k, getattr(self, k)) for k in self.field_names())
-        dict.update(self, ((k, v) for k, v in items if not (k in omitted and v is None)))
+        omitted, templates = self._omitted(), self._templates()
+        for k in self.field_names():
+            v = getattr(self, k)
+            if k in templates:
+                dict.update(self, ((templates[k].format(p), x) for p, x in v))
+            elif not (k in omitted and v is None):
+                dict.__setitem__(self, k, v)
 
     def _frozen(self, *args, **kwargs):
         raise TypeError(f"{type(self).__name__} rows are read-only; build a new row (dataclasses.replace)")
@@ -72,8 +102,14 @@ class AuditRow(dict):
 
     @classmethod
     def of(cls, row: Mapping):
-        """The typed row of a dict an audit built (keys: the fields; an absent ``reason`` is None)."""
-        return cls(**row)
+        """The typed row of a dict an audit built (keys: the fields, a :func:`per_parameter` field's keys each
+        named for its parameter; an absent ``reason`` is None)."""
+        templates = cls._templates()
+        fields = {k: v for k, v in row.items() if k in cls.field_names()}
+        for name, template in templates.items():
+            named = ((_parameter(template, k), v) for k, v in row.items())
+            fields[name] = tuple((p, v) for p, v in named if p is not None)
+        return cls(**fields)
 
     @classmethod
     @functools.cache
@@ -81,18 +117,32 @@ class AuditRow(dict):
         return frozenset(f.name for f in dataclasses.fields(cls) if f.metadata.get("omit_none"))
 
     @classmethod
+    @functools.cache
+    def _templates(cls) -> dict[str, str]:
+        """``{field: key template}`` of the :func:`per_parameter` fields."""
+        return {f.name: f.metadata["key"] for f in dataclasses.fields(cls) if f.metadata.get("key")}
+
+    @classmethod
     def columns(cls, *keys: str) -> tuple[Column, ...]:
-        """The columns ``keys`` (default: every field), in that order, as the fields declare them."""
+        """The columns ``keys`` (default: every field that is one column), in that order, as the fields declare
+        them; a :func:`per_parameter` field's column is named by its key (``prr_0.5``)."""
         declared = {
             f.name: Column(
                 f.name, f.metadata.get("header", f.name), f.metadata.get("format", "value"), f.metadata.get("digits")
             )
             for f in dataclasses.fields(cls)
         }
-        unknown = [k for k in keys if k not in declared]
+        templates = cls._templates()
+        for key in keys:
+            for name, template in templates.items():
+                parameter = _parameter(template, key)
+                if parameter is not None:
+                    header = declared[name].header.format(parameter)
+                    declared[key] = declared[name]._replace(key=key, header=header)
+        unknown = [k for k in keys if k not in declared or k in templates]
         if unknown:
             raise KeyError(f"{cls.__name__} has no column {', '.join(unknown)}")
-        return tuple(declared[k] for k in keys or declared)
+        return tuple(declared[k] for k in keys or (k for k in declared if k not in templates))
 
 
 class Style(NamedTuple):

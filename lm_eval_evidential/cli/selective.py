@@ -62,4 +62,5 @@ def run(args) -> int:
             written += plots.save_risk_coverage_figure(r, path, scores=args.scores)
     if args.json_path:
         written.append(write_json(args.json_path, rows))
-    return print_rows(rows, quality.selective_keys(args.coverage), ("task", "score"), written)
+    columns = quality.SelectiveRow.columns(*quality.selective_keys(args.coverage))
+    return print_rows(rows, columns, ("task", "score"), written)

@@ -8,7 +8,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from lm_eval_evidential.audits.ood import KSweepRow, OODRow, phantom_evidence_line, sensitivity_lines
-from lm_eval_evidential.audits.quality import ORDER_KEYS, ATCRow, CalibrationRow, OrderRow, equivalence_groups
+from lm_eval_evidential.audits.quality import (
+    ORDER_KEYS,
+    PRR_CAPS,
+    ATCRow,
+    CalibrationRow,
+    OrderRow,
+    SelectiveRow,
+    equivalence_groups,
+)
 from lm_eval_evidential.audits.table import rows_markdown
 from lm_eval_evidential.metrics.cardinality import phantom_options
 from lm_eval_evidential.metrics.scores import OOD_DEFAULT_SCORES
@@ -246,24 +254,14 @@ def _md_calibration(report: Report) -> list[str]:
     return lines + _figure(report, "reliability", "Reliability diagrams (confidence = max E[p]; n = examples per bin)")
 
 
+#: The report's selective-prediction table (the risk column, named for a coverage, is left to the CLI).
+_SELECTIVE_COLUMNS = SelectiveRow.columns(
+    "task", "score", *(f"prr_{c}" for c in PRR_CAPS), "prr_normalized", "aurc", "eaurc", "augrc", "spearman"
+)
+
+
 def _selective_table(rows: Sequence[AuditRow]) -> list[str]:
-    return _table(
-        ["task", "score", "PRR@0.5", "PRR@0.75", "PRR (polygraph)", "AURC", "E-AURC", "AUGRC", "Spearman"],
-        [
-            [
-                r["task"],
-                r["score"],
-                format_number(r["prr_0.5"]),
-                format_number(r["prr_0.75"]),
-                format_number(r.get("prr_normalized")),
-                format_number(r["aurc"]),
-                format_number(r.get("eaurc")),
-                format_number(r.get("augrc")),
-                format_number(r["spearman"]),
-            ]
-            for r in rows
-        ],
-    )
+    return rows_markdown(rows, _SELECTIVE_COLUMNS)
 
 
 def _md_selective(report: Report) -> list[str]:

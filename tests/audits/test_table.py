@@ -128,3 +128,28 @@ def test_a_reason_is_a_key_only_where_a_number_is_undefined(tmp_path):
         "| atc | 0.100 |",
         "| doc | n/a |",
     ]
+
+
+def test_a_column_per_parameter_is_one_field_whose_keys_name_the_parameter(tmp_path):
+    from lm_eval_evidential.audits.quality import SelectiveRow, selective_keys
+
+    row = {"task": "t", "score": "max_prob", "prr_0.5": 0.25, "prr_0.75": NAN, "prr_normalized": 0.125}
+    row |= {"aurc": 0.5, "eaurc": 0.0625, "augrc": 0.1, "risk_at_0.6": 0.3, "spearman": -0.2, "reason": "few"}
+    typed = SelectiveRow.of(row)
+    assert typed.prr[0] == (0.5, 0.25) and math.isnan(typed.prr[1][1]) and typed.risk_at == ((0.6, 0.3),)
+    assert list(typed) == [*selective_keys(0.6), "reason"] and typed["prr_normalized"] == 0.125
+    assert copy.deepcopy(typed) == typed and pickle.loads(pickle.dumps(typed)).risk_at == ((0.6, 0.3),)
+    write_json(tmp_path / "rows.json", [typed])
+    assert list(json.loads((tmp_path / "rows.json").read_text())[0]) == list(row)
+    columns = SelectiveRow.columns("prr_0.75", "prr_normalized", "risk_at_0.6", "risk_at_1")
+    assert [(c.key, c.header) for c in columns] == [
+        ("prr_0.75", "PRR@0.75"),
+        ("prr_normalized", "PRR (polygraph)"),
+        ("risk_at_0.6", "risk@0.6 coverage"),
+        ("risk_at_1", "risk@1 coverage"),
+    ]
+    assert rows_text([typed], columns[:3]).splitlines()[2].split() == ["nan", "0.1250", "0.3000"]
+    assert "prr" not in [c.key for c in SelectiveRow.columns()]  # the field is its parameters' columns
+    for bad in ("prr", "risk_at", "risk_at_x", "prr_0.50"):
+        with pytest.raises(KeyError, match="no column"):
+            SelectiveRow.columns(bad)
