@@ -6,36 +6,20 @@ from __future__ import annotations
 
 from lm_eval_evidential.metrics.cardinality import phantom_options
 from lm_eval_evidential.report.field import md_conformal, md_groups, md_temperature
-from lm_eval_evidential.report.format import (  # noqa: F401 (APPENDIX_FILE: re-exported)
-    APPENDIX_FILE,
-    figure_lines,
-    format_ci,
-    format_k,
-    format_number,
-    format_p,
-    headline_rows,
-    markdown_table,
-    undefined_lines,
-)
-from lm_eval_evidential.report.sections import (  # the audit sections, split from here
-    _atc_table,
-    _delong_text,
-    _details,
-    _ksweep_table,
-    _md_answer_order,
-    _md_atc,
-    _md_calibration,
-    _md_controls,
-    _md_implementation_a,
-    _md_k_counts,
-    _md_ksweep,
-    _md_ood,
-    _md_orders,
-    _md_selective,
-    _ood_table,
-    _orders_table,
-    _selective_table,
-    _table,
+from lm_eval_evidential.report.format import APPENDIX_FILE, format_ci, format_k, format_number, markdown_table
+from lm_eval_evidential.report.sections import (
+    delong_text,
+    md_answer_order,
+    md_appendix,
+    md_atc,
+    md_calibration,
+    md_controls,
+    md_implementation_a,
+    md_k_counts,
+    md_ksweep,
+    md_ood,
+    md_orders,
+    md_selective,
 )
 from lm_eval_evidential.report.summary import chance_counts
 from lm_eval_evidential.report.types import Report
@@ -56,19 +40,19 @@ def render_markdown(report: Report) -> str:
     parts = [
         _md_header,
         _md_summary,
-        _md_k_counts,
-        _md_ood,
+        md_k_counts,
+        md_ood,
         md_groups,
-        _md_controls,
-        _md_ksweep,
-        _md_answer_order,
-        _md_implementation_a,
-        _md_calibration,
+        md_controls,
+        md_ksweep,
+        md_answer_order,
+        md_implementation_a,
+        md_calibration,
         md_temperature,
-        _md_selective,
+        md_selective,
         md_conformal,
-        _md_atc,
-        _md_orders,
+        md_atc,
+        md_orders,
         _md_not_computed,
     ]
     return "\n".join(line for part in parts for line in part(report)).rstrip() + "\n"
@@ -83,7 +67,7 @@ def render_appendix(report: Report) -> str:
         "The tables of [report.md](report.md) with every score the records can give. ID = positive; every score is "
         "oriented higher = more in-distribution.",
         "",
-        *_md_appendix(report),
+        *md_appendix(report),
     ]
     return "\n".join(lines).rstrip() + "\n"
 
@@ -201,7 +185,7 @@ def _md_summary(report: Report) -> list[str]:
             f"**Valid comparisons** (ID and OOD have the same number of options K; score: {s['headline_score']}):",
             "",
         ]
-        lines += _table(
+        lines += markdown_table(
             ["ID → OOD", "K", "k_policy", "n ID / OOD", "AUROC [95% CI]", "AUPR-In [95% CI]"],
             [
                 [
@@ -243,7 +227,7 @@ def _md_summary(report: Report) -> list[str]:
             "OOD side only; "
             "DeLong test on the same examples, as in the K-sweep section): "
             + "; ".join(
-                f"{a['ood_task']} {_delong_text(a['auroc_base'], a['auroc_one_extra'], a['delta_auroc'], a['p_value'])}"
+                f"{a['ood_task']} {delong_text(a['auroc_base'], a['auroc_one_extra'], a['delta_auroc'], a['p_value'])}"
                 for a in arts
             )
             + f"; {both}."
@@ -281,39 +265,3 @@ def _md_not_computed(report: Report) -> list[str]:
     if not report["skipped"]:
         return []
     return ["## Not computed", ""] + [f"- {s['section']}: {s['reason']}" for s in report["skipped"]] + [""]
-
-
-def _md_appendix(report: Report) -> list[str]:
-    lines = []
-    for policy, sec in report["ood"].items():
-        lines += _details(
-            f"OOD detection, k_policy = {policy} ({len(sec['rows'])} rows)",
-            _ood_table(sec["rows"]) if sec["rows"] else [],
-        )
-        lines += _details(
-            f"Refusals under k_policy = {policy}, full text",
-            [line for ref in sec["refused"] for line in ("```", ref["error"], "```", "")],
-        )
-    for task, entry in report["ksweep"].items():
-        if entry.get("rows"):
-            lines += _details(
-                f"K sweep {report['id_task']} → {task} ({len(entry['rows'])} rows)", _ksweep_table(entry["rows"])
-            )
-    if report["selective"]:
-        lines += _details(
-            f"Selective prediction ({len(report['selective'])} rows)", _selective_table(report["selective"])
-        )
-    groups = report.get("ood_groups")
-    if groups:
-        every = md_groups(report, rows=groups["rows"])[2:]  # the section without its report.md heading
-        lines += _details(f"OOD detection by group, every score ({len(groups['rows'])} rows)", every)
-    if report.get("temperature"):
-        lines += _details("Temperature scaling, every probability vector", md_temperature(report, every=True)[2:])
-    if report.get("conformal"):
-        lines += _details("Conformal prediction sets, every method", md_conformal(report, every=True)[2:])
-    if report["atc"]:
-        lines += _details(f"ATC / DoC ({len(report['atc'])} rows)", _atc_table(report["atc"]))
-    if report["orders"]:
-        body = _orders_table(report["orders"])
-        lines += _details(f"Score-order equivalence, every pair ({len(report['orders'])} rows)", body)
-    return lines

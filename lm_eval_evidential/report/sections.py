@@ -1,7 +1,8 @@
 """The audit sections of ``report.md`` and ``appendix.md`` (K counts, OOD detection, K-matched controls, the
 K sweep, calibration, selective prediction, ATC/DoC, answer order, score-order equivalence), each from the
-report's data alone; :mod:`lm_eval_evidential.report.markdown` puts them in order around the summary.
-Split from ``markdown.py`` by what each part is, the functions unchanged."""
+report's data alone, and the appendix's every-score tables; :mod:`lm_eval_evidential.report.markdown` puts
+them in order around the header and the summary. The public names below are that boundary; the tables and
+helpers they are built of stay private here."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ from lm_eval_evidential.audits.table import rows_markdown
 from lm_eval_evidential.metrics.cardinality import phantom_options
 from lm_eval_evidential.metrics.scores import OOD_DEFAULT_SCORES
 from lm_eval_evidential.report.data import ksweep_figure, risk_coverage_figure
-from lm_eval_evidential.report.format import (  # noqa: F401 (APPENDIX_FILE: re-exported)
+from lm_eval_evidential.report.field import md_conformal, md_groups, md_temperature
+from lm_eval_evidential.report.format import (
     APPENDIX_FILE,
     figure_lines,
     format_ci,
@@ -34,10 +36,23 @@ from lm_eval_evidential.report.format import (  # noqa: F401 (APPENDIX_FILE: re-
 )
 from lm_eval_evidential.report.types import AuditRow, Report
 
-_table = markdown_table
+__all__ = [
+    "delong_text",
+    "md_k_counts",
+    "md_ood",
+    "md_controls",
+    "md_ksweep",
+    "md_implementation_a",
+    "md_calibration",
+    "md_selective",
+    "md_atc",
+    "md_answer_order",
+    "md_orders",
+    "md_appendix",
+]
 
 
-def _delong_text(auroc_base, auroc_expanded, diff, p_value) -> str:
+def delong_text(auroc_base, auroc_expanded, diff, p_value) -> str:
     """The one way the report writes a K-sweep DeLong result (the summary quotes the K-sweep section's)."""
     return (
         f"{format_number(auroc_base)} → {format_number(auroc_expanded)} (Δ = {format_number(diff, signed=True)}, "
@@ -54,15 +69,11 @@ def _figure(report: Report, name: str, caption: str) -> list[str]:
     return figure_lines(report["figures"], name, caption)
 
 
-_reasons = undefined_lines
-_headline_rows = headline_rows
-
-
-def _md_k_counts(report: Report) -> list[str]:
+def md_k_counts(report: Report) -> list[str]:
     idt = report["id_task"]
     id_hist = report["k_histograms"][idt]
     lines = ["## Class counts (K)", ""]
-    lines += _table(
+    lines += markdown_table(
         ["task", "role", "n", "K histogram {K: n}", "same K as ID"],
         [
             [
@@ -103,13 +114,13 @@ def _ood_table(rows: Sequence[AuditRow]) -> list[str]:
     return rows_markdown(rows, _OOD_COLUMNS)
 
 
-def _md_ood(report: Report) -> list[str]:
+def md_ood(report: Report) -> list[str]:
     lines = ["## OOD detection", ""]
     for policy, sec in report["ood"].items():
         lines += [f"### k_policy = {policy}", ""]
         rows = sec["rows"]
         if rows:
-            lines += _ood_table(_headline_rows(rows))
+            lines += _ood_table(headline_rows(rows))
             if not all(r["matched"] for r in rows):
                 lines += [
                     "> Rows with K matched = **NO** compare different class counts: their AUROC/AUPR partly "
@@ -126,7 +137,7 @@ def _md_ood(report: Report) -> list[str]:
     return lines
 
 
-def _md_controls(report: Report) -> list[str]:
+def md_controls(report: Report) -> list[str]:
     rows = report.get("controls") or []
     if not rows:
         return []
@@ -158,13 +169,13 @@ def _md_controls(report: Report) -> list[str]:
                 for n in names
             ]
         body.append([r["source"], r["control"], r["description"], kept, excluded, *cells])
-    lines += _table(
+    lines += markdown_table(
         ["OOD data", "control", "what it does", "kept / n", "excluded", *(f"AUROC {n} [95% CI]" for n in names)], body
     )
     return lines
 
 
-def _md_ksweep(report: Report) -> list[str]:
+def md_ksweep(report: Report) -> list[str]:
     idt, primary = report["id_task"], report["policies"][0]
     mode = report.get("phantom", "zero")  # reports written before the mode was kept: the only mode then
     how = {
@@ -197,7 +208,7 @@ def _md_ksweep(report: Report) -> list[str]:
         if t:
             lines += [
                 f"DeLong test ({t['score']}, OOD-only x = {t['extra']} vs x = 0, same examples): AUROC "
-                f"{_delong_text(t['auroc_base'], t['auroc_expanded'], t['diff'], t['p_value'])}, "
+                f"{delong_text(t['auroc_base'], t['auroc_expanded'], t['diff'], t['p_value'])}, "
                 f"z = {format_number(t['z'], 2)}.",
                 "",
             ]
@@ -205,7 +216,7 @@ def _md_ksweep(report: Report) -> list[str]:
     return lines
 
 
-def _md_implementation_a(report: Report) -> list[str]:
+def md_implementation_a(report: Report) -> list[str]:
     rows = report.get("implementation_a") or []
     if not rows:
         return []
@@ -231,7 +242,7 @@ def _md_implementation_a(report: Report) -> list[str]:
     ]
     k = rows[0]["k"]
     headers = ["OOD task", "score", f"AUROC (K = {k})", "AUPR-In", "forced K", "AUROC (forced)", "AUPR-In (forced)"]
-    return lines + _table(headers, body)
+    return lines + markdown_table(headers, body)
 
 
 #: The report's K-sweep table (the appendix's): the sweep's step and its AUROC/AUPR-In moves.
@@ -244,13 +255,13 @@ def _ksweep_table(rows: Sequence[AuditRow]) -> list[str]:
     return rows_markdown(rows, _KSWEEP_COLUMNS)
 
 
-def _md_calibration(report: Report) -> list[str]:
+def md_calibration(report: Report) -> list[str]:
     lines = ["## Calibration", ""]
     if report["calibration"]:
         lines += rows_markdown(
             report["calibration"], CalibrationRow.columns("task", "acc", "ece", "adaptive_ece", "nll", "brier")
         )
-        lines += _reasons(report["calibration"])
+        lines += undefined_lines(report["calibration"])
     return lines + _figure(report, "reliability", "Reliability diagrams (confidence = max E[p]; n = examples per bin)")
 
 
@@ -264,7 +275,7 @@ def _selective_table(rows: Sequence[AuditRow]) -> list[str]:
     return rows_markdown(rows, _SELECTIVE_COLUMNS)
 
 
-def _md_selective(report: Report) -> list[str]:
+def md_selective(report: Report) -> list[str]:
     idt = report["id_task"]
     lines = [
         "## Selective prediction",
@@ -275,7 +286,7 @@ def _md_selective(report: Report) -> list[str]:
         "",
     ]
     if report["selective"]:
-        lines += _selective_table(_headline_rows(report["selective"])) + _reasons(report["selective"])
+        lines += _selective_table(headline_rows(report["selective"])) + undefined_lines(report["selective"])
     return lines + _figure(report, risk_coverage_figure(idt), f"Risk-coverage curves on {idt}")
 
 
@@ -283,7 +294,7 @@ def _atc_table(rows: Sequence[AuditRow]) -> list[str]:
     return rows_markdown(rows, ATCRow.columns("target_task", "score", "method", "estimate", "true_acc", "abs_error"))
 
 
-def _md_atc(report: Report) -> list[str]:
+def md_atc(report: Report) -> list[str]:
     lines = [
         "## Accuracy estimation without labels (ATC / DoC)",
         "",
@@ -292,13 +303,13 @@ def _md_atc(report: Report) -> list[str]:
         "",
     ]
     if report["atc"]:
-        lines += _atc_table(_headline_rows(report["atc"])) + _reasons(report["atc"])
+        lines += _atc_table(headline_rows(report["atc"])) + undefined_lines(report["atc"])
     return lines
 
 
-def _md_answer_order(report: Report) -> list[str]:
+def md_answer_order(report: Report) -> list[str]:
     """The order audit's AUROC per answer order (only for permuted records; `lm-eval-evidential permutations`)."""
-    rows = _headline_rows(report.get("answer_order") or [])
+    rows = headline_rows(report.get("answer_order") or [])
     if not rows:
         return []
     lines = [
@@ -308,7 +319,7 @@ def _md_answer_order(report: Report) -> list[str]:
         "of the OOD task. The spread is what reordering the same options alone does to the AUROC.",
         "",
     ]
-    lines += _table(
+    lines += markdown_table(
         ["ID → OOD", "score", "orders", "AUROC identity", "AUROC min / median / max", "order-averaged"],
         [
             [
@@ -322,10 +333,10 @@ def _md_answer_order(report: Report) -> list[str]:
             for r in rows
         ],
     )
-    return lines + _reasons(rows) + [""]
+    return lines + undefined_lines(rows) + [""]
 
 
-def _md_orders(report: Report) -> list[str]:
+def md_orders(report: Report) -> list[str]:
     lines = [
         "## Score-order equivalence",
         "",
@@ -341,3 +352,40 @@ def _md_orders(report: Report) -> list[str]:
 
 def _orders_table(rows: Sequence[AuditRow]) -> list[str]:
     return rows_markdown(rows, OrderRow.columns(*ORDER_KEYS))
+
+
+def md_appendix(report: Report) -> list[str]:
+    """``appendix.md``'s sections: every score's table of each audit, and each refusal's full text."""
+    lines = []
+    for policy, sec in report["ood"].items():
+        lines += _details(
+            f"OOD detection, k_policy = {policy} ({len(sec['rows'])} rows)",
+            _ood_table(sec["rows"]) if sec["rows"] else [],
+        )
+        lines += _details(
+            f"Refusals under k_policy = {policy}, full text",
+            [line for ref in sec["refused"] for line in ("```", ref["error"], "```", "")],
+        )
+    for task, entry in report["ksweep"].items():
+        if entry.get("rows"):
+            lines += _details(
+                f"K sweep {report['id_task']} → {task} ({len(entry['rows'])} rows)", _ksweep_table(entry["rows"])
+            )
+    if report["selective"]:
+        lines += _details(
+            f"Selective prediction ({len(report['selective'])} rows)", _selective_table(report["selective"])
+        )
+    groups = report.get("ood_groups")
+    if groups:
+        every = md_groups(report, rows=groups["rows"])[2:]  # the section without its report.md heading
+        lines += _details(f"OOD detection by group, every score ({len(groups['rows'])} rows)", every)
+    if report.get("temperature"):
+        lines += _details("Temperature scaling, every probability vector", md_temperature(report, every=True)[2:])
+    if report.get("conformal"):
+        lines += _details("Conformal prediction sets, every method", md_conformal(report, every=True)[2:])
+    if report["atc"]:
+        lines += _details(f"ATC / DoC ({len(report['atc'])} rows)", _atc_table(report["atc"]))
+    if report["orders"]:
+        body = _orders_table(report["orders"])
+        lines += _details(f"Score-order equivalence, every pair ({len(report['orders'])} rows)", body)
+    return lines

@@ -376,3 +376,36 @@ def test_the_module_check_reports_a_long_module(tmp_path):
     (tmp_path / "lm_eval_evidential" / "sub" / "long.py").write_text("x = 0\n" * 501)
     (tmp_path / "lm_eval_evidential" / "short.py").write_text("x = 0\n" * 500)
     assert long_modules(tmp_path) == ["lm_eval_evidential/sub/long.py: 501 lines, over 500; split it"]
+
+
+#: Folders whose modules meet only through public names (issue 31): a private name imported from a sibling module
+#: is a boundary nobody declared. The other folders still import some (metrics' shared kernels, training's steps).
+PUBLIC_BOUNDARIES = ("records", "report")
+
+
+def private_imports(root: Path = PACKAGE.parent, folders=PUBLIC_BOUNDARIES) -> list[str]:
+    """``"path imports module._name"`` for each private name a module of ``folders`` imports from the package."""
+    found = []
+    for folder in folders:
+        for file in sorted((root / NAME / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(file.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith(NAME)):
+                    found += [
+                        f"{file.relative_to(root).as_posix()} imports {node.module}.{alias.name}"
+                        for alias in node.names
+                        if alias.name.startswith("_") and not alias.name.startswith("__")
+                    ]
+    return found
+
+
+def test_records_and_report_modules_import_no_private_names_from_each_other():
+    found = private_imports()
+    assert not found, "\n".join(found)
+
+
+def test_the_private_import_check_reports_a_planted_one(tmp_path):
+    (tmp_path / NAME / "report").mkdir(parents=True)
+    (tmp_path / NAME / "report" / "a.py").write_text(
+        f"from {NAME}.report.b import _hidden, shown\nfrom .c import __all__\n"
+    )
+    assert private_imports(tmp_path, ("report",)) == [f"{NAME}/report/a.py imports {NAME}.report.b._hidden"]
