@@ -17,6 +17,7 @@ the evaluated examples with the calibration K, ``report`` computes anyway and ma
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -40,8 +41,17 @@ from lm_eval_evidential.records.orders import refuses_permuted
 
 from ._common import collect, finish_row
 from .ood import k_summary, subset_records
+from .table import AuditRow, column, reason_field
 
-__all__ = ["CONFORMAL_KEYS", "K_MISMATCH_REASON", "Calibration", "split_calibration", "calibrate", "conformal_row"]
+__all__ = [
+    "ConformalRow",
+    "CONFORMAL_KEYS",
+    "K_MISMATCH_REASON",
+    "Calibration",
+    "split_calibration",
+    "calibrate",
+    "conformal_row",
+]
 
 #: Why a conformal comparison across K is refused (said once after the refusals).
 K_MISMATCH_REASON = (
@@ -49,32 +59,39 @@ K_MISMATCH_REASON = (
     "a set of m of 5 options is not the statement m of 4 is: set sizes are compared only at equal K."
 )
 
-CONFORMAL_KEYS = (
-    "set",
-    "role",
-    "method",
-    "alpha",
-    "k",
-    "k_cal",
-    "n",
-    "n_cal",
-    "n_dropped",
-    "matched",
-    "qhat",
-    "coverage",
-    "coverage_ci",
-    "mean_set_size",
-    "mean_set_size_ci",
-    "uacc",
-    "uacc_ci",
-    "acc",
-    "share_empty",
-    "share_full",
-    "coverage_by_size",
-    "n_by_size",
-    "coverage_by_k",
-    "calibration",
-)
+
+@dataclass(frozen=True, eq=False)
+class ConformalRow(AuditRow):
+    """One evaluated set's conformal prediction sets (:func:`conformal_row`), the threshold calibrated once."""
+
+    set: str = column("set")
+    role: str = column("role")
+    method: str = column("method")
+    alpha: float = column("alpha")
+    k: int | dict = column("K", "k")
+    k_cal: int | dict = column("calibration K", "k")
+    n: int = column("n")
+    n_cal: int = column("n calibration")
+    n_dropped: int = column("dropped")
+    matched: bool = column("K matched", "matched")
+    qhat: float = column("qhat")
+    coverage: float = column("coverage")
+    coverage_ci: list[float] = column("coverage CI", "interval")
+    mean_set_size: float = column("mean set size")
+    mean_set_size_ci: list[float] = column("mean set size CI", "interval")
+    uacc: float = column("UAcc")
+    uacc_ci: list[float] = column("UAcc CI", "interval")
+    acc: float = column("accuracy")
+    share_empty: float = column("empty")
+    share_full: float = column("full")
+    coverage_by_size: dict = column("coverage by set size", "shares")
+    n_by_size: dict = column("n by set size")
+    coverage_by_k: dict = column("coverage by K")
+    calibration: str = column("calibration")
+    reason: str | None = reason_field()
+
+
+CONFORMAL_KEYS = ConformalRow.field_names()[:-1]  # ``reason`` only where a number is NaN
 
 
 @refuses_permuted
@@ -172,7 +189,7 @@ def conformal_row(
     n_boot: int = 1000,
     level: float = 0.95,
     seed: int = 0,
-) -> dict:
+) -> ConformalRow:
     """One row of :data:`CONFORMAL_KEYS` for the evaluated ``records`` (``role``: ``id`` or ``ood``).
 
     The K of ``records`` is checked against the calibration records' under ``k_policy``
@@ -218,4 +235,4 @@ def conformal_row(
     }
     if n_boot and not all(math.isfinite(v) for v in cis["uacc"]) and math.isfinite(summary["uacc"]):
         reasons.append("the uacc interval is undefined: some bootstrap replicate has only empty sets")
-    return finish_row(row, reasons)
+    return ConformalRow.of(finish_row(row, reasons))

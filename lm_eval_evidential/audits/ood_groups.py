@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -37,8 +38,9 @@ from lm_eval_evidential.records.orders import refuses_permuted
 
 from ._common import collect, finish_row, record_scores
 from .ood import k_check, k_summary, resolve_scores
+from .table import AuditRow, column, reason_field
 
-__all__ = ["FPR95", "FPR95_DIRECTIONS", "GROUP_ROW_KEYS", "METRIC_KEYS", "group_rows"]
+__all__ = ["GroupRow", "FPR95", "FPR95_DIRECTIONS", "GROUP_ROW_KEYS", "METRIC_KEYS", "group_rows"]
 
 #: What FPR@95 measures under each convention (said in every row and above every table).
 FPR95_DIRECTIONS = {
@@ -51,20 +53,33 @@ FPR95_DIRECTIONS = {
 FPR95 = Param(Options(tuple(FPR95_DIRECTIONS)), noun="fpr95 direction")
 #: The numbers a mean row averages (and ``percent`` scales).
 METRIC_KEYS = ("id_acc", "fpr95", "auroc", "aupr_in", "aupr_out")
-GROUP_ROW_KEYS = (
-    "group",
-    "set",
-    "score",
-    "k_id",
-    "k_ood",
-    "n_id",
-    "n_ood",
-    "n_sets",
-    "matched",
-    *METRIC_KEYS,
-    "fpr95_positive",
-    "scale",
-)
+
+
+@dataclass(frozen=True, eq=False)
+class GroupRow(AuditRow):
+    """One OOD set of a group, or the group's mean (``set`` = the group's name), for one score (:func:`group_rows`):
+    the OpenOOD layout, numbers scaled by ``scale`` (100 under ``percent``)."""
+
+    group: str = column("group")
+    set: str = column("set")
+    score: str = column("score")
+    k_id: int | dict | None = column("K_ID", "k")
+    k_ood: int | dict | None = column("K_OOD", "k")
+    n_id: int = column("n ID")
+    n_ood: int = column("n OOD")
+    n_sets: int = column("sets")
+    matched: bool = column("K matched", "matched")
+    id_acc: float = column("ID acc")
+    fpr95: float = column("FPR@95")
+    auroc: float = column("AUROC")
+    aupr_in: float = column("AUPR-In")
+    aupr_out: float = column("AUPR-Out")
+    fpr95_positive: str = column("FPR@95 positive")
+    scale: float = column("scale")
+    reason: str | None = reason_field()
+
+
+GROUP_ROW_KEYS = GroupRow.field_names()[:-1]  # ``reason`` only where a number is NaN or a mean leaves sets out
 
 
 def _set_metrics(y: np.ndarray, s: np.ndarray, fpr95: str) -> tuple[dict, list[str]]:
@@ -84,7 +99,7 @@ def group_rows(
     k_policy: str = "assert",
     fpr95: str = "openood",
     percent: bool = False,
-) -> tuple[list[dict], list[tuple[str, str, CardinalityMismatchError]]]:
+) -> tuple[list[GroupRow], list[tuple[str, str, CardinalityMismatchError]]]:
     """The OpenOOD layout: ``(rows, refusals)``.
 
     Per score, each group's set rows in order, then the group's mean row (``set`` = the group's
@@ -100,10 +115,10 @@ def group_rows(
     scale = 100.0 if percent else 1.0
     id_acc = float(np.mean(id_records.correct)) if len(id_records) else math.nan
     s_id = record_scores(id_records, names)
-    rows_by_score: dict[str, list[dict]] = {name: [] for name in names}
+    rows_by_score: dict[str, list[GroupRow]] = {name: [] for name in names}
     refusals = []
     for group, sets in groups.items():
-        set_rows: dict[str, list[dict]] = {name: [] for name in names}
+        set_rows: dict[str, list[GroupRow]] = {name: [] for name in names}
         refused = []
         for ood in sets:
             try:
@@ -132,7 +147,7 @@ def group_rows(
                     "fpr95_positive": fpr95,
                     "scale": scale,
                 }
-                set_rows[name].append(finish_row(row, reasons))
+                set_rows[name].append(GroupRow.of(finish_row(row, reasons)))
         for name in names:
             rows_by_score[name] += set_rows[name] + [
                 _mean_row(group, name, set_rows[name], refused, id_acc, fpr95, scale)
@@ -140,7 +155,7 @@ def group_rows(
     return [row for name in names for row in rows_by_score[name]], refusals
 
 
-def _mean_row(group, name, set_rows, refused, id_acc, fpr95, scale) -> dict:
+def _mean_row(group, name, set_rows, refused, id_acc, fpr95, scale) -> GroupRow:
     matched = [r for r in set_rows if r["matched"]]
     left_out = [f"{t} refused (K mismatch)" for t in refused]
     left_out += [f"{r['set']} compared across K (matched: false)" for r in set_rows if not r["matched"]]
@@ -167,7 +182,7 @@ def _mean_row(group, name, set_rows, refused, id_acc, fpr95, scale) -> dict:
     finished = finish_row(row, reasons)
     if reasons and "reason" not in finished:
         finished["reason"] = "; ".join(reasons)
-    return finished
+    return GroupRow.of(finished)
 
 
 def _common_k(rows: Sequence[dict]):

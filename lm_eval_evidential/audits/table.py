@@ -200,14 +200,20 @@ def _interval(v, style: Style) -> str:
 #:
 #: - ``value``: by type, numbers to the medium's decimals; ``signed``: a number with its sign;
 #: - ``interval``: ``[lo, hi]``; ``k``: a class count or its histogram (``format_k``);
-#: - ``matched``: a K match, a mismatch stressed in Markdown; ``condition``: a K sweep's side, ``OOD-only``
-#:   in Markdown; ``dropped``: ``{"id": a, "ood": b}``, ``a/b`` in Markdown.
+#: - ``matched``: a K match, yes/NO, a mismatch stressed in Markdown; ``condition``: a K sweep's side,
+#:   ``OOD-only`` in Markdown; ``dropped``: ``{"id": a, "ood": b}``, ``a/b`` in Markdown;
+#: - ``shares``: ``{size: share}`` as ``size:share`` pairs (2 decimals); ``temperature``: a fitted T, or the
+#:   records' own probabilities (None: ``records``, ``—`` in Markdown).
 FORMATS = {
     "value": _value,
     "signed": lambda v, s: format_number(v, s.digits, signed=True, nan=s.nan) if isinstance(v, float) else _value(v, s),
     "interval": _interval,
     "k": lambda v, s: format_k(v) if isinstance(v, (int, dict)) else _value(v, s),
-    "matched": lambda v, s: ("yes" if v else "**NO**") if s.markdown else _value(v, s),
+    "matched": lambda v, s: (
+        ("yes" if v else "**NO**") if s.markdown else ("yes" if v else "NO") if isinstance(v, bool) else _value(v, s)
+    ),
+    "shares": lambda v, s: " ".join(f"{k}:{x:.2f}" for k, x in v.items()) if isinstance(v, Mapping) else _value(v, s),
+    "temperature": lambda v, s: ("—" if s.markdown else "records") if v is None else _value(v, s),
     "condition": lambda v, s: {"ood_only": "OOD-only"}.get(v, v) if s.markdown else _value(v, s),
     "dropped": lambda v, s: f"{v['id']}/{v['ood']}" if s.markdown and isinstance(v, Mapping) else _value(v, s),
 }

@@ -23,6 +23,7 @@ on OOD rows, after the K check of ``ood`` (a K-mismatched OOD task is refused un
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -36,26 +37,35 @@ from lm_eval_evidential.records.orders import refuses_permuted
 
 from ._common import collect, finish_row
 from .ood import k_summary, subset_records
+from .table import AuditRow, column, reason_field
 
-__all__ = ["TEMPERATURE_KEYS", "Fit", "fit", "temperature_rows"]
+__all__ = ["TemperatureRow", "TEMPERATURE_KEYS", "Fit", "fit", "temperature_rows"]
 
-TEMPERATURE_KEYS = (
-    "set",
-    "role",
-    "probs",
-    "temperature",
-    "k",
-    "n",
-    "matched",
-    "acc",
-    "ece",
-    "nll",
-    "brier",
-    "auroc",
-    "aupr_in",
-    "fpr95",
-    "validation",
-)
+
+@dataclass(frozen=True, eq=False)
+class TemperatureRow(AuditRow):
+    """One evaluated set under one probability vector (:func:`temperature_rows`): calibration, and max-prob OOD
+    detection against the ID test part on OOD rows (None on the ID rows)."""
+
+    set: str = column("set")
+    role: str = column("role")
+    probs: str = column("probs")
+    temperature: float | None = column("T", "temperature")
+    k: int | dict = column("K", "k")
+    n: int = column("n")
+    matched: bool = column("K matched", "matched")
+    acc: float = column("acc")
+    ece: float = column("ECE")
+    nll: float = column("NLL")
+    brier: float = column("Brier")
+    auroc: float | None = column("AUROC")
+    aupr_in: float | None = column("AUPR-In")
+    fpr95: float | None = column("FPR95")
+    validation: str = column("validation")
+    reason: str | None = reason_field()
+
+
+TEMPERATURE_KEYS = TemperatureRow.field_names()[:-1]  # ``reason`` only where a number is NaN
 
 
 class Fit:
@@ -140,5 +150,5 @@ def temperature_rows(fitted: Fit, id_test: Records, ood: list[Records], *, k_pol
                 y = np.r_[np.ones(len(id_test), dtype=bool), np.zeros(len(records), dtype=bool)]
                 rep = collect(reasons, detection_report, y, np.concatenate([_max_prob(p_id), mp]))
                 row.update(auroc=rep["auroc"], aupr_in=rep["aupr_in"], fpr95=rep["fpr_at_tpr"])
-            rows.append(finish_row(row, reasons))
+            rows.append(TemperatureRow.of(finish_row(row, reasons)))
     return rows, refusals

@@ -18,7 +18,8 @@ from .printing import print_rows
 from .refusals import print_refusals, refuse_same_questions, refuse_self_comparison
 
 GROUPS = ("near", "far")
-TABLE_COLUMNS = (
+#: The printed columns (every key of a row is in --json).
+TABLE_KEYS = (
     "group",
     "set",
     "score",
@@ -108,7 +109,7 @@ def refuse_self_in_groups(args, named: dict[str, list[str]]) -> None:
 
 
 def run_groups(args) -> int:
-    from lm_eval_evidential.audits.ood_groups import FPR95_DIRECTIONS, group_rows
+    from lm_eval_evidential.audits.ood_groups import FPR95_DIRECTIONS, GroupRow, group_rows
     from lm_eval_evidential.cli.exit_codes import EXIT_OK, EXIT_REFUSED
 
     named = named_groups(args)
@@ -127,8 +128,7 @@ def run_groups(args) -> int:
         f"ID = {args.id_task} (positive class of AUROC and AUPR-In); id_acc: its accuracy" + (", x100" * args.percent)
     )
     written = [write_json(args.json_path, rows)] if args.json_path else []
-    display = [{**r, "matched": "yes" if r["matched"] else "NO"} for r in rows]
-    print_rows(display, TABLE_COLUMNS, ("score", "set"), written)
+    print_rows(rows, GroupRow.columns(*TABLE_KEYS), ("score", "set"), written)
     if refused:
         print_refusals(refused)
         return EXIT_REFUSED

@@ -14,18 +14,21 @@ refused (exit status 2, with the remedy) unless ``--k-policy restrict`` or ``rep
 from __future__ import annotations
 
 from lm_eval_evidential.files import write_json
-from lm_eval_evidential.metrics.cardinality import format_k
 
 from .arguments import add_audit_parser, comma_list, non_negative_int, open_fraction, task_name
 from .loading import load
 from .printing import print_rows
 from .refusals import print_refusals, refuse_same_questions, refuse_self_comparison
 
-#: The printed columns (every key of a row is in --json).
-TABLE_COLUMNS = tuple(
-    "set role k n matched coverage coverage_ci mean_set_size mean_set_size_ci uacc uacc_ci share_empty share_full "
-    "coverage_by_size".split()
-)
+
+def table_columns():
+    """The printed columns (every key of a row is in --json); imported when run, so the parser stays light."""
+    from lm_eval_evidential.audits.conformal import ConformalRow
+
+    return ConformalRow.columns(
+        *"set role k n matched coverage coverage_ci mean_set_size mean_set_size_ci uacc uacc_ci share_empty "
+        "share_full coverage_by_size".split()
+    )
 
 
 def add_parser(sub) -> None:
@@ -128,21 +131,6 @@ def calibration_split(args, load, refuse_same_questions):
     return cal_records, id_records, rest, args.calibration_task
 
 
-def display_rows(rows: list[dict]) -> list[dict]:
-    return [
-        {
-            **r,
-            "k": format_k(r["k"]),
-            "matched": "yes" if r["matched"] else "NO",
-            "coverage_ci": tuple(r["coverage_ci"]),
-            "mean_set_size_ci": tuple(r["mean_set_size_ci"]),
-            "uacc_ci": tuple(r["uacc_ci"]),
-            "coverage_by_size": " ".join(f"{s}:{c:.2f}" for s, c in r["coverage_by_size"].items()),
-        }
-        for r in rows
-    ]
-
-
 def run(args) -> int:
     from lm_eval_evidential.audits.conformal import K_MISMATCH_REASON, calibrate, conformal_row
     from lm_eval_evidential.cli.exit_codes import EXIT_OK, EXIT_REFUSED
@@ -190,7 +178,7 @@ def run(args) -> int:
         written += plots.save_figure(plots.conformal_figure(rows), plots.figure_base(args.plot))
     if rows:
         notes = [] if all(r["matched"] for r in rows) else [f"WARNING: {warning}"]
-        print_rows(display_rows(rows), TABLE_COLUMNS, ("set",), written, notes)
+        print_rows(rows, table_columns(), ("set",), written, notes)
     if refused:
         print_refusals(refused, why=K_MISMATCH_REASON)
         return EXIT_REFUSED

@@ -19,7 +19,8 @@ from .loading import load
 from .printing import print_rows
 from .refusals import print_refusals, refuse_same_questions, refuse_self_comparison
 
-TABLE_COLUMNS = tuple("set role probs temperature k n acc ece nll brier auroc aupr_in fpr95".split())
+#: The printed columns (every key of a row is in --json).
+TABLE_KEYS = tuple("set role probs temperature k n acc ece nll brier auroc aupr_in fpr95".split())
 
 
 def add_parser(sub) -> None:
@@ -39,7 +40,7 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from lm_eval_evidential.audits.temperature import fit, temperature_rows
+    from lm_eval_evidential.audits.temperature import TemperatureRow, fit, temperature_rows
     from lm_eval_evidential.cli.exit_codes import EXIT_OK, EXIT_REFUSED
 
     from .conformal import calibration_split
@@ -50,8 +51,7 @@ def run(args) -> int:
     rows, refused = temperature_rows(fitted, test, rest, k_policy=args.k_policy)
     print(fitted.line())
     written = [write_json(args.json_path, rows)] if args.json_path else []
-    shown = [{**r, "temperature": "records" if r["temperature"] is None else r["temperature"]} for r in rows]
-    print_rows(shown, TABLE_COLUMNS, ("set", "probs"), written)
+    print_rows(rows, TemperatureRow.columns(*TABLE_KEYS), ("set", "probs"), written)
     if refused:
         print_refusals(refused)
         return EXIT_REFUSED

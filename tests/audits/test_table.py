@@ -153,3 +153,23 @@ def test_a_column_per_parameter_is_one_field_whose_keys_name_the_parameter(tmp_p
     for bad in ("prr", "risk_at", "risk_at_x", "prr_0.50"):
         with pytest.raises(KeyError, match="no column"):
             SelectiveRow.columns(bad)
+
+
+def test_k_match_set_size_shares_and_a_fitted_temperature_read_alike_in_both_media():
+    rows = [
+        {"matched": True, "by_size": {1: 0.5, 2: 1.0}, "t": None},
+        {"matched": False, "by_size": {3: 0.12345}, "t": 1.23456},
+    ]
+    columns = [Column("matched", "K matched", "matched"), Column("by_size", "by size", "shares")]
+    columns.append(Column("t", "T", "temperature"))
+    assert [line.split() for line in rows_text(rows, columns).splitlines()[2:]] == [
+        ["yes", "1:0.50", "2:1.00", "records"],
+        ["NO", "3:0.12", "1.2346"],
+    ]
+    assert rows_markdown(rows, columns)[2:4] == ["| yes | 1:0.50 2:1.00 | — |", "| **NO** | 3:0.12 | 1.235 |"]
+
+
+def test_a_group_rows_metrics_are_its_fields_in_order():  # METRIC_KEYS restates GroupRow's metric fields
+    from lm_eval_evidential.audits.ood_groups import GROUP_ROW_KEYS, METRIC_KEYS
+
+    assert GROUP_ROW_KEYS[GROUP_ROW_KEYS.index("id_acc") :][: len(METRIC_KEYS)] == METRIC_KEYS
