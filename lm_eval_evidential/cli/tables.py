@@ -9,8 +9,7 @@ shown beside ours where the ID task is ``obqa_edl`` and the method is the table'
 
 from __future__ import annotations
 
-import math
-
+from lm_eval_evidential.audits.table import format_number, markdown_table
 from lm_eval_evidential.errors import InvalidValueError
 from lm_eval_evidential.files import write_json
 
@@ -39,14 +38,17 @@ def add_parser(sub) -> None:
     add_phantom(p)
 
 
-def _num(value, digits: int = 3) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "–"
-    return f"{value:.{digits}f}"
+#: How the tables write an undefined value (the published tables' dash).
+UNDEFINED = "–"
+
+
+def _num(value) -> str:
+    return format_number(value, nan=UNDEFINED)
 
 
 def _delta(value) -> str:
-    return "" if value is None else ("–" if math.isnan(value) else f"{value:+.3f}")
+    """A move from the base row, signed; nothing on the base row itself (None)."""
+    return "" if value is None else format_number(value, signed=True, nan=UNDEFINED)
 
 
 def table1_markdown(id_task: str, task: str, entry: dict) -> list[str]:
@@ -64,7 +66,7 @@ def table1_markdown(id_task: str, task: str, entry: dict) -> list[str]:
     cols = ["condition", "K_ID", "K_OOD", "AUROC", "Δ", "AUPR-In", "Δ", "phantom e (OOD)", "S_K/K − λ (OOD)"]
     if published:
         cols += ["paper AUROC", "paper AUPR"]
-    lines += ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    body = []
     for r in entry["rows"]:
         cells = [
             r["condition"],
@@ -79,8 +81,8 @@ def table1_markdown(id_task: str, task: str, entry: dict) -> list[str]:
         ]
         if published:
             cells += [_num(v) for v in (r["published"] or (None, None))]
-        lines.append("| " + " | ".join(cells) + " |")
-    return lines + [""]
+        body.append(cells)
+    return lines + markdown_table(cols, body)
 
 
 def implementation_markdown(data: dict, implementation: str, pretrained: str) -> list[str]:
@@ -97,8 +99,7 @@ def implementation_markdown(data: dict, implementation: str, pretrained: str) ->
         lines.append(f"No published table matches (ID task {data['id_task']}, method {data['method']}): ours only.")
     lines.append("")
     cols = ["Dataset", "K", "n OOD", "AUPR base", "MP AUROC", "Δ", "MP AUPR", "Δ", "UM AUROC", "Δ", "UM AUPR", "Δ"]
-    lines += ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    reasons = []
+    body, reasons = [], []
     for r in rows:
         paper = r["published"] or {}
 
@@ -108,10 +109,10 @@ def implementation_markdown(data: dict, implementation: str, pretrained: str) ->
         cells = [r["dataset"], r["k_label"], str(r["n_ood"]), cell("aupr_base")]
         for m in ("mp_auroc", "mp_aupr", "um_auroc", "um_aupr"):
             cells += [cell(m), _delta(r.get(f"delta_{m}"))]
-        lines.append("| " + " | ".join(cells) + " |")
+        body.append(cells)
         if r.get("reason"):
             reasons.append(f"- {r['dataset']} {r['k_label']}: not computed: {r['reason']}")
-    return lines + [""] + reasons + ([""] if reasons else [])
+    return lines + markdown_table(cols, body) + reasons + ([""] if reasons else [])
 
 
 def run(args) -> int:
