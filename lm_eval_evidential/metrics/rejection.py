@@ -31,16 +31,41 @@ from ._validation import as_1d_float, as_binary_labels, check_same_length, undef
 __all__ = ["rejection_curve", "prr", "prediction_rejection_area", "prr_normalized"]
 
 
+class _Ranking:
+    """One score's examples from most to least confident and their tie groups: the one sort of a score, made
+    once and shared by every curve drawn from it (the PRR caps, AURC, E-AURC, AUGRC and risk@coverage of
+    :func:`~lm_eval_evidential.metrics.selective.selective_report`), since sorting is their whole cost at
+    millions of examples. ``score`` is a validated non-empty float array."""
+
+    __slots__ = ("order", "new_group", "group", "sizes")
+
+    def __init__(self, score: np.ndarray):
+        self.order = np.argsort(-score, kind="stable")
+        s = score[self.order]
+        self.new_group = np.r_[True, s[1:] != s[:-1]]
+        self.group = np.cumsum(self.new_group) - 1
+        self.sizes = np.bincount(self.group)
+
+    def means(self, quality: np.ndarray) -> np.ndarray:
+        """``quality`` ordered from most to least confident, tie groups replaced by their group mean."""
+        means = np.bincount(self.group, weights=quality[self.order]) / self.sizes
+        return means[self.group]
+
+
 def _by_confidence(score: np.ndarray, quality: np.ndarray) -> np.ndarray:
     """Quality ordered from most to least confident, tie groups replaced by their group mean."""
     if score.size == 0:
         return np.zeros(0)
-    order = np.argsort(-score, kind="stable")
-    s = score[order]
-    q = quality[order]
-    group = np.cumsum(np.r_[True, s[1:] != s[:-1]]) - 1
-    means = np.bincount(group, weights=q) / np.bincount(group)
-    return means[group]
+    return _Ranking(score).means(quality)
+
+
+def _descending_two_valued(v: np.ndarray) -> np.ndarray:
+    """``np.sort(v)[::-1]`` of a non-empty ``v`` that takes at most two values (0/1 correctness, or its min-max
+    normalisation), by counting instead of sorting; it is also ``_by_confidence(v, v)``, whose tie groups
+    then hold equal values, so their means are those values exactly."""
+    lo, hi = v.min(), v.max()
+    n_hi = int(np.count_nonzero(v == hi))
+    return np.repeat([hi, lo], [n_hi, v.size - n_hi])
 
 
 def _retained_means(q_desc: np.ndarray) -> np.ndarray:
@@ -154,30 +179,44 @@ def prr(score, correct, rejection_cap: float = 0.5) -> float:
     >>> round(prr(score, correct, rejection_cap=0.75), 4)
     0.697
     """
+    cap = _rejection_cap(rejection_cap)
+    s = as_1d_float(score, "score")
+    y = as_binary_labels(correct, "correct").astype(np.float64)
+    check_same_length(score=s, correct=y)
+    return _prr(s, y, cap)
+
+
+def _rejection_cap(rejection_cap) -> float:
     cap = float(rejection_cap)
     if not (0.0 < cap <= 1.0):
         raise InvalidValueError(f"rejection_cap must be in (0, 1], got {rejection_cap!r}")
-    s = as_1d_float(score, "score")
-    y = as_binary_labels(correct, "correct").astype(np.float64)
-    n = check_same_length(score=s, correct=y)
+    return cap
+
+
+def _prr(s: np.ndarray, y: np.ndarray, cap: float, ranking: _Ranking | None = None) -> float:
+    """:func:`prr` of validated inputs (``y`` 0/1 floats); ``ranking``: ``s``'s, where the caller has it."""
+    n = y.size
     if n == 0:
-        return undefined("prr is undefined for 0 examples")
+        return undefined("prr is undefined for 0 examples", stacklevel=4)
     n_correct = int(y.sum())
     if n_correct in (0, n):
         state = "correct" if n_correct == n else "wrong"
         return undefined(
             f"prr is undefined: all {n} answers are {state}, so the oracle and random rejection "
-            "curves coincide (PRR would be 0/0)"
+            "curves coincide (PRR would be 0/0)",
+            stacklevel=4,
         )
     if cap * n <= 1.0:
         return undefined(
             f"prr is undefined: rejection_cap * n = {cap} * {n} <= 1, so no example is rejected "
-            "before the cap and every curve equals the overall accuracy"
+            "before the cap and every curve equals the overall accuracy",
+            stacklevel=4,
         )
     mean = n_correct / n
+    ranking = ranking or _Ranking(s)
     # Subtract the random curve before integrating: the differences are what the ratio compares.
-    a_score = _capped_area(_retained_means(_by_confidence(s, y)) - mean, cap)
-    a_oracle = _capped_area(_retained_means(np.sort(y)[::-1]) - mean, cap)
+    a_score = _capped_area(_retained_means(ranking.means(y)) - mean, cap)
+    a_oracle = _capped_area(_retained_means(_descending_two_valued(y)) - mean, cap)
     return a_score / a_oracle
 
 
@@ -208,8 +247,14 @@ def _polygraph_inputs(score, quality, max_rejection: float, name: str):
     return s, _minmax(q), n_rejected, None
 
 
-def _polygraph_area(s: np.ndarray, q: np.ndarray, n_rejected: int) -> float:
-    return float(_retained_means(_by_confidence(s, q))[:n_rejected].mean())
+def _polygraph_area(s: np.ndarray, q: np.ndarray, n_rejected: int, ranking: _Ranking | None = None) -> float:
+    q_desc = ranking.means(q) if ranking is not None else _by_confidence(s, q)
+    return _area_of(q_desc, n_rejected)
+
+
+def _area_of(q_desc: np.ndarray, n_rejected: int) -> float:
+    """The polygraph area of a quality already ordered from most to least confident."""
+    return float(_retained_means(q_desc)[:n_rejected].mean())
 
 
 def prediction_rejection_area(score, quality, max_rejection: float = 1.0) -> float:
@@ -305,11 +350,16 @@ def prr_normalized(score, quality, max_rejection: float = 1.0) -> float:
     s, q, n_rejected, reason = _polygraph_inputs(score, quality, max_rejection, "prr_normalized")
     if reason:
         return undefined(reason)
+    return _prr_normalized(s, q, n_rejected, _area_of(_by_confidence(q, q), n_rejected))
+
+
+def _prr_normalized(s: np.ndarray, q: np.ndarray, n_rejected: int, oracle: float, ranking=None) -> float:
+    """:func:`prr_normalized` of validated inputs (``q`` min-max normalised) given the oracle's area."""
     random = float(q.mean())
-    oracle = _polygraph_area(q, q, n_rejected)
     if np.isclose(oracle, random, rtol=0.0, atol=1e-12):
         return undefined(
             f"prr_normalized is undefined: the oracle and random rejection areas coincide ({oracle:.6g}); "
-            "the quality is constant over the rejected range, so there is nothing to rank"
+            "the quality is constant over the rejected range, so there is nothing to rank",
+            stacklevel=4,
         )
-    return (_polygraph_area(s, q, n_rejected) - random) / (oracle - random)
+    return (_polygraph_area(s, q, n_rejected, ranking) - random) / (oracle - random)

@@ -37,7 +37,20 @@ from lm_eval_evidential.errors import InvalidValueError
 from ._validation import as_1d_float, as_binary_labels, check_same_length, undefined
 
 # The PRR family lives in .rejection; its names stay importable from here, where callers and docs name them.
-from .rejection import _by_confidence, prediction_rejection_area, prr, prr_normalized, rejection_curve
+from .rejection import (
+    _area_of,
+    _by_confidence,
+    _descending_two_valued,
+    _minmax,
+    _prr,
+    _prr_normalized,
+    _Ranking,
+    _rejection_cap,
+    prediction_rejection_area,
+    prr,
+    prr_normalized,
+    rejection_curve,
+)
 
 __all__ = [
     "rejection_curve",
@@ -50,6 +63,7 @@ __all__ = [
     "augrc",
     "risk_at_coverage",
     "spearman",
+    "selective_report",
 ]
 
 
@@ -89,7 +103,12 @@ def risk_coverage_curve(score, correct):
     err = 1.0 - as_binary_labels(correct, "correct").astype(np.float64)
     n = check_same_length(score=s, correct=err)
     m = np.arange(1, n + 1)
-    return m / n, np.cumsum(_by_confidence(s, err)) / m
+    return m / n, _risk(_by_confidence(s, err))
+
+
+def _risk(err_desc: np.ndarray) -> np.ndarray:
+    """The risk of :func:`risk_coverage_curve` from the errors ordered most to least confident."""
+    return np.cumsum(err_desc) / np.arange(1, err_desc.size + 1)
 
 
 def aurc(score, correct) -> float:
@@ -126,6 +145,10 @@ def aurc(score, correct) -> float:
     _, risk = risk_coverage_curve(score, correct)
     if risk.size == 0:
         return undefined("aurc is undefined for 0 examples")
+    return _aurc(risk)
+
+
+def _aurc(risk: np.ndarray) -> float:
     return float(risk.mean())
 
 
@@ -163,9 +186,13 @@ def eaurc(score, correct) -> float:
     0.0
     """
     _, risk = risk_coverage_curve(score, correct)
-    n = risk.size
-    if n == 0:
+    if risk.size == 0:
         return undefined("eaurc is undefined for 0 examples")
+    return _eaurc(risk)
+
+
+def _eaurc(risk: np.ndarray) -> float:
+    n = risk.size
     n_wrong = int(round(risk[-1] * n))
     m = np.arange(1, n + 1)
     perfect = np.maximum(m - (n - n_wrong), 0) / m  # a perfect ranking's risk curve
@@ -217,11 +244,14 @@ def augrc(score, correct) -> float:
     n = check_same_length(score=s, correct=err)
     if n == 0:
         return undefined("augrc is undefined for 0 examples")
-    order = np.argsort(-s, kind="stable")
-    s_desc = s[order]
-    last_of_group = np.r_[s_desc[1:] != s_desc[:-1], True]
+    return _augrc(_Ranking(s), err)
+
+
+def _augrc(ranking: _Ranking, err: np.ndarray) -> float:
+    n = err.size
+    last_of_group = np.r_[ranking.new_group[1:], True]
     coverage = np.r_[0.0, np.flatnonzero(last_of_group) + 1.0] / n
-    risk = np.r_[0.0, np.cumsum(err[order])[last_of_group]] / n
+    risk = np.r_[0.0, np.cumsum(err[ranking.order])[last_of_group]] / n
     return float(np.sum((risk[1:] + risk[:-1]) * np.diff(coverage)) / 2)
 
 
@@ -256,14 +286,22 @@ def risk_at_coverage(score, correct, coverage: float) -> float:
     >>> risk_at_coverage(score, correct, 0.5)  # the 3 most confident: one wrong
     0.3333333333333333
     """
+    cov = _coverage(coverage)
+    _, risk = risk_coverage_curve(score, correct)
+    if risk.size == 0:
+        return undefined("risk_at_coverage is undefined for 0 examples")
+    return _risk_at(risk, cov)
+
+
+def _coverage(coverage) -> float:
     cov = float(coverage)
     if not (0.0 < cov <= 1.0):
         raise InvalidValueError(f"coverage must be in (0, 1], got {coverage!r}")
-    _, risk = risk_coverage_curve(score, correct)
-    n = risk.size
-    if n == 0:
-        return undefined("risk_at_coverage is undefined for 0 examples")
-    return float(risk[int(np.ceil(round(cov * n, 9))) - 1])
+    return cov
+
+
+def _risk_at(risk: np.ndarray, cov: float) -> float:
+    return float(risk[int(np.ceil(round(cov * risk.size, 9))) - 1])
 
 
 def spearman(score, correct) -> float:
@@ -305,3 +343,75 @@ def spearman(score, correct) -> float:
     if np.all(y == y[0]):
         return undefined("spearman is undefined: all answers are equally correct, so correctness has no ranking")
     return float(_scipy_spearmanr(s, y).statistic)
+
+
+def selective_report(score, correct, *, prr_caps=(0.5, 0.75), coverage: float = 0.8) -> dict:
+    r"""Every selective-prediction metric of one score from a single sort, as a flat dict.
+
+    The values equal those of :func:`prr` (at each cap), :func:`prr_normalized`, :func:`aurc`,
+    :func:`eaurc`, :func:`augrc`, :func:`risk_at_coverage` and :func:`spearman` called one by one,
+    exactly (the same operations on the same arrays), with their warnings in that order; but the
+    score is sorted once, not once per metric, and the oracles' curves are counted, not sorted:
+
+    .. math::
+
+        \text{one order of } s \rightarrow Q(r),\ \mathrm{risk}(m / n),\ GR_g
+        \rightarrow \mathrm{PRR}_{cap},\ \mathrm{PRR}_{norm},\ \mathrm{AURC},\ \mathrm{E\text{-}AURC},
+        \ \mathrm{AUGRC},\ \mathrm{risk@cov}
+
+    (Spearman's rank correlation is scipy's, as in :func:`spearman`).
+
+    Parameters
+    ----------
+    score : array-like of shape (n_samples,)
+        Confidence; the most confident examples are kept first.
+    correct : array-like of shape (n_samples,), 0/1 or bool
+        1 for a right answer.
+    prr_caps : sequence of float in (0, 1], default=(0.5, 0.75)
+        The rejection caps of the ``prr_<cap>`` entries.
+    coverage : float in (0, 1], default=0.8
+        The coverage of the ``risk_at_<coverage>`` entry.
+
+    Returns
+    -------
+    row : dict
+        ``prr_<cap>`` for each cap, ``prr_normalized`` (over the whole rejection range), ``aurc``,
+        ``eaurc``, ``augrc``, ``risk_at_<coverage>``, ``spearman``; NaN entries as the metric alone
+        gives them (with its :class:`UndefinedMetricWarning`).
+
+    Examples
+    --------
+    >>> from lm_eval_evidential.metrics.selective import selective_report
+    >>> row = selective_report([0.9, 0.8, 0.7, 0.6, 0.5, 0.4], [1, 1, 0, 1, 0, 0])
+    >>> {k: round(v, 4) for k, v in row.items()}  # doctest: +NORMALIZE_WHITESPACE
+    {'prr_0.5': 1.0, 'prr_0.75': 0.697, 'prr_normalized': 0.8198, 'aurc': 0.2472, 'eaurc': 0.0556,
+     'augrc': 0.1528, 'risk_at_0.8': 0.4, 'spearman': 0.6831}
+    """
+    caps = [_rejection_cap(c) for c in prr_caps]
+    cov = _coverage(coverage)
+    s = as_1d_float(score, "score")
+    y = as_binary_labels(correct, "correct").astype(np.float64)
+    n = check_same_length(score=s, correct=y)
+    risk_key = f"risk_at_{coverage}"
+    if n == 0:  # nothing to sort: each metric says in its own words why it is undefined
+        return {
+            **{f"prr_{c}": prr(s, y, c) for c in prr_caps},
+            "prr_normalized": prr_normalized(s, y),
+            "aurc": aurc(s, y),
+            "eaurc": eaurc(s, y),
+            "augrc": augrc(s, y),
+            risk_key: risk_at_coverage(s, y, cov),
+            "spearman": spearman(s, y),
+        }
+    ranking = _Ranking(s)
+    row = {f"prr_{c}": _prr(s, y, cap, ranking) for c, cap in zip(prr_caps, caps)}
+    q = _minmax(y)  # prr_normalized's quality: y itself, or 0.5 everywhere when y is constant
+    row["prr_normalized"] = _prr_normalized(s, q, n, _area_of(_descending_two_valued(q), n), ranking)
+    err = 1.0 - y
+    risk = _risk(ranking.means(err))
+    row["aurc"] = _aurc(risk)
+    row["eaurc"] = _eaurc(risk)
+    row["augrc"] = _augrc(ranking, err)
+    row[risk_key] = _risk_at(risk, cov)
+    row["spearman"] = spearman(s, y)
+    return row

@@ -284,6 +284,7 @@ from lm_eval_evidential.metrics.selective import (  # noqa: E402
     prediction_rejection_area,
     prr_normalized,
     risk_at_coverage,
+    selective_report,
 )
 
 
@@ -478,3 +479,78 @@ def test_new_selective_metrics_undefined_and_invalid():
         prr_normalized([0.1, 0.2], [0, 1], max_rejection=0)
     with pytest.raises(ValueError, match="0 and 1"):
         augrc([0.1, 0.2], [0, 2])
+
+
+# ---------------------------------------------------------------- the one-sort report
+
+
+def _one_by_one(score, correct, caps, coverage):
+    """Each metric called on its own, and the UndefinedMetricWarning messages in call order."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        row = {
+            **{f"prr_{c}": prr(score, correct, c) for c in caps},
+            "prr_normalized": prr_normalized(score, correct),
+            "aurc": aurc(score, correct),
+            "eaurc": eaurc(score, correct),
+            "augrc": augrc(score, correct),
+            f"risk_at_{coverage}": risk_at_coverage(score, correct, coverage),
+            "spearman": spearman(score, correct),
+        }
+    return row, [str(w.message) for w in caught if issubclass(w.category, UndefinedMetricWarning)]
+
+
+@FAST
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n=st.integers(0, 300),
+    ties=st.booleans(),
+    accuracy=st.sampled_from([0.0, 0.3, 0.7, 1.0]),
+    caps=st.sampled_from([(0.5, 0.75), (0.3,), (1.0, 0.5, 0.01)]),
+    coverage=st.sampled_from([0.8, 0.25, 1.0]),
+)
+def test_selective_report_is_each_metric_exactly(seed, n, ties, accuracy, caps, coverage):
+    """One sort gives the numbers of the metrics called one by one bit for bit (NaN where they are NaN),
+    with the same warnings in the same order: the report's selective rows do not change."""
+    import warnings
+
+    rng = np.random.default_rng(seed)
+    correct = rng.random(n) < accuracy
+    score = rng.integers(0, 4, n).astype(float) if ties else rng.normal(size=n) + correct
+    expected, expected_reasons = _one_by_one(score, correct, caps, coverage)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = selective_report(score, correct, prr_caps=caps, coverage=coverage)
+    assert list(got) == list(expected)
+    for key, value in expected.items():
+        assert got[key] == value or (np.isnan(got[key]) and np.isnan(value)), key
+    assert [str(w.message) for w in caught if issubclass(w.category, UndefinedMetricWarning)] == expected_reasons
+
+
+def test_selective_report_sorts_each_score_once(monkeypatch):
+    """The point of the report: one argsort of the score for every metric but scipy's Spearman."""
+    import lm_eval_evidential.metrics.rejection as rejection
+
+    calls = []
+    real = rejection._Ranking.__init__
+
+    def counting(self, score):
+        calls.append(score.size)
+        real(self, score)
+
+    monkeypatch.setattr(rejection._Ranking, "__init__", counting)
+    rng = np.random.default_rng(0)
+    correct = rng.random(500) < 0.6
+    selective_report(rng.normal(size=500) + correct, correct)
+    assert calls == [500]
+
+
+def test_selective_report_refuses_what_the_metrics_refuse():
+    with pytest.raises(ValueError, match="rejection_cap"):
+        selective_report([0.1, 0.2], [0, 1], prr_caps=(0.5, 0.0))
+    with pytest.raises(ValueError, match="coverage"):
+        selective_report([0.1, 0.2], [0, 1], coverage=1.5)
+    with pytest.raises(ValueError, match="0 and 1"):
+        selective_report([0.1, 0.2], [0, 2])
