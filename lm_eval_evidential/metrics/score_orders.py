@@ -21,6 +21,13 @@ from itertools import combinations
 import numpy as np
 from scipy.stats import kendalltau
 
+try:  # scipy's own exact discordant-pair count (a Fenwick tree in Cython), what kendalltau counts with.
+    # Private: read here because scipy exposes tau but not the count, and recovering the count from tau costs
+    # kendalltau's two sorts of each pair again; without it, the count comes from the tau-b as before.
+    from scipy.stats._stats import _kendall_dis
+except ImportError:  # pragma: no cover - a scipy that moved it
+    _kendall_dis = None
+
 from lm_eval_evidential.errors import InvalidValueError
 
 from ._validation import as_1d_float, check_same_length, undefined
@@ -33,17 +40,41 @@ __all__ = ["discordant_fraction", "order_audit", "score_order_audit"]
 _EXACT_TAU_PAIRS = 2**49
 
 
-def _tied_pairs(values: np.ndarray) -> int:
-    """Number of pairs with equal values (sum over tie groups of c (c - 1) / 2), exact."""
-    if values.size == 0:
-        return 0
-    c = np.unique(values, return_counts=True)[1].astype(np.int64)
+def _tied_ranks(ranks: np.ndarray) -> int:
+    """Number of pairs with equal dense ranks ``0..m-1`` (sum over tie groups of c (c - 1) / 2), exact."""
+    c = np.bincount(ranks).astype(np.int64)
     return int((c * (c - 1) // 2).sum())
+
+
+def _joint_sort(ra: np.ndarray, rb: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """``(x, v, tied_both)``: the pairs ``(ra_i, rb_i)`` in lexicographic order as two arrays (one sort of a
+    combined key) and the number of example pairs tied under both rankings. ``ra``, ``rb``: dense ranks, n >= 1."""
+    width = int(rb.max()) + 1
+    key = np.sort(ra * width + rb)
+    x = key // width
+    starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+    c = np.diff(np.r_[starts, key.size])
+    return x, key - x * width, int((c * (c - 1) // 2).sum())
 
 
 def _tied_both(ra: np.ndarray, rb: np.ndarray) -> int:
     """Number of pairs tied under both dense rankings."""
-    return _tied_pairs(ra * (int(rb.max()) + 1) + rb) if ra.size else 0
+    return _joint_sort(ra, rb)[2] if ra.size else 0
+
+
+def _pair_counts(ra: np.ndarray, rb: np.ndarray, tie_a: int, tie_b: int) -> tuple[int, int]:
+    """``(discordant, tied_both)`` pair counts of two dense rankings (n >= 2), exactly, from one sort: the
+    discordant pairs are the strict inversions of ``rb`` in ``(ra, rb)`` order across different ``ra``,
+    which scipy's ``_kendall_dis`` counts (the tau-b route of :func:`_discordant_pairs` without it)."""
+    x, v, both = _joint_sort(ra, rb)
+    if _kendall_dis is None:
+        return _discordant_pairs(ra, rb, (tie_a, tie_b, both)), both
+    n = ra.size
+    total = n * (n - 1) // 2
+    if tie_a == total or tie_b == total:
+        return 0, both  # one score is constant: every pair is tied, none discordant
+    # 1-based: _kendall_dis's Fenwick tree has no slot 0.
+    return int(_kendall_dis(x.astype(np.intp, copy=False), (v + 1).astype(np.intp, copy=False))), both
 
 
 def _dense_ranks(x: np.ndarray) -> np.ndarray:
@@ -85,7 +116,7 @@ def _discordant_pairs(ra: np.ndarray, rb: np.ndarray, ties: tuple[int, int, int]
     ``ties``: ``(tied in a, tied in b, tied in both)`` pair counts where the caller has them."""
     n = ra.size
     total = n * (n - 1) // 2
-    tie_a, tie_b, tie_both = ties if ties is not None else (_tied_pairs(ra), _tied_pairs(rb), _tied_both(ra, rb))
+    tie_a, tie_b, tie_both = ties if ties is not None else (_tied_ranks(ra), _tied_ranks(rb), _tied_both(ra, rb))
     if tie_a == total or tie_b == total:
         return 0  # one score is constant: every pair is tied, none discordant
     # concordant + discordant = pairs tied in neither = total - tie_a - tie_b + tie_both
@@ -114,8 +145,8 @@ def discordant_fraction(score_a, score_b) -> float:
     Ties count as **not** discordant: a pair tied under either score (or both) is neither
     concordant nor discordant, and stays in the denominator. 0 = never ordered oppositely (see
     :func:`order_audit` for the tie side of order equivalence), 1 = one score strictly
-    reverses the other. The count is exact, O(n log n) (from scipy's tau-b, see
-    ``_discordant_pairs``), so the fraction is exactly ``D`` in float64.
+    reverses the other. The count is exact, O(n log n) (scipy's own count behind ``kendalltau``, see
+    ``_pair_counts``), so the fraction is exactly ``D`` in float64.
 
     Parameters
     ----------
@@ -138,7 +169,8 @@ def discordant_fraction(score_a, score_b) -> float:
     n = check_same_length(score_a=a, score_b=b)
     if n < 2:
         return undefined(f"discordant_fraction is undefined for {n} example(s); it needs at least one pair")
-    return _discordant_pairs(_dense_ranks(a), _dense_ranks(b)) / (n * (n - 1) // 2)
+    ra, rb = _dense_ranks(a), _dense_ranks(b)
+    return _pair_counts(ra, rb, _tied_ranks(ra), _tied_ranks(rb))[0] / (n * (n - 1) // 2)
 
 
 def order_audit(scores: dict) -> list[dict]:
@@ -188,7 +220,7 @@ def order_audit(scores: dict) -> list[dict]:
     same_as: dict[str, str] = {}
     for name, r in ranks.items():
         same_as[name] = next((rep for rep in dict.fromkeys(same_as.values()) if np.array_equal(ranks[rep], r)), name)
-    ties = {name: _tied_pairs(r) for name, r in ranks.items() if same_as[name] == name}
+    ties = {name: _tied_ranks(r) for name, r in ranks.items() if same_as[name] == name}
     counted: dict[tuple[str, str], tuple[int, int]] = {}
     rows = []
     for name_a, name_b in combinations(arrays, 2):
@@ -206,9 +238,8 @@ def order_audit(scores: dict) -> list[dict]:
             if a == b:
                 counted[a, b] = (0, 0)
             elif (a, b) not in counted:
-                ra, rb = ranks[a], ranks[b]
-                both = _tied_both(ra, rb)
-                counted[a, b] = (_discordant_pairs(ra, rb, (ties[a], ties[b], both)), ties[a] + ties[b] - 2 * both)
+                discordant, both = _pair_counts(ranks[a], ranks[b], ties[a], ties[b])
+                counted[a, b] = (discordant, ties[a] + ties[b] - 2 * both)
             discordant, mismatch = counted[a, b]
             row.update(
                 discordant_fraction=discordant / total,

@@ -17,6 +17,9 @@ from lm_eval_evidential.metrics.score_orders import (
     _dense_ranks,
     _discordant_merge,
     _discordant_pairs,
+    _pair_counts,
+    _tied_both,
+    _tied_ranks,
     discordant_fraction,
     order_audit,
     score_order_audit,
@@ -214,7 +217,27 @@ def test_discordant_fraction_extremes_and_exact_count_at_scale():
     ra, rb = _dense_ranks(a), _dense_ranks(b)
     d = _discordant_merge(ra, rb)
     assert _discordant_pairs(ra, rb) == d  # via scipy's tau-b
-    assert discordant_fraction(a, b) == d / (n * (n - 1) // 2)
+    assert discordant_fraction(a, b) == d / (n * (n - 1) // 2)  # via scipy's count (_kendall_dis)
+    assert _pair_counts(ra, rb, _tied_ranks(ra), _tied_ranks(rb)) == (d, _tied_both(ra, rb))
+
+
+@FAST
+@given(case=pairs_of_scores)
+def test_pair_counts_without_scipys_private_count_are_the_same(case):
+    """Where scipy no longer has ``_kendall_dis``, the tau-b route gives the same counts."""
+    import lm_eval_evidential.metrics.score_orders as orders
+
+    a, b = (np.array(v) for v in case)
+    ra, rb = _dense_ranks(a), _dense_ranks(b)
+    ties = (_tied_ranks(ra), _tied_ranks(rb))
+    with_scipy = _pair_counts(ra, rb, *ties)
+    saved, orders._kendall_dis = orders._kendall_dis, None
+    try:
+        assert _pair_counts(ra, rb, *ties) == with_scipy
+    finally:
+        orders._kendall_dis = saved
+    assert with_scipy[0] == _discordant_brute(a, b)
+    assert with_scipy[1] == sum(1 for i, j in combinations(range(len(a)), 2) if a[i] == a[j] and b[i] == b[j])
 
 
 def test_order_audit_shape_and_counterexample_from_paper_003():
