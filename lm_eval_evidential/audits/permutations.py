@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -34,11 +35,14 @@ from lm_eval_evidential.metrics.detection import aupr_in, auroc
 from lm_eval_evidential.records import Records, check_same_producer
 
 from ._common import collect, finish_row, record_scores
+from .table import AuditRow, column, reason_field
 
 __all__ = [
     "PERMUTATION_KEYS",
     "PERMUTATION_OOD_KEYS",
     "SCORE_KEYS",
+    "ScoreSpreadRow",
+    "PermutationOODRow",
     "check_permuted",
     "permutation_summary",
     "permutation_ood_rows",
@@ -66,40 +70,57 @@ PERMUTATION_KEYS = (
     "pride",
     "scores",
 )
+
+
+@dataclass(frozen=True, eq=False)
+class ScoreSpreadRow(AuditRow):
+    """How far one score of a permuted task moves when only the order of the options changes (the values of
+    :func:`permutation_summary`'s ``scores``, keyed by score): its range and spread over a question's orders,
+    and the rank correlation of each order's scores with the identity order's."""
+
+    mean_range: float = column("mean range")
+    median_range: float = column("median range")
+    max_range: float = column("max range")
+    mean_std: float = column("mean std")
+    spearman_min: float = column("Spearman min")
+    spearman_median: float = column("Spearman median")
+    kendall_min: float = column("Kendall min")
+    kendall_median: float = column("Kendall median")
+    reason: str | None = reason_field()
+
+
+@dataclass(frozen=True, eq=False)
+class PermutationOODRow(AuditRow):
+    """One score's OOD detection per answer order (:func:`permutation_ood_rows`): order s of the ID task against
+    order s of the OOD task, and the order-averaged score."""
+
+    id_task: str = column("ID task")
+    ood_task: str = column("OOD task")
+    score: str = column("score")
+    permutations: str | None = column("permutations")
+    k_id: int | dict = column("K_ID", "k")
+    k_ood: int | dict = column("K_OOD", "k")
+    matched: bool = column("K matched", "matched")
+    n_id_questions: int = column("n ID questions")
+    n_ood_questions: int = column("n OOD questions")
+    n_orders: int = column("orders")
+    auroc_identity: float = column("AUROC identity")
+    auroc_min: float = column("AUROC min")
+    auroc_median: float = column("AUROC median")
+    auroc_max: float = column("AUROC max")
+    auroc_range: float = column("AUROC range")
+    auroc_order_averaged: float = column("order-averaged")
+    aupr_in_min: float = column("AUPR-In min")
+    aupr_in_median: float = column("AUPR-In median")
+    aupr_in_max: float = column("AUPR-In max")
+    aupr_in_order_averaged: float = column("AUPR-In order-averaged")
+    reason: str | None = reason_field()
+
+
 #: The keys of each score's entry in ``scores``.
-SCORE_KEYS = (
-    "mean_range",
-    "median_range",
-    "max_range",
-    "mean_std",
-    "spearman_min",
-    "spearman_median",
-    "kendall_min",
-    "kendall_median",
-)
+SCORE_KEYS = ScoreSpreadRow.field_names()[:-1]  # ``reason`` only where a number is NaN
 #: The keys of each row of :func:`permutation_ood_rows`.
-PERMUTATION_OOD_KEYS = (
-    "id_task",
-    "ood_task",
-    "score",
-    "permutations",
-    "k_id",
-    "k_ood",
-    "matched",
-    "n_id_questions",
-    "n_ood_questions",
-    "n_orders",
-    "auroc_identity",
-    "auroc_min",
-    "auroc_median",
-    "auroc_max",
-    "auroc_range",
-    "auroc_order_averaged",
-    "aupr_in_min",
-    "aupr_in_median",
-    "aupr_in_max",
-    "aupr_in_order_averaged",
-)
+PERMUTATION_OOD_KEYS = PermutationOODRow.field_names()[:-1]
 _HOW = 'evaluate it with --metadata \'{"permutations": "cyclic"}\' (docs/audits.md, "The order audit")'
 
 
@@ -210,7 +231,7 @@ def permutation_summary(
             **collect(reasons, oe.order_spread, values, question),
             **collect(reasons, oe.rank_correlation_to_identity, values, question, slots),
         }
-        spread[name] = finish_row({key: entry[key] for key in SCORE_KEYS}, reasons)
+        spread[name] = ScoreSpreadRow.of(finish_row({key: entry[key] for key in SCORE_KEYS}, reasons))
     out = {
         "task": records.task,
         "permutations": records.meta.get("permutations"),
@@ -329,5 +350,5 @@ def permutation_ood_rows(
             "aupr_in_max": float(np.max(auprs)) if n_slots else nan,
             "aupr_in_order_averaged": collect(reasons, aupr_in, y, np.r_[mean_id, mean_ood]),
         }
-        rows.append(finish_row({key: row[key] for key in PERMUTATION_OOD_KEYS}, reasons))
+        rows.append(PermutationOODRow.of(finish_row({key: row[key] for key in PERMUTATION_OOD_KEYS}, reasons)))
     return rows

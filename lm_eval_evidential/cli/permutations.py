@@ -25,8 +25,9 @@ from .loading import load
 from .printing import format_table
 from .refusals import print_refusals, refuse_self_comparison
 
-SCORE_COLUMNS = ("score", "mean_range", "max_range", "mean_std", "spearman_min", "kendall_min")
-OOD_COLUMNS = (
+#: The printed columns (every key is in --json): a score's spread over orders, and its AUROC per order.
+SCORE_KEYS = ("mean_range", "max_range", "mean_std", "spearman_min", "kendall_min")
+OOD_KEYS = (
     "ood_task",
     "score",
     "n_orders",
@@ -114,7 +115,7 @@ def run(args) -> int:
     print("\n".join(_summary_lines(summary)))
     score_rows = [{"score": name, **row} for name, row in summary["scores"].items()]
     print()
-    print(format_table(score_rows, SCORE_COLUMNS))
+    print(format_table(score_rows, ["score", *permutations.ScoreSpreadRow.columns(*SCORE_KEYS)]))
     out, refused = dict(summary), []
     if args.id_task is not None:
         rows = []
@@ -127,7 +128,7 @@ def run(args) -> int:
                 refused.append((args.id_task, task, exc))
         if rows:
             print()
-            print(format_table(rows, OOD_COLUMNS))
+            print(format_table(rows, permutations.PermutationOODRow.columns(*OOD_KEYS)))
         out["ood"] = rows
     if args.json_path:
         print(f"wrote {write_json(args.json_path, out)}", file=sys.stderr)
