@@ -75,6 +75,7 @@ __all__ = [
     "OOD_ROW_KEYS",
     "KSweepRow",
     "KSWEEP_ROW_KEYS",
+    "DeLongTest",
     "k_check",
     "k_summary",
     "subset_records",
@@ -139,6 +140,23 @@ class KSweepRow(AuditRow):
 
 
 KSWEEP_ROW_KEYS = KSweepRow.field_names()
+
+
+@dataclass(frozen=True, eq=False)
+class DeLongTest(AuditRow):
+    """:func:`ksweep_delong`'s paired test of the OOD-only K inflation (``diff = auroc_expanded - auroc_base``)."""
+
+    id_task: str = column("ID task")
+    ood_task: str = column("OOD task")
+    score: str = column("score")
+    condition: str = column("condition", "condition")
+    extra: int = column("x")
+    phantom: str = column("phantom")
+    auroc_expanded: float = column("AUROC (x phantoms)")
+    auroc_base: float = column("AUROC (x = 0)")
+    diff: float = column("ΔAUROC", "signed")
+    z: float = column("z")
+    p_value: float = column("p")
 
 
 @refuses_permuted
@@ -310,7 +328,7 @@ def ksweep_delong(
     score: str | None = None,
     k_policy: str = "assert",
     phantom: str = "zero",
-) -> dict:
+) -> DeLongTest:
     """DeLong test of the OOD-only K inflation: AUROC with ``extra`` phantom OOD options vs none.
 
     Both AUROCs are on the same examples (only the OOD side gains ``extra`` options, appended
@@ -341,19 +359,19 @@ def ksweep_delong(
     s_grown = phantom_scores(b["alpha"], extra, logits=b["logits"], **grown, **common)[0][score]
     y = np.concatenate((np.ones(s_id.size, dtype=bool), np.zeros(s_ood.size, dtype=bool)))
     auc_x, auc_0, diff, z, p = delong_test(y, np.concatenate((s_id, s_grown)), np.concatenate((s_id, s_ood)))
-    return {
-        "id_task": id_records.task,
-        "ood_task": ood_records.task,
-        "score": score,
-        "condition": "ood_only",
-        "extra": int(extra),
-        "phantom": phantom,
-        "auroc_expanded": auc_x,
-        "auroc_base": auc_0,
-        "diff": diff,
-        "z": z,
-        "p_value": p,
-    }
+    return DeLongTest(
+        id_task=id_records.task,
+        ood_task=ood_records.task,
+        score=score,
+        condition="ood_only",
+        extra=int(extra),
+        phantom=phantom,
+        auroc_expanded=auc_x,
+        auroc_base=auc_0,
+        diff=diff,
+        z=z,
+        p_value=p,
+    )
 
 
 def _signed(value: float, digits: int = 4) -> str:

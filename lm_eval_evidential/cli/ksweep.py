@@ -11,7 +11,10 @@ invariance value S_K/K - lambda. Exit status as for ``ood`` (2: refused for a K 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from lm_eval_evidential.audits.ood import KSweepRow
+from lm_eval_evidential.audits.table import format_number
 from lm_eval_evidential.files import write_json
 
 from .arguments import add_audit_parser, add_phantom, one_task
@@ -68,12 +71,18 @@ def add_parser(sub) -> None:
     p.add_argument("--plot", default=None, metavar="FILE", help="write the Figure 1 plot as FILE.png and FILE.svg")
 
 
-def delong_line(test: dict) -> str:
+def delong_line(test: Mapping) -> str:
+    """The DeLong test (:class:`~lm_eval_evidential.audits.ood.DeLongTest`) as one sentence, numbers to 4 decimals
+    (z to 3), as the table above it."""
     p = test["p_value"]
     ptxt = "undefined" if p != p else f"{p:.3g}"
+
+    def num(key: str, digits: int = 4, signed: bool = False) -> str:
+        return format_number(test[key], digits, signed=signed, nan="nan")
+
     return (
         f"DeLong test, {test['score']} OOD-only x={test['extra']} vs x=0 (same examples): AUROC "
-        f"{test['auroc_base']:.4f} -> {test['auroc_expanded']:.4f} (diff {test['diff']:+.4f}, z {test['z']:.3f}, p "
+        f"{num('auroc_base')} -> {num('auroc_expanded')} (diff {num('diff', signed=True)}, z {num('z', 3)}, p "
         f"{ptxt})"
     )
 
