@@ -19,24 +19,86 @@ Every OOD row says its protocol:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
-from lm_eval_evidential.audits.ood import k_check, ood_rows, resolve_scores
+from lm_eval_evidential.audits.ood import OODRow, k_check, ood_rows, resolve_scores
+from lm_eval_evidential.audits.table import AuditRow, column
 from lm_eval_evidential.metrics.calibration import brier, ece, nll
 from lm_eval_evidential.records import Records
 from lm_eval_evidential.records.orders import refuses_permuted
 
-__all__ = ["COMPARE_SCORES", "CALIBRATION_COLUMNS", "OOD_COLUMNS", "compare_methods", "method_kind"]
+__all__ = [
+    "MethodCalibrationRow",
+    "MethodOODRow",
+    "COMPARE_SCORES",
+    "CALIBRATION_COLUMNS",
+    "OOD_COLUMNS",
+    "compare_methods",
+    "method_kind",
+]
 
 #: The scores compared by default, where a method's records give them: max-prob and entropy for every
 #: method, mutual information (BALD) for members, reciprocal vacuity for Dirichlet heads.
 COMPARE_SCORES = ("max_prob", "neg_entropy", "neg_mutual_information", "reciprocal_vacuity")
-CALIBRATION_COLUMNS = ("method", "kind", "task", "k", "n", "acc", "acc_ci", "ece", "ece_ci", "nll", "nll_ci")
-CALIBRATION_COLUMNS += ("brier", "brier_ci")
-OOD_COLUMNS = ("method", "ood_task", "protocol", "k_id", "k_ood", "n_ood", "score", "auroc", "auroc_ci")
-OOD_COLUMNS += ("aupr_in", "aupr_in_ci", "aupr_baseline")
+
+
+@dataclass(frozen=True, eq=False)
+class MethodCalibrationRow(AuditRow):
+    """One method's accuracy and calibration on the ID task, with percentile-bootstrap intervals."""
+
+    method: str = column("method")
+    kind: str = column("kind")
+    task: str = column("task")
+    k: int | list[int] = column("K", "k")
+    n: int = column("n")
+    acc: float = column("accuracy")
+    acc_ci: list[float] = column("accuracy CI", "interval")
+    ece: float = column("ECE")
+    ece_ci: list[float] = column("ECE CI", "interval")
+    nll: float = column("NLL")
+    nll_ci: list[float] = column("NLL CI", "interval")
+    brier: float = column("Brier")
+    brier_ci: list[float] = column("Brier CI", "interval")
+
+
+#: One method's OOD row: the method and the protocol (K-matched, its subset, or K-MISMATCHED) before the
+#: :class:`~lm_eval_evidential.audits.ood.OODRow` it labels, whose columns it keeps as declared there.
+MethodOODRow = dataclasses.make_dataclass(
+    "MethodOODRow",
+    [
+        ("method", str, column("method")),
+        ("protocol", str, column("protocol")),
+        *(
+            (f.name, f.type, dataclasses.field(default=f.default, metadata=f.metadata))
+            for f in dataclasses.fields(OODRow)
+        ),
+    ],
+    bases=(AuditRow,),
+    frozen=True,
+    eq=False,
+)
+MethodOODRow.__module__ = __name__  # pickle finds the class here (make_dataclass's module= is Python 3.12+)
+
+#: The printed columns (every key is in --json).
+CALIBRATION_COLUMNS = MethodCalibrationRow.columns()
+OOD_COLUMNS = MethodOODRow.columns(
+    "method",
+    "ood_task",
+    "protocol",
+    "k_id",
+    "k_ood",
+    "n_ood",
+    "score",
+    "auroc",
+    "auroc_ci",
+    "aupr_in",
+    "aupr_in_ci",
+    "aupr_baseline",
+)
 
 
 def method_kind(records: Records) -> str:
@@ -111,14 +173,14 @@ def compare_methods(
         kind = method_kind(id_records)
         k = np.unique(id_records.k)
         calibration.append(
-            {
-                "method": name,
-                "kind": kind,
-                "task": id_task,
-                "k": int(k[0]) if k.size == 1 else sorted(int(x) for x in k),
-                "n": len(id_records),
+            MethodCalibrationRow(
+                method=name,
+                kind=kind,
+                task=id_task,
+                k=int(k[0]) if k.size == 1 else sorted(int(x) for x in k),
+                n=len(id_records),
                 **_calibration(id_records, n_bins, n_boot, level, seed),
-            }
+            )
         )
         for task in ood_tasks:
             ood_records = by_task[task]
@@ -150,5 +212,5 @@ def compare_methods(
                     id_records, ood_records, scores=names, k_policy=policy, n_boot=n_boot, seed=seed, level=level
                 )
                 for r in rows:
-                    ood.append({"method": name, "protocol": protocol, **r})
+                    ood.append(MethodOODRow(method=name, protocol=protocol, **r))
     return {"calibration": calibration, "ood": ood, "refused": refused}

@@ -173,3 +173,13 @@ def test_a_group_rows_metrics_are_its_fields_in_order():  # METRIC_KEYS restates
     from lm_eval_evidential.audits.ood_groups import GROUP_ROW_KEYS, METRIC_KEYS
 
     assert GROUP_ROW_KEYS[GROUP_ROW_KEYS.index("id_acc") :][: len(METRIC_KEYS)] == METRIC_KEYS
+
+
+def test_a_methods_ood_row_is_the_ood_row_it_labels_with_its_columns_as_declared_there():
+    from lm_eval_evidential.audits.compare import MethodOODRow
+
+    row = MethodOODRow(method="edl", protocol="K-matched", **_ood_row())
+    assert list(row) == ["method", "protocol", *OOD_ROW_KEYS] and row.auroc == 0.61234
+    assert type(pickle.loads(pickle.dumps(row))) is MethodOODRow and copy.deepcopy(row) == row
+    assert MethodOODRow.columns("k_ood", "auroc_ci") == OODRow.columns("k_ood", "auroc_ci")
+    assert rows_markdown([row], MethodOODRow.columns("method", "matched"))[2] == "| edl | **NO** |"
