@@ -82,7 +82,7 @@ def control_rows(
 def _control_row(id_records, records, source, control, description, source_records, scores, level) -> ControlRow:
     summary = (records.meta.get("control") or {}) if records is not None else {}
     n_source = summary.get("n_questions", len(source_records) if source_records is not None else None)
-    row = ControlRow(
+    row = dict(  # the row's fields, as they are found; typed once complete
         source=source,
         control=control,
         description=description or summary.get("rule", ""),
@@ -96,7 +96,7 @@ def _control_row(id_records, records, source, control, description, source_recor
         auroc={},
     )
     if records is None:
-        return row
+        return ControlRow(**row)
     try:
         policy = "restrict" if control == "restrict" else "assert"
         names = resolve_scores(scores, id_records, records, default=OOD_DEFAULT_SCORES[:2])
@@ -107,7 +107,7 @@ def _control_row(id_records, records, source, control, description, source_recor
             row.update(n_kept=0, n_excluded=n_source)
             hist = k_histogram(id_records.k)
             row["excluded"] = {f"K ≠ {format_k(next(iter(hist)) if len(hist) == 1 else hist)}": n_source}
-        return row
+        return ControlRow(**row)
     first = found[0]
     row["n_kept"], row["matched"] = first["n_ood"], first["matched"]
     if n_source is not None:
@@ -115,4 +115,4 @@ def _control_row(id_records, records, source, control, description, source_recor
     if control == "restrict" and row["n_excluded"]:
         row["excluded"] = {f"K ≠ {format_k(first['k_id'])}": row["n_excluded"]}
     row["auroc"] = {r["score"]: {"auroc": r["auroc"], "auroc_ci": r["auroc_ci"]} for r in found}
-    return row
+    return ControlRow(**row)

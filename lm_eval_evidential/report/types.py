@@ -1,17 +1,20 @@
 """The report's rows: what ``report.json`` holds, one typed row per kind (all JSON-ready dicts).
 
 The rows of the audits themselves (OOD detection, K sweep, calibration, selective prediction,
-ATC, score orders) are the rows :mod:`lm_eval_evidential.audits` returns, kept as they are (typed rows,
-:class:`~lm_eval_evidential.audits.table.AuditRow`, or the dicts of audits not yet typed; both read as
-mappings and are written to ``report.json`` as objects);
-the types here are the rows the report makes around them. Key order is the order of
-``report.json``.
+ATC, score orders, conformal, temperature, OOD groups, answer order) are the rows :mod:`lm_eval_evidential.audits`
+returns, kept as they are (typed rows, :class:`~lm_eval_evidential.audits.table.AuditRow`: they read as mappings
+and are written to ``report.json`` as objects); the types here are the rows the report makes around them (a
+control's row is an ``AuditRow`` too, the others typed dicts). Key order is the order of ``report.json``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, NotRequired, TypedDict
+
+from lm_eval_evidential.audits.table import AuditRow as TableRow
+from lm_eval_evidential.audits.table import column
 
 #: A row of an audit (:func:`~lm_eval_evidential.audits.ood.ood_rows`, ``ksweep_rows``, the
 #: :mod:`~lm_eval_evidential.audits.quality` rows), as the audit returns it.
@@ -41,20 +44,22 @@ class AUROCWithCI(TypedDict):
     auroc_ci: list[float]
 
 
-class ControlRow(TypedDict):
-    """What one K-matched control of an OOD dataset keeps and what it then measures."""
+@dataclass(frozen=True, eq=False)
+class ControlRow(TableRow):
+    """What one K-matched control of an OOD dataset keeps and what it then measures
+    (:func:`~lm_eval_evidential.report.controls.control_rows`)."""
 
-    source: str
-    control: str
-    description: str
-    evaluated: bool
-    n_source: int | None
-    n_kept: int | None
-    n_excluded: int | None
-    excluded: dict[str, int]
-    matched: bool | None
-    error: str | None
-    auroc: dict[str, AUROCWithCI]
+    source: str = column("OOD dataset")
+    control: str = column("control")
+    description: str = column("what it keeps")
+    evaluated: bool = column("evaluated")
+    n_source: int | None = column("n")
+    n_kept: int | None = column("kept")
+    n_excluded: int | None = column("excluded")
+    excluded: dict[str, int] = column("excluded, why")
+    matched: bool | None = column("K matched", "matched")
+    error: str | None = column("error")
+    auroc: dict[str, AUROCWithCI] = column("AUROC (DeLong CI)")
 
 
 class KSweepEntry(TypedDict, total=False):
