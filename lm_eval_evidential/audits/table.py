@@ -257,7 +257,8 @@ def _as_columns(columns: Sequence[Column | str]) -> list[Column]:
 def rows_text(rows: Sequence[Mapping], columns: Sequence[Column | str]) -> str:
     """The CLI's table of ``rows``: headers are the JSON keys, numbers to 4 decimals, NaN as ``nan``.
 
-    A plain key stands for a column written by the value's type (rows not yet typed).
+    A plain key stands for a column written by the value's type (a label that is no field of the row, as
+    ``permutations``' score; the ``tasks`` census, which is no audit).
     """
     columns = _as_columns(columns)
     return text_table([c.key for c in columns], cells(rows, columns, TEXT))
