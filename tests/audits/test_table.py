@@ -183,3 +183,23 @@ def test_a_methods_ood_row_is_the_ood_row_it_labels_with_its_columns_as_declared
     assert type(pickle.loads(pickle.dumps(row))) is MethodOODRow and copy.deepcopy(row) == row
     assert MethodOODRow.columns("k_ood", "auroc_ci") == OODRow.columns("k_ood", "auroc_ci")
     assert rows_markdown([row], MethodOODRow.columns("method", "matched"))[2] == "| edl | **NO** |"
+
+
+def test_every_row_type_declares_each_of_its_columns_once_in_its_fields():
+    import importlib
+
+    from lm_eval_evidential.audits.table import AuditRow
+
+    for module in ("compare", "conformal", "ood_groups", "permutations", "quality", "temperature"):
+        importlib.import_module(f"lm_eval_evidential.audits.{module}")
+    importlib.import_module("lm_eval_evidential.report.types")  # the controls' rows
+    found, todo = set(), list(AuditRow.__subclasses__())
+    while todo:
+        cls = todo.pop()
+        found.add(cls.__name__)
+        todo += cls.__subclasses__()
+        assert dataclasses.is_dataclass(cls) and cls.__dataclass_params__.frozen, cls
+        for f in dataclasses.fields(cls):
+            assert f.metadata.get("header") and f.metadata.get("format") in FORMATS, (cls.__name__, f.name)
+    assert {"OODRow", "SelectiveRow", "ConformalRow", "TemperatureRow", "GroupRow", "MethodOODRow"} <= found
+    assert {"ScoreSpreadRow", "PermutationOODRow", "DeLongTest", "ControlRow", "MethodCalibrationRow"} <= found
