@@ -16,7 +16,7 @@ import typing
 from pathlib import Path
 
 from lm_eval_evidential.errors import EvidentialInputError, InvalidValueError
-from lm_eval_evidential.modeling.config import HeadConfig
+from lm_eval_evidential.modeling.config import MAX_MEMBERS, HeadConfig
 from lm_eval_evidential.modeling.encoding import PHANTOM_COUNT
 from lm_eval_evidential.params import Integral, Interval, Param, declared_params
 
@@ -200,6 +200,11 @@ def check_adapter_files(peft) -> None:
         raise EvidentialInputError(f"{config} is not valid JSON ({exc}); {_DAMAGED_ADAPTER_FIX}") from None
     if not isinstance(data, dict):
         raise EvidentialInputError(f"{config} is not a JSON object; {_DAMAGED_ADAPTER_FIX}")
+    if not any(folder.glob("adapter_model*.safetensors")) and not (folder / "adapter_model.bin").is_file():
+        raise EvidentialInputError(
+            f"peft={peft} holds adapter_config.json but no weights (adapter_model.safetensors or adapter_model.bin); "
+            f"{_DAMAGED_ADAPTER_FIX}"
+        )
     for weights in sorted(folder.glob("adapter_model*.safetensors")):
         try:
             problem = safetensors_damage(weights)
@@ -282,9 +287,9 @@ SCORING_OPTIONS = {
         None,
         Param(
             None,
-            Interval(Integral, 2),
-            must="an integer number of passes >= 2",
-            why="MC dropout; drop mc_samples for one deterministic pass",
+            Interval(Integral, 2, MAX_MEMBERS),
+            must=f"an integer number of passes from 2 to {MAX_MEMBERS}",
+            why="MC dropout, one forward pass of every question each; drop mc_samples for one deterministic pass",
             example="mc_samples=10",
         ),
     ),
@@ -292,9 +297,10 @@ SCORING_OPTIONS = {
         None,
         Param(
             None,
-            Interval(Integral, 2),
-            must="an integer number of weight samples >= 2",
-            why="a Laplace posterior; drop laplace_samples for the number saved with it",
+            Interval(Integral, 2, MAX_MEMBERS),
+            must=f"an integer number of weight samples from 2 to {MAX_MEMBERS}",
+            why="a Laplace posterior, one forward pass of every question each; drop laplace_samples for the number "
+            "saved with it",
             example="laplace_samples=10",
         ),
     ),

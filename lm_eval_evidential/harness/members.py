@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from lm_eval_evidential.errors import EvidentialInputError
 from lm_eval_evidential.harness.loading_checks import scoring_option
-from lm_eval_evidential.modeling.laplace import LAPLACE_CONFIG, LAPLACE_POSTERIOR, has_posterior
+from lm_eval_evidential.modeling.config import METADATA_FILE, read_metadata
+from lm_eval_evidential.modeling.laplace import LAPLACE_CONFIG, LAPLACE_POSTERIOR, LaplacePosterior, has_posterior
 from lm_eval_evidential.modeling.members import ADAPTER_CONFIG, ensemble_members
 
 
@@ -31,6 +32,7 @@ class Members:
     paths: tuple[Path, ...] = ()
     samples: int = 0
     seed: int = 0
+    posterior: LaplacePosterior | None = field(default=None, compare=False, repr=False)  # "laplace": read, checked
 
     @property
     def count(self) -> int:
@@ -46,7 +48,7 @@ class Members:
         if self.source == "ensemble":
             return {"source": "ensemble", "names": self.names}
         if self.source == "laplace":
-            config = json.loads((self.paths[0] / LAPLACE_CONFIG).read_text(encoding="utf-8"))
+            config = self.posterior.config
             digest = hashlib.sha256((self.paths[0] / LAPLACE_POSTERIOR).read_bytes()).hexdigest()[:16]
             return {
                 "source": "laplace",
@@ -84,12 +86,13 @@ def members_from_args(mc_samples, peft, method: str, laplace_samples=None) -> Me
         )
     if samples is not None and Path(str(peft)).is_dir():
         rate = _dropout_rate(Path(str(peft)))
-        if rate is not None and not rate > 0:
+        if rate is not None and not 0 < rate < 1:
             raise EvidentialInputError(
-                f"mc_samples={samples} needs LoRA dropout > 0, but peft={peft} has lora_dropout={rate}, so every pass "
-                "would be the same; train with --lora-dropout 0.1 (lm-eval-evidential train) or drop mc_samples"
+                f"mc_samples={samples} needs LoRA dropout between 0 and 1, but peft={peft} has lora_dropout={rate}, "
+                + ("so every pass would be the same" if rate <= 0 else "which drops every input (each pass is NaN)")
+                + "; train with --lora-dropout 0.1 (lm-eval-evidential train) or drop mc_samples"
             )
-    found = None if samples is None and paths is None else "mc_samples" if samples else f"the ensemble peft={peft}"
+    found = f"mc_samples={samples}" if samples else None if paths is None else f"the ensemble peft={peft}"
     if found and method == "ib_edl":
         raise EvidentialInputError(
             f"{found} with method=ib_edl: IB-EDL's alpha depends on its own noise draws and sigma, which the records "
@@ -102,26 +105,45 @@ def members_from_args(mc_samples, peft, method: str, laplace_samples=None) -> Me
 
 
 def _laplace_members(peft, method: str, mc_samples: int | None, draws: int | None) -> Members:
-    """The weight samples of the Laplace posterior saved in ``peft``, or a refusal."""
+    """The weight samples of the Laplace posterior saved in ``peft`` (read and checked here, before the model's
+    weights load), or a refusal."""
+    from lm_eval_evidential.modeling.laplace import load_posterior
+
     folder = Path(str(peft))
     if mc_samples is not None:
         raise EvidentialInputError(
             f"mc_samples={mc_samples} with peft={peft}, which holds a Laplace posterior: score either its weight "
             "samples (peft alone) or MC dropout of the MAP adapter it was fitted on"
         )
-    try:
-        config = json.loads((folder / LAPLACE_CONFIG).read_text(encoding="utf-8"))
-        saved, seed = int(config["samples"]), int(config["seed"])
-    except (OSError, ValueError, TypeError, KeyError) as exc:
-        raise EvidentialInputError(
-            f"{folder / LAPLACE_CONFIG} cannot be read ({exc!r}); fit the posterior again (lm-eval-evidential laplace)"
-        ) from None
     if method != "softmax":
+        told = (read_metadata(folder) or {}).get("method")
         raise EvidentialInputError(
             f"peft={peft} holds a Laplace posterior of the softmax likelihood (Yang et al. 2024), but method={method}; "
-            "drop method= (the adapter's is softmax) — its weight samples are scored with the softmax head"
+            + (
+                "drop method= (the adapter's is softmax) — its weight samples are scored with the softmax head"
+                if told == "softmax"
+                else f"its folder does not say method=softmax ({'no ' + METADATA_FILE if told is None else told}), "
+                "so pass method=softmax, or fit the posterior again (lm-eval-evidential laplace copies the adapter's "
+                f"{METADATA_FILE})"
+            )
         )
-    return Members("laplace", paths=(folder,), samples=draws or saved, seed=seed)
+    posterior = load_posterior(folder)
+    samples = draws or posterior.samples
+    _check_sample_memory(samples, posterior.n_params, "laplace_samples" if draws else f"{LAPLACE_CONFIG}'s samples")
+    return Members("laplace", paths=(folder,), samples=samples, seed=posterior.seed, posterior=posterior)
+
+
+def _check_sample_memory(samples: int, n_params: int, name: str) -> None:
+    """Refuse weight samples (drawn at once, float32, as laplace-torch draws them) that do not fit in the memory
+    available now."""
+    import psutil
+
+    need, free = 4 * samples * n_params, psutil.virtual_memory().available
+    if need > free:
+        raise EvidentialInputError(
+            f"{name}={samples}: the weight samples take {need / 2**30:.1f} GiB ({samples} x {n_params} LoRA weights, "
+            f"float32), more than the {free / 2**30:.1f} GiB available; pass a smaller laplace_samples=N"
+        )
 
 
 def _dropout_rate(folder: Path) -> float | None:

@@ -171,9 +171,9 @@ class EvidentialLM(EvidentialScoring, HFLM):
         if self.members is not None and self.members.source == "laplace":
             # The posterior's weight samples, drawn once as laplace-torch draws them (modeling/laplace.py); each
             # member pass copies θ_MAP + δ_m into the adapter's LoRA weights, which hold θ_MAP (checked) between.
-            from lm_eval_evidential.modeling.laplace import check_mean_fits, load_posterior, sample_deltas
+            from lm_eval_evidential.modeling.laplace import check_mean_fits, sample_deltas
 
-            posterior = load_posterior(peft)
+            posterior = self.members.posterior  # read and checked with the model_args (harness/members.py)
             params = check_mean_fits(posterior, self._model, peft)
             self._laplace = (posterior, params, sample_deltas(posterior, self.members.samples, self.members.seed))
         if self.members is not None and self.members.source == "mc_dropout":

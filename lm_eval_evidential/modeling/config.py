@@ -21,6 +21,10 @@ from lm_eval_evidential.params import Integral, Interval, Options, Param, Real, 
 from lm_eval_evidential.records.schema import RECORD_METHODS
 
 METADATA_FILE = "evidential_config.json"
+#: The most members (MC-dropout passes, Laplace weight samples) a run scores (``mc_samples``, ``laplace_samples``,
+#: ``laplace --samples``): each is a forward pass of every question and the records keep every member's logits
+#: (questions x members x K); the papers use 10 to 100.
+MAX_MEMBERS = 1000
 METADATA_FORMAT = 1
 METHODS = RECORD_METHODS  # one list: the methods records may name are the methods there are
 

@@ -108,7 +108,7 @@ def sample_deltas(posterior: LaplacePosterior, samples: int, seed: int) -> torch
     draws them: one CPU generator seeded with ``seed``, ``torch.randn(samples, n_params)`` in float32."""
     import torch
 
-    generator = torch.Generator().manual_seed(int(seed))
+    generator = torch.Generator().manual_seed(check_seed(int(seed), "the Laplace weight samples"))
     z = torch.randn(samples, posterior.n_params, generator=generator, dtype=torch.float32)
     return posterior.apply_scale(z)
 
@@ -124,43 +124,132 @@ def save_posterior(folder: Path, config: dict, tensors: dict[str, torch.Tensor])
     (folder / LAPLACE_CONFIG).write_text(json.dumps({"format": LAPLACE_FORMAT, **config}, indent=1) + "\n", "utf-8")
 
 
-def load_posterior(folder) -> LaplacePosterior:
-    """The posterior saved in adapter folder ``folder``; a file that is missing or does not fit is one line."""
+#: The seeds ``torch.Generator.manual_seed`` takes (what :func:`sample_deltas` draws with).
+SEED_RANGE = (-(2**63), 2**64 - 1)
+
+
+def check_seed(seed, where: str) -> int:
+    """``seed`` if it is a whole number ``torch.Generator.manual_seed`` takes, else one line naming ``where``."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or not SEED_RANGE[0] <= seed <= SEED_RANGE[1]:
+        raise EvidentialInputError(
+            f"{where}: seed={seed!r} is not a whole number from {SEED_RANGE[0]} to {SEED_RANGE[1]} (torch's seeds)"
+        )
+    return seed
+
+
+def _damaged(path: Path, what: str) -> EvidentialInputError:
+    return EvidentialInputError(f"{path}: {what}; fit the posterior again (lm-eval-evidential laplace)")
+
+
+def _read_config(folder: Path) -> dict:
+    """``laplace_config.json``, each key the samples need checked (a damaged or foreign file is one line)."""
+    path = folder / LAPLACE_CONFIG
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise _damaged(path, f"cannot be read ({exc})") from None
+    if not isinstance(config, dict):
+        raise _damaged(path, f"holds a JSON {type(config).__name__}, not the posterior's settings")
+    if config.get("format") != LAPLACE_FORMAT:
+        raise _damaged(
+            path, f"format {config.get('format')!r}, but this package reads format {LAPLACE_FORMAT} (its own files)"
+        )
+    if config.get("structure") not in STRUCTURES:
+        raise _damaged(path, f"structure {config.get('structure')!r} is none of {', '.join(STRUCTURES)}")
+    params = config.get("parameters")
+    if not isinstance(params, list) or not params or not all(_is_parameter(p) for p in params):
+        raise _damaged(path, "'parameters' is not a list of {name, shape} (the LoRA weights it covers)")
+    samples = config.get("samples")
+    if isinstance(samples, bool) or not isinstance(samples, int) or samples < 2:
+        raise _damaged(path, f"samples={samples!r} is not a whole number >= 2 (or pass laplace_samples=N)")
+    check_seed(config.get("seed"), str(path))
+    prior = config.get("prior_precision")
+    if isinstance(prior, bool) or not isinstance(prior, (int, float)) or not 0 < prior < float("inf"):
+        raise _damaged(path, f"prior_precision={prior!r} is not a finite number > 0")
+    return config
+
+
+def _is_parameter(p) -> bool:
+    shape = p.get("shape") if isinstance(p, dict) else None
+    return (
+        isinstance(p.get("name") if isinstance(p, dict) else None, str)
+        and isinstance(shape, list)
+        and bool(shape)
+        and all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in shape)
+    )
+
+
+def _check_tensor(path: Path, tensors: dict, key: str, shape: tuple, *, positive: bool = False):
+    """``tensors[key]``, refused unless of ``shape``, finite (and > 0 where ``positive``)."""
     import torch
+
+    value = tensors.get(key)
+    if value is None:
+        raise _damaged(path, f"it holds no tensor {key!r}")
+    if tuple(value.shape) != tuple(shape):
+        raise _damaged(path, f"{key} has shape {list(value.shape)}, but its parameters need {list(shape)}")
+    if not torch.isfinite(value).all():
+        raise _damaged(path, f"{key} holds {int((~torch.isfinite(value)).sum())} non-finite values (NaN or inf)")
+    if positive and not (value > 0).all():
+        raise _damaged(path, f"{key} holds {int((value <= 0).sum())} values <= 0 (a scale P^(-1/2) is positive)")
+    return value
+
+
+def load_posterior(folder) -> LaplacePosterior:
+    """The posterior saved in adapter folder ``folder``, every part checked before a weight loads: a file that
+    is missing, damaged (truncated, a NaN, a key or shape that does not fit its parameters) or of another format
+    is one line naming it."""
+    import torch
+    from safetensors import SafetensorError
     from safetensors.torch import load_file
 
     folder = Path(str(folder))
+    config = _read_config(folder)
+    path = folder / LAPLACE_POSTERIOR
     try:
-        config = json.loads((folder / LAPLACE_CONFIG).read_text(encoding="utf-8"))
-        tensors = load_file(str(folder / LAPLACE_POSTERIOR))
-    except (OSError, ValueError) as exc:
-        raise EvidentialInputError(
-            f"{folder}: its Laplace posterior cannot be read ({exc}); fit it again (lm-eval-evidential laplace)"
-        ) from None
-    if not isinstance(config, dict) or config.get("structure") not in STRUCTURES:
-        raise EvidentialInputError(f"{folder / LAPLACE_CONFIG}: no structure of {STRUCTURES}; fit it again")
+        tensors = load_file(str(path))
+    except (OSError, ValueError, SafetensorError) as exc:
+        raise _damaged(path, f"cannot be read ({exc})") from None
     names = tuple(p["name"] for p in config["parameters"])
     shapes = tuple(tuple(p["shape"]) for p in config["parameters"])
-    mean = tensors["mean"]
     sizes = [int(torch.Size(s).numel()) for s in shapes]
-    if sum(sizes) != mean.numel():
-        raise EvidentialInputError(
-            f"{folder / LAPLACE_POSTERIOR}: mean has {mean.numel()} values but its parameters hold "
-            f"{sum(sizes)}; fit it again"
-        )
-    blocks = []
-    if config["structure"] == "kron":
-        for i in range(len(names)):
-            parts = [f"block{i}.q0", f"block{i}.q1", f"block{i}.scale"]
-            blocks.append(tuple(tensors[k] for k in parts if k in tensors))
+    mean = tensors.get("mean")
+    if mean is not None and mean.dim() == 1 and mean.numel() != sum(sizes):
+        raise _damaged(path, f"mean has {mean.numel()} values but its parameters hold {sum(sizes)}")
+    mean = _check_tensor(path, tensors, "mean", (sum(sizes),))
+    scale, blocks = None, []
+    if config["structure"] == "diag":
+        scale = _check_tensor(path, tensors, "scale", (sum(sizes),), positive=True)
+    else:
+        for i, size in enumerate(sizes):
+            blocks.append(_kron_block(path, tensors, i, size))
     return LaplacePosterior(
         names=names,
         shapes=shapes,
         mean=mean,
         structure=config["structure"],
-        scale=tensors.get("scale"),
+        scale=scale,
         blocks=tuple(blocks),
         config=config,
+    )
+
+
+def _kron_block(path: Path, tensors: dict, i: int, size: int) -> tuple:
+    """Parameter ``i``'s Kronecker block ``(Q, scale)`` or ``(Q1, Q2, scale)``, checked against its ``size``."""
+    q0 = tensors.get(f"block{i}.q0")
+    if q0 is None or q0.dim() != 2:
+        raise _damaged(path, f"it holds no square eigenvector matrix block{i}.q0 for parameter {i}")
+    if f"block{i}.q1" not in tensors:
+        q = _check_tensor(path, tensors, f"block{i}.q0", (size, size))
+        return q, _check_tensor(path, tensors, f"block{i}.scale", (size,), positive=True)
+    q1 = tensors[f"block{i}.q1"]
+    n0, n1 = q0.shape[0], q1.shape[0] if q1.dim() == 2 else -1
+    if n0 * n1 != size:
+        raise _damaged(path, f"block{i}'s factors are {n0} x {n1}, but its parameter holds {size} values")
+    return (
+        _check_tensor(path, tensors, f"block{i}.q0", (n0, n0)),
+        _check_tensor(path, tensors, f"block{i}.q1", (n1, n1)),
+        _check_tensor(path, tensors, f"block{i}.scale", (n0, n1), positive=True),
     )
 
 

@@ -42,6 +42,7 @@ from lm_eval_evidential.modeling.heads import question_seed
 ADAPTER_CONFIG = "adapter_config.json"
 #: adapter_config.json fields that may differ between members of one ensemble (not the LoRA layers' shape).
 _CHECKPOINT = re.compile(r"checkpoint-\d+")
+_MEMBER = re.compile(r"member_\d+")  # train --ensemble's member folders (training/ensemble.py)
 _NOT_LORA = frozenset({"base_model_name_or_path", "revision", "inference_mode", "lora_dropout"})
 
 
@@ -79,6 +80,13 @@ def ensemble_members(peft) -> list[Path] | None:
     )
     if not members:
         return None
+    unfinished = [p for p in sorted(folder.iterdir(), key=lambda p: p.name) if _unfinished_member(p)]
+    if unfinished:
+        raise EvidentialInputError(
+            f"peft={peft}: {unfinished[0].name} holds no adapter (no {ADAPTER_CONFIG}), so the ensemble would be "
+            "scored without it — a member that `lm-eval-evidential train --ensemble` has not finished; rerun that "
+            f"command to finish it, or move {unfinished[0].name} out of the folder to score the {len(members)} others"
+        )
     if len(members) == 1:
         raise EvidentialInputError(
             f"peft={peft} holds one adapter folder ({members[0].name}): an ensemble needs at least 2 members; pass "
@@ -87,10 +95,7 @@ def ensemble_members(peft) -> list[Path] | None:
     configs = {m.name: _adapter_config(m) for m in members}
     bases = {name: config.get("base_model_name_or_path") for name, config in configs.items()}
     methods = {m.name: (read_metadata(m) or {}).get("method", "edl (no evidential_config.json)") for m in members}
-    lora = {
-        name: json.dumps({k: v for k, v in config.items() if k not in _NOT_LORA}, sort_keys=True)
-        for name, config in configs.items()
-    }
+    lora = _lora_differences(configs)
     for what, values in (("base models", bases), ("methods", methods), ("LoRA configurations", lora)):
         if len(set(values.values())) > 1:
             listed = ", ".join(f"{name}: {value}" for name, value in values.items())
@@ -99,6 +104,22 @@ def ensemble_members(peft) -> list[Path] | None:
                 "share one base model and one method — put members of one run in their own folder"
             )
     return members
+
+
+def _lora_differences(configs: dict[str, dict]) -> dict[str, str]:
+    """``{member: its values of the LoRA settings the members disagree on}`` (all the same string when they agree):
+    a refusal names what differs, not two whole configurations."""
+    keys = sorted({k for config in configs.values() for k in config} - _NOT_LORA)
+    differ = [k for k in keys if len({json.dumps(c.get(k), sort_keys=True) for c in configs.values()}) > 1]
+    return {name: ", ".join(f"{k}={config.get(k)!r}" for k in differ) for name, config in configs.items()}
+
+
+def _unfinished_member(path: Path) -> bool:
+    """Whether ``path`` is a member folder of ``train --ensemble`` (``member_N``, or a folder of its checkpoints)
+    that holds no adapter yet."""
+    if not path.is_dir() or (path / ADAPTER_CONFIG).is_file():
+        return False
+    return bool(_MEMBER.fullmatch(path.name)) or any(_CHECKPOINT.fullmatch(c.name) for c in path.iterdir())
 
 
 def lora_dropout_rates(model) -> dict[str, float]:

@@ -35,8 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lm_eval_evidential.errors import EvidentialInputError, InvalidValueError
-from lm_eval_evidential.modeling.config import read_metadata
-from lm_eval_evidential.modeling.laplace import STRUCTURES, has_posterior, save_posterior
+from lm_eval_evidential.modeling.config import MAX_MEMBERS, read_metadata
+from lm_eval_evidential.modeling.laplace import STRUCTURES, check_seed, has_posterior, save_posterior
 
 #: What ``pip`` needs for the fit: laplace-torch and its curvature backends, without replacing the installed torch.
 INSTALL = 'pip install ".[laplace]" "torch==$(python -c \'import torch; print(torch.__version__.split("+")[0])\')"'
@@ -61,16 +61,18 @@ class LaplaceSettings:
     def __post_init__(self) -> None:
         if self.structure not in STRUCTURES:
             raise InvalidValueError(f"--structure must be one of {', '.join(STRUCTURES)}, got {self.structure!r}")
-        if self.prior_precision is not None and not self.prior_precision > 0:
-            raise InvalidValueError(f"--prior-precision must be > 0, got {self.prior_precision!r}")
+        if self.prior_precision is not None and not 0 < self.prior_precision < float("inf"):
+            raise InvalidValueError(f"--prior-precision must be a finite number > 0, got {self.prior_precision!r}")
         for name in ("samples", "batch_size", "marglik_steps"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InvalidValueError(f"--{name.replace('_', '-')} must be a positive integer, got {value!r}")
-        if self.samples < 2:
+        if not 2 <= self.samples <= MAX_MEMBERS:
             raise InvalidValueError(
-                f"--samples {self.samples}: the posterior is scored by sampling, so it needs at least 2 weight samples"
+                f"--samples {self.samples}: the posterior is scored by sampling, one forward pass of every question "
+                f"per weight sample, so it needs 2 to {MAX_MEMBERS} of them"
             )
+        check_seed(self.seed, "--seed")
         if self.max_train_docs is not None and self.max_train_docs < 1:
             raise InvalidValueError(f"--max-train-docs must be >= 1, got {self.max_train_docs!r}")
 

@@ -571,6 +571,30 @@ def replaced_by(kind: str, task: str = "id4"):
     return make
 
 
+def posterior_edited(*, config=None, tensors=None, truncate=False, remove=None):
+    """``prepare``: a copy of the hand posterior at ``{tmp}/lap``, its config updated by ``config``, its tensors
+    edited by ``tensors(dict)``, its posterior file cut to 200 bytes (``truncate``) or the file ``remove`` gone."""
+
+    def prepare(ctx):
+        from safetensors.torch import load_file, save_file
+
+        folder = ctx.tmp / "lap"
+        shutil.copytree(ctx.extra["posterior"], folder)
+        path = folder / "laplace_config.json"
+        path.write_text(json.dumps({**json.loads(path.read_text()), **(config or {})}))
+        weights = folder / "laplace_posterior.safetensors"
+        if tensors is not None:
+            loaded = load_file(weights)
+            tensors(loaded)
+            save_file(loaded, weights)
+        if truncate:
+            weights.write_bytes(weights.read_bytes()[:200])
+        if remove:
+            (folder / remove).unlink()
+
+    return prepare
+
+
 def adapter_beside(kind: str):
     """A copy of the tiny adapter as ``{tmp}/work/checkpoint-1`` with ``kind`` beside it: a FIFO named
     ``run.yaml``, a YAML file larger than the lookup reads, a damaged ``adapter_config.json`` or a
@@ -1535,13 +1559,16 @@ CATALOGUE = [
         M,
         "mc-samples-zero-adapter",
         TINY + ",peft={adapter},mc_samples=0",
-        Refused(IE, r"mc_samples=0 must be an integer number of passes >= 2 \(MC dropout.*\); e\.g\. mc_samples=10"),
+        Refused(
+            IE,
+            r"mc_samples=0 must be an integer number of passes from 2 to 1000 \(MC dropout.*\); e\.g\. mc_samples=10",
+        ),
     ),
     (
         M,
         "mc-samples-on-an-adapter-without-dropout",
         Cmd(TINY + ",peft={tmp}/nodrop,mc_samples=4", lambda c: _adapter_copy(c, "nodrop", lora_dropout=0.0)),
-        Refused(IE, r"mc_samples=4 needs LoRA dropout > 0, but peft=.*nodrop has lora_dropout=0\.0"),
+        Refused(IE, r"mc_samples=4 needs LoRA dropout between 0 and 1, but peft=.*nodrop has lora_dropout=0\.0"),
     ),
     (
         M,
@@ -1563,7 +1590,9 @@ CATALOGUE = [
         M,
         "laplace-samples-one-adapter",
         TINY + ",peft={adapter},laplace_samples=1",
-        Refused(IE, r"laplace_samples=1 must be an integer number of weight samples >= 2 \(a Laplace posterior"),
+        Refused(
+            IE, r"laplace_samples=1 must be an integer number of weight samples from 2 to 1000 \(a Laplace posterior"
+        ),
     ),
     (
         M,
@@ -1576,6 +1605,147 @@ CATALOGUE = [
         "mc-samples-on-a-laplace-posterior-adapter",
         Cmd(TINY + ",peft={tmp}/lap,mc_samples=3", lambda c: _laplace_copy(c, "lap")),
         Refused(IE, r"mc_samples=3 with peft=.*lap, which holds a Laplace posterior: score either its weight samples"),
+    ),
+    # -- a saved posterior that is damaged, foreign or of another adapter: one line naming the file, before the weights
+    (
+        M,
+        "laplace-posterior-truncated",
+        Cmd(TINY + ",peft={tmp}/lap", posterior_edited(truncate=True)),
+        Refused(IE, r"lap/laplace_posterior\.safetensors: cannot be read \(.*\); fit the posterior again"),
+    ),
+    (
+        M,
+        "laplace-posterior-with-a-nan-scale",
+        Cmd(TINY + ",peft={tmp}/lap", posterior_edited(tensors=lambda t: t["scale"].__setitem__(3, float("nan")))),
+        Refused(IE, r"laplace_posterior\.safetensors: scale holds 1 non-finite values \(NaN or inf\); fit the"),
+    ),
+    (
+        M,
+        "laplace-posterior-with-a-negative-scale",
+        Cmd(TINY + ",peft={tmp}/lap", posterior_edited(tensors=lambda t: t["scale"].mul_(-1))),
+        Refused(IE, r"scale holds \d+ values <= 0 \(a scale P\^\(-1/2\) is positive\); fit the posterior again"),
+    ),
+    (
+        M,
+        "laplace-posterior-without-its-mean",
+        Cmd(TINY + ",peft={tmp}/lap", posterior_edited(tensors=lambda t: t.pop("mean"))),
+        Refused(IE, r"laplace_posterior\.safetensors: it holds no tensor 'mean'; fit the posterior again"),
+    ),
+    (
+        M,
+        "laplace-posterior-kron-without-its-blocks",
+        Cmd(TINY + ",peft={tmp}/lap", posterior_edited(config={"structure": "kron"})),
+        Refused(IE, r"it holds no square eigenvector matrix block0\.q0 for parameter 0; fit the posterior again"),
+    ),
+    (
+        M,
+        "laplace-posterior-config-without-parameters",
+        Cmd(TINY + ",peft={tmp}/lap", posterior_edited(config={"parameters": None})),
+        Refused(IE, r"laplace_config\.json: 'parameters' is not a list of \{name, shape\}"),
+    ),
+    (
+        M,
+        "laplace-posterior-config-of-one-sample",
+        Cmd(TINY + ",peft={tmp}/lap", posterior_edited(config={"samples": 1})),
+        Refused(IE, r"laplace_config\.json: samples=1 is not a whole number >= 2 \(or pass laplace_samples=N\)"),
+    ),
+    (
+        M,
+        "laplace-posterior-config-seed-beyond-torch",
+        Cmd(TINY + ",peft={tmp}/lap", posterior_edited(config={"seed": 2**70})),
+        Refused(
+            IE, r"laplace_config\.json: seed=1180591620717411303424 is not a whole number from -9223372036854775808"
+        ),
+    ),
+    (
+        M,
+        "laplace-posterior-config-of-another-format",
+        Cmd(TINY + ",peft={tmp}/lap", posterior_edited(config={"format": 2})),
+        Refused(IE, r"laplace_config\.json: format 2, but this package reads format 1"),
+    ),
+    (
+        M,
+        "laplace-posterior-folder-that-does-not-say-softmax",
+        Cmd(TINY + ",peft={tmp}/lap", posterior_edited(remove="evidential_config.json")),
+        Refused(IE, r"but method=edl; its folder does not say method=softmax \(no evidential_config\.json\), so pass"),
+    ),
+    (
+        M,
+        "laplace-posterior-of-another-adapter",
+        Cmd(TINY + ",peft={tmp}/lap", posterior_edited(tensors=lambda t: t["mean"].add_(0.1))),
+        Refused(IE, r"differs from the Laplace posterior's mean, so the posterior was fitted at other weights", False),
+    ),
+    (
+        M,
+        "laplace-samples-beyond-the-bound-posterior",
+        Cmd(TINY + ",peft={tmp}/lap,laplace_samples=1e9", posterior_edited()),
+        Refused(IE, r"laplace_samples=1000000000 must be an integer number of weight samples from 2 to 1000"),
+    ),
+    (
+        M,
+        "mc-samples-beyond-the-bound-adapter",
+        TINY + ",peft={adapter},mc_samples=1e30",
+        Refused(IE, r"mc_samples=1000000000000000019884624838656 must be an integer number of passes from 2 to 1000"),
+    ),
+    (
+        M,
+        "mc-samples-on-an-adapter-whose-dropout-drops-everything",
+        Cmd(TINY + ",peft={tmp}/alldrop,mc_samples=4", lambda c: _adapter_copy(c, "alldrop", lora_dropout=1.0)),
+        Refused(IE, r"has lora_dropout=1\.0, which drops every input \(each pass is NaN\); train with --lora-dropout"),
+    ),
+    (
+        M,
+        "mc-samples-ib-edl-names-the-value-adapter",
+        TINY + ",peft={adapter},mc_samples=3,method=ib_edl",
+        Refused(IE, r"mc_samples=3 with method=ib_edl: IB-EDL's alpha depends on its own noise draws"),
+    ),
+    (
+        M,
+        "ensemble-with-an-unfinished-member-adapter",
+        Cmd(
+            TINY + ",peft={tmp}/ens",
+            lambda c: [_adapter_copy(c, f"ens/member_{i}") for i in (0, 1)] and (c.tmp / "ens/member_2").mkdir(),
+        ),
+        Refused(IE, r"ens: member_2 holds no adapter \(no adapter_config\.json\), so the ensemble would be scored"),
+    ),
+    (
+        M,
+        "ensemble-with-a-member-of-checkpoints-only-adapter",
+        Cmd(
+            TINY + ",peft={tmp}/ens",
+            lambda c: [_adapter_copy(c, n) for n in ("ens/member_0", "ens/member_1", "ens/extra/checkpoint-3")],
+        ),
+        Refused(IE, r"ens: extra holds no adapter .* move extra out of the folder to score the 2 others"),
+    ),
+    (
+        M,
+        "ensemble-member-without-weights-adapter",
+        Cmd(
+            TINY + ",peft={tmp}/ens",
+            lambda c: (
+                [_adapter_copy(c, f"ens/member_{i}") for i in (0, 1)]
+                and (c.tmp / "ens/member_1/adapter_model.safetensors").unlink()
+            ),
+        ),
+        Refused(IE, r"peft=.*ens/member_1 holds adapter_config\.json but no weights \(adapter_model\.safetensors"),
+    ),
+    (
+        M,
+        "ensemble-members-of-other-ranks-name-the-difference-adapter",
+        Cmd(
+            TINY + ",peft={tmp}/ens",
+            lambda c: _adapter_copy(c, "ens/member_0") or _adapter_copy(c, "ens/member_1", r=4),
+        ),
+        Refused(IE, r"different LoRA configurations \(member_0: r=8, member_1: r=4\); an ensemble's members"),
+    ),
+    (
+        M,
+        "peft-without-weights-adapter",
+        Cmd(
+            TINY + ",peft={tmp}/noweights",
+            lambda c: (_adapter_copy(c, "noweights"), (c.tmp / "noweights/adapter_model.safetensors").unlink()),
+        ),
+        Refused(IE, r"peft=.*noweights holds adapter_config\.json but no weights"),
     ),
     (
         M,
@@ -3448,6 +3618,14 @@ def _laplace_copy(ctx, name: str) -> None:
     (ctx.tmp / name / "laplace_config.json").write_text(json.dumps(config))
 
 
+@pytest.fixture(scope="module")
+def hand_posterior(tiny_model, tiny_adapter, tmp_path_factory) -> Path:
+    """The shared tiny adapter (marked softmax) with a diagonal Laplace posterior written by hand, as scored."""
+    from tests.harness.test_laplace_members import _hand_posterior
+
+    return _hand_posterior(tiny_model, tiny_adapter, tmp_path_factory.mktemp("posterior") / "lap")[0]
+
+
 def _spy_on_weights(ctx: Ctx, monkeypatch) -> None:
     """``ctx.extra["weights_loaded"]`` becomes True when the model's weights start to load."""
     from lm_eval_evidential.harness.model import EvidentialLM
@@ -3469,6 +3647,8 @@ def model_ctx(ctx, tiny_model, request, monkeypatch):
     _spy_on_weights(ctx, monkeypatch)
     if "adapter" in request.node.name:
         ctx.adapter = request.getfixturevalue("tiny_adapter")
+    if "posterior" in request.node.name:
+        ctx.extra["posterior"] = request.getfixturevalue("hand_posterior")
     if "other_adapter" in request.node.name or "another-base" in request.node.name:
         ctx.extra["other_adapter"] = request.getfixturevalue("other_adapter")
     return ctx

@@ -158,3 +158,34 @@ def test_refusals(tiny_model, tiny_adapter, hand_posterior, tmp_path):
     (other / "laplace_config.json").write_text(json.dumps(config))
     with pytest.raises(EvidentialInputError, match="differs from the Laplace posterior's mean"):
         make_lm(tiny_model, other)
+
+
+def test_a_saved_kron_posterior_loads_back(tmp_path):
+    """save_posterior then load_posterior gives the factors back (the checks accept both block kinds)."""
+    gen = torch.Generator().manual_seed(2)
+    q1, q2, q3 = _orthogonal(3, gen), _orthogonal(4, gen), _orthogonal(5, gen)
+    s12, s3 = torch.rand(3, 4, generator=gen) + 0.1, torch.rand(5, generator=gen) + 0.1
+    config = {
+        "structure": "kron",
+        "parameters": [{"name": "a", "shape": [4, 3]}, {"name": "b", "shape": [5]}],
+        "prior_precision": 1.0,
+        "samples": 2,
+        "seed": 0,
+    }
+    tensors = {"mean": torch.zeros(17), "block0.q0": q1, "block0.q1": q2, "block0.scale": s12}
+    save_posterior(tmp_path, config, {**tensors, "block1.q0": q3, "block1.scale": s3})
+    post = load_posterior(tmp_path)
+    assert [len(b) for b in post.blocks] == [3, 2] and post.samples == 2
+    torch.testing.assert_close(post.blocks[0][2], s12)
+    torch.testing.assert_close(post.blocks[1][0], q3)
+
+
+def test_weight_samples_beyond_the_free_memory_are_refused(tiny_model, hand_posterior, monkeypatch):
+    import psutil
+
+    class Little:
+        available = 1 << 16  # 64 KiB: less than 3 samples x 26,728 weights x 4 bytes
+
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: Little)
+    with pytest.raises(EvidentialInputError, match=r"laplace_config.json's samples=3: the weight samples take .* GiB"):
+        make_lm(tiny_model, hand_posterior[0])

@@ -83,7 +83,7 @@ def test_mc_samples_refused(bad):
 
     from lm_eval_evidential.harness.loading_checks import scoring_option
 
-    said = rf"mc_samples=('?){re.escape(bad)}\1 must be an integer number of passes >= 2 \(MC dropout"
+    said = rf"mc_samples=('?){re.escape(bad)}\1 must be an integer number of passes from 2 to 1000 \(MC dropout"
     with pytest.raises(ValueError, match=said):
         scoring_option("mc_samples", bad)
     assert scoring_option("mc_samples", "4") == 4 and scoring_option("mc_samples", None) is None
