@@ -107,6 +107,8 @@ def answer_logits_module(model):
 
 
 def _check_adapter(peft: Path) -> dict:
+    if not peft.exists():
+        raise EvidentialInputError(f"--peft {peft}: no such folder; pass the folder of a trained adapter")
     if not (peft / "adapter_config.json").is_file():
         raise EvidentialInputError(f"--peft {peft}: no adapter_config.json; pass the folder of a trained adapter")
     if has_posterior(peft):

@@ -2263,6 +2263,34 @@ CATALOGUE = [
         ["ood", "{out}", "--id", "id4", "--ood", "ood5", "--n-boot", "0"],
         Exit(2, r"refused id4 vs ood5"),
     ),
+    # -- lm-eval-evidential laplace: settings the weight samples could not use, refused before anything is read
+    (
+        C,
+        "laplace-fit-seed-beyond-torch",
+        ["laplace", "--pretrained", "{tmp}/m", "--peft", "{tmp}/a", "--task", "obqa_edl", "--output-dir", "{tmp}/o"]
+        + ["--seed", str(2**70)],
+        Exit(1, r"error: --seed: seed=1180591620717411303424 is not a whole number from -9223372036854775808"),
+    ),
+    (
+        C,
+        "laplace-fit-infinite-prior-precision",
+        ["laplace", "--pretrained", "{tmp}/m", "--peft", "{tmp}/a", "--task", "obqa_edl", "--output-dir", "{tmp}/o"]
+        + ["--prior-precision", "inf"],
+        Exit(1, r"error: --prior-precision must be a finite number > 0, got inf"),
+    ),
+    (
+        C,
+        "laplace-fit-samples-beyond-the-bound",
+        ["laplace", "--pretrained", "{tmp}/m", "--peft", "{tmp}/a", "--task", "obqa_edl", "--output-dir", "{tmp}/o"]
+        + ["--samples", "5000"],
+        Exit(1, r"error: --samples 5000: the posterior is scored by sampling, .* needs 2 to 1000 of them"),
+    ),
+    (
+        C,
+        "laplace-fit-peft-missing",
+        ["laplace", "--pretrained", "{tmp}/m", "--peft", "{tmp}/a", "--task", "obqa_edl", "--output-dir", "{tmp}/o"],
+        Exit(1, r"error: --peft .*/a: no such folder; pass the folder of a trained adapter"),
+    ),
     # -- issue 34: conformal sets and the selective coverage
     (
         C,
