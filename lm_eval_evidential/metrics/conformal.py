@@ -371,6 +371,24 @@ def _uacc(acc: float, mean_size: float, ks: np.ndarray) -> tuple[float, str | No
     return float("nan"), reason
 
 
+def _cells(*columns) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct rows of the non-negative integer ``columns`` side by side, in lexicographic order, and their
+    counts: ``np.unique(np.stack(columns, axis=1), axis=0, return_counts=True)`` by counting one mixed-radix key
+    per example (first column most significant) instead of sorting rows, which took seconds at millions."""
+    cols = [np.asarray(col).astype(np.int64) for col in columns]
+    widths = [int(col.max()) + 1 for col in cols]
+    key = np.zeros(cols[0].size, dtype=np.int64)
+    for col, width in zip(cols, widths):
+        key = key * width + col
+    counts = np.bincount(key)
+    present = np.flatnonzero(counts)
+    cells = np.empty((present.size, len(cols)), dtype=np.int64)
+    rest = present
+    for j in range(len(cols) - 1, -1, -1):
+        rest, cells[:, j] = np.divmod(rest, widths[j])
+    return cells, counts[present]
+
+
 @validate_params({"n_boot": N_BOOT, "level": LEVEL})
 def set_summary_ci(
     sets, k, gold, correct, *, n_boot: int = 1000, level: float = 0.95, seed: int = 0
@@ -423,7 +441,7 @@ def set_summary_ci(
     n = covered.size
     if n == 0 or n_boot == 0:
         return out
-    cells, counts = np.unique(np.stack([covered, size, c, kk], axis=1).astype(np.int64), axis=0, return_counts=True)
+    cells, counts = _cells(covered, size, c, kk)
     rng = np.random.default_rng(seed)
     draws = rng.multinomial(n, counts / n, size=n_boot).astype(np.float64)  # (n_boot, n_cells)
     cov = draws @ cells[:, 0] / n

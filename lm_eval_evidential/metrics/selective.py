@@ -30,7 +30,6 @@ References
 from __future__ import annotations
 
 import numpy as np
-from scipy.stats import spearmanr as _scipy_spearmanr
 
 from lm_eval_evidential.errors import InvalidValueError
 
@@ -305,7 +304,7 @@ def _risk_at(risk: np.ndarray, cov: float) -> float:
 
 
 def spearman(score, correct) -> float:
-    r"""Spearman rank correlation between ``score`` and correctness (``scipy.stats.spearmanr``).
+    r"""Spearman rank correlation between ``score`` and correctness (``scipy.stats.spearmanr``'s numbers).
 
     .. math::
 
@@ -335,14 +334,34 @@ def spearman(score, correct) -> float:
     """
     s = as_1d_float(score, "score")
     y = as_binary_labels(correct, "correct").astype(np.float64)
-    n = check_same_length(score=s, correct=y)
+    check_same_length(score=s, correct=y)
+    return _spearman(s, y)
+
+
+def _spearman(s: np.ndarray, y: np.ndarray, ranking: _Ranking | None = None) -> float:
+    """:func:`spearman` of validated inputs (``y`` 0/1 floats); ``ranking``: ``s``'s, where the caller has it.
+
+    The average ranks come from the score's one descending sort (a tie group whose ``lo`` examples score lower
+    and ``hi`` no higher ranks ``(lo + hi + 1) / 2``, exact in float64) and from counting correctness's two
+    groups; their correlation is ``np.corrcoef`` of the two rank rows, as ``scipy.stats.spearmanr`` computes it
+    (tests: equal to scipy's)."""
+    n = y.size
     if n < 2:
-        return undefined(f"spearman is undefined for {n} example(s); it needs at least 2")
+        return undefined(f"spearman is undefined for {n} example(s); it needs at least 2", stacklevel=4)
     if np.all(s == s[0]):
-        return undefined("spearman is undefined: score is constant, so it has no ranking")
+        return undefined("spearman is undefined: score is constant, so it has no ranking", stacklevel=4)
     if np.all(y == y[0]):
-        return undefined("spearman is undefined: all answers are equally correct, so correctness has no ranking")
-    return float(_scipy_spearmanr(s, y).statistic)
+        return undefined(
+            "spearman is undefined: all answers are equally correct, so correctness has no ranking", stacklevel=4
+        )
+    ranking = ranking or _Ranking(s)
+    above = np.flatnonzero(ranking.new_group)  # examples scoring higher than each tie group
+    group_rank = 0.5 * ((n - above - ranking.sizes) + (n - above) + 1).astype(np.float64)
+    rank_s = np.empty(n)
+    rank_s[ranking.order] = group_rank[ranking.group]
+    n_wrong = int(np.count_nonzero(y == 0))
+    rank_y = np.where(y == 0, 0.5 * (n_wrong + 1), 0.5 * (n_wrong + n + 1))
+    return float(np.corrcoef(np.vstack((rank_s, rank_y)))[1, 0])
 
 
 def selective_report(score, correct, *, prr_caps=(0.5, 0.75), coverage: float = 0.8) -> dict:
@@ -359,7 +378,7 @@ def selective_report(score, correct, *, prr_caps=(0.5, 0.75), coverage: float = 
         \rightarrow \mathrm{PRR}_{cap},\ \mathrm{PRR}_{norm},\ \mathrm{AURC},\ \mathrm{E\text{-}AURC},
         \ \mathrm{AUGRC},\ \mathrm{risk@cov}
 
-    (Spearman's rank correlation is scipy's, as in :func:`spearman`).
+    (Spearman's average ranks come from the same sort, see :func:`spearman`).
 
     Parameters
     ----------
@@ -413,5 +432,5 @@ def selective_report(score, correct, *, prr_caps=(0.5, 0.75), coverage: float = 
     row["eaurc"] = _eaurc(risk)
     row["augrc"] = _augrc(ranking, err)
     row[risk_key] = _risk_at(risk, cov)
-    row["spearman"] = spearman(s, y)
+    row["spearman"] = _spearman(s, y, ranking)
     return row

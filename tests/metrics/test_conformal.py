@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from lm_eval_evidential.metrics._validation import UndefinedMetricWarning
 from lm_eval_evidential.metrics.conformal import (
+    _cells,
     conformal_quantile,
     nonconformity,
     prediction_sets,
@@ -277,6 +278,20 @@ def test_multinomial_bootstrap_matches_resampling_the_examples():
         want = np.quantile(reps, [0.025, 0.975])
         spread = want[1] - want[0]
         np.testing.assert_allclose(ci[name], want, atol=0.06 * spread)
+
+
+@FAST
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 300), k_max=st.integers(2, 7))
+def test_bootstrap_cells_are_numpys_unique_rows(seed, n, k_max):
+    """The bootstrap's cells (covered, set size, correct, K) counted by key are np.unique's rows, in its order,
+    with its counts: the multinomial draws, and so the intervals, are unchanged."""
+    rng = np.random.default_rng(seed)
+    kk = rng.integers(2, k_max + 1, n)
+    columns = (rng.random(n) < 0.5, rng.integers(0, kk + 1), rng.random(n) < 0.6, kk)
+    cells, counts = _cells(*columns)
+    want_cells, want_counts = np.unique(np.stack(columns, axis=1).astype(np.int64), axis=0, return_counts=True)
+    np.testing.assert_array_equal(cells, want_cells)
+    np.testing.assert_array_equal(counts, want_counts)
 
 
 def test_undefined_and_invalid():

@@ -257,6 +257,19 @@ def test_spearman_is_pearson_of_average_ranks(case):
     assert spearman(score, correct) == pytest.approx(want, abs=1e-12)
 
 
+@FAST
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(2, 3000), ties=st.booleans())
+def test_spearman_equals_scipy(seed, n, ties):
+    from scipy.stats import spearmanr
+
+    rng = np.random.default_rng(seed)
+    correct = rng.random(n) < 0.6
+    score = rng.integers(0, 5, n).astype(float) if ties else rng.normal(size=n) + correct
+    if correct.all() or not correct.any() or np.all(score == score[0]):
+        return
+    assert spearman(score, correct) == pytest.approx(spearmanr(score, correct).statistic, rel=1e-12, abs=1e-15)
+
+
 def test_spearman_undefined_for_one_example():
     with pytest.warns(UndefinedMetricWarning, match="at least 2"):
         assert np.isnan(spearman([0.3], [1]))
@@ -530,7 +543,7 @@ def test_selective_report_is_each_metric_exactly(seed, n, ties, accuracy, caps, 
 
 
 def test_selective_report_sorts_each_score_once(monkeypatch):
-    """The point of the report: one argsort of the score for every metric but scipy's Spearman."""
+    """The point of the report: one argsort of the score for every metric."""
     import lm_eval_evidential.metrics.rejection as rejection
 
     calls = []
