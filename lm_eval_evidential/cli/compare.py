@@ -63,6 +63,7 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     from lm_eval_evidential.audits.compare import CALIBRATION_COLUMNS, OOD_COLUMNS, compare_methods
     from lm_eval_evidential.files import write_json
+    from lm_eval_evidential.metrics.intervals import aupr_in_interval_label
     from lm_eval_evidential.records.loading import load_run
 
     names = args.names or [Path(r).name for r in args.runs]
@@ -90,7 +91,8 @@ def run(args) -> int:
     print(f"## {args.id_task}: accuracy and calibration (95% bootstrap intervals, {args.n_boot} replicates)")
     print(format_table(out["calibration"], CALIBRATION_COLUMNS))
     print()
-    print(f"## OOD detection against {args.id_task} (ID positive; AUROC: DeLong interval, AUPR-In: bootstrap)")
+    intervals = aupr_in_interval_label(r["n_id"] + r["n_ood"] for r in out["ood"])
+    print(f"## OOD detection against {args.id_task} (ID positive; AUROC: DeLong interval, AUPR-In: {intervals})")
     print(format_table(out["ood"], OOD_COLUMNS))
     for method, task, reason in out["refused"]:
         print(f"note: {method} / {task}: {reason}")

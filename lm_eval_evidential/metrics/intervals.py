@@ -52,6 +52,7 @@ __all__ = [
     "bootstrap_ci",
     "aupr_in_ij_ci",
     "aupr_in_ci",
+    "aupr_in_interval_label",
 ]
 
 
@@ -458,6 +459,38 @@ def aupr_in_ci(y_true, score, *, n_boot: int = 1000, level: float = 0.95, seed: 
     (nan, nan)
     """
     y, s = _inputs(y_true, score)
-    if int(n_boot) == 0 or y.size <= BOOTSTRAP_MAX_EXAMPLES:
+    if int(n_boot) == 0 or _interval_kind(y.size) == "bootstrap":
         return bootstrap_ci(aupr_in, y, s, n_boot=n_boot, level=level, seed=seed)
     return aupr_in_ij_ci(y, s, level)
+
+
+def _interval_kind(n_examples: int) -> str:
+    """Which interval :func:`aupr_in_ci` gives on ``n_examples`` (ID + OOD)."""
+    return "bootstrap" if n_examples <= BOOTSTRAP_MAX_EXAMPLES else "large-sample"
+
+
+def aupr_in_interval_label(sizes) -> str:
+    """What a table's header says of the AUPR-In intervals :func:`aupr_in_ci` gave its rows.
+
+    Parameters
+    ----------
+    sizes : iterable of int
+        Each row's number of examples, ID + OOD.
+
+    Returns
+    -------
+    label : str
+        ``"bootstrap"`` when every row has at most :data:`BOOTSTRAP_MAX_EXAMPLES` examples,
+        ``"large-sample"`` (:func:`aupr_in_ij_ci`) when every row has more, and both, with the
+        threshold, when the rows fall on both sides.
+
+    Examples
+    --------
+    >>> from lm_eval_evidential.metrics.intervals import aupr_in_interval_label
+    >>> aupr_in_interval_label([600]), aupr_in_interval_label([40_000]), aupr_in_interval_label([600, 40_000])
+    ('bootstrap', 'large-sample', 'bootstrap; large-sample above 20,000')
+    """
+    kinds = {_interval_kind(int(n)) for n in sizes} or {"bootstrap"}
+    if len(kinds) == 1:
+        return kinds.pop()
+    return f"bootstrap; large-sample above {BOOTSTRAP_MAX_EXAMPLES:,}"

@@ -111,7 +111,13 @@ _OOD_COLUMNS = OODRow.columns(
 
 
 def _ood_table(rows: Sequence[AuditRow]) -> list[str]:
-    return rows_markdown(rows, _OOD_COLUMNS)
+    """The OOD rows under :data:`_OOD_COLUMNS`, the AUPR-In interval's header naming the interval its rows got
+    (the bootstrap, or its large-sample limit above 20,000 examples: metrics/intervals.aupr_in_ci)."""
+    from lm_eval_evidential.metrics.intervals import aupr_in_interval_label
+
+    label = aupr_in_interval_label(r["n_id"] + r["n_ood"] for r in rows)
+    columns = [c._replace(header=f"95% CI ({label})") if c.key == "aupr_in_ci" else c for c in _OOD_COLUMNS]
+    return rows_markdown(rows, columns)
 
 
 def md_ood(report: Report) -> list[str]:

@@ -48,6 +48,7 @@ NOT_FORMULAS = (
     "check_score_names",
     "k_histogram",
     "format_k",
+    "aupr_in_interval_label",
 )
 
 
