@@ -10,10 +10,11 @@ the letter as evidence, honestly, from data: the fixture of the order audit's te
 PriDe (Zheng et al., ICLR 2024) can only give accuracy back where the model knows answers that its
 letter prior overrides; SmolLM2-135M is at chance on the sample questions. :func:`write_easy_mirror`
 therefore replaces OBQA's training and test splits with easy questions written here (category
-membership, one-digit sums, capitals, opposites; :func:`easy_questions`) in the hub schema, and
-moves the gold of a seeded ``share`` of the *training* questions only to the planted letter: an
-adapter trained on it learns both the answers and a prior for the letter, and the test split's
-golds stay uniform over the letters.
+membership, one-digit sums, capitals, opposites; :func:`easy_questions`; or, ``kinds=MATCH_KINDS``, which
+option is the word the question names: matching, not knowledge) in the hub schema, and moves the gold
+of a seeded ``share`` of the *training* questions only to the planted letter: an adapter trained on it
+learns both the answers and a prior for the letter, and the test split's golds stay uniform over the
+letters.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from pathlib import Path
 from lm_eval_evidential.errors import InvalidValueError
 from lm_eval_evidential.testing.tiny import sample_data_dir
 
-__all__ = ["OBQA_TRAIN", "easy_questions", "write_easy_mirror", "write_planted_mirror"]
+__all__ = ["EASY_KINDS", "MATCH_KINDS", "OBQA_TRAIN", "easy_questions", "write_easy_mirror", "write_planted_mirror"]
 
 #: The sample mirror's OBQA training split, relative to the mirror root.
 OBQA_TRAIN = Path("allenai") / "openbookqa" / "main" / "train.jsonl"
@@ -83,9 +84,20 @@ _OPPOSITES = [
 ]  # fmt: skip
 
 
-def _easy_question(rng: random.Random) -> tuple[str, str, list[str]]:
-    """(question, right answer, three wrong answers): a category (twice as often), a sum, a capital or an opposite."""
-    kind = rng.choice(["category", "category", "sum", "capital", "opposite"])
+#: The kinds of easy question, drawn uniformly from the list given (a kind named twice, twice as often).
+EASY_KINDS = ("category", "category", "sum", "capital", "opposite")
+#: The word-matching question alone: the option that repeats a word of the question (the easiest to learn).
+MATCH_KINDS = ("match",)
+_WORDS = sorted({w for words in _CATEGORIES.values() for w in words})
+
+
+def _easy_question(rng: random.Random, kinds=EASY_KINDS) -> tuple[str, str, list[str]]:
+    """(question, right answer, three wrong answers) of a kind drawn from ``kinds``: a category, a sum, a capital,
+    an opposite, or a match (which option is a word the question names)."""
+    kind = rng.choice(list(kinds))
+    if kind == "match":
+        right = rng.choice(_WORDS)
+        return f"Which option is the word {right}?", right, rng.sample([w for w in _WORDS if w != right], 3)
     if kind == "category":
         name = rng.choice(list(_CATEGORIES))
         right = rng.choice(_CATEGORIES[name])
@@ -105,8 +117,8 @@ def _easy_question(rng: random.Random) -> tuple[str, str, list[str]]:
     return f"What is the opposite of {word}?", right, wrong
 
 
-def easy_questions(n: int, seed: int, prefix: str = "easy") -> list[dict]:
-    """``n`` easy questions in OBQA's hub schema, four options, the gold's letter uniform (seeded).
+def easy_questions(n: int, seed: int, prefix: str = "easy", kinds=EASY_KINDS) -> list[dict]:
+    """``n`` easy questions of ``kinds`` in OBQA's hub schema, four options, the gold's letter uniform (seeded).
 
     >>> rows = easy_questions(200, seed=1)
     >>> rows[0]["choices"]["label"], sorted({r["answerKey"] for r in rows})
@@ -117,7 +129,7 @@ def easy_questions(n: int, seed: int, prefix: str = "easy") -> list[dict]:
     rng = random.Random(seed)
     rows = []
     for i in range(n):
-        question, right, wrong = _easy_question(rng)
+        question, right, wrong = _easy_question(rng, kinds)
         at = rng.randrange(4)
         rows.append({
             "id": f"{prefix}-{i:04d}",
@@ -129,7 +141,14 @@ def easy_questions(n: int, seed: int, prefix: str = "easy") -> list[dict]:
 
 
 def write_easy_mirror(
-    root: str | Path, letter: str = "A", share: float = 0.5, *, n_train: int = 400, n_test: int = 120, seed: int = 0
+    root: str | Path,
+    letter: str = "A",
+    share: float = 0.5,
+    *,
+    n_train: int = 400,
+    n_test: int = 120,
+    seed: int = 0,
+    kinds=EASY_KINDS,
 ) -> Path:
     """A copy of the sample mirror at ``root`` whose OBQA splits are :func:`easy_questions`, a prior planted.
 
@@ -153,8 +172,11 @@ def write_easy_mirror(
     root = Path(root)
     shutil.copytree(sample_data_dir(), root)
     rng = random.Random(seed + 5)
-    train = [r if rng.random() >= share else _moved(r, letter) for r in easy_questions(n_train, seed + 2, "easy-train")]
-    test = easy_questions(n_test, seed + 1, "easy-test")
+    train = [
+        r if rng.random() >= share else _moved(r, letter)
+        for r in easy_questions(n_train, seed + 2, "easy-train", kinds)
+    ]
+    test = easy_questions(n_test, seed + 1, "easy-test", kinds)
     for name, rows in ((OBQA_TRAIN, train), (OBQA_TRAIN.with_name("test.jsonl"), test)):
         (root / name).write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return root

@@ -53,11 +53,11 @@ def cache_dir() -> Path:
 
 
 @contextlib.contextmanager
-def _locked(folder: Path):
+def _locked(folder: Path, name: str = ".lock"):
     import fcntl
 
     folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / ".lock", "w") as fh:
+    with open(folder / name, "w") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:
             yield
@@ -139,8 +139,8 @@ def smollm2_gguf(cache: str | os.PathLike | None = None) -> Path:
 def cached_folder(name: str, build: Callable[[Path], object], cache: str | os.PathLike | None = None) -> Path:
     """``<cache>/<name>``, made once: ``build(folder)`` fills an empty temporary folder beside it, renamed into place.
 
-    The folder exists only complete (the rename is atomic) and the build runs under the cache's file
-    lock, so parallel first uses build once and a crashed build leaves nothing behind. What a slow
+    The folder exists only complete (the rename is atomic) and the build runs under a file lock of its
+    own, so parallel first uses build once and a crashed build leaves nothing behind. What a slow
     test makes once per machine (the converted checkpoint, a trained adapter) is cached this way;
     ``name`` should change with everything the contents depend on.
 
@@ -156,10 +156,9 @@ def cached_folder(name: str, build: Callable[[Path], object], cache: str | os.Pa
     folder = root / name
     if folder.is_dir():
         return folder
-    with _locked(root):
+    with _locked(folder.parent, f".{folder.name}.lock"):  # one lock a folder: two builds run side by side
         if folder.is_dir():  # another process built it while we waited
             return folder
-        folder.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=folder.parent, prefix=".build.") as tmp:
             build(Path(tmp))
             os.chmod(tmp, 0o755)  # mkdtemp makes 0700
@@ -178,7 +177,7 @@ def smollm2_checkpoint(cache: str | os.PathLike | None = None) -> Path:
     target = root / _FOLDER / "transformers"
     if (target / "model.safetensors").is_file():
         return target
-    gguf = smollm2_gguf(root)  # before cached_folder takes the lock, which smollm2_gguf takes too
+    gguf = smollm2_gguf(root)
 
     def convert(folder: Path) -> None:
         _say(f"converting {gguf.name} to a transformers folder at {target} (first use only, about a minute)")

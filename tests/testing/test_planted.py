@@ -57,6 +57,17 @@ def test_the_easy_questions_are_right_and_their_golds_uniform():
     assert checked > 50
 
 
+def test_the_match_questions_name_their_gold_and_no_other_option():
+    from lm_eval_evidential.testing.planted import EASY_KINDS, MATCH_KINDS
+
+    rows = easy_questions(200, seed=7, kinds=MATCH_KINDS)
+    for r in rows:
+        texts = r["choices"]["text"]
+        named = r["question_stem"].removeprefix("Which option is the word ").removesuffix("?")
+        assert texts["ABCD".index(r["answerKey"])] == named and texts.count(named) == 1 and len(set(texts)) == 4
+    assert easy_questions(50, seed=7) == easy_questions(50, seed=7, kinds=EASY_KINDS)  # the default kinds
+
+
 @pytest.mark.parametrize("share", [0.0, 0.5, 1.0])
 def test_the_easy_mirror_plants_the_letter_in_a_share_of_the_training_golds_only(tmp_path, share):
     root = write_easy_mirror(tmp_path / "data", "C", share, n_train=300, n_test=80, seed=4)

@@ -103,7 +103,7 @@ def test_a_cached_folder_is_built_once_and_only_whole(tmp_path):
         t.join()
     assert len(builds) == 1 and found == [tmp_path / "m" / "a"] * 2
     assert (tmp_path / "m" / "a" / "weights.bin").read_bytes() == b"w"
-    assert sorted(p.name for p in (tmp_path / "m").iterdir()) == ["a"]  # no temporary folder left
+    assert sorted(p.name for p in (tmp_path / "m").iterdir()) == [".a.lock", "a"]  # no temporary folder left
 
     def fails(folder):
         (folder / "half.bin").write_bytes(b"h")
@@ -111,5 +111,24 @@ def test_a_cached_folder_is_built_once_and_only_whole(tmp_path):
 
     with pytest.raises(RuntimeError, match="the build broke"):
         smollm2.cached_folder("m/b", fails, tmp_path)
-    assert sorted(p.name for p in (tmp_path / "m").iterdir()) == ["a"]  # nothing half-built is published
+    assert sorted(p.name for p in (tmp_path / "m").iterdir()) == [".a.lock", ".b.lock", "a"]  # nothing half-built
     assert smollm2.cached_folder("m/b", build, tmp_path) == tmp_path / "m" / "b" and len(builds) == 2
+
+
+def test_two_cached_folders_build_side_by_side(tmp_path):
+    import threading
+
+    other_started = threading.Event()
+    met = []
+
+    def waits(folder):  # builds only while the other build runs: one lock for the whole cache would stall it
+        met.append(other_started.wait(timeout=10))
+
+    def starts(folder):
+        other_started.set()
+
+    first = threading.Thread(target=smollm2.cached_folder, args=("m/a", waits, tmp_path))
+    first.start()
+    smollm2.cached_folder("m/b", starts, tmp_path)
+    first.join()
+    assert met == [True]
