@@ -253,17 +253,44 @@ def plot_risk_coverage(
     ``show_reference=False`` to overlay more scores. Draws on ``ax`` when given, otherwise on a
     new pyplot-free Figure (matplotlib is imported only here).
     """
-    coverage, risk = risk_coverage_curve(score, correct)
+    style = {"label": label, "title": title, "show_reference": show_reference, "color": color, "linestyle": linestyle}
+    return _plot_risk_coverage(*risk_coverage_curve(score, correct), correct, ax=ax, **style)
+
+
+#: The most points a curve is drawn with: 1,000 buckets of 4 (:func:`thin_curve`), about the axes' width in
+#: pixels at the figures' 150 dpi, so that drawing millions of examples costs what drawing a thousand does.
+MAX_CURVE_POINTS = 4000
+
+
+def thin_curve(x, y, max_points: int = MAX_CURVE_POINTS) -> tuple[np.ndarray, np.ndarray]:
+    """The points of the curve ``(x, y)`` (x ascending) that a line plot needs: all of them up to ``max_points``;
+    beyond, the curve cut into ``max_points // 4`` runs of consecutive points and, of each run, its first, lowest,
+    highest and last point in their order (M4 aggregation, Jugel et al. 2014, VLDB 7(10)): a line through them
+    covers the same pixels as one through every point wherever a run is no wider than a pixel, the first and last
+    points are exact, and the numbers a figure shows (AURC) are computed on the whole curve, not on these.
+    """
+    x, y = np.asarray(x), np.asarray(y)
+    n = x.size
+    if n <= max_points:
+        return x, y
+    edges = np.linspace(0, n, max_points // 4 + 1).astype(np.int64)
+    runs = zip(edges[:-1], edges[1:])
+    idx = np.concatenate([np.unique([a, a + np.argmin(y[a:b]), a + np.argmax(y[a:b]), b - 1]) for a, b in runs])
+    return x[idx], y[idx]
+
+
+def _plot_risk_coverage(coverage, risk, correct, *, ax, label, title, show_reference, color, linestyle):
+    """:func:`plot_risk_coverage` of a computed curve (``risk_coverage_figure`` computes each score's once)."""
     if coverage.size == 0:
         raise InvalidValueError("cannot plot a risk-coverage curve for 0 examples")
     fig, ax = _figure_and_axes(ax)
     name = "score" if label is None else label
-    ax.plot(coverage, risk, color=color, linestyle=linestyle, label=f"{name} (AURC {risk.mean():.4f})")
+    ax.plot(*thin_curve(coverage, risk), color=color, linestyle=linestyle, label=f"{name} (AURC {risk.mean():.4f})")
     if show_reference:
         y = as_binary_labels(correct, "correct")
         oracle_cov, oracle_risk = risk_coverage_curve(y.astype(np.float64), y)
         oracle_label = f"oracle (AURC {oracle_risk.mean():.4f})"
-        ax.plot(oracle_cov, oracle_risk, ":", color="black", label=oracle_label, gid=REFERENCE_GID)
+        ax.plot(*thin_curve(oracle_cov, oracle_risk), ":", color="black", label=oracle_label, gid=REFERENCE_GID)
         ax.axhline(risk[-1], linestyle="--", color="gray", linewidth=1, label="random", gid=REFERENCE_GID)
     ax.set_xlim(0.0, 1.0)
     ax.set_xlabel("coverage")
@@ -332,22 +359,17 @@ def risk_coverage_figure(records, scores: Sequence[str] | None = None):
     if len(records) == 0:
         raise InvalidValueError(f"task {records.task!r} has no records (0 examples); nothing to plot")
     values = record_scores(records, names)
-    curves: dict[bytes, list[str]] = {}  # identical curves share one line
+    curves: dict[bytes, tuple[tuple, list[str]]] = {}  # identical curves share one line
     for name in names:
-        _, risk = risk_coverage_curve(values[name], records.correct)
-        curves.setdefault(risk.tobytes(), []).append(name)
+        curve = risk_coverage_curve(values[name], records.correct)
+        curves.setdefault(curve[1].tobytes(), (curve, []))[1].append(name)
     fig = Figure(figsize=(8.5, 5.0), layout="constrained")
     ax = fig.add_subplot()
     styles = ("-", "--", "-.", ":")
-    for i, group in enumerate(curves.values()):
-        plot_risk_coverage(
-            values[group[0]],
-            records.correct,
-            ax=ax,
-            label=" = ".join(group),
-            show_reference=(i == 0),
-            color=score_color(group[0], i),
-            linestyle=styles[i % len(styles)],
+    for i, (curve, group) in enumerate(curves.values()):
+        style = {"label": " = ".join(group), "title": None, "color": score_color(group[0], i)}
+        _plot_risk_coverage(
+            *curve, records.correct, ax=ax, show_reference=(i == 0), linestyle=styles[i % len(styles)], **style
         )
     ax.set_title(f"{records.task}: risk vs coverage (n={len(records)}, acc {np.mean(records.correct):.4f})")
     ax.set_xlabel("coverage (share of questions answered, most confident first)")
