@@ -158,6 +158,7 @@ def compare_methods(
     n_boot: int = 1000,
     level: float = 0.95,
     seed: int = 0,
+    remedy: str = "--k-mismatched",
 ) -> dict:
     """``{"calibration": rows, "ood": rows, "refused": [(method, ood_task, reason)]}`` for ``runs``
     (``{method name: {task: Records}}``, each method's records from one run).
@@ -165,7 +166,8 @@ def compare_methods(
     ``scores``: the scores of the OOD rows (default: those of :data:`COMPARE_SCORES` each method's
     records give). A K-mismatched pair is refused (listed with the remedy) unless ``k_mismatched``,
     which computes it marked ``K-MISMATCHED``; a mixed-K OOD task is also scored on its questions with
-    the ID task's K (``K-matched subset``).
+    the ID task's K (``K-matched subset``). ``remedy``: the option that computes a refused pair marked, as the
+    refusal names it (``compare``'s ``--k-mismatched``; the report's ``--k-policy …,report``).
     """
     calibration, ood, refused = [], [], []
     for name, by_task in runs.items():
@@ -203,7 +205,7 @@ def compare_methods(
                             task,
                             f"K_ID = {sorted(set(id_records.k.tolist()))} vs "
                             f"K_OOD = {sorted(set(ood_records.k.tolist()))}: "
-                            "not compared (the score moves with K itself); --k-mismatched computes it marked "
+                            f"not compared (the score moves with K itself); {remedy} computes it marked "
                             "K-MISMATCHED, or compare a K-matched control (e.g. csqa4_edl for csqa_edl)",
                         )
                     )

@@ -6,7 +6,9 @@
 
 For each method: the ID task's accuracy, ECE, NLL and Brier with 95% bootstrap intervals; for each
 OOD task and score, AUROC (DeLong interval) and AUPR-In (bootstrap interval) on K-matched sets. The
-K-mismatched protocol of the papers is computed only with ``--k-mismatched``, and marked.
+K-mismatched protocol of the papers is computed only with ``--k-mismatched``, and marked; without it such a
+pair is refused: a ``note:`` line with the remedy, every other row still printed, exit status 2
+(:mod:`lm_eval_evidential.cli.exit_codes`). ``report --compare`` puts the same table in a report.
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     from lm_eval_evidential.audits.compare import CALIBRATION_COLUMNS, OOD_COLUMNS, compare_methods
+    from lm_eval_evidential.cli.exit_codes import EXIT_OK, EXIT_REFUSED
     from lm_eval_evidential.files import write_json
     from lm_eval_evidential.metrics.intervals import aupr_in_interval_label
     from lm_eval_evidential.records.loading import load_run
@@ -101,4 +104,4 @@ def run(args) -> int:
             args.json_path, [{"table": key, **row} for key in ("calibration", "ood") for row in out[key]]
         )
         print(f"wrote {written}", file=sys.stderr)
-    return 0
+    return EXIT_REFUSED if out["refused"] else EXIT_OK

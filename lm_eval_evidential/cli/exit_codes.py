@@ -12,8 +12,8 @@
       empty), records of different producers (``FingerprintMismatchError``, unless
       ``--allow-fingerprint-mismatch``), or a permuted run given to an audit that counts
       records as examples (``PermutedRecordsError``, unless ``--average-orders``). Commands
-      that compare several pairs (``ood``, ``report``) still write every accepted pair and
-      exit 2 if any pair was refused
+      that compare several pairs (``ood``, ``report``, ``compare``) still write every accepted
+      pair and exit 2 if any pair was refused
 ====  ======================================================================================
 
 Any other exception is a bug: it is not caught, so it shows its traceback and Python's status.

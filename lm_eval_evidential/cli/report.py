@@ -68,6 +68,26 @@ def add_parser(sub) -> None:
         help="the seeded share (--seed) of the ID records the conformal sets and the temperature are calibrated on "
         "(default 0.5); their sections evaluate on the rest",
     )
+    p.add_argument(
+        "--compare",
+        dest="compare_runs",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="OUTPUT_PATH",
+        help="other methods' lm_eval --output_path folders (an ensemble, MC dropout, Laplace-LoRA, another head), "
+        "each with every task of the report: adds 'Methods side by side', the table of lm-eval-evidential compare "
+        "(K-MISMATCHED pairs computed, marked, only with --k-policy …,report; refused otherwise, exit 2)",
+    )
+    p.add_argument(
+        "--compare-names",
+        dest="compare_names",
+        type=comma_list("name"),
+        default=None,
+        metavar="A,B",
+        help="the methods' names in that table: this run's, then one per --compare folder (default: the folders' "
+        "names)",
+    )
 
 
 def run(args) -> int:
@@ -80,9 +100,11 @@ def run(args) -> int:
         refuse_self_in_groups(args, groups)
         args.ood_tasks = [t for tasks in groups.values() for t in tasks]
     refuse_self_comparison(args.id_task, args.ood_tasks)
+    name, compare_folders = _compare_names(args)
     say_reading("report", [args.id_task, *args.ood_tasks])
     id_records, *ood = load(args, [args.id_task, *args.ood_tasks], orders=False)  # build_report applies the rule
     refuse_same_questions(id_records, ood)
+    compare = _load_compared(args, compare_folders)
     report = build_report(
         id_records,
         ood,
@@ -99,6 +121,8 @@ def run(args) -> int:
         fpr95=args.fpr95,
         percent=args.percent,
         average_orders=args.average_orders,
+        compare=compare,
+        name=name,
     )
     # One line per refused pair, its policies together; the remedies are in report.md.
     refused: dict[str, list] = {}
@@ -110,10 +134,53 @@ def run(args) -> int:
         also = f"; compared K-matched under k_policy {valid[task]}" if task in valid else ""
         policies = ", ".join(policy for policy, _ in refusals)
         print(f"refused {args.id_task} vs {task} (k_policy {policies}): {refusals[0][1]}{also}", file=sys.stderr)
+    for ref in report.get("compare", {}).get("refused", []):
+        print(
+            f"refused in the comparison: {ref['method']}: {args.id_task} vs {ref['ood_task']}: {ref['reason']}",
+            file=sys.stderr,
+        )
     for s in report["skipped"]:
         print(f"not computed: {s['section']}: {s['reason']}", file=sys.stderr)
     n_figures = sum(len(v) for v in report["figures"].values())
     print(
         f"wrote {Path(args.out_dir) / 'report.md'}, appendix.md (every score), report.json and {n_figures} figure files"
     )
-    return EXIT_REFUSED if refused else EXIT_OK
+    return EXIT_REFUSED if refused or report.get("compare", {}).get("refused") else EXIT_OK
+
+
+def _compare_names(args) -> tuple[str | None, dict[str, str]]:
+    """This run's name and ``{name: folder}`` of the ``--compare`` folders (no name: no comparison), checked
+    before any records are read: one name per method, none twice."""
+    from lm_eval_evidential.errors import InvalidValueError
+
+    if not args.compare_runs:
+        if args.compare_names:
+            raise InvalidValueError("--compare-names names the methods of --compare; give the folders with --compare")
+        return None, {}
+    folders = [args.output_path, *args.compare_runs]
+    names = args.compare_names or [Path(f).resolve().name for f in folders]
+    if len(names) != len(folders):
+        raise InvalidValueError(
+            f"--compare-names gives {len(names)} name(s) for {len(folders)} methods (this run and "
+            f"{len(args.compare_runs)} --compare folder(s)); give one each, this run's first"
+        )
+    if len(set(names)) != len(names):  # folders of one name (--compare-names refuses its own repeats)
+        raise InvalidValueError(
+            f"the folders' names repeat ({', '.join(names)}); give each method one with --compare-names"
+        )
+    return names[0], dict(zip(names[1:], args.compare_runs))
+
+
+def _load_compared(args, folders: dict[str, str]) -> dict:
+    """Each compared method's records of the report's tasks, from the newest run of its folder with them all."""
+    from lm_eval_evidential.records.loading import load_run
+
+    tasks = [args.id_task, *args.ood_tasks]
+    out = {}
+    for name, folder in folders.items():
+        run = load_run(folder, tasks, allow_fingerprint_mismatch=args.allow_fingerprint_mismatch)
+        print(f"{name}: {run.describe()}", file=sys.stderr)
+        for line in run.fingerprint_warnings:
+            print(f"warning: {name}: fingerprint differs: {line}", file=sys.stderr)
+        out[name] = [run[t] for t in tasks]
+    return out

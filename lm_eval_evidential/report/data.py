@@ -8,7 +8,7 @@ listed under ``skipped`` with the reason; the others are still computed.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from lm_eval_evidential import plots
@@ -27,6 +27,7 @@ from lm_eval_evidential.metrics.cardinality import k_histogram
 from lm_eval_evidential.records import RECORDS_FILE_RE, Records
 from lm_eval_evidential.records.orders import ORDER_AVERAGED
 from lm_eval_evidential.records.provenance import is_illustrative
+from lm_eval_evidential.report.comparison import compare_section
 from lm_eval_evidential.report.controls import control_rows, refusal
 from lm_eval_evidential.report.field import field_sections
 from lm_eval_evidential.report.format import file_slug
@@ -109,16 +110,18 @@ def report_data(
     fpr95: str = "openood",
     percent: bool = False,
     permuted: Sequence[Records] | None = None,
+    compare: Mapping[str, Sequence[Records]] | None = None,
 ) -> Report:
     """Every section of the report on checked inputs, its figures drawn into ``figures_dir``, the summary last
     (``groups`` and the options after it: :func:`~lm_eval_evidential.report.field.field_sections`).
 
     ``permuted``: the ID and OOD records of a permuted run, order by order, when the others are their
-    order-averaged records (``--average-orders``): the "Answer order" section reads them."""
+    order-averaged records (``--average-orders``): the "Answer order" section reads them. ``compare``: every
+    method's records (ID task first), this run's first, for "Methods side by side" (:mod:`.comparison`)."""
     all_records = [id_records, *ood_records]
     report = _empty_report(all_records, policies, phantom)
     opts = {"scores": scores, "n_boot": n_boot, "seed": seed, "level": level}
-    progress = _progress(len(policies) + 5, sum(len(r) for r in all_records))
+    progress = _progress(len(policies) + 5 + bool(compare), sum(len(r) for r in all_records))
     for policy in policies:
         progress(f"OOD detection, k_policy {policy}")
         report["ood"][policy] = _ood_section(id_records, ood_records, policy, **opts)
@@ -163,10 +166,23 @@ def report_data(
         percent=percent,
         skip=lambda section, reason: _skip(report, section, reason),
     )
+    _methods_section(report, compare, progress, policies, n_bins=n_bins, **opts)
     progress("summary")
     report["summary"] = summarize(report)
     progress(None)
     return report
+
+
+def _methods_section(report: Report, compare, progress, policies, **opts) -> None:
+    """ "Methods side by side" of ``compare`` (``{method: [ID records, *OOD records]}``, None: no section)."""
+    if not compare:
+        return
+    progress(f"methods side by side ({len(compare)} runs)")
+    try:
+        runs = {method: {r.task: r for r in records} for method, records in compare.items()}
+        report["compare"] = compare_section(runs, report["id_task"], report["ood_tasks"], policies=policies, **opts)
+    except ValueError as exc:  # scores named that some method's records cannot give
+        _skip(report, "methods side by side", exc)
 
 
 def _empty_report(all_records: Sequence[Records], policies: list[str], phantom: str) -> Report:

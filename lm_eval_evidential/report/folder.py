@@ -6,6 +6,7 @@ import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from lm_eval_evidential.audits.compare import method_kind
 from lm_eval_evidential.audits.ood_groups import FPR95
 from lm_eval_evidential.errors import InvalidValueError, OutputPathError
 from lm_eval_evidential.files import atomic_folder, atomic_write_text, read_regular_file, write_json
@@ -53,6 +54,8 @@ def build_report(
     fpr95: str = "openood",
     percent: bool = False,
     average_orders: bool = False,
+    compare: Mapping[str, Sequence[Records]] | None = None,
+    name: str | None = None,
 ) -> Report:
     """Write ``report.md``, ``appendix.md`` (every score), ``report.json`` and the figures (PNG + SVG) into
     ``out_dir``; return the report dict.
@@ -77,7 +80,7 @@ def build_report(
     of the ID records (``seed``) and evaluate on the rest (conformal sets at miscoverage ``alpha``);
     ``groups`` (``{"near": [task, ...], "far": [...]}``, tasks among ``ood_records``) adds OpenOOD's
     table, its FPR@95 in the ``fpr95`` direction, times 100 with ``percent``
-    (:mod:`lm_eval_evidential.report.field`).
+    (:mod:`lm_eval_evidential.report.field`); ``compare``, ``name``: "Methods side by side" (:func:`_checked_inputs`).
 
     The folder is written whole or not at all (:func:`~lm_eval_evidential.files.atomic_folder`):
     built beside ``out_dir`` and swapped in, so a killed or failed run never leaves files of two
@@ -86,10 +89,8 @@ def build_report(
     (:class:`~lm_eval_evidential.errors.OutputPathError`), like bad options, before any work.
     """
     policies = check_policies(k_policy)
-    ood_records = list(ood_records)
-    groups = check_groups(groups, [r.task for r in ood_records])
-    checked = _checked_records(id_records, ood_records, out_dir, allow_fingerprint_mismatch, average_orders)
-    id_records, ood_records, permuted = checked
+    inputs = id_records, ood_records, groups, out_dir, allow_fingerprint_mismatch, average_orders
+    id_records, ood_records, groups, permuted, runs = _checked_inputs(*inputs, compare=compare, name=name)
     with atomic_folder(Path(out_dir), replaceable=is_report_folder) as staging:
         report = report_data(
             id_records,
@@ -109,6 +110,7 @@ def build_report(
             fpr95=fpr95,
             percent=percent,
             permuted=permuted,
+            compare=runs,
         )
         _write(staging, report)
         return report
@@ -121,13 +123,62 @@ def _write(folder: Path, report: Report) -> None:
     atomic_write_text(folder / APPENDIX_FILE, render_appendix(report))
 
 
+def _checked_inputs(
+    id_records, ood_records, groups, out_dir, allow_fingerprint_mismatch, average_orders, *, compare, name
+):
+    """``(id_records, ood_records, groups, permuted, runs)`` as the report reads them (:func:`check_groups`,
+    :func:`_checked_records`), before any work. ``runs`` (None without ``compare``): every method's records, the
+    ID task's first, for "Methods side by side" (:mod:`~lm_eval_evidential.report.comparison`): this run, named
+    ``name`` (default: its method in words, ``method_kind``), then each of ``compare`` (``{method: its run's
+    records of every task}``, :func:`_checked_compare`)."""
+    ood_records = list(ood_records)
+    groups = check_groups(groups, [r.task for r in ood_records])
+    own = name or method_kind(id_records)
+    others = _checked_compare(compare, own, [id_records.task, *(r.task for r in ood_records)], average_orders)
+    compared = [r for records in others.values() for r in records]
+    checked = _checked_records(id_records, ood_records, out_dir, allow_fingerprint_mismatch, average_orders, compared)
+    id_records, ood_records, permuted = checked
+    runs = {own: [id_records, *ood_records], **others} if others else None
+    return id_records, ood_records, groups, permuted, runs
+
+
+def _checked_compare(compare, name: str, tasks: list[str], average_orders: bool) -> dict[str, list[Records]]:
+    """The other methods' records, each ordered as ``tasks`` (the ID task, then the OOD tasks) and read by the one
+    rule for permuted runs: every method named once (``name``, this run's, among them) and holding every task,
+    else ValueError before any work."""
+    out: dict[str, list[Records]] = {}
+    for method, records in (compare or {}).items():
+        method = str(method)
+        if method == name or method in out:
+            raise InvalidValueError(
+                f"method name {method!r} is given twice (this report's run is {name!r}); give each method its own name"
+            )
+        by_task = {r.task: r for r in records}
+        missing = [t for t in tasks if t not in by_task]
+        if missing:
+            raise InvalidValueError(
+                f"compared method {method!r} has no records of {', '.join(missing)}; evaluate every task of the "
+                f"report ({', '.join(tasks)}) in its run"
+            )
+        out[method] = [by_task[t] for t in tasks]
+    return {
+        method: records_for_audit(records, command="report", average=average_orders, compared=True)
+        for method, records in out.items()
+    }
+
+
 def _checked_records(
-    id_records: Records, ood_records: list[Records], out_dir, allow_fingerprint_mismatch: bool, average_orders: bool
+    id_records: Records,
+    ood_records: list[Records],
+    out_dir,
+    allow_fingerprint_mismatch: bool,
+    average_orders: bool,
+    compared: Sequence[Records] = (),
 ):
     """``(id_records, ood_records, permuted)`` as the report reads them: at least one OOD task, none the ID task,
     one producer (the report's one check, marked for the audits), a permuted run averaged per question with its
     orders kept for the "Answer order" section (``permuted``; None otherwise), and no records file inside the
-    report folder."""
+    report folder (nor one of the ``compared`` methods')."""
     if not ood_records:
         raise InvalidValueError("build_report needs at least one OOD task")
     same = [r.task for r in ood_records if r.task == id_records.task]
@@ -144,7 +195,7 @@ def _checked_records(
         permuted = all_records
         id_records, *ood_records = checked_together(averaged, allow=allow_fingerprint_mismatch)[0]
     out = Path(out_dir)
-    for r in all_records:
+    for r in [*all_records, *compared]:
         if r.path is not None and out.resolve() in Path(r.path).resolve().parents:
             raise OutputPathError(
                 f"report folder {out} holds {r.path}, a records file this report reads; name a folder outside the "

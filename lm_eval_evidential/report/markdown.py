@@ -5,6 +5,7 @@ ready to paste into a paper). A number said in two places is formatted by one fu
 from __future__ import annotations
 
 from lm_eval_evidential.metrics.cardinality import phantom_options
+from lm_eval_evidential.report.comparison import md_compare
 from lm_eval_evidential.report.field import md_conformal, md_groups, md_temperature
 from lm_eval_evidential.report.format import APPENDIX_FILE, format_ci, format_k, format_number, markdown_table
 from lm_eval_evidential.report.sections import (
@@ -43,6 +44,7 @@ def render_markdown(report: Report) -> str:
         md_k_counts,
         md_ood,
         md_groups,
+        md_compare,
         md_controls,
         md_ksweep,
         md_answer_order,

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
+from lm_eval_evidential.audits.compare import COMPARE_SCORES
+from lm_eval_evidential.audits.table import format_ci, format_number
 from lm_eval_evidential.report.types import (
     Artefact,
     AuditRow,
+    CompareSection,
     KSweepEntry,
     LargestMove,
     MismatchedComparison,
@@ -94,7 +98,98 @@ def summarize(report: Report) -> Summary:
     )
     if "answer_order" in report:
         summary["order"] = _order_spread(report["answer_order"])
+    if report.get("compare"):
+        summary["compare"] = compare_takeaway(report["compare"], report["id_task"])
     return summary
+
+
+def _defined(value) -> bool:
+    return isinstance(value, (int, float)) and not math.isnan(value)
+
+
+def _best(rows: Sequence[AuditRow], key: str, lowest: bool) -> AuditRow | None:
+    """The row with the best defined ``key`` (the first of a tie), None when no row has one."""
+    rows = [r for r in rows if _defined(r.get(key))]
+    if not rows:
+        return None
+    return (min if lowest else max)(rows, key=lambda r: r[key])
+
+
+def compare_takeaway(section: CompareSection, id_task: str) -> str:
+    """The "Methods side by side" section in one sentence: the best method on ``id_task`` by accuracy, NLL and
+    ECE; per OOD task compared K-matched, which method's AUROC leads on the first score every compared method
+    gives (in :data:`~lm_eval_evidential.audits.compare.COMPARE_SCORES` order: max-prob first) and whether its
+    interval clears the others'; and how many pairs were refused across K, or computed and marked.
+
+    >>> cal = [{"method": "A", "acc": 0.7, "nll": 0.9, "ece": 0.1}, {"method": "B", "acc": 0.6, "nll": 0.8, "ece": 0.2}]
+    >>> ood = [{"method": m, "ood_task": "arc", "protocol": "K-matched", "score": "max_prob", "auroc": a,
+    ...         "auroc_ci": ci} for m, a, ci in (("A", 0.7, [0.65, 0.75]), ("B", 0.6, [0.55, 0.66]))]
+    >>> import textwrap
+    >>> print(textwrap.fill(compare_takeaway({"calibration": cal, "ood": ood, "refused": []}, "obqa"), 110))
+    Of 2 methods on obqa, the highest accuracy is A's (0.700), the lowest NLL is B's (0.800) and the lowest ECE is
+    A's (0.100); K-matched, arc (max_prob AUROC): A leads with 0.700 [0.650, 0.750], not separated from B (the
+    intervals overlap).
+    >>> _best_clause(cal + [{"method": "C", "acc": 0.7}], "acc", "highest accuracy", False)
+    "the highest accuracy is A's and C's (0.700)"
+    """
+    cal = section["calibration"]
+    parts = [_best_clause(cal, key, what, lowest) for key, what, lowest in _CALIBRATION_BEST]
+    parts = [p for p in parts if p]
+    text = ", ".join(parts[:-1]) + (" and " if len(parts) > 1 else "") + (parts[-1] if parts else "")
+    many = f"Of {len(cal)} methods on {id_task}, " if len(cal) > 1 else f"On {id_task}, "
+    text = many + (text or "no method has a defined accuracy, NLL or ECE")
+    clauses = [_ood_clause(section["ood"], task) for task in dict.fromkeys(r["ood_task"] for r in section["ood"])]
+    clauses = [c for c in clauses if c]
+    text += "; K-matched, " + "; ".join(clauses) if clauses else "; no OOD task was compared K-matched"
+    refused = section["refused"]
+    if refused:
+        text += f"; {len(refused)} method/OOD pair{'s' if len(refused) > 1 else ''} across K refused"
+    if any(r["protocol"].startswith("K-MISMATCHED") for r in section["ood"]):
+        text += "; the K-MISMATCHED rows (the papers' protocol) move with K and are no result"
+    return text + "."
+
+
+#: The calibration columns the takeaway names a best method for: key, words, whether lower is better.
+_CALIBRATION_BEST = (("acc", "highest accuracy", False), ("nll", "lowest NLL", True), ("ece", "lowest ECE", True))
+
+
+def _best_clause(rows: Sequence[AuditRow], key: str, what: str, lowest: bool) -> str:
+    """``the highest accuracy is A's (0.700)``; every method tied at the best value as written is named."""
+    best = _best(rows, key, lowest)
+    if best is None:
+        return ""
+    value = format_number(best[key])
+    tied = [r["method"] for r in rows if _defined(r.get(key)) and format_number(r[key]) == value]
+    if len(tied) == len(rows) > 1:
+        return f"every method has the same {what.split(' ', 1)[1]} ({value})"
+    return f"the {what} is " + " and ".join(f"{m}'s" for m in tied) + f" ({value})"
+
+
+def _ood_clause(rows: Sequence[AuditRow], task: str) -> str:
+    """``task``'s K-matched rows in a clause: the leading method on the first score all its methods give."""
+    rows = [r for r in rows if r["ood_task"] == task and r["protocol"].startswith("K-matched")]
+    methods = list(dict.fromkeys(r["method"] for r in rows))
+    given = {m: {r["score"] for r in rows if r["method"] == m} for m in methods}
+    ordered = [*COMPARE_SCORES, *dict.fromkeys(r["score"] for r in rows)]
+    score = next((s for s in ordered if methods and all(s in g for g in given.values())), None)
+    if score is None:
+        return ""
+    scored = [r for r in rows if r["score"] == score]
+    lead = _best(scored, "auroc", False)
+    if lead is None:
+        return f"{task} ({score} AUROC): undefined"
+    text = f"{task} ({score} AUROC): {lead['method']} "
+    if len(methods) == 1:
+        return text + f"alone, {format_number(lead['auroc'])} {format_ci(lead['auroc_ci'])}"
+    text += f"leads with {format_number(lead['auroc'])} {format_ci(lead['auroc_ci'])}"
+    low = (lead.get("auroc_ci") or [float("nan")])[0]
+    if not _defined(low):
+        return text + ", without an interval to separate it"
+    highs = {r["method"]: (r.get("auroc_ci") or [float("nan")] * 2)[1] for r in scored if r is not lead}
+    close = [m for m, high in highs.items() if not (_defined(high) and high < low)]
+    if close:
+        return text + f", not separated from {', '.join(close)} (the intervals overlap)"
+    return text + ", its interval clear of every other method's"
 
 
 def _order_spread(rows: Sequence[AuditRow]) -> list[OrderSpread]:

@@ -132,6 +132,28 @@ class OODGroupsSection(TypedDict):
     refused: list[GroupRefusal]
 
 
+class CompareRefusal(TypedDict):
+    """A method's ID/OOD pair the comparison refuses (K-mismatched), with the reason and the remedy."""
+
+    method: str
+    ood_task: str
+    reason: str
+
+
+class CompareSection(TypedDict):
+    """Methods side by side (:mod:`lm_eval_evidential.report.comparison`): the methods (the report's run first),
+    whether the K-mismatched protocol was computed (marked), the bootstrap's replicates and level, the rows of
+    :func:`~lm_eval_evidential.audits.compare.compare_methods` (``compare --json``'s) and the refused pairs."""
+
+    methods: list[str]
+    k_mismatched: bool
+    n_boot: int
+    level: float
+    calibration: list[AuditRow]
+    ood: list[AuditRow]
+    refused: list[CompareRefusal]
+
+
 class ValidComparison(TypedDict):
     """A K-matched comparison and its headline numbers."""
 
@@ -215,6 +237,8 @@ class Summary(TypedDict):
     artefact: list[Artefact]
     #: Only where the records are permuted (``metadata.permutations``): reports of other runs are what they were.
     order: NotRequired[list[OrderSpread]]
+    #: Only where other methods' runs are compared (``report --compare``): the comparison in one sentence.
+    compare: NotRequired[str]
 
 
 class Report(TypedDict):
@@ -254,5 +278,7 @@ class Report(TypedDict):
     temperature: NotRequired[TemperatureSection]
     #: Only where OOD groups are named (``report --near/--far``).
     ood_groups: NotRequired[OODGroupsSection]
+    #: Only where other methods' runs are compared (``report --compare``).
+    compare: NotRequired[CompareSection]
     figures: dict[str, list[str]]
     skipped: list[Skipped]

@@ -72,10 +72,12 @@ def runs(tmp_path_factory):
     return out
 
 
-def _compare(runs, tmp_path, *extra):
+def _compare(runs, tmp_path, *extra, status=2):
+    """``compare --json``'s calibration and OOD rows; ``status`` 2 where a pair is refused (ood5 without
+    --k-mismatched), 0 where none is."""
     path = tmp_path / "rows.json"
     argv = ["compare", str(runs["ens"][0]), str(runs["edl"][0]), "--names", "Ensemble,EDL", "--id", "id4"]
-    assert main([*argv, "--ood", "ood4,ood5,mixed", "--n-boot", "300", "--json", str(path), *extra]) == 0
+    assert main([*argv, "--ood", "ood4,ood5,mixed", "--n-boot", "300", "--json", str(path), *extra]) == status
     rows = json.loads(path.read_text())
     return [r for r in rows if r["table"] == "calibration"], [r for r in rows if r["table"] == "ood"]
 
@@ -124,13 +126,33 @@ def test_ood_rows_k_matched_by_default_and_mismatched_only_on_request(runs, tmp_
         assert r["auroc"] == pytest.approx(roc_auc_score(y, np.r_[mp[0], mp[1]]), abs=1e-12)
         assert r["auroc_ci"][0] <= r["auroc"] <= r["auroc_ci"][1]
 
-    _, forced = _compare(runs, tmp_path, "--k-mismatched", "--scores", "max_prob")
+    _, forced = _compare(runs, tmp_path, "--k-mismatched", "--scores", "max_prob", status=0)
     marked = [r for r in forced if r["ood_task"] == "ood5"]
     assert marked and all(r["protocol"].startswith("K-MISMATCHED") and r["matched"] is False for r in marked)
     assert {r["protocol"].split(" (")[0] for r in forced if r["ood_task"] == "mixed"} == {
         "K-matched subset",
         "K-MISMATCHED",
     }
+
+
+def test_a_refused_pair_exits_2_after_the_accepted_ones(runs, tmp_path, capsys):
+    """A K-mismatched pair is a refusal (exit 2, as ood and report) with every accepted row still written;
+    without one, exit 0."""
+    base = [
+        "compare",
+        str(runs["ens"][0]),
+        str(runs["edl"][0]),
+        "--names",
+        "Ensemble,EDL",
+        "--id",
+        "id4",
+        "--n-boot",
+        "0",
+    ]
+    assert main([*base, "--ood", "ood4,ood5"]) == 2
+    out = capsys.readouterr().out
+    assert "note: EDL / ood5: K_ID = [4] vs K_OOD = [5]" in out and "ood4" in out.split("## OOD detection")[1]
+    assert main([*base, "--ood", "ood4"]) == 0
 
 
 def test_refusals(runs, tmp_path, capsys):

@@ -712,6 +712,14 @@ def shown_on_one_line(tasks, ctx: Ctx) -> None:
     assert "A) red Answer: B\nB) green" in prompt and prompt.count("\nAnswer:") == 1, prompt
 
 
+def compared_side_by_side(ctx: Ctx) -> None:
+    """The report refused one pair of the comparison and still wrote the rest of it."""
+    section = json.loads((ctx.tmp / "r" / "report.json").read_text())["compare"]
+    assert {(r["method"], r["ood_task"]) for r in section["refused"]} == {("a", "ood5"), ("b", "ood5")}
+    assert {r["ood_task"] for r in section["ood"]} == {"ood4"}
+    assert "## Methods side by side" in (ctx.tmp / "r" / "report.md").read_text()
+
+
 def lettered_member_as_is(tasks, ctx: Ctx) -> None:
     assert sorted(tasks) == ["obqa_edl", "plain_edl"]
 
@@ -1379,6 +1387,105 @@ CATALOGUE = [
         ],
         Exit(0, r"wrote", writes=("{tmp}/a/b/report/*",)),
     ),
+    # -- methods side by side (compare, report --compare): K-checked, a refused pair exits 2 after the others
+    (
+        C,
+        "compare-a-k-mismatched-pair",
+        Cmd(
+            ["compare", "{out}", "{tmp}/other", "--names", "a,b", "--id", "id4", "--ood", "ood4,ood5", "--n-boot", "0"],
+            lambda c: shutil.copytree(c.out, c.tmp / "other"),
+        ),
+        Exit(
+            2,
+            r"note: b / ood5: K_ID = \[4\] vs K_OOD = \[5\]: not compared \(the score moves with K itself\); "
+            r"--k-mismatched computes it marked K-MISMATCHED, or compare a K-matched control",
+        ),
+    ),
+    (
+        C,
+        "compare-fewer-names-than-folders",
+        ["compare", "{out}", "{out}", "--names", "a", "--id", "id4", "--ood", "ood4"],
+        Exit(1, r"error: --names gives 1 distinct name\(s\) for 2 run folders; give one each"),
+    ),
+    (
+        C,
+        "report-compare-a-k-mismatched-pair",
+        Cmd(
+            [
+                "report",
+                "{out}",
+                "--id",
+                "id4",
+                "--ood",
+                "ood4,ood5",
+                "--n-boot",
+                "0",
+                "--max-extra",
+                "1",
+                "--out",
+                "{tmp}/r",
+                "--compare",
+                "{tmp}/other",
+                "--compare-names",
+                "a,b",
+            ],
+            lambda c: shutil.copytree(c.out, c.tmp / "other"),
+        ),
+        Exit(
+            2,
+            r"refused in the comparison: b: id4 vs ood5: K_ID = \[4\] vs K_OOD = \[5\]: not compared .*; "
+            r"adding report to --k-policy computes it marked K-MISMATCHED",
+            writes=("{tmp}/r/*",),
+            check=compared_side_by_side,
+        ),
+    ),
+    (
+        C,
+        "report-compare-names-one-short",
+        [
+            "report",
+            "{out}",
+            "--id",
+            "id4",
+            "--ood",
+            "ood4",
+            "--out",
+            "{tmp}/r",
+            "--compare",
+            "{out}",
+            "--compare-names",
+            "a",
+        ],
+        Exit(1, r"error: --compare-names gives 1 name\(s\) for 2 methods \(this run and 1 --compare folder\(s\)\)"),
+    ),
+    (
+        C,
+        "report-compare-names-without-compare",
+        ["report", "{out}", "--id", "id4", "--ood", "ood4", "--out", "{tmp}/r", "--compare-names", "a,b"],
+        Exit(1, r"error: --compare-names names the methods of --compare; give the folders with --compare"),
+    ),
+    (
+        C,
+        "report-compare-a-run-without-an-ood-task",
+        Cmd(
+            [
+                "report",
+                "{out}",
+                "--id",
+                "id4",
+                "--ood",
+                "ood4",
+                "--out",
+                "{tmp}/r",
+                "--compare",
+                "{tmp}/other",
+                "--compare-names",
+                "a,b",
+            ],
+            lambda c: write_records(records_path(c.tmp / "other" / "m", "id4", DATE), _records("id4", 20, 4, 1.0, 7)),
+        ),
+        Exit(1, r"error: no records for task 'ood4' under .*other"),
+    ),  # fmt: skip
     # -- bounded work: every size-like option has a documented upper bound, refused at once above it
     (
         C,
@@ -1900,6 +2007,76 @@ CATALOGUE = [
         ),
         Exit(1, r"error: task 'arc_c_edl', dataset row 1: record does not have the expected schema"),
     ),
+    # -- the baselines' bad input through the eval command: one line, nothing written (issue 32's done list)
+    (
+        E,
+        "eval-mc-samples-zero-adapter",
+        [
+            "--model",
+            "evidential",
+            "--model_args",
+            TINY + ",peft={adapter},mc_samples=0",
+            "--tasks",
+            "obqa_edl",
+            "--output_path",
+            "{tmp}/o",
+        ],
+        Exit(1, r"(?m)^lm-eval-evidential eval: error: mc_samples=0 must be an integer number of passes from 2 to"),
+    ),
+    (
+        E,
+        "eval-mc-samples-on-an-adapter-without-dropout",
+        Cmd(
+            [
+                "--model",
+                "evidential",
+                "--model_args",
+                TINY + ",peft={tmp}/nodrop,mc_samples=4",
+                "--tasks",
+                "obqa_edl",
+                "--output_path",
+                "{tmp}/o",
+            ],
+            lambda c: _adapter_copy(c, "nodrop", lora_dropout=0.0),
+        ),
+        Exit(1, r"(?m)^lm-eval-evidential eval: error: mc_samples=4 needs LoRA dropout between 0 and 1, but .*=0\.0"),
+    ),
+    (
+        E,
+        "eval-ensemble-of-one-member-adapter",
+        Cmd(
+            [
+                "--model",
+                "evidential",
+                "--model_args",
+                TINY + ",peft={tmp}/ens",
+                "--tasks",
+                "obqa_edl",
+                "--output_path",
+                "{tmp}/o",
+            ],
+            lambda c: _adapter_copy(c, "ens/member_0"),
+        ),
+        Exit(1, r"(?m)^lm-eval-evidential eval: error: peft=.*ens holds one adapter folder \(member_0\): an ensemble"),
+    ),
+    (
+        E,
+        "eval-ensemble-members-of-another-base-adapter",
+        Cmd(
+            [
+                "--model",
+                "evidential",
+                "--model_args",
+                TINY + ",peft={tmp}/ens",
+                "--tasks",
+                "obqa_edl",
+                "--output_path",
+                "{tmp}/o",
+            ],
+            lambda c: _adapter_copy(c, "ens/member_0") or _adapter_copy(c, "ens/member_1", c.extra["other_adapter"]),
+        ),
+        Exit(1, r"(?m)^lm-eval-evidential eval: error: peft=.*ens: its members were trained with different base"),
+    ),  # fmt: skip
     # -- permuted evaluation: bad settings and questions it cannot serve, one line before any forward pass
     (
         E,
@@ -3731,6 +3908,9 @@ def eval_ctx(dataset_ctx, tiny_model, monkeypatch, request):
         dataset_ctx.extra["trained"] = request.getfixturevalue("trained_run")
     if "another-base" in request.node.name:
         dataset_ctx.extra["other_model"] = request.getfixturevalue("other_adapter").parent / "model"
+        dataset_ctx.extra["other_adapter"] = request.getfixturevalue("other_adapter")
+    if "adapter" in request.node.name:
+        dataset_ctx.adapter = request.getfixturevalue("tiny_adapter")
     return dataset_ctx
 
 

@@ -212,12 +212,19 @@ def test_every_readme_command_runs_as_written_in_order(tiny_model, tmp_path):
         "risk_coverage.png",
         "report/report.md",
         "report/report.json",
+        "compare.json",
+        "report-baselines/report.md",
     ):
         assert (work / name).is_file(), name
     assert list((work / "out").rglob("records_obqa_edl_*.parquet"))
     assert "refused obqa_edl vs csqa_edl" in printed and "exit status 2" in printed
     # docs/audits.md's conformal: half of the run's obqa_edl questions calibrate (the walk's 120, or a later run's 8)
     assert re.search(r"refused calibration obqa_edl \(0\.5 of (120|8), seed 0\) vs csqa_edl", printed)
+    # docs/training.md's baselines: trained members → records → compare → the report's comparison of the three
+    baselines = json.loads((work / "report-baselines" / "report.json").read_text(encoding="utf-8"))["compare"]
+    assert baselines["methods"] == ["EDL", "ensemble", "mc-dropout"] and baselines["refused"] == []
+    assert [r["kind"] for r in baselines["calibration"]] == ["edl", "ensemble ×3 (softmax)", "mc_dropout ×10 (edl)"]
+    assert "## Methods side by side" in (work / "report-baselines" / "report.md").read_text(encoding="utf-8")
     report = (work / "report" / "report.md").read_text(encoding="utf-8")
     assert "## Summary" in report and "Illustrative only" in report
     for section in ("## OOD detection by group", "## Conformal prediction sets", "## Post-hoc temperature scaling"):
