@@ -128,6 +128,27 @@ def test_every_test_file_the_pages_name_exists():
     assert not missing, missing
 
 
+def test_the_numbers_docs_scaling_states_are_the_codes_and_the_tests():
+    """docs/scaling.md's prose gives no measured figure (those are in benchmarks/: the generated table and
+    HISTORY.md); the numbers it does give are the prefix cache's threshold and the bounds its tests hold."""
+    from lm_eval_evidential.modeling.prefix_plan import MIN_SAVED_TOKENS
+
+    def constant(test_file: str, name: str) -> str:
+        return re.search(rf"^{name} = (\S+)$", (ROOT / test_file).read_text(encoding="utf-8"), re.M).group(1)
+
+    tol = constant("tests/modeling/test_prefix_cache.py", "TOL")
+    assert tol == constant("tests/harness/test_model_prefix_cache.py", "TOL")
+    text = " ".join((ROOT / "docs" / "scaling.md").read_text(encoding="utf-8").split())
+    for sentence in (
+        f"The records equal the uncached path's within {tol} in float32 (the tests' bound)",
+        f"min(rows, batch size) ≥ {MIN_SAVED_TOKENS} (`MIN_SAVED_TOKENS`)",
+        f"when they save ≥ {MIN_SAVED_TOKENS} token positions",
+        f"logits within {constant('tests/vllm/test_vllm_backend.py', 'LOGIT_TOL')} (the tests' bound",
+    ):
+        assert sentence in text, f"docs/scaling.md: say {sentence}"
+    assert not re.search(r"\bmeasured\b[^.]*\d", text), "a measured figure in docs/scaling.md's prose"
+
+
 @pytest.mark.slow
 def test_the_census_counts_the_pages_give_are_the_census(tmp_path):
     """The counts of lm-eval's multiple-choice tasks in the README and docs/tasks.md are what
