@@ -35,7 +35,8 @@ from lm_eval_evidential.metrics.conformal import (
     set_summary,
     set_summary_ci,
 )
-from lm_eval_evidential.params import validate_params
+from lm_eval_evidential.metrics.intervals import SEED
+from lm_eval_evidential.params import Interval, Param, Real, validate_params
 from lm_eval_evidential.records import Records, check_same_producer
 from lm_eval_evidential.records.orders import refuses_permuted
 
@@ -94,7 +95,12 @@ class ConformalRow(AuditRow):
 CONFORMAL_KEYS = ConformalRow.field_names()[:-1]  # ``reason`` only where a number is NaN
 
 
+#: ``calibration_fraction``: the share of the ID records a split calibrates on (the rest are tested).
+CALIBRATION_FRACTION = Param(Interval(Real, 0, 1, closed="neither"), why="the ID records calibrated on", example="0.5")
+
+
 @refuses_permuted
+@validate_params({"fraction": CALIBRATION_FRACTION, "seed": SEED})
 def split_calibration(records: Records, fraction: float, seed: int = 0) -> tuple[Records, Records]:
     """``(calibration, test)``: a seeded random ``fraction`` of ``records`` and the rest.
 
@@ -102,8 +108,6 @@ def split_calibration(records: Records, fraction: float, seed: int = 0) -> tuple
     ``round(fraction * n)`` examples of the permutation. Both parts must be non-empty.
     """
     f = float(fraction)
-    if not (0.0 < f < 1.0):
-        raise InvalidValueError(f"the calibration fraction must be in (0, 1), got {fraction!r}")
     n = len(records)
     n_cal = int(round(f * n))
     if n_cal == 0 or n_cal == n:

@@ -28,10 +28,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lm_eval_evidential.errors import InvalidValueError, OrderMismatchError, RecordsError
+from lm_eval_evidential.errors import OrderMismatchError, RecordsError
 from lm_eval_evidential.metrics import order_effects as oe
 from lm_eval_evidential.metrics.cardinality import check_cardinality
 from lm_eval_evidential.metrics.detection import aupr_in, auroc
+from lm_eval_evidential.metrics.intervals import SEED
+from lm_eval_evidential.params import Interval, Param, Real, validate_params
 from lm_eval_evidential.records import Records, check_same_producer
 
 from ._common import collect, finish_row, record_scores
@@ -190,6 +192,15 @@ def _pride(records: Records, question: np.ndarray, slots: np.ndarray, fraction: 
     return out
 
 
+#: ``pride_fraction``: the share of a task's questions PriDe estimates its prior on (Zheng et al. 2024: 5%).
+PRIDE_FRACTION = Param(
+    Interval(Real, 0, 1, closed="neither"),
+    why="the share of questions PriDe estimates its prior on",
+    example="pride_fraction=0.05",
+)
+
+
+@validate_params({"pride_fraction": PRIDE_FRACTION, "seed": SEED})
 def permutation_summary(
     records: Records,
     *,
@@ -209,8 +220,6 @@ def permutation_summary(
     from .ood import resolve_scores
 
     check_permuted(records)
-    if not (isinstance(pride_fraction, (int, float)) and 0 < pride_fraction < 1):
-        raise InvalidValueError(f"pride_fraction must be in (0, 1), got {pride_fraction!r}")
     names = resolve_scores(scores, records)
     question, order, k = records.doc_id, records.order, records.k
     slots = oe.order_slots(question, order)

@@ -12,7 +12,7 @@ import sys
 from lm_eval_evidential.errors import InvalidValueError
 from lm_eval_evidential.files import write_json
 
-from .arguments import comma_list
+from .arguments import add_param, comma_list
 from .loading import load, say_reading
 from .printing import print_rows
 from .refusals import print_refusals, refuse_same_questions, refuse_self_comparison
@@ -55,9 +55,12 @@ def add_group_options(p) -> None:
     p.add_argument(
         "--percent", action="store_true", help="with --near/--far: FPR@95, AUROC, AUPR and ID accuracy times 100"
     )
-    p.add_argument(
+    from lm_eval_evidential.audits.ood_groups import FPR95
+
+    add_param(
+        p,
         "--fpr95",
-        choices=("openood", "odin"),
+        FPR95,
         default="openood",
         help="with --near/--far, FPR@95's positive class: openood (OOD positive, ID flagged at 95%% OOD recall; "
         "OpenOOD v1.5) or odin (ID positive, OOD accepted at 95%% ID recall, as in the --ood table)",

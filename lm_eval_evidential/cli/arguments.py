@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 
+from lm_eval_evidential.params import Integral, Interval, Options, Param, Real
+
 
 class HelpFormatter(argparse.HelpFormatter):
     """Every subcommand's help: an option's real default, said once.
@@ -95,42 +97,70 @@ def score_list(text: str) -> list[str]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _int_at_least(minimum: int, what: str):
-    """An argparse ``type``: an integer >= ``minimum``, else a usage error naming the value."""
+def param_type(name: str, param: Param):
+    """An argparse ``type`` for an option whose accepted values ``param`` declares where the parameter lives
+    (:mod:`lm_eval_evidential.params`): the text read as an integer where the parameter takes only integers,
+    else as a number, and checked by ``param``. A refusal is the parameter's own line, ``name=value must be …``,
+    the words a Python caller of the same function gets (a usage error: exit status 1)."""
+    kinds = {c.kind for c in param.accepts if isinstance(c, Interval)}
+    kinds |= {
+        Integral if isinstance(x, Integral) else Real
+        for c in param.accepts
+        if isinstance(c, Options)
+        for x in c.choices
+    }
+    read = int if kinds == {Integral} else float
 
-    def parse(text: str) -> int:
+    def parse(text: str):
         try:
-            value = int(text)
+            value = read(text)
         except ValueError:
-            value = minimum - 1
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}")
+            value = text  # not a number: refused below, naming what was typed
+        if not param.allows(value):
+            raise argparse.ArgumentTypeError(param.message(name, value))
         return value
 
-    parse.__name__ = what
+    parse.__name__ = "integer" if read is int else "number"  # argparse names the type in its messages
     return parse
 
 
-def unit_fraction(option: str, *, closed_low: bool = False):
-    """An argparse ``type``: a number in (0, 1] (``[0, 1]`` with ``closed_low``), else a usage error naming it."""
-
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            value = float("nan")
-        low_ok = value >= 0.0 if closed_low else value > 0.0
-        if not (low_ok and value <= 1.0):
-            interval = "[0, 1]" if closed_low else "(0, 1]"
-            raise argparse.ArgumentTypeError(f"{option} must be a number in {interval}, got {text!r}")
-        return value
-
-    parse.__name__ = "fraction"
-    return parse
+def param_help(text: str, param: Param) -> str:
+    """An option's help, ``text`` and what a value must be, in the parameter's declared words."""
+    return f"{text}; {param.words()}"
 
 
-positive_int = _int_at_least(1, "a positive integer")
-non_negative_int = _int_at_least(0, "a non-negative integer")
+def add_param(parser, flag: str, param: Param, *, help: str, name: str | None = None, **kwargs) -> None:
+    """The option ``flag`` of a parameter declared once as ``param``: its choices (a choice among names, listed by
+    argparse) or its :func:`param_type` and its constraint said in the help (:func:`param_help`). ``name``: the
+    parameter's name in the refusal (default: the flag's, ``--n-boot`` -> ``n_boot``)."""
+    name = name or flag.lstrip("-").replace("-", "_")
+    names = [c for c in param.accepts if c is not None]
+    if len(names) == 1 and isinstance(names[0], Options) and all(isinstance(x, str) for x in names[0].choices):
+        kwargs["choices"] = names[0].choices
+    else:
+        kwargs["type"], help = param_type(name, param), param_help(help, param)
+    parser.add_argument(flag, help=help, **kwargs)
+
+
+def add_bootstrap(
+    parser, *, n_boot_help: str, seed_help: str | None = "bootstrap seed", level: str | None = None
+) -> None:
+    """``--n-boot``, ``--seed`` (unless ``seed_help`` is None: the command has its own) and ``--level`` (with its
+    help ``level``): the options of every audit with intervals, declared once in
+    :mod:`lm_eval_evidential.metrics.intervals`."""
+    from lm_eval_evidential.metrics.intervals import LEVEL, N_BOOT
+
+    add_param(parser, "--n-boot", N_BOOT, default=1000, help=n_boot_help)
+    if seed_help:
+        add_seed(parser, seed_help)
+    if level:
+        add_param(parser, "--level", LEVEL, default=0.95, help=level)
+
+
+def add_seed(parser, help: str) -> None:
+    from lm_eval_evidential.metrics.intervals import SEED
+
+    add_param(parser, "--seed", SEED, default=0, help=help)
 
 
 def add_audit_parser(
@@ -191,19 +221,6 @@ def add_k_policy(parser) -> None:
     )
 
 
-def open_fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not (0.0 < value < 1.0):
-        raise argparse.ArgumentTypeError(f"must be a number in (0, 1), got {text!r}")
-    return value
-
-
-open_fraction.__name__ = "fraction"
-
-
 def add_ood_tasks(parser, help: str = "OOD task(s), comma-separated", required: bool = True) -> None:
     parser.add_argument(
         "--ood", dest="ood_tasks", required=required, type=comma_list("task"), metavar="T1,T2", help=help
@@ -211,11 +228,12 @@ def add_ood_tasks(parser, help: str = "OOD task(s), comma-separated", required: 
 
 
 def add_phantom(parser) -> None:
-    from lm_eval_evidential.metrics.ksweep import PHANTOM_MODES
+    from lm_eval_evidential.metrics.ksweep import PHANTOM
 
-    parser.add_argument(
+    add_param(
+        parser,
         "--phantom",
-        choices=PHANTOM_MODES,
+        PHANTOM,
         default="zero",
         help="how the K sweep appends options: zero (default; zero evidence, McNamara 2026 Table 1), model (the "
         "model's own next labels ' E'.. from the records' phantom logits; EDL and softmax records), count (only "

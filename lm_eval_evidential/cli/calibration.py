@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from lm_eval_evidential.files import write_json
 
-from .arguments import add_audit_parser, positive_int
+from .arguments import add_audit_parser, add_param
 from .loading import load
 from .printing import print_rows
 
@@ -26,9 +26,9 @@ def add_parser(sub) -> None:
         json=True,
         help="calibration of saved records: ECE, adaptive ECE, NLL, Brier, accuracy (+ reliability diagrams)",
     )
-    p.add_argument(
-        "--bins", type=positive_int, default=15, help="number of confidence bins (default: 15, at most 10000)"
-    )
+    from lm_eval_evidential.metrics.calibration import N_BINS
+
+    add_param(p, "--bins", N_BINS, name="n_bins", default=15, help="number of confidence bins")
     p.add_argument(
         "--plot", metavar="FILE", default=None, help="also write reliability diagrams to FILE.png and FILE.svg"
     )

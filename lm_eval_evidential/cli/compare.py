@@ -18,7 +18,7 @@ from pathlib import Path
 
 from lm_eval_evidential.errors import InvalidValueError
 
-from .arguments import add_json, add_ood_tasks, add_scores, comma_list, task_name
+from .arguments import add_bootstrap, add_json, add_ood_tasks, add_scores, comma_list, task_name
 from .printing import format_table
 
 
@@ -51,8 +51,7 @@ def add_parser(sub) -> None:
         action="store_true",
         help="also compute OOD pairs of different K (the papers' protocol), marked K-MISMATCHED",
     )
-    p.add_argument("--n-boot", type=int, default=1000, help="bootstrap replicates of the intervals (0: none)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap resampling")
+    add_bootstrap(p, n_boot_help="bootstrap replicates of the intervals (0: none)", seed_help="seed of the bootstrap")
     p.add_argument(
         "--allow-fingerprint-mismatch",
         action="store_true",

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from lm_eval_evidential.files import write_json
 
-from .arguments import add_audit_parser, comma_list, non_negative_int, open_fraction, task_name
+from .arguments import add_audit_parser, add_bootstrap, add_param, add_seed, comma_list, task_name
 from .loading import load
 from .printing import print_rows
 from .refusals import print_refusals, refuse_same_questions, refuse_self_comparison
@@ -32,7 +32,7 @@ def table_columns():
 
 
 def add_parser(sub) -> None:
-    from lm_eval_evidential.metrics.conformal import METHODS, RAPS_K_REG, RAPS_LAMBDA
+    from lm_eval_evidential.metrics.conformal import ALPHA, K_REG, LAM, METHOD, RAPS_K_REG, RAPS_LAMBDA
 
     p = add_audit_parser(
         sub,
@@ -45,26 +45,31 @@ def add_parser(sub) -> None:
         help="conformal prediction sets (LAC, APS): coverage, set size, UAcc on ID and OOD records, K-checked",
     )
     add_calibration_options(p, what="calibrate on")
-    p.add_argument("--alpha", type=open_fraction, default=0.1, help="target miscoverage: sets aim at 1 - alpha")
-    p.add_argument(
+    add_param(p, "--alpha", ALPHA, default=0.1, help="target miscoverage: sets aim at 1 - alpha")
+    add_param(
+        p,
         "--method",
-        choices=METHODS,
+        METHOD,
         default="lac",
         help="nonconformity score: lac (1 - p_y), aps (mass of the options at least as probable) or raps (aps + "
         "a penalty per option beyond the k_reg most probable; Angelopoulos et al. 2021)",
     )
-    p.add_argument(
+    add_param(
+        p,
         "--raps-lambda",
+        LAM,
+        name="lam",
         dest="raps_lambda",
-        type=float,
         default=RAPS_LAMBDA,
         metavar="L",
         help=f"with --method raps: the penalty per option beyond the k_reg most probable (default {RAPS_LAMBDA:g})",
     )
-    p.add_argument(
+    add_param(
+        p,
         "--raps-k-reg",
+        K_REG,
+        name="k_reg",
         dest="raps_k_reg",
-        type=non_negative_int,
         default=RAPS_K_REG,
         metavar="K",
         help=f"with --method raps: how many of the most probable options go unpenalised (default {RAPS_K_REG})",
@@ -75,13 +80,19 @@ def add_parser(sub) -> None:
         default=None,
         help="also write coverage against mean set size (one point per set, with CIs) to FILE.png and FILE.svg",
     )
-    p.add_argument("--n-boot", dest="n_boot", type=int, default=1000, help="bootstrap replicates (0: no intervals)")
-    p.add_argument("--level", type=float, default=0.95, help="confidence level of the intervals")
+    add_bootstrap(
+        p,
+        n_boot_help="bootstrap replicates (0: no intervals)",
+        seed_help=None,  # add_calibration_options's --seed seeds the bootstrap too
+        level="confidence level of the intervals",
+    )
 
 
 def add_calibration_options(p, what: str) -> None:
     """``--ood``, ``--calibration-task`` | ``--calibration-fraction`` and ``--seed``: the held-out ID
     records of ``conformal`` and ``temperature``."""
+    from lm_eval_evidential.audits.conformal import CALIBRATION_FRACTION
+
     p.add_argument(
         "--ood",
         dest="ood_tasks",
@@ -99,15 +110,15 @@ def add_calibration_options(p, what: str) -> None:
         metavar="T",
         help=f"{what} all of task T's records (from the same run) and evaluate on all of --id",
     )
-    cal.add_argument(
+    add_param(
+        cal,
         "--calibration-fraction",
-        dest="calibration_fraction",
-        type=open_fraction,
+        CALIBRATION_FRACTION,
         default=None,
         metavar="F",
         help=f"{what} a seeded random share F of --id's records, evaluate on the rest (default: 0.5)",
     )
-    p.add_argument("--seed", type=non_negative_int, default=0, help="seed of the calibration split (and bootstrap)")
+    add_seed(p, "seed of the calibration split (and bootstrap)")
 
 
 def calibration_split(args, load, refuse_same_questions):

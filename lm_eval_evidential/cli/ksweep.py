@@ -17,7 +17,7 @@ from lm_eval_evidential.audits.ood import KSweepRow
 from lm_eval_evidential.audits.table import format_number
 from lm_eval_evidential.files import write_json
 
-from .arguments import add_audit_parser, add_phantom, one_task
+from .arguments import add_audit_parser, add_param, add_phantom, one_task
 from .loading import load
 from .printing import format_table
 from .refusals import print_refusals, refuse_same_questions, refuse_self_comparison
@@ -60,12 +60,14 @@ def add_parser(sub) -> None:
         "ksweep sweeps one OOD task: run it once per task (`ood --ood A,B` compares several in one table)"
     )
     p.add_argument("--ood", dest="ood_task", required=True, type=one_ood_task, metavar="TASK", help="one OOD task")
-    p.add_argument(
+    from lm_eval_evidential.metrics.ksweep import MAX_EXTRA
+
+    add_param(
+        p,
         "--max-extra",
-        dest="max_extra",
-        type=int,
+        MAX_EXTRA,
         default=4,
-        help="largest number of appended classes (default 4, at most 64; --phantom model: as many as the records keep)",
+        help="largest number of appended classes (default 4; --phantom model: as many as the records keep)",
     )
     add_phantom(p)
     p.add_argument("--plot", default=None, metavar="FILE", help="write the Figure 1 plot as FILE.png and FILE.svg")

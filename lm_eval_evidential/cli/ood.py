@@ -15,7 +15,7 @@ from lm_eval_evidential.files import write_json
 from lm_eval_evidential.metrics.cardinality import format_k
 
 from ._ood_groups import add_group_options, run_groups, uses_groups
-from .arguments import add_audit_parser, add_ood_tasks, non_negative_int
+from .arguments import add_audit_parser, add_bootstrap, add_ood_tasks, add_param
 from .loading import load, say_reading
 from .printing import format_table
 from .refusals import print_refusals, refuse_same_questions, refuse_self_comparison
@@ -64,16 +64,12 @@ def add_parser(sub) -> None:
     )
     add_ood_tasks(p, "OOD task(s), comma-separated (or the OpenOOD layout: --near/--far)", required=False)
     add_group_options(p)
-    p.add_argument(
-        "--n-boot",
-        dest="n_boot",
-        type=int,
-        default=1000,
-        help="bootstrap replicates for the AUPR-In CI (0: none; at most 100000); above 20,000 examples the "
-        "bootstrap's large-sample limit (infinitesimal jackknife) is used instead, see docs/audits.md",
+    add_bootstrap(
+        p,
+        n_boot_help="bootstrap replicates for the AUPR-In CI (0: none); above 20,000 examples the bootstrap's "
+        "large-sample limit (infinitesimal jackknife) is used instead, see docs/audits.md",
+        level="confidence level of both intervals",
     )
-    p.add_argument("--seed", type=non_negative_int, default=0, help="bootstrap seed")
-    p.add_argument("--level", type=float, default=0.95, help="confidence level of both intervals")
     p.add_argument(
         "--force-k",
         dest="force_k",
@@ -84,9 +80,12 @@ def add_parser(sub) -> None:
         "the reproduction of the published bug (McNamara 2026, Implementation A: 4-option ARC at K = 5 with the "
         "real ' E'); refused by the K check unless --k-policy report asks for it",
     )
-    p.add_argument(
+    from lm_eval_evidential.metrics.ksweep import PHANTOM
+
+    add_param(
+        p,
         "--phantom",
-        choices=("zero", "model", "count"),
+        PHANTOM,
         default="model",
         help="with --force-k: model (default; the model's own next labels from the records' phantom logits), count "
         "(only vacuity's K: Tables 5-6's '5 (mismatch)' rows) or zero (zero-evidence options)",

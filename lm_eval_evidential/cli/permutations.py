@@ -20,7 +20,7 @@ import sys
 from lm_eval_evidential.errors import InvalidValueError
 from lm_eval_evidential.files import write_json
 
-from .arguments import add_audit_parser, add_k_policy, comma_list, non_negative_int, task_name
+from .arguments import add_audit_parser, add_k_policy, add_param, add_seed, comma_list, task_name
 from .loading import load
 from .printing import format_table
 from .refusals import print_refusals, refuse_self_comparison
@@ -57,14 +57,16 @@ def add_parser(sub) -> None:
         "--ood", dest="ood_tasks", default=None, type=comma_list("task"), metavar="T1,T2", help="OOD task(s)"
     )
     add_k_policy(p)
-    p.add_argument(
+    from lm_eval_evidential.audits.permutations import PRIDE_FRACTION
+
+    add_param(
+        p,
         "--pride-fraction",
-        dest="pride_fraction",
-        type=float,
+        PRIDE_FRACTION,
         default=0.05,
         help="share of the questions PriDe estimates its prior on (Zheng et al. 2024 use 5%%)",
     )
-    p.add_argument("--seed", type=non_negative_int, default=0, help="seed of PriDe's estimation subset")
+    add_seed(p, "seed of PriDe's estimation subset")
 
 
 def _summary_lines(s: dict) -> list[str]:
@@ -101,8 +103,6 @@ def run(args) -> int:
 
     if (args.id_task is None) != (args.ood_tasks is None):
         raise InvalidValueError("--id and --ood go together: give both for the AUROC per order, or neither")
-    if not 0 < args.pride_fraction < 1:
-        raise InvalidValueError(f"--pride-fraction must be between 0 and 1, got {args.pride_fraction}")
     tasks = [args.task]
     if args.id_task is not None:
         refuse_self_comparison(args.id_task, args.ood_tasks)

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from ._ood_groups import add_group_options, named_groups, refuse_self_in_groups, uses_groups
-from .arguments import add_audit_parser, add_ood_tasks, add_phantom, comma_list, non_negative_int, open_fraction
+from .arguments import add_audit_parser, add_bootstrap, add_ood_tasks, add_param, add_phantom, comma_list
 from .loading import load, say_reading
 from .refusals import refuse_same_questions, refuse_self_comparison
 
@@ -44,25 +44,18 @@ def add_parser(sub) -> None:
         metavar="|".join(POLICIES),
         help="K policy, or several comma-separated (one OOD table each; later sections use the first); default: assert",
     )
-    p.add_argument(
-        "--n-boot",
-        dest="n_boot",
-        type=int,
-        default=1000,
-        help="bootstrap replicates for the AUPR-In CI (0: none; at most 100000)",
-    )
-    p.add_argument("--seed", type=non_negative_int, default=0, help="bootstrap seed")
-    p.add_argument(
-        "--max-extra", dest="max_extra", type=int, default=4, help="largest K-sweep expansion (default 4, at most 64)"
-    )
+    from lm_eval_evidential.audits.conformal import CALIBRATION_FRACTION
+    from lm_eval_evidential.metrics.conformal import ALPHA
+    from lm_eval_evidential.metrics.ksweep import MAX_EXTRA
+
+    add_bootstrap(p, n_boot_help="bootstrap replicates for the AUPR-In CI (0: none)")
+    add_param(p, "--max-extra", MAX_EXTRA, default=4, help="largest K-sweep expansion")
     add_phantom(p)
-    p.add_argument(
-        "--alpha", type=open_fraction, default=0.1, help="conformal sets' target miscoverage (sets aim at 1 - alpha)"
-    )
-    p.add_argument(
+    add_param(p, "--alpha", ALPHA, default=0.1, help="conformal sets' target miscoverage (sets aim at 1 - alpha)")
+    add_param(
+        p,
         "--calibration-fraction",
-        dest="calibration_fraction",
-        type=open_fraction,
+        CALIBRATION_FRACTION,
         default=0.5,
         metavar="F",
         help="the seeded share (--seed) of the ID records the conformal sets and the temperature are calibrated on "

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from lm_eval_evidential.files import write_json
 
-from .arguments import add_audit_parser, unit_fraction
+from .arguments import add_audit_parser, add_param
 from .loading import load
 from .printing import print_rows
 
@@ -33,12 +33,15 @@ def add_parser(sub) -> None:
         help="selective prediction of saved records: PRR, AURC, E-AURC, AUGRC, risk@coverage, Spearman per score "
         "(+ risk-coverage plot)",
     )
-    p.add_argument(
+    from lm_eval_evidential.metrics.selective import COVERAGE
+
+    add_param(
+        p,
         "--coverage",
-        type=unit_fraction("--coverage"),
+        COVERAGE,
         default=RISK_COVERAGE,
         metavar="C",
-        help="the share of most confident examples kept for the risk_at_C column, in (0, 1]",
+        help="the share of most confident examples kept for the risk_at_C column",
     )
     p.add_argument(
         "--plot",

@@ -98,6 +98,9 @@ N_BOOT = Param(
 )
 #: ``level``: the confidence level of an interval.
 LEVEL = Param(Interval(Real, 0, 1, closed="neither"), example="level=0.95")
+#: ``seed``: the seed of a numpy generator (the bootstrap's, and every audit's seeded draw), which takes none
+#: below 0.
+SEED = Param(Interval(Integral, 0), example="seed=0")
 
 
 def _interval(metric: str, y_true, score, level: float, from_blocks) -> tuple[float, float, float]:

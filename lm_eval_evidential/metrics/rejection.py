@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from lm_eval_evidential.errors import InvalidValueError
+from lm_eval_evidential.params import Interval, Param, Real, validate_params
 
 from ._validation import as_1d_float, as_binary_labels, check_same_length, undefined
 
@@ -128,6 +128,11 @@ def _capped_area(curve: np.ndarray, cap: float) -> float:
     return float(area)
 
 
+#: The share of examples a rejection curve's area is read to: ``prr``'s ``rejection_cap``, the polygraph
+#: areas' ``max_rejection``.
+REJECTED_SHARE = Param(Interval(Real, 0, 1, closed="right"), why="the share of examples rejected at most")
+
+
 def prr(score, correct, rejection_cap: float = 0.5) -> float:
     r"""Prediction rejection ratio: how much of the oracle's rejection gain the score achieves.
 
@@ -187,10 +192,8 @@ def prr(score, correct, rejection_cap: float = 0.5) -> float:
 
 
 def _rejection_cap(rejection_cap) -> float:
-    cap = float(rejection_cap)
-    if not (0.0 < cap <= 1.0):
-        raise InvalidValueError(f"rejection_cap must be in (0, 1], got {rejection_cap!r}")
-    return cap
+    """``rejection_cap`` checked against its declaration (:data:`REJECTED_SHARE`), as a float."""
+    return float(REJECTED_SHARE.check("rejection_cap", rejection_cap))
 
 
 def _prr(s: np.ndarray, y: np.ndarray, cap: float, ranking: _Ranking | None = None) -> float:
@@ -231,8 +234,6 @@ def _minmax(quality: np.ndarray) -> np.ndarray:
 def _polygraph_inputs(score, quality, max_rejection: float, name: str):
     """Validated ``(score, min-max quality, number rejected)``, or a reason the area is undefined."""
     cap = float(max_rejection)
-    if not (0.0 < cap <= 1.0):
-        raise InvalidValueError(f"max_rejection must be in (0, 1], got {max_rejection!r}")
     s = as_1d_float(score, "score")
     q = as_1d_float(quality, "quality")
     n = check_same_length(score=s, quality=q)
@@ -257,6 +258,7 @@ def _area_of(q_desc: np.ndarray, n_rejected: int) -> float:
     return float(_retained_means(q_desc)[:n_rejected].mean())
 
 
+@validate_params({"max_rejection": REJECTED_SHARE})
 def prediction_rejection_area(score, quality, max_rejection: float = 1.0) -> float:
     r"""Area under the prediction-rejection curve as lm-polygraph computes it (its ``prr``).
 
@@ -303,6 +305,7 @@ def prediction_rejection_area(score, quality, max_rejection: float = 1.0) -> flo
     return _polygraph_area(s, q, n_rejected)
 
 
+@validate_params({"max_rejection": REJECTED_SHARE})
 def prr_normalized(score, quality, max_rejection: float = 1.0) -> float:
     r"""lm-polygraph's ``prr_normalized``: the rejection area between random (0) and oracle (1).
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from lm_eval_evidential.errors import InvalidValueError
+from lm_eval_evidential.params import Interval, Param, Real
 
 from ._validation import as_1d_float, as_binary_labels, check_same_length, undefined
 
@@ -254,6 +254,10 @@ def _augrc(ranking: _Ranking, err: np.ndarray) -> float:
     return float(np.sum((risk[1:] + risk[:-1]) * np.diff(coverage)) / 2)
 
 
+#: ``coverage``: the share of the examples kept, the most confident first.
+COVERAGE = Param(Interval(Real, 0, 1, closed="right"), why="the share of examples kept", example="coverage=0.8")
+
+
 def risk_at_coverage(score, correct, coverage: float) -> float:
     r"""Selective risk when the ``ceil(coverage * n)`` most confident examples are kept.
 
@@ -293,10 +297,8 @@ def risk_at_coverage(score, correct, coverage: float) -> float:
 
 
 def _coverage(coverage) -> float:
-    cov = float(coverage)
-    if not (0.0 < cov <= 1.0):
-        raise InvalidValueError(f"coverage must be in (0, 1], got {coverage!r}")
-    return cov
+    """``coverage`` checked against its declaration (:data:`COVERAGE`), as a float."""
+    return float(COVERAGE.check("coverage", coverage))
 
 
 def _risk_at(risk: np.ndarray, cov: float) -> float:

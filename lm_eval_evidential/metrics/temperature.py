@@ -38,6 +38,7 @@ import numpy as np
 from scipy.optimize import minimize_scalar
 
 from lm_eval_evidential.errors import InvalidValueError
+from lm_eval_evidential.params import Interval, Param, Real, validate_params
 
 from ._validation import undefined
 from .dirichlet import _padded
@@ -67,6 +68,13 @@ def _log_softmax(z: np.ndarray, mask: np.ndarray, inv_t: float) -> np.ndarray:
     return x - np.log(np.exp(x).sum(axis=1, keepdims=True))
 
 
+#: ``temperature``: what the logits are divided by before the softmax.
+TEMPERATURE = Param(
+    Interval(Real, 0, None, closed="neither"), why="the logits are divided by it", example="temperature=1.5"
+)
+
+
+@validate_params({"temperature": TEMPERATURE})
 def scaled_softmax(logits, temperature: float) -> np.ndarray:
     r"""``softmax(z / T)`` over each row's own K options (NaN padding kept).
 
@@ -91,12 +99,11 @@ def scaled_softmax(logits, temperature: float) -> np.ndarray:
     [[0.7311, 0.2689]]
     """
     t = float(temperature)
-    if not (t > 0 and math.isfinite(t)):
-        raise InvalidValueError(f"temperature must be a positive number, got {temperature!r}")
     z, _, mask = _padded(logits, "logits")
     return np.where(mask, np.exp(_log_softmax(z, mask, 1.0 / t)), np.nan)
 
 
+@validate_params({"temperature": TEMPERATURE})
 def temperature_nll(logits, gold, temperature: float) -> float:
     r"""Mean negative log-likelihood (nats) of the gold option under ``softmax(z / T)``.
 
@@ -127,8 +134,6 @@ def temperature_nll(logits, gold, temperature: float) -> float:
     if z.shape[0] == 0:
         return undefined("the NLL is undefined for 0 examples")
     t = float(temperature)
-    if not (t > 0 and math.isfinite(t)):
-        raise InvalidValueError(f"temperature must be a positive number, got {temperature!r}")
     return float(-_log_softmax(z, mask, 1.0 / t)[np.arange(z.shape[0]), g].mean())
 
 

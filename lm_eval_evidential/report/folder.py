@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from lm_eval_evidential.audits.compare import method_kind
+from lm_eval_evidential.audits.conformal import CALIBRATION_FRACTION
 from lm_eval_evidential.audits.ood_groups import FPR95
 from lm_eval_evidential.errors import InvalidValueError, OutputPathError
 from lm_eval_evidential.files import atomic_folder, atomic_write_text, read_regular_file, write_json
@@ -14,7 +15,7 @@ from lm_eval_evidential.metrics.calibration import N_BINS
 from lm_eval_evidential.metrics.conformal import ALPHA
 from lm_eval_evidential.metrics.intervals import N_BOOT
 from lm_eval_evidential.metrics.ksweep import MAX_EXTRA, PHANTOM
-from lm_eval_evidential.params import Interval, Param, Real, validate_params
+from lm_eval_evidential.params import validate_params
 from lm_eval_evidential.records import Records, checked_together
 from lm_eval_evidential.records.orders import records_for_audit
 from lm_eval_evidential.report.data import check_policies, report_data
@@ -31,7 +32,7 @@ from lm_eval_evidential.report.types import Report
         "phantom": PHANTOM,
         "alpha": ALPHA,
         "fpr95": FPR95,
-        "calibration_fraction": Param(Interval(Real, 0, 1, closed="neither"), why="the ID records calibrated on"),
+        "calibration_fraction": CALIBRATION_FRACTION,
     }
 )
 def build_report(

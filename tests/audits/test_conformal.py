@@ -160,8 +160,11 @@ def test_restrict_and_report_policies(out_dir, tmp_path, capsys):
 
 def test_bad_input_is_one_line(out_dir, capsys):
     for argv, message in (
-        (["--alpha", "1.5"], "argument --alpha: must be a number in (0, 1), got '1.5'"),
-        (["--calibration-fraction", "1"], "argument --calibration-fraction: must be a number in (0, 1)"),
+        (["--alpha", "1.5"], "argument --alpha: alpha=1.5 must be a finite number in (0, 1)"),
+        (
+            ["--calibration-fraction", "1"],
+            "argument --calibration-fraction: calibration_fraction=1.0 must be a finite number in (0, 1)",
+        ),
         (["--calibration-fraction", "0.5", "--calibration-task", "cal4"], "not allowed with argument"),
         (["--method", "thr"], "invalid choice: 'thr'"),
         (["--raps-lambda", "0.5"], "--raps-lambda and --raps-k-reg apply to --method raps only, not lac"),

@@ -436,7 +436,7 @@ def test_orders_default_scores_cover_every_pair(out, capsys, tmp_path):
         (["calibration", "{out}", "--task", "idt", "--run", "2000-01-01T00-00-00.0"], "no run '2000-01-01T00-00-00.0'"),
         (["calibration", "{out}/missing", "--task", "idt"], "does not exist"),
         (["atc", "{out}", "--id", "idt,soft", "--target", "idt"], "'idt,soft' is a list, this option takes one task"),
-        (["calibration", "{out}", "--task", "idt", "--bins", "0"], "must be a positive integer"),
+        (["calibration", "{out}", "--task", "idt", "--bins", "0"], "n_bins=0 must be an integer in 1..10000"),
         (["calibration", "{out}"], "--task"),
         (["atc", "{out}", "--id", "idt"], "--target"),
     ],
@@ -568,4 +568,4 @@ def test_selective_coverage_option_names_the_risk_column(out, capsys, tmp_path):
     rec = load_records(out, "idt")
     assert row["risk_at_0.5"] == pytest.approx(risk_at_coverage(rec.max_prob, rec.correct, 0.5), abs=1e-12)
     rc, _, stderr = cli(["selective", out, "--task", "idt", "--coverage", "1.5"], capsys)
-    assert rc == 1 and "--coverage must be a number in (0, 1], got '1.5'" in stderr  # a usage error
+    assert rc == 1 and "argument --coverage: coverage=1.5 must be a finite number in (0, 1]" in stderr  # a usage error

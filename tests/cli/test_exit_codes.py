@@ -62,7 +62,11 @@ CASES = {
         (["--id", "id4", "--ood", "alien", *PAIR], EXIT_REFUSED, "adapter_sha256: id4='a1' vs alien='b2'"),
         (["--id", "id4", "--ood", "nope", *PAIR], EXIT_ERROR, "no records for task 'nope'"),
         (["--id", "id4", "--ood", "ood4", "--n-boot", "1"], EXIT_ERROR, "n_boot=1 must be 0"),
-        (["--id", "id4", "--ood", "ood4", "--n-boot", "many"], EXIT_ERROR, "invalid int value"),
+        (
+            ["--id", "id4", "--ood", "ood4", "--n-boot", "many"],
+            EXIT_ERROR,
+            "n_boot='many' must be 0 (no interval) or an integer in 2..100000",
+        ),
         (["--id", "id4"], EXIT_ERROR, "give the OOD task(s): --ood T1,T2"),
     ],
     "ksweep": [
@@ -86,7 +90,7 @@ CASES = {
         (["--task", "id4,ood5"], EXIT_OK, "adaptive_ece"),
         (["--task", "id4,alien"], EXIT_REFUSED, "adapter_sha256"),
         (["--task", "nope"], EXIT_ERROR, "no records for task 'nope'"),
-        (["--task", "id4", "--bins", "0"], EXIT_ERROR, "must be a positive integer"),
+        (["--task", "id4", "--bins", "0"], EXIT_ERROR, "n_bins=0 must be an integer in 1..10000"),
     ],
     "selective": [
         (["--task", "id4,ood5", "--scores", "max_prob"], EXIT_OK, "prr_0.75"),

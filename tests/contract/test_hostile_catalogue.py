@@ -1533,7 +1533,7 @@ CATALOGUE = [
         C,
         "calibration-bins-zero",
         ["calibration", "{out}", "--task", "id4", "--bins", "0"],
-        Exit(1, r"--bins: must be a positive integer, got '0'"),
+        Exit(1, r"argument --bins: n_bins=0 must be an integer in 1\.\.10000; e\.g\. n_bins=15$"),
     ),
     (
         C,
@@ -1546,7 +1546,7 @@ CATALOGUE = [
         C,
         "ood-negative-seed",
         ["ood", "{out}", "--id", "id4", "--ood", "ood4", "--seed", "-3"],
-        Exit(1, r"argument --seed: must be a non-negative integer, got '-3'"),
+        Exit(1, r"argument --seed: seed=-3 must be an integer >= 0; e\.g\. seed=0$"),
     ),
     # -- comparisons that cannot mean anything
     (
@@ -2479,7 +2479,7 @@ CATALOGUE = [
         C,
         "conformal-alpha-zero",
         ["conformal", "{out}", "--id", "id4", "--alpha", "0"],
-        Exit(1, r"argument --alpha: must be a number in \(0, 1\), got '0'"),
+        Exit(1, r"argument --alpha: alpha=0\.0 must be a finite number in \(0, 1\) \(a miscoverage rate\)"),
     ),
     (
         C,
@@ -2533,7 +2533,9 @@ CATALOGUE = [
         C,
         "selective-coverage-zero",
         ["selective", "{out}", "--task", "id4", "--coverage", "0"],
-        Exit(1, r"--coverage must be a number in \(0, 1\], got '0'"),
+        Exit(
+            1, r"argument --coverage: coverage=0\.0 must be a finite number in \(0, 1\] \(the share of examples kept\)"
+        ),
     ),
     # -- issue 26, class 1: every identity a records file states agrees with every other
     (
