@@ -68,7 +68,7 @@ def run(args) -> int:
     from lm_eval_evidential.metrics.intervals import aupr_in_interval_label
     from lm_eval_evidential.records.loading import load_run
 
-    names = args.names or [Path(r).name for r in args.runs]
+    names = args.names or [Path(r).resolve().name for r in args.runs]  # "." names its folder
     if len(names) != len(args.runs):
         raise InvalidValueError(
             f"--names gives {len(names)} distinct name(s) for {len(args.runs)} run folders; give one each"

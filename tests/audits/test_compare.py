@@ -155,6 +155,15 @@ def test_a_refused_pair_exits_2_after_the_accepted_ones(runs, tmp_path, capsys):
     assert main([*base, "--ood", "ood4"]) == 0
 
 
+def test_a_folder_given_as_dot_is_named_by_its_folder(runs, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(runs["ens"][0])
+    path = tmp_path / "rows.json"
+    argv = ["compare", ".", str(runs["edl"][0]), "--id", "id4", "--ood", "ood4", "--n-boot", "0", "--json", str(path)]
+    assert main(argv) == 0
+    methods = [r["method"] for r in json.loads(path.read_text()) if r["table"] == "calibration"]
+    assert methods == [runs["ens"][0].name, runs["edl"][0].name] and all(methods)
+
+
 def test_refusals(runs, tmp_path, capsys):
     base = ["compare", str(runs["ens"][0]), str(runs["edl"][0]), "--id", "id4", "--ood", "ood4"]
     assert main([*base, "--names", "A"]) == 1
