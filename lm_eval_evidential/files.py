@@ -61,6 +61,7 @@ def check_output_file(path, *, option: str = "output") -> Path:
     if p.is_dir():
         raise OutputPathError(f"{option} {p}: it is a folder; name a file")
     _check_no_file_above(p, option)
+    _check_regular_target(p, option)
     if RECORDS_FILE_RE.match(p.name) or (p.is_file() and _is_parquet(p)):
         raise OutputPathError(
             f"{option} {p}: it is a records (Parquet) file; outputs never replace records — name another file"
@@ -72,6 +73,20 @@ def check_output_file(path, *, option: str = "output") -> Path:
     return p
 
 
+def _check_regular_target(path: Path, option: str = "output") -> None:
+    """Refuse an existing output that is not a regular file (``/dev/null``, a FIFO, a socket): an output is
+    written beside it and renamed over it, which would replace the device or pipe itself with a file."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return  # absent (or a dangling link): a new file is written there
+    if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+        raise OutputPathError(
+            f"{option} {path}: it is {_kind(mode)}, not a regular file; outputs are written whole beside it and "
+            f"renamed into place, which would replace it — name a file (or leave {option} out to write none)"
+        )
+
+
 _WRITE_FIXES = {
     errno.EACCES: "choose an output folder you can write to, or change its permissions",
     errno.EPERM: "choose an output folder you can write to, or change its permissions",
@@ -79,6 +94,8 @@ _WRITE_FIXES = {
     errno.EFBIG: "the file exceeds this process's file-size limit (`ulimit -f`): raise the limit or write elsewhere",
     errno.ENOSPC: "the disk is full: free some space or choose an output folder on another disk",
     errno.EDQUOT: "the disk quota is used up: free some space or choose an output folder on another disk",
+    # the folder exists but takes no new file (a virtual file system such as /proc), or vanished while writing
+    errno.ENOENT: "the folder takes no new files (a virtual file system such as /proc?) or vanished: choose another",
 }
 
 
@@ -127,6 +144,7 @@ def atomic_write_bytes(path: Path, write, *, replaces_records: bool = False) -> 
     path = Path(path)
     if path.is_dir() or (not replaces_records and path.is_file() and _is_parquet(path)):
         check_output_file(path)
+    _check_regular_target(path)
     tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -20,6 +20,7 @@ from lm_eval_evidential.errors import InvalidValueError
 
 from .arguments import add_bootstrap, add_json, add_ood_tasks, add_scores, comma_list, task_name
 from .printing import format_table
+from .refusals import refuse_same_questions, refuse_self_comparison
 
 
 def add_parser(sub) -> None:
@@ -75,11 +76,13 @@ def run(args) -> int:
         )
     if len(set(names)) != len(names):  # folders of one name (--names dedups its own list)
         raise InvalidValueError(f"the folders' names repeat ({', '.join(names)}); give each method one with --names")
+    refuse_self_comparison(args.id_task, args.ood_tasks)
     tasks = [args.id_task, *args.ood_tasks]
     runs = {}
     for name, folder in zip(names, args.runs):
         loaded = load_run(folder, tasks, allow_fingerprint_mismatch=args.allow_fingerprint_mismatch)
         print(f"{name}: {loaded.describe()}", file=sys.stderr)
+        refuse_same_questions(loaded[args.id_task], [loaded[t] for t in args.ood_tasks])
         runs[name] = {t: loaded[t] for t in tasks}
     out = compare_methods(
         runs,

@@ -2501,6 +2501,12 @@ CATALOGUE = [
     ),
     (
         C,
+        "json-onto-a-fifo",
+        Cmd(["calibration", "{out}", "--task", "id4", "--json", "{tmp}/pipe"], lambda c: os.mkfifo(c.tmp / "pipe")),
+        Exit(1, r"error: --json .*/pipe: it is a FIFO \(named pipe\), not a regular file; outputs are written whole"),
+    ),
+    (
+        C,
         "conformal-json-onto-the-records-file-read",
         ["conformal", "{out}", "--id", "id4", "--json", "{rec}"],
         Exit(1, r"it is a records \(Parquet\) file"),
@@ -2603,6 +2609,18 @@ CATALOGUE = [
         C,
         "ood-on-the-same-questions",
         Cmd(["ood", "{out}", "--id", "id4", "--ood", "ood4", "--n-boot", "0"], same_questions),
+        Exit(1, r"--id id4 and --ood ood4 were evaluated on the same questions .*AUROC 0\.5"),
+    ),
+    (
+        C,
+        "compare-a-task-with-itself",
+        ["compare", "{out}", "--id", "id4", "--ood", "ood4,id4", "--n-boot", "0"],
+        Exit(1, r"error: --id and --ood both name 'id4': comparing a task with itself"),
+    ),
+    (
+        C,
+        "compare-on-the-same-questions",
+        Cmd(["compare", "{out}", "--id", "id4", "--ood", "ood4", "--n-boot", "0"], same_questions),
         Exit(1, r"--id id4 and --ood ood4 were evaluated on the same questions .*AUROC 0\.5"),
     ),
     (
