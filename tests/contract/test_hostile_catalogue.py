@@ -1441,6 +1441,28 @@ CATALOGUE = [
     ),
     (
         C,
+        "report-compare-a-permuted-run",
+        Cmd(
+            [
+                "report",
+                "{out}",
+                "--id",
+                "id4",
+                "--ood",
+                "ood4",
+                "--out",
+                "{tmp}/r",
+                "--compare",
+                "{tmp}/other",
+                "--compare-names",
+                "a,b",
+            ],
+            lambda c: shutil.copytree(c.out, c.tmp / "other") and permuted_run(Ctx(c.tmp, c.tmp / "other"), "id4"),
+        ),
+        Exit(2, r"refused: id4 holds a permuted run \(cyclic: 48 records of 12 questions, 4 orders each\) and `rep"),
+    ),  # fmt: skip
+    (
+        C,
         "report-compare-names-one-short",
         [
             "report",
