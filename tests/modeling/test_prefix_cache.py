@@ -82,6 +82,14 @@ def test_rows_must_be_longer_than_the_prefix(family_models):
 STEMS = [[5 + s] * n for s, n in enumerate((20, 9, 33))]  # inner prefixes: a question before its options
 
 
+def _positions(prompts, batch, inner) -> int:
+    """Token positions a batch forwards besides its group's prefix, pads included, counted row by row: its
+    distinct inner prefixes padded to the longest, and its suffixes padded to the longest."""
+    stems = {tuple(prompts[i][batch.prefix_length : n]) for i, n in zip(batch.rows, inner) if n > batch.prefix_length}
+    suffixes = [len(prompts[i]) - n for i, n in zip(batch.rows, inner)]
+    return len(stems) * max((len(s) for s in stems), default=0) + len(suffixes) * max(suffixes)
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     prompts=st.lists(
@@ -126,12 +134,46 @@ def test_plan_covers_every_prompt_once_and_shares_only_what_pays(prompts, batch_
         assert batch.prefix_length and len(batch.inner) == len(batch.rows)
         stems = [tuple(prompts[i][batch.prefix_length : n]) for i, n in zip(batch.rows, batch.inner)]
         assert all(batch.prefix_length <= n < len(prompts[i]) for i, n in zip(batch.rows, batch.inner))
-        assert all(stems.count(stem) > 1 for stem in stems if stem)
         assert sum(len(stem) for stem in stems if stem) - sum(len(stem) for stem in set(stems)) >= min_saved
+        lone = [j for j, stem in enumerate(stems) if stem and stems.count(stem) == 1]
+        if lone:  # a row whose run the batch's edge cut runs its inner prefix alone only where that forwards less
+            without = [batch.prefix_length if j in lone else n for j, n in enumerate(batch.inner)]
+            assert _positions(prompts, batch, batch.inner) < _positions(prompts, batch, without)
     assert len({key for key, _ in groups if key[0]}) == sum(1 for key, _ in groups if key[0])  # one run each
     plain = plan_batches(prompts, batch_size, reuse=False)
     assert all(b.prefix_length == 0 for b in plain)
     assert [len(prompts[i]) for b in plain for i in b.rows] == sorted(map(len, prompts), reverse=True)
+
+
+def test_orders_are_batched_with_the_fewest_pads():
+    # Permuted orders behind a 30-token block: each question's orders share its stem (the question before its
+    # options) and differ in their last tokens (the options).
+    block = [1] * 30
+
+    def question(token, stem, suffix, orders):
+        return [block + [token] * stem + [token + 1 + (o + j) % suffix for j in range(suffix)] for o in range(orders)]
+
+    # Questions of near length, options of unequal length. Longest prompt first pairs a (stem 40, options 2)
+    # with b (11, 30) and c (38, 2) with d (9, 30): every batch pads its 4 suffixes to 30 and its 2 stems to
+    # the longer, 120 + 80 + 120 + 76 = 396 positions. Longest options first pairs b with d and a with c:
+    # 120 + 22 + 8 + 80 = 230.
+    prompts = [*question(10, 40, 2, 2), *question(50, 11, 30, 2), *question(90, 38, 2, 2), *question(130, 9, 30, 2)]
+    assert [len(p) for p in prompts[::2]] == [72, 71, 70, 69]
+    batches = plan_batches(prompts, 4, min_saved=8)
+    assert [(b.rows, b.prefix_length, b.inner) for b in batches] == [
+        ([2, 3, 6, 7], 30, (41, 41, 39, 39)),
+        ([0, 1, 4, 5], 30, (70, 70, 68, 68)),
+    ]
+    assert sum(_positions(prompts, b, b.inner) for b in batches) == 230
+
+    # Three orders in batches of 4: the batch's edge cuts the second question's orders. Its order in the first
+    # batch runs its stem alone rather than pad the batch's suffixes to stem and options (60 + 4 x 62 = 308
+    # positions): the stems call 2 x 60 and the suffixes 4 x 2, 128.
+    prompts = [p for token in (10, 90, 170, 250) for p in question(token, 60, 2, 3)]
+    first = plan_batches(prompts, 4, min_saved=8)[0]
+    assert (first.rows, first.prefix_length, first.inner) == ([0, 1, 2, 3], 30, (90, 90, 90, 90))
+    assert _positions(prompts, first, first.inner) == 128
+    assert _positions(prompts, first, (90, 90, 90, 30)) == 308
 
 
 def test_a_few_shot_block_is_one_group_whatever_the_questions_share_beyond_it():
@@ -234,7 +276,8 @@ def test_the_cache_argument_is_read_off_the_wrapped_model():
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_inner_prefixes_give_the_uncached_logits_on_every_family(family_models, family):
     # a prefix within the prefix: rows share the prefix, and in runs an inner prefix of their own (the question
-    # before its options); inner prefixes of different lengths, and a row with none, in one batch
+    # before its options); inner prefixes of different lengths, one row alone behind its own (a question whose
+    # other orders the batch's edge put in the next batch), and a row with none, in one batch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     model = AutoModelForCausalLM.from_pretrained(family_models[family], dtype=torch.float32).eval()
@@ -242,9 +285,9 @@ def test_inner_prefixes_give_the_uncached_logits_on_every_family(family_models, 
     rng = random.Random(3)
     word = lambda n: [rng.randrange(5, len(tok)) for _ in range(n)]  # noqa: E731
     prefix = [tok.bos_token_id] + word(16)
-    stems = [word(19), word(7), word(12)]
+    stems = [word(19), word(7), word(12), word(15)]
     rows, inner = [], []
-    for stem, tails in zip(stems, ((1, 9, 4), (6, 2), (3, 3, 11))):
+    for stem, tails in zip(stems, ((1, 9, 4), (6, 2), (3, 3, 11), (2,))):
         for n in tails:
             rows.append(prefix + stem + word(n))
             inner.append(len(prefix) + len(stem))
