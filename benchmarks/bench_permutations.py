@@ -1,7 +1,7 @@
 """What permuted evaluation costs: K cyclic orders of N questions in one evaluation against K independent ones.
 
     python benchmarks/bench_permutations.py [--n 24] [--task obqa_edl] [--model tiny|smollm2] [--repeats 3]
-        [--threads 1]
+        [--threads 1] [--shots 5 [--sampler first_n|default]]
 
 The K cyclic orders of a question share everything before its options (instruction, question);
 the requests of ``--metadata '{"permutations": "cyclic"}'`` reach ``EvidentialLM.loglikelihood`` as one
@@ -15,7 +15,15 @@ Each with the model's prefix cache (``prefix_cache``, issue 35) on and off (``--
 default). Printed, and written as the run's record (``benchmarks/results/bench_permutations.json`` or
 ``--json PATH``, through ``measure.write_result``): the median wall time of each and its ratio to ``one order``
 without the cache (K would be no sharing at all), with the machine and ``uptime`` load. What the cache shares
-between the orders of one question shows as ``one call`` with the cache below the same without it.
+between the orders of one question shows as ``one call`` with the cache below the same without it. Beside the
+times, the token positions each variant's forward calls process (pads included): the arithmetic's bound on the
+ratios, since each order's options and answer cue cannot be shared (they sit at other positions, after other
+options).
+
+``--shots N``: every prompt behind N examples of the task's few-shot split (``--num_fewshot``), drawn by
+lm-eval's ``first_n`` sampler (one block for every question and order, as MMLU's 5-shot; written to
+``bench_permutations_<N>shot.json``) or its ``default`` one, which draws per doc, so that each order of a
+question is shown other examples and the orders share only the instruction.
 """
 
 from __future__ import annotations
@@ -31,7 +39,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from measure import command_line, write_result  # noqa: E402 (after the path above)
+from measure import RESULTS, command_line, write_result  # noqa: E402 (after the path above)
 
 
 def _model(kind: str, tmp: Path, prefix_cache: bool = True):
@@ -55,7 +63,9 @@ def _model_from(pretrained, prefix_cache: bool):
     )
 
 
-def _instances(task_name: str, n: int, permuted: bool):
+def _instances(task_name: str, n: int, permuted: bool, shots: int = 0, sampler: str = "first_n"):
+    """The requests of ``task_name``'s first ``n`` questions (in their K cyclic orders where ``permuted``), behind
+    ``shots`` examples of its few-shot split drawn by lm-eval's ``sampler`` (as ``--num_fewshot`` would)."""
     from lm_eval.tasks import TaskManager
 
     from lm_eval_evidential.tasks import tasks_dir
@@ -63,6 +73,9 @@ def _instances(task_name: str, n: int, permuted: bool):
     meta = {"permutations": "cyclic"} if permuted else None
     task = TaskManager(include_path=str(tasks_dir()), include_defaults=False, metadata=meta).load([task_name])
     task = task["tasks"][task_name]
+    if shots:
+        task.set_config(key="num_fewshot", value=shots)
+        task.fewshot_cfg.sampler = sampler
     task.request_limit(n)
     task.build_all_requests(limit=n, rank=0, world_size=1)
     return task.instances
@@ -115,8 +128,18 @@ def _timed(lm, groups) -> float:
     return time.perf_counter() - start
 
 
-def _print_plans(plans: dict, permuted, lm) -> None:
-    """What the prefix cache shares in each variant (as the timed calls plan), and what the K orders share."""
+def _print_plans(plans: dict, permuted, lm) -> dict:
+    """What the prefix cache shares in each variant (as the timed calls plan), and what the K orders share; the
+    token positions each variant's forward calls process, pads included, with the cache on and off (the
+    arithmetic's share of the bound on what sharing can save, whatever the per-call costs): returned by name."""
+    from lm_eval_evidential.modeling.prefix_plan import forwarded_positions, plan_batches
+
+    positions = {}
+    for name, calls in plans.items():
+        on = sum(forwarded_positions(p, b) for p, b in calls)
+        off = sum(forwarded_positions(p, plan_batches(p, 8, reuse=False)) for p, _ in calls)
+        positions[name] = {True: on, False: off}
+        print(f"positions forwarded (pads included), {name}: {on} with the cache, {off} without")
     for name, calls in plans.items():
         rows = sum(len(p) for p, _ in calls)
         shared = [b for _, batches in calls for b in batches if b.prefix_length]
@@ -135,13 +158,10 @@ def _print_plans(plans: dict, permuted, lm) -> None:
         orders[tuple(request.doc["permutation"])] = lm.tok_encode(request.args[0])
     by_question = {q: list(orders.values()) for q, orders in by_question.items()}
     print(f"the K orders of a question share {_question_prefix(list(by_question.values())):.1f} tokens on average")
+    return positions
 
 
-def main(argv=None) -> None:
-    import tempfile
-
-    from lm_eval_evidential.testing.tiny import sample_data_dir
-
+def parse_args(argv=None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=24, help="questions (default 24)")
     ap.add_argument("--task", default="obqa_edl")
@@ -160,8 +180,24 @@ def main(argv=None) -> None:
         default="both",
         help="the model's prefix_cache (issue 35); both: each variant with it on and off, side by side",
     )
+    ap.add_argument("--shots", type=int, default=0, help="few-shot examples before every prompt (default 0)")
+    ap.add_argument(
+        "--sampler",
+        choices=("first_n", "default"),
+        default="first_n",
+        help="lm-eval's few-shot sampler with --shots: first_n (one block for every question and order, as MMLU's; "
+        "the default here) or default (a random draw per doc: each order of a question gets other examples)",
+    )
     ap.add_argument("--json", type=Path, default=None, help="the run's record (default: in benchmarks/results/)")
-    args = ap.parse_args(argv)
+    return ap.parse_args(argv)
+
+
+def main(argv=None) -> None:
+    import tempfile
+
+    from lm_eval_evidential.testing.tiny import sample_data_dir
+
+    args = parse_args(argv)
     os.environ.setdefault("EVIDENTIAL_DATA_DIR", str(sample_data_dir()))
     start_load = os.getloadavg()[0]
     settings = {"on": [True], "off": [False], "both": [True, False]}[args.prefix_cache]
@@ -174,8 +210,8 @@ def main(argv=None) -> None:
         models = {settings[0]: (first, pretrained)}
         for cache in settings[1:]:
             models[cache] = (_model_from(pretrained, cache), pretrained)
-        plain = _instances(args.task, args.n, permuted=False)
-        permuted = _instances(args.task, args.n, permuted=True)
+        plain = _instances(args.task, args.n, False, args.shots, args.sampler)
+        permuted = _instances(args.task, args.n, True, args.shots, args.sampler)
         shifts: dict[int, list] = {}
         for request in permuted:
             shifts.setdefault(request.doc["permutation"][0], []).append(request)
@@ -209,37 +245,40 @@ def main(argv=None) -> None:
     )
     print(f"model: {args.model} ({pretrained}); task {args.task}: {args.n} questions, K = {k}")
     print(f"requests: {len(plain)} in one order, {len(permuted)} in the K orders")
-    if plans:
-        _print_plans(plans, permuted, models[True][0])
+    positions = _print_plans(plans, permuted, models[True][0]) if plans else None
     medians = {key: statistics.median(values) for key, values in times.items()}
     base = medians[(settings[-1], "one order")]  # without the cache where both ran
     for (cache, name), median in medians.items():
         label = f"{name}, prefix cache {'on' if cache else 'off'}"
         print(f"{label:<36} {median:8.3f} s   x{median / base:5.2f}   (runs: {args.repeats})")
-    write_record(args, medians, settings, k)
+    write_record(args, medians, settings, k, positions)
 
 
-def write_record(args, medians: dict, settings: list[bool], k: int) -> None:
+def write_record(args, medians: dict, settings: list[bool], k: int, positions: dict | None = None) -> None:
     """The run's record, through ``measure.write_result``: its shape and :func:`figures`."""
+    shots = f", {args.shots}-shot ({args.sampler} sampler)" if args.shots else ""
     shape = (
-        f"{'SmolLM2-135M-Instruct' if args.model == 'smollm2' else 'tiny Llama (hidden 64, 2 layers)'}, {args.task}, "
-        f"{args.n} questions, K = {k}, batch 8, CPU float32, {torch_threads()} torch thread(s)"
+        f"{'SmolLM2-135M-Instruct' if args.model == 'smollm2' else 'tiny Llama (hidden 64, 2 layers)'}, {args.task}"
+        f"{shots}, {args.n} questions, K = {k}, batch 8, CPU float32, {torch_threads()} torch thread(s)"
     )
+    name = "bench_permutations" + (f" --shots {args.shots}" if args.shots else "")
     written = write_result(
-        "bench_permutations",
+        name,
         command=command_line(),
         shape=shape,
-        figures=figures(medians, settings),
-        path=args.json,
+        figures=figures(medians, settings, k, positions),
+        path=args.json or (RESULTS / f"bench_permutations_{args.shots}shot.json" if args.shots else None),
         notes=f"median of {args.repeats} interleaved rounds; ratios to one order with the cache "
         f"{'off' if settings[-1] is False else 'on'}",
     )
     print(f"written: {written}")
 
 
-def figures(medians: dict, settings: list[bool]) -> list[dict]:
+def figures(medians: dict, settings: list[bool], k: int | None = None, positions: dict | None = None) -> list[dict]:
     """The record's figures: one order's seconds (without the cache where both ran), each variant's ratio to it,
-    and, with both settings, issue 35's goal: K calls without the cache against K orders in one call with it."""
+    and, with both settings, issue 35's goal: K calls without the cache against K orders in one call with it.
+    With ``k`` and the cache on, the same goal against the cached ways: K single orders (K x one order) and K
+    calls; with ``positions`` (:func:`_print_plans`), the token positions' ratios for each of the three."""
     base_cache = settings[-1]
     base = medians[(base_cache, "one order")]
 
@@ -260,6 +299,32 @@ def figures(medians: dict, settings: list[bool]) -> list[dict]:
                 "limit": ">= 2 (issue 35)",
             }
         )
+    one_call = (True, "K orders, one call")
+    if k and one_call in medians:
+        against = {
+            "K single orders with the cache": (True, "one order", k),
+            "K calls with the cache": (True, "K orders, K calls", 1),
+        }
+        if len(settings) == 2:
+            against["K calls without the cache"] = (False, "K orders, K calls", 1)
+        for label, (cache, name, times) in against.items():
+            if cache:  # without the cache: the goal's figure above
+                found.append(
+                    {
+                        "what": f"{label} / K orders in one call with it",
+                        "value": round(times * medians[(cache, name)] / medians[one_call], 2),
+                        "unit": "x",
+                    }
+                )
+            if positions:
+                bound = times * positions[name][cache] / positions["K orders, one call"][True]
+                found.append(
+                    {
+                        "what": f"{label} / K orders in one call with it: positions forwarded",
+                        "value": round(bound, 2),
+                        "unit": "x",
+                    }
+                )
     return found
 
 

@@ -25,6 +25,7 @@ __all__ = [
     "MIN_SAVED_TOKENS",
     "Batch",
     "common_prefix_length",
+    "forwarded_positions",
     "pays",
     "plan_batches",
 ]
@@ -158,12 +159,26 @@ def _inner_saved(batch_runs: list[tuple[int, int]], prefix: int) -> int:
     return sum((inner - prefix) * (rows - 1) for inner, rows in batch_runs)
 
 
-def _padded_positions(prompts: Sequence[Sequence[int]], batches: list[Batch]) -> int:
-    """Token positions a group's ``batches`` forward besides its prefix, pads included: per batch its distinct
-    inner prefixes left-padded to the longest (one call) and its suffixes left-padded to the longest."""
-    total = 0
+def forwarded_positions(prompts: Sequence[Sequence[int]], batches: Sequence[Batch]) -> int:
+    """Token positions the forward calls of ``batches`` process, pads included: a group's prefix once (where
+    it differs from the previous batch's), each batch's distinct inner prefixes left-padded to the longest (one
+    call), and its rows after their prefixes left-padded to the longest (a plain batch: its whole prompts).
+
+    Examples
+    --------
+    >>> shots = list(range(100, 180))
+    >>> prompts = [shots + [1, 2], shots + [3], [7, 8, 9], shots + [4, 5, 6]]
+    >>> forwarded_positions(prompts, plan_batches(prompts, 2))  # 80 once, then 2 x 3, 1 x 1 and 1 x 3
+    90
+    >>> forwarded_positions(prompts, plan_batches(prompts, 4, reuse=False))  # 4 x 83
+    332
+    """
+    total, held = 0, None
     for batch in batches:
         prefix = batch.prefix_length
+        if prefix and tuple(prompts[batch.rows[0]][:prefix]) != held:
+            held = tuple(prompts[batch.rows[0]][:prefix])
+            total += prefix
         inner = batch.inner or (prefix,) * len(batch.rows)
         stems = {tuple(prompts[i][prefix:n]) for i, n in zip(batch.rows, inner) if n > prefix}
         total += len(stems) * max(map(len, stems), default=0)
@@ -196,7 +211,7 @@ def _cut(
                 rows, prefix, tuple(n if (n, tuple(prompts[i][prefix:n])) in shared else prefix for i, n in chunk)
             )
             alone = Batch(rows, prefix, tuple(n for _, n in chunk))
-            fewer = _padded_positions(prompts, [alone]) < _padded_positions(prompts, [only])
+            fewer = forwarded_positions(prompts, [alone]) < forwarded_positions(prompts, [only])
             batches.append(alone if fewer else only)
         else:
             batches.append(Batch(rows, prefix))
@@ -210,7 +225,7 @@ def _group_batches(
     batch's inner prefixes save ``min_saved`` token positions (they run in one extra forward call per batch);
     None where none does.
 
-    The runs in one of two orders, whichever forwards fewer positions with its pads (:func:`_padded_positions`;
+    The runs in one of two orders, whichever forwards fewer positions with its pads (:func:`forwarded_positions`;
     the first on a tie, and the first alone where it shares no inner prefix): the run with the longest prompt
     first, or the run with the longest suffix after its inner prefix first. A batch's suffixes are padded to its
     longest, and two questions of near length can have options of unequal length: on 120 questions of permuted
@@ -224,7 +239,7 @@ def _group_batches(
     if not any_inner:
         return None
     other, any_inner = _cut(prompts, by_suffix, prefix, batch_size, min_saved)
-    if any_inner and _padded_positions(prompts, other) < _padded_positions(prompts, best):
+    if any_inner and forwarded_positions(prompts, other) < forwarded_positions(prompts, best):
         return other
     return best
 

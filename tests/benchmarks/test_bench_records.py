@@ -32,6 +32,21 @@ def test_the_permutations_figures_are_the_medians_ratios_to_one_uncached_order()
     assert [f["what"] for f in only_on][:1] == ["one order, prefix cache on"] and len(only_on) == 3
 
 
+def test_the_permutations_figures_weigh_k_orders_in_one_call_against_each_cached_way():
+    figures = _module("bench_permutations").figures
+    names = ("one order", "K orders, one call", "K orders, K calls")
+    medians = {(True, n): s for n, s in zip(names, (0.5, 1.2, 1.6))} | {(False, n): s for n, s in zip(names, (2, 4, 8))}
+    positions = {n: {True: on, False: off} for n, on, off in zip(names, (100, 250, 330), (140, 560, 560))}
+    found = {f["what"]: f["value"] for f in figures(medians, [True, False], 4, positions)}
+    assert found["K single orders with the cache / K orders in one call with it"] == round(4 * 0.5 / 1.2, 2)
+    assert found["K calls with the cache / K orders in one call with it"] == round(1.6 / 1.2, 2)
+    assert found["K calls without the cache / K orders in one call with it"] == round(8 / 1.2, 2)  # listed once
+    assert found["K single orders with the cache / K orders in one call with it: positions forwarded"] == 1.6
+    assert found["K calls with the cache / K orders in one call with it: positions forwarded"] == 1.32
+    assert found["K calls without the cache / K orders in one call with it: positions forwarded"] == 2.24
+    assert len(found) == len(figures(medians, [True, False], 4, positions)) == 7 + 5
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "script, args, name",
