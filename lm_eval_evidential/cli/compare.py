@@ -18,7 +18,8 @@ from pathlib import Path
 
 from lm_eval_evidential.errors import InvalidValueError
 
-from .arguments import add_bootstrap, add_json, add_ood_tasks, add_scores, comma_list, task_name
+from .arguments import add_average_orders, add_bootstrap, add_json, add_ood_tasks, add_scores, comma_list, task_name
+from .loading import audit_orders
 from .printing import format_table
 from .refusals import refuse_same_questions, refuse_self_comparison
 
@@ -58,6 +59,7 @@ def add_parser(sub) -> None:
         action="store_true",
         help="read a folder whose tasks were produced by different models/settings (listed as warnings)",
     )
+    add_average_orders(p)
     add_json(p)
     p.set_defaults(func=run)
 
@@ -82,8 +84,9 @@ def run(args) -> int:
     for name, folder in zip(names, args.runs):
         loaded = load_run(folder, tasks, allow_fingerprint_mismatch=args.allow_fingerprint_mismatch)
         print(f"{name}: {loaded.describe()}", file=sys.stderr)
-        refuse_same_questions(loaded[args.id_task], [loaded[t] for t in args.ood_tasks])
-        runs[name] = {t: loaded[t] for t in tasks}
+        records = audit_orders(args, [loaded[t] for t in tasks])  # a permuted run: --average-orders, or refused
+        refuse_same_questions(records[0], records[1:])
+        runs[name] = dict(zip(tasks, records))
     out = compare_methods(
         runs,
         args.id_task,

@@ -1173,6 +1173,20 @@ CATALOGUE = [
     ),
     (
         C,
+        "compare-given-a-permuted-run-names-the-cli-remedy",
+        Cmd(["compare", "{out}", "--id", "p4", "--ood", "ood4", "--n-boot", "0"], permuted_run),
+        Exit(
+            2, r"refused: p4 holds a permuted run .* and `compare` counts each record as an example.* --average-orders"
+        ),
+    ),
+    (
+        C,
+        "compare-averaged-orders-id-against-an-unpermuted-ood",
+        Cmd(["compare", "{out}", "--id", "p4", "--ood", "ood4", "--n-boot", "0", "--average-orders"], permuted_run),
+        Exit(2, r"refused: p4 is cyclic orders averaged and ood4 is shown in one order"),
+    ),
+    (
+        C,
         "run-not-there",
         ["ood", "{out}", "--id", "id4", "--ood", "ood4", "--run", "1999-01-01T00-00-00.0"],
         Exit(1, r"no run '1999-01-01T00-00-00\.0'"),
