@@ -1580,6 +1580,12 @@ CATALOGUE = [
     (C, "ood-level-above-one", ["ood", "{out}", "--id", "id4", "--ood", "ood4", "--level", "1.5"], Exit(1, r"level")),
     (
         C,
+        "ood-level-one-refused-before-the-records-are-read",
+        ["ood", "{out}", "--id", "id4", "--ood", "ood4", "--level", "1"],
+        Exit(1, r"^(?![\s\S]*reading the records)[\s\S]*error: argument --level: level=1\.0 must be a finite number"),
+    ),
+    (
+        C,
         "ood-negative-seed",
         ["ood", "{out}", "--id", "id4", "--ood", "ood4", "--seed", "-3"],
         Exit(1, r"argument --seed: seed=-3 must be an integer >= 0; e\.g\. seed=0$"),
