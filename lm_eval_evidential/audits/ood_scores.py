@@ -30,7 +30,7 @@ from lm_eval_evidential.metrics.scores import (
     computable_scores,
     no_alpha_reason,
 )
-from lm_eval_evidential.params import validate_params
+from lm_eval_evidential.params import Integral, Interval, Param, validate_params
 from lm_eval_evidential.records import Records
 from lm_eval_evidential.records.orders import refuses_permuted
 
@@ -113,10 +113,14 @@ def resolve_scores(scores: Iterable[str] | None, *records: Records, default: Seq
     return names
 
 
+#: ``force_k``: the options every question is scored at, its own plus phantom ones (McNamara 2026, Implementation A).
+FORCE_K = Param(Interval(Integral, 1), why="the options each question is scored at", example="force_k=5")
+
+
 def _forced_k(records: Records, force_k) -> np.ndarray:
-    """Every row's K set to ``force_k``; ValueError for a K below some question's own."""
-    if isinstance(force_k, bool) or not isinstance(force_k, (int, np.integer)) or force_k < 1:
-        raise InvalidValueError(f"force_k must be a whole number >= 1, got {force_k!r}")
+    """Every row's K set to ``force_k`` (checked against :data:`FORCE_K`); ValueError for a K below some question's
+    own."""
+    FORCE_K.check("force_k", force_k)
     if records.k.size and int(records.k.max()) > force_k:
         raise InvalidValueError(
             f"force_k={force_k} is below the K of {int((records.k > force_k).sum())} {records.task} questions "

@@ -70,10 +70,12 @@ def add_parser(sub) -> None:
         "large-sample limit (infinitesimal jackknife) is used instead, see docs/audits.md",
         level="confidence level of both intervals",
     )
-    p.add_argument(
+    from lm_eval_evidential.audits.ood_scores import FORCE_K
+
+    add_param(
+        p,
         "--force-k",
-        dest="force_k",
-        type=int,
+        FORCE_K,
         default=None,
         metavar="K",
         help="score the OOD task(s) at K options, each question's own plus phantom options: with --phantom model "

@@ -89,3 +89,6 @@ def test_forced_k_is_refused_by_the_k_assertion_unless_asked_for(pair, tmp_path,
 def test_forced_k_below_a_questions_own_k_is_an_error(pair):
     with pytest.raises(ValueError, match="never remove real ones"):
         ood_rows(*pair, force_k=3, k_policy="report", n_boot=0)
+    for bad in (0, 4.0, True):  # FORCE_K's own refusal, the line `ood --force-k 0` gives
+        with pytest.raises(ValueError, match=rf"^force_k={bad!r} must be an integer >= 1 \(the options each question"):
+            ood_rows(*pair, force_k=bad, k_policy="report", n_boot=0)

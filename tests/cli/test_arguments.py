@@ -11,6 +11,7 @@ import pytest
 
 from lm_eval_evidential.audits.conformal import CALIBRATION_FRACTION
 from lm_eval_evidential.audits.ood_groups import FPR95
+from lm_eval_evidential.audits.ood_scores import FORCE_K
 from lm_eval_evidential.cli.arguments import add_param, param_type
 from lm_eval_evidential.errors import InvalidValueError
 from lm_eval_evidential.metrics.calibration import N_BINS, ece
@@ -41,6 +42,7 @@ def _refusal(option_type, text: str) -> str | None:
         ),
         ("coverage", COVERAGE, {"1": 1.0, "0.5": 0.5}, {"0": 0.0, "1.01": 1.01}),
         ("calibration_fraction", CALIBRATION_FRACTION, {"0.5": 0.5}, {"0": 0.0, "1": 1.0, "2": 2.0}),
+        ("force_k", FORCE_K, {"5": 5, "1": 1}, {"0": 0, "-2": -2, "4.0": "4.0"}),
     ],
 )
 def test_an_option_accepts_and_refuses_what_its_parameter_does_in_its_words(name, param, accepted, refused):
