@@ -10,6 +10,7 @@ A model that also knows the answers (where debiasing can help) is the slow SmolL
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -137,49 +138,103 @@ def test_the_audit_finds_the_planted_letter_prior(planted):
     assert summary["letter_mean_evidence"]["A"] > max(v for a, v in summary["letter_mean_evidence"].items() if a != "A")
 
 
-@pytest.mark.slow
-def test_on_real_smollm2_the_audit_finds_the_planted_prior(tmp_path):
-    """SmolLM2-135M-Instruct with the planted " A": the audit finds the prior on a real model and tokenizer.
+#: The real-model fixture: SmolLM2-135M-Instruct fine-tuned by the package's trainer (EDL, LoRA on q_proj and
+#: v_proj, the defaults fitted to its tied embeddings) on easy questions with the gold of a share of the training
+#: questions moved to " A"; the test split's golds stay uniform. Any change here retrains (the cache key).
+EASY_MIRROR = {"letter": "A", "share": 0.5, "n_train": 400, "seed": 0, "kinds": ["match"]}
+EASY_TRAINING = {
+    "max_steps": 80,
+    "learning_rate": 5e-3,
+    "lr_scheduler_type": "cosine",
+    "warmup_steps": 0,
+    "logging_steps": 10,
+    "save_steps": 1000,
+    "dtype": "float32",
+    "seed": 0,
+}
 
-    PriDe's debiased accuracy is not asserted: on the bundled sample questions SmolLM2 is near chance, so
-    removing the prior gave nothing back (2026-11-27: 0.222 debiased against 0.241 on 54 questions). Nor on the
-    easy questions of ``write_easy_mirror``: without an adapter SmolLM2 is at chance there too (60 questions, cyclic:
-    0.217, CircularEval 0), and 40 steps (lr 2e-3, batch 4, gold at " A" in half the training questions) taught the
-    letter, not the format — " A" picked in 160 of 160 records, accuracy 0.25, PriDe 0.194 on 36 questions. Letter
-    answering (symbol binding) needs a longer fine-tune than a CPU test affords; the easy mirror is its fixture.
-    """
+
+def planted_smollm2_adapter(mirror: dict = EASY_MIRROR, training: dict = EASY_TRAINING) -> Path:
+    """The adapter of ``training`` on ``write_easy_mirror(**mirror)``, trained once per machine: it is kept in the
+    cache the SmolLM2 checkpoint lives in (``testing.smollm2.cached_folder``), keyed by both settings."""
+    import hashlib
+    import tempfile
+
+    from lm_eval_evidential import __version__
+    from lm_eval_evidential.testing.smollm2 import cached_folder, smollm2_checkpoint
+    from lm_eval_evidential.training.config import TrainConfig
+    from lm_eval_evidential.training.trainer import train
+    from tests.harness.test_model import our_tasks
+
+    model = smollm2_checkpoint()
+    key = hashlib.sha256(json.dumps([mirror, training, __version__], sort_keys=True).encode()).hexdigest()[:12]
+
+    def build(folder: Path) -> None:
+        with tempfile.TemporaryDirectory() as tmp, pytest.MonkeyPatch.context() as mp:
+            mp.setenv("EVIDENTIAL_DATA_DIR", str(write_easy_mirror(Path(tmp) / "data", **mirror)))
+            task = our_tasks({"load_all_splits": True}).load(["obqa_edl"])["tasks"]["obqa_edl"]
+            train(model, task, TrainConfig(output_dir=str(folder), **training))
+
+    return cached_folder(f"smollm2-135m-instruct/planted-easy-{key}", build)
+
+
+def planted_smollm2_summary(tmp_path: Path, mirror: dict = EASY_MIRROR, training: dict = EASY_TRAINING, limit=60):
+    """(records, the order audit's summary) of the planted adapter on the easy test split under cyclic orders."""
     import lm_eval
+    import torch
 
     from lm_eval_evidential.audits.permutations import permutation_summary
     from lm_eval_evidential.testing.smollm2 import smollm2_checkpoint
-    from lm_eval_evidential.training.config import TrainConfig
-    from lm_eval_evidential.training.trainer import train
     from tests.harness.test_model import make_lm, our_tasks
 
-    model = smollm2_checkpoint()
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("EVIDENTIAL_DATA_DIR", str(write_planted_mirror(tmp_path / "data", "A")))
-        task = our_tasks({"load_all_splits": True}).load(["obqa_edl"])["tasks"]["obqa_edl"]
-        config = TrainConfig(
-            output_dir=str(tmp_path / "adapter"),
-            max_steps=20,
-            learning_rate=1e-3,
-            warmup_steps=0,
-            logging_steps=10,
-            save_steps=1000,
-            max_train_docs=80,
-            dtype="float32",
-            seed=0,
-        )
-        adapter = train(model, task, config)
-        results = lm_eval.simple_evaluate(
-            model=make_lm(model, adapter, batch_size=8),
-            tasks=["obqa_edl"],
-            limit=60,
-            bootstrap_iters=0,
-            task_manager=our_tasks(CYCLIC),
-        )
-    summary = permutation_summary(results.records["obqa_edl"], pride_fraction=0.1)
-    assert summary["letter_pick_rate"]["A"] > 0.5 and summary["letter_uniformity"]["p_value"] < 1e-3
+    adapter = planted_smollm2_adapter(mirror, training)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # 2 shared cores: a forward pass on 2 threads stalls 10x under load (modeling/threads)
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("EVIDENTIAL_DATA_DIR", str(write_easy_mirror(tmp_path / "data", **mirror)))
+            results = lm_eval.simple_evaluate(
+                model=make_lm(smollm2_checkpoint(), adapter, batch_size=8),
+                tasks=["obqa_edl"],
+                limit=limit,
+                bootstrap_iters=0,
+                task_manager=our_tasks(CYCLIC),
+            )
+    finally:
+        torch.set_num_threads(threads)
+    records = results.records["obqa_edl"]
+    return records, permutation_summary(records, pride_fraction=0.1)
+
+
+@pytest.mark.slow
+def test_on_real_smollm2_the_audit_finds_the_planted_prior_and_debiasing_gives_accuracy_back(tmp_path):
+    """SmolLM2-135M-Instruct trained to favour " A" on questions it can learn: the audit finds the prior on a real
+    model and tokenizer, and PriDe's debiased accuracy is higher than plain accuracy (the model knows answers that
+    its letter prior overrides).
+
+    Measured 2026-11-28 (2 shared cores, 1 thread): training 80 steps took 17 min at load 18-22 (first run on a
+    machine only; the adapter is cached), evaluating the 120 test questions in 4 cyclic orders 3.6 min at load 14.
+    " A" picked in 480 of 480 records (chi-square p < 1e-150), CircularEval 0.0 against 0.29; PriDe
+    prior [0.59, 0.21, 0.12, 0.08]; debiased accuracy above plain for each of 20 estimation seeds, by 0.019 to
+    0.11 (mean 0.064; seed 0: 0.296 -> 0.361 on 108 questions). Earlier fixtures gave nothing back: the category,
+    sum, capital and opposite questions (share 0.3, 100 steps, LoRA on all q/v or on the top 10 layers) and 60
+    steps at share 0.5 (0.25 -> 0.36 on 36 questions, once). The match questions at share 0.3 gave 0.296 -> 0.352.
+    """
+    records, summary = planted_smollm2_summary(tmp_path, limit=120)
+    shown = ("accuracy", "accuracy_per_order", "circular_accuracy", "letter_pick_rate", "letter_uniformity", "pride")
+    print(json.dumps({k: summary[k] for k in shown}, default=str))  # the figures, for the log of a slow run
+    assert summary["n_questions"] == 120 and summary["letter_gold_rate"]["A"] == 0.25  # cyclic: golds uniform
+    assert summary["letter_pick_rate"]["A"] > 0.4 and summary["letter_uniformity"]["p_value"] < 1e-3
     assert int(np.argmax(summary["pride"]["by_k"][4]["prior"])) == 0
     assert summary["circular_accuracy"] < summary["accuracy"]
+    assert summary["pride"]["debiased_accuracy"] > summary["pride"]["accuracy"]
+    # not one lucky estimation subset: the gain holds for the prior estimated on other questions too
+    from lm_eval_evidential.audits.permutations import permutation_summary
+
+    gains = [
+        (lambda p: p["debiased_accuracy"] - p["accuracy"])(
+            permutation_summary(records, pride_fraction=0.1, seed=s)["pride"]
+        )
+        for s in range(1, 10)
+    ]
+    assert min(gains) > 0, gains
