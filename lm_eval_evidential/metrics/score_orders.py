@@ -66,10 +66,17 @@ def _pair_counts(ra: np.ndarray, rb: np.ndarray, tie_a: int, tie_b: int) -> tupl
     """``(discordant, tied_both)`` pair counts of two dense rankings (n >= 2), exactly, from one sort: the
     discordant pairs are the strict inversions of ``rb`` in ``(ra, rb)`` order across different ``ra``,
     which scipy's ``_kendall_dis`` counts (the tau-b route of :func:`_discordant_pairs` without it)."""
+    n = ra.size
+    if _kendall_dis is not None and 0 in (tie_a, tie_b):
+        # A ranking without ties is a permutation, so the other's ranks in its order are a scatter, not a sort
+        # (the discordant count is symmetric; no pair is tied under both).
+        perm, other = (ra, rb) if tie_a == 0 else (rb, ra)
+        v = np.empty_like(other)
+        v[perm] = other
+        return int(_kendall_dis(np.arange(n, dtype=np.intp), (v + 1).astype(np.intp, copy=False))), 0
     x, v, both = _joint_sort(ra, rb)
     if _kendall_dis is None:
         return _discordant_pairs(ra, rb, (tie_a, tie_b, both)), both
-    n = ra.size
     total = n * (n - 1) // 2
     if tie_a == total or tie_b == total:
         return 0, both  # one score is constant: every pair is tied, none discordant

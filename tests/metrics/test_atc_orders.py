@@ -219,6 +219,12 @@ def test_discordant_fraction_extremes_and_exact_count_at_scale():
     assert _discordant_pairs(ra, rb) == d  # via scipy's tau-b
     assert discordant_fraction(a, b) == d / (n * (n - 1) // 2)  # via scipy's count (_kendall_dis)
     assert _pair_counts(ra, rb, _tied_ranks(ra), _tied_ranks(rb)) == (d, _tied_both(ra, rb))
+    # One ranking without ties (a permutation, counted without a sort), on either side.
+    rc = _dense_ranks(b + rng.normal(0, 1e-3, n))
+    assert _tied_ranks(rc) == 0 and _tied_ranks(ra) > 0
+    want = _discordant_merge(ra, rc)
+    assert _pair_counts(ra, rc, _tied_ranks(ra), 0) == (want, 0) == _pair_counts(rc, ra, 0, _tied_ranks(ra))
+    assert _pair_counts(rb, rc, _tied_ranks(rb), 0) == (_discordant_merge(rb, rc), 0)
 
 
 @FAST
