@@ -27,7 +27,7 @@ def add_parser(sub) -> None:
             "task's training questions (Kronecker-factored or diagonal, fitted by laplace-torch) plus a prior "
             "precision (the marginal likelihood's, or --prior-precision). Writes OUTPUT_DIR: the adapter's files "
             "and the posterior; --model_args peft=OUTPUT_DIR then scores its weight samples as members. "
-            'Install laplace-torch with pip install ".[laplace]" plus a pin of your torch version.'
+            "Install laplace-torch as docs/training.md says (three packages with --no-deps, then the [laplace] extra)."
         ),
     )
     defaults = LaplaceSettings()

@@ -18,8 +18,8 @@ never defines.
 
 The likelihood is the softmax over the answer logits, so only ``--method softmax`` adapters (the
 Laplace-LoRA paper's cross-entropy fine-tuning) are fitted; an EDL adapter's loss is not that
-likelihood and is refused with the reason. laplace-torch is an optional dependency
-(``pip install ".[laplace]"``); without it this command refuses in one line.
+likelihood and is refused with the reason. laplace-torch is an optional dependency (:data:`INSTALL`,
+docs/training.md); without it this command refuses in one line.
 
 References
 ----------
@@ -38,8 +38,12 @@ from lm_eval_evidential.errors import EvidentialInputError, InvalidValueError
 from lm_eval_evidential.modeling.config import MAX_MEMBERS, read_metadata
 from lm_eval_evidential.modeling.laplace import STRUCTURES, check_seed, has_posterior, save_posterior
 
-#: What ``pip`` needs for the fit: laplace-torch and its curvature backends, without replacing the installed torch.
-INSTALL = 'pip install ".[laplace]" "torch==$(python -c \'import torch; print(torch.__version__.split("+")[0])\')"'
+#: What ``pip`` needs for the fit (docs/training.md): laplace-torch and the two curvature backends without their
+#: torchvision (never imported; pip would fetch one built for another torch), then the rest of their dependencies.
+INSTALL = (
+    'pip install --no-deps "laplace-torch>=0.3,<0.4" "backpack-for-pytorch>=1.6,<2" "curvlinops-for-pytorch>=3.0.1,<4"'
+    ' && pip install -e ".[laplace]"'
+)
 
 
 @dataclass(frozen=True)
@@ -83,7 +87,7 @@ def _laplace_library():
     except ImportError:
         raise EvidentialInputError(
             "lm-eval-evidential laplace fits the posterior with laplace-torch, which is not installed; install it "
-            f"with {INSTALL} (the torch pin keeps the torch you have), or score the MAP adapter alone"
+            f"with {INSTALL} (from this package's clone), or score the MAP adapter alone"
         ) from None
     return laplace
 

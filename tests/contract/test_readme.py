@@ -37,14 +37,15 @@ README = ROOT / "README.md"
 #: The docs pages whose commands run after the README's, in this order (the audits read the walk's ``out/``).
 DOC_PAGES = ("usage", "tasks", "audits", "training", "scaling", "reliability", "architecture")
 HUB_MODEL = "meta-llama/Meta-Llama-3-8B"
-#: Blocks run elsewhere: the two set-up commands and the vLLM environment's install (CI), the data-parallel launch
-#: (tests/harness/test_data_parallel.py),
+#: Blocks run elsewhere: the two set-up commands and the vLLM and laplace-torch installs (CI), the data-parallel
+#: launch (tests/harness/test_data_parallel.py),
 #: and blocks that say why they are not run here.
 SKIP_MARKERS = (
     "<!-- main-command -->",
     "<!-- test-command -->",
     "<!-- data-parallel-command -->",
     "<!-- vllm-install -->",
+    "<!-- laplace-install -->",
     "<!-- not run by tests/contract/test_readme.py",
 )
 

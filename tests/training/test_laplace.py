@@ -4,7 +4,8 @@ Oracle: laplace-torch's own sampling predictive (``Laplace.predictive_samples(pr
 on a posterior the test fits itself through the library (same adapter, same training questions,
 the prior precision the command chose), at the same seed: each member of the records equals the
 library's sample of the same index, question by question (one unpadded prompt each), <= 1e-5.
-Needs laplace-torch (``pip install ".[laplace]"``); the refusals without it run everywhere.
+Needs laplace-torch (docs/training.md installs it; .ci/run runs the tests marked laplace where it is); the
+refusals without it run everywhere.
 """
 
 from __future__ import annotations
@@ -80,6 +81,7 @@ def _library_laplace(base, adapter, tasks, structure, prior_precision):
     return la, tok
 
 
+@pytest.mark.laplace
 @pytest.mark.parametrize("structure", ["diag", "kron"])
 def test_members_equal_the_librarys_own_samples(tiny_model, softmax_adapter, tasks, tmp_path, structure, monkeypatch):
     pytest.importorskip("laplace")
@@ -107,6 +109,11 @@ def test_members_equal_the_librarys_own_samples(tiny_model, softmax_adapter, tas
         got = torch.softmax(torch.from_numpy(rec.member_logits[i, :, : rec.k[i]]), dim=-1)
         np.testing.assert_allclose(got.numpy(), want[:, 0].double().numpy(), atol=1e-5, rtol=0)
         np.testing.assert_allclose(rec.probs[i, : rec.k[i]], want[:, 0].double().mean(0).numpy(), atol=1e-5)
+        # The oracle tells posteriors apart: the library's samples under another prior precision are not these.
+        la.prior_precision = config["prior_precision"] * 4
+        other = la.predictive_samples(batch, pred_type="nn", n_samples=3, generator=torch.Generator().manual_seed(11))
+        la.prior_precision = config["prior_precision"]
+        assert np.abs(got.numpy() - other[:, 0].double().numpy()).max() > 1e-3
 
 
 def test_refusals(tiny_model, tiny_adapter, softmax_adapter, tasks, tmp_path, monkeypatch):
@@ -127,3 +134,44 @@ def test_refusals(tiny_model, tiny_adapter, softmax_adapter, tasks, tmp_path, mo
     with pytest.raises(EvidentialInputError, match=r"laplace-torch, which is not installed; install it with pip"):
         fit_laplace(tiny_model, softmax_adapter, tasks["obqa_edl"], tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def test_the_install_line_is_the_docs(tmp_path):
+    """The refusal's install command is docs/training.md's install block (which .ci/run runs), line for line."""
+    from lm_eval_evidential.training.laplace import INSTALL
+    from tests.contract.test_readme import ROOT
+
+    text = (ROOT / "docs" / "training.md").read_text(encoding="utf-8").splitlines()
+    i = text.index("<!-- laplace-install -->")
+    block = text[i + 2 : text.index("```", i + 2)]
+    assert " && ".join(line.split("  #")[0].strip() for line in block) == INSTALL
+
+
+@pytest.mark.laplace
+@pytest.mark.slow
+def test_the_docs_laplace_commands_run(tiny_model, tmp_path):
+    """docs/training.md's Laplace-LoRA block (train a MAP adapter, fit, score), run as test_readme runs the docs,
+    the fit on DOCS training questions with 3 marginal-likelihood steps (the full sample split and 100 steps took
+    over 25 minutes on a loaded 2-core machine). Its lines that read the runs of the page's blocks above (out-edl,
+    which tests/contract/test_readme.py makes in the main environment) are left out here."""
+    pytest.importorskip("laplace")
+    import subprocess
+
+    from tests.contract.test_readme import ROOT, _with_flags, adapt, offline_setup, reader_env, readme_blocks
+
+    text = (ROOT / "docs" / "training.md").read_text(encoding="utf-8")
+    (code,) = [c for _, c, _ in readme_blocks(text) if "lm-eval-evidential laplace " in c]
+    setup = offline_setup((ROOT / "README.md").read_text(encoding="utf-8"))
+    fit = f"--max-train-docs {DOCS} --marglik-steps 3"
+    lines = [line for line in adapt(code, tiny_model).split("\n") if "out-edl" not in line]
+    assert any("lm-eval-evidential laplace " in line for line in lines) and any("lm_eval " in line for line in lines)
+    code = "\n".join(_with_flags(line, "lm-eval-evidential laplace", fit) for line in lines)
+    cmd = ["bash", "-e", "-o", "pipefail", "-c", setup + code]
+    proc = subprocess.run(cmd, cwd=tmp_path, env=reader_env(), capture_output=True, text=True, timeout=1500)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    config = json.loads((tmp_path / "ckpt-laplace" / "laplace_config.json").read_text(encoding="utf-8"))
+    assert config["structure"] == "kron" and config["prior_precision"] > 0
+    from lm_eval_evidential.records import load_records
+
+    rec = load_records(tmp_path / "out-laplace", "obqa_edl")
+    assert rec.n_members == config["samples"] and rec.meta["members"]["source"] == "laplace"
