@@ -43,6 +43,14 @@ class Members:
         """The adapter names the members are loaded under (their folder names)."""
         return [p.name for p in self.paths]
 
+    def describe(self, index: int) -> str:
+        """Member ``index`` in words, for a message."""
+        if self.source == "ensemble":
+            return f"ensemble member {self.paths[index].name}"
+        if self.source == "laplace":
+            return f"Laplace weight sample {index} of {self.samples} (seed {self.seed}, {self.paths[0]})"
+        return f"MC-dropout pass {index} of {self.samples}"
+
     def meta(self, seed: int) -> dict:
         """What the records' metadata says of the members (a producer key: runs of other members never mix)."""
         if self.source == "ensemble":

@@ -70,9 +70,23 @@ def _by_k(plans: list[QuestionPlan]) -> dict[int, list[QuestionPlan]]:
     return by_k
 
 
-def _answer_logits(group: list[QuestionPlan], logits: PromptLogits) -> tuple[torch.Tensor, torch.Tensor]:
+def non_finite_cause(dtype: str, member: str | None = None) -> str:
+    """What a non-finite answer logit says after its value: where (``member``) and the likely cause by ``dtype``
+    (a half-precision overflow only where the forward ran in float16)."""
+    where = f" in {member}" if member else ""
+    if dtype == "float16":
+        return f"{where} (float16 overflow?); run with dtype=bfloat16 or dtype=float32"
+    return (
+        f"{where}, computed in {dtype}, so no half-precision overflow: the weights give it (a damaged checkpoint or "
+        "adapter, or a Laplace posterior whose scale is too wide for them: fit it again)"
+    )
+
+
+def _answer_logits(
+    group: list[QuestionPlan], logits: PromptLogits, cause: str = non_finite_cause("float16")
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``(rows, z)``: the prompts' rows and the (B, K) answer logits of a group of questions with one K;
-    a non-finite answer logit is refused (float16 overflow)."""
+    a non-finite answer logit is refused, with ``cause`` (:func:`non_finite_cause`)."""
     rows = torch.tensor([logits.row_of[p.prompt] for p in group], dtype=torch.long)
     columns = torch.tensor([[logits.ids[p.prompt].index(a) for a in p.answer_ids] for p in group], dtype=torch.long)
     z = logits.values[rows[:, None], columns]
@@ -80,15 +94,16 @@ def _answer_logits(group: list[QuestionPlan], logits: PromptLogits) -> tuple[tor
     if not bool(finite.all()):
         row = int((~finite).nonzero()[0, 0])
         bad = z[row][~torch.isfinite(z[row])][0].item()
-        raise EvidentialInputError(
-            f"{group[row].where}: non-finite answer logit {bad!r} (float16 overflow?); run with "
-            "dtype=bfloat16 or dtype=float32"
-        )
+        raise EvidentialInputError(f"{group[row].where}: non-finite answer logit {bad!r}{cause}")
     return rows, z
 
 
 def score_member_questions(
-    plans: list[QuestionPlan], logits: list[PromptLogits], head: HeadConfig, n_requests: int
+    plans: list[QuestionPlan],
+    logits: list[PromptLogits],
+    head: HeadConfig,
+    n_requests: int,
+    causes: list[str] | None = None,
 ) -> tuple[list[tuple[float, bool] | None], list[QuestionEvidence]]:
     """:func:`score_questions` for M members (``logits[m]``: member m's forward): each request's
     ``(log p̄_j, j is the argmax of p̄)`` with p̄ the members' predictive distribution, and each question's
@@ -99,7 +114,10 @@ def score_member_questions(
     evidence = []
     kept = [one.values.tolist() for one in logits]  # phantom logits are read per question (their number varies)
     for group in _by_k(plans).values():
-        members = np.stack([_answer_logits(group, one)[1].double().numpy() for one in logits], axis=1)
+        causes = causes or [non_finite_cause("float16")] * len(logits)
+        members = np.stack(
+            [_answer_logits(group, one, cause)[1].double().numpy() for one, cause in zip(logits, causes)], axis=1
+        )
         log_mean, alpha = member_summary(members, head.method, head.prior_weight)
         preds = np.argmax(log_mean, axis=1)
         for i, plan in enumerate(group):
@@ -145,7 +163,7 @@ def _respond(results: list, plan: QuestionPlan, log_probs: list[float], pred: in
 
 
 def score_questions(
-    plans: list[QuestionPlan], logits: PromptLogits, head: HeadConfig, n_requests: int
+    plans: list[QuestionPlan], logits: PromptLogits, head: HeadConfig, n_requests: int, cause: str | None = None
 ) -> tuple[list[tuple[float, bool] | None], list[QuestionEvidence]]:
     """The harness's responses (one ``(log E[p_j], j is the argmax)`` per request) and each question's evidence.
 
@@ -157,7 +175,7 @@ def score_questions(
     results: list[tuple[float, bool] | None] = [None] * n_requests
     evidence = []
     for k, group in _by_k(plans).items():
-        rows, z = _answer_logits(group, logits)
+        rows, z = _answer_logits(group, logits, cause or non_finite_cause("float16"))
         sigma = sigma_logits(logits.tails[rows], k) if head.needs_sigma else None
         keys = [f"{p.prompt}\x00{p.answer_ids}" for p in group] if head.needs_sigma else None
         out = apply_head_batch(head, z, sigma_logits=sigma, keys=keys)
@@ -258,13 +276,15 @@ class EvidentialScoring(ABC):
         plans = self.planner.plan(requests, max_length=self.max_length, model_context=self._model_context)
         if self.members is None:
             logits = self.prompt_logits(plans, disable_tqdm)
-            results, evidence = score_questions(plans, logits, self.head, len(requests))
+            cause = non_finite_cause(self.records_dtype())
+            results, evidence = score_questions(plans, logits, self.head, len(requests), cause)
         else:  # ensembles, MC dropout: every distinct prompt forwarded once per member
             per_member = []
             for m in range(self.members.count):
                 with self.member_pass(m):
                     per_member.append(self.prompt_logits(plans, disable_tqdm))
-            results, evidence = score_member_questions(plans, per_member, self.head, len(requests))
+            causes = [non_finite_cause(self.records_dtype(), self.members.describe(m)) for m in range(len(per_member))]
+            results, evidence = score_member_questions(plans, per_member, self.head, len(requests), causes)
         for question in evidence:
             self.evidence.file(question)
         return results

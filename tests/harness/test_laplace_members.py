@@ -189,3 +189,16 @@ def test_weight_samples_beyond_the_free_memory_are_refused(tiny_model, hand_post
     monkeypatch.setattr(psutil, "virtual_memory", lambda: Little)
     with pytest.raises(EvidentialInputError, match=r"laplace_config.json's samples=3: the weight samples take .* GiB"):
         make_lm(tiny_model, hand_posterior[0])
+
+
+@pytest.mark.usefixtures("use_mirror")
+def test_a_posterior_too_wide_for_its_weights_is_named_not_blamed_on_float16(tiny_model, hand_posterior, tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    wide = tmp_path / "wide"
+    shutil.copytree(hand_posterior[0], wide)
+    tensors = load_file(wide / "laplace_posterior.safetensors")
+    tensors["scale"] = tensors["scale"] * 1e30  # finite and positive, so the file passes its checks
+    save_file(tensors, wide / "laplace_posterior.safetensors")
+    with pytest.raises(EvidentialInputError, match=r"in Laplace weight sample 0 of 3 .*computed in float32, so no "):
+        evaluate(make_lm(tiny_model, wide), ["arc_c_edl"], limit=2)
