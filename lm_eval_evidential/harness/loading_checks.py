@@ -181,6 +181,18 @@ def last_checkpoint(folder) -> Path | None:
     return max(found)[1] if found else None
 
 
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+#: The LoRA settings of an adapter_config.json that PEFT uses as numbers: (key, check, what it must be).
+_LORA_NUMBERS = (
+    ("r", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1, "a whole number >= 1"),
+    ("lora_alpha", lambda v: _number(v), "a number"),
+    ("lora_dropout", lambda v: _number(v) and 0 <= v <= 1, "a number from 0 to 1"),
+)
+
+
 def check_adapter_files(peft) -> None:
     """A local adapter's ``adapter_config.json`` is a JSON object and each ``adapter_model*.safetensors``
     holds every byte its header promises: checked before any weights load, naming the damaged file
@@ -200,6 +212,9 @@ def check_adapter_files(peft) -> None:
         raise EvidentialInputError(f"{config} is not valid JSON ({exc}); {_DAMAGED_ADAPTER_FIX}") from None
     if not isinstance(data, dict):
         raise EvidentialInputError(f"{config} is not a JSON object; {_DAMAGED_ADAPTER_FIX}")
+    for key, ok, must in _LORA_NUMBERS:  # PEFT compares them as numbers deep in its layers (a bare TypeError)
+        if key in data and not ok(data[key]):
+            raise EvidentialInputError(f"{config}: {key}={data[key]!r} is not {must}; {_DAMAGED_ADAPTER_FIX}")
     if not any(folder.glob("adapter_model*.safetensors")) and not (folder / "adapter_model.bin").is_file():
         raise EvidentialInputError(
             f"peft={peft} holds adapter_config.json but no weights (adapter_model.safetensors or adapter_model.bin); "

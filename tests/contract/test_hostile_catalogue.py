@@ -1889,6 +1889,12 @@ CATALOGUE = [
     ),
     (
         M,
+        "peft-config-with-a-text-dropout-adapter",
+        Cmd(TINY + ",peft={tmp}/textdrop,mc_samples=2", lambda c: _adapter_copy(c, "textdrop", lora_dropout="0.1")),
+        Refused(IE, r"textdrop/adapter_config\.json: lora_dropout='0\.1' is not a number from 0 to 1; the adapter is"),
+    ),
+    (
+        M,
         "peft-without-weights-adapter",
         Cmd(
             TINY + ",peft={tmp}/noweights",
