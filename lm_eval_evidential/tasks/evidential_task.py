@@ -20,6 +20,7 @@ lm_eval_evidential.tasks.evidential_task.EvidentialMCQATask`` brings the shared 
 from __future__ import annotations
 
 import ast
+import copy
 import logging
 import re
 from pathlib import Path
@@ -28,6 +29,7 @@ from lm_eval.api.task import ConfigurableTask
 
 from lm_eval_evidential.errors import EvidentialInputError, install_one_line_errors
 from lm_eval_evidential.tasks import datasets as mcqa_datasets
+from lm_eval_evidential.tasks.permutations import QUESTION_FIELD
 
 logger = logging.getLogger(__name__)
 
@@ -236,6 +238,8 @@ class EvidentialMCQATask(ConfigurableTask):
 
     def set_fewshot_seed(self, seed: int | None = None) -> None:
         self._fewshot_seed = seed
+        self.__dict__.pop("_question_draws", None)  # permuted runs replay their draws from the new seed
+        self.__dict__.pop("_replay_sampler", None)
         super().set_fewshot_seed(seed)
 
     def fewshot_context(self, doc, num_fewshot, *args, **kwargs):
@@ -246,7 +250,34 @@ class EvidentialMCQATask(ConfigurableTask):
             sampler_cls = samplers.get_sampler(name) if isinstance(name, str) else name
             self.sampler = sampler_cls(self.fewshot_pool(), rnd=None)
             self.sampler.set_rnd(self._fewshot_seed)
+        if num_fewshot and QUESTION_FIELD in doc:
+            return self._permuted_fewshot_context(doc, num_fewshot, *args, **kwargs)
         return super().fewshot_context(doc, num_fewshot, *args, **kwargs)
+
+    def _permuted_fewshot_context(self, doc, num_fewshot, *args, **kwargs):
+        """Every order of one question gets the few-shot examples an unpermuted run draws for it.
+
+        lm-eval's samplers draw from one generator in the order the docs come, so under permutations
+        each order (its own doc) would see other examples and the order audit would mix the options'
+        order with the examples'. The draws are replayed here as an unpermuted single-process run
+        makes them, question by question (``question_id``), so the identity order's prompt is the
+        unpermuted prompt and the draw does not depend on the process count or the docs' order.
+        """
+        draws = self.__dict__.setdefault("_question_draws", {})
+        if "_replay_sampler" not in self.__dict__:
+            self._replay_sampler = copy.copy(self.sampler).set_rnd(self._fewshot_seed)
+        question = int(doc[QUESTION_FIELD])
+        # lm-eval passes the doc to the sampler when few-shot and evaluated splits are one split, and
+        # then draws one more example to drop it: the replay makes the same number of draws.
+        exclude = self.fewshot_cfg.split == self.config.test_split
+        while question not in draws:
+            draws[len(draws)] = self._replay_sampler.sample(n=num_fewshot, eval_doc=doc if exclude else None)
+        chosen, sampler = draws[question], self.sampler
+        self.sampler = _FixedDraw(chosen)
+        try:
+            return super().fewshot_context(doc, num_fewshot, *args, **kwargs)
+        finally:
+            self.sampler = sampler
 
     # -- request cache --------------------------------------------------------------------
     def build_all_requests(
@@ -366,3 +397,13 @@ class EvidentialMCQATask(ConfigurableTask):
         if records.has_alpha:
             metrics["vacuity"] = (float(np.mean(records.vacuity)), False)
         return metrics
+
+
+class _FixedDraw:
+    """A sampler that returns one question's replayed few-shot examples (see ``_permuted_fewshot_context``)."""
+
+    def __init__(self, docs: list[dict]) -> None:
+        self.docs = docs
+
+    def sample(self, n: int, eval_doc=None, **kwargs) -> list[dict]:
+        return list(self.docs[:n])

@@ -15,7 +15,10 @@ An order lists the question's options as the task shows them without permutation
 the unpermuted doc's ``options``): ``order[j]`` is the option shown at letter j, the gold follows
 its option, and nothing else of the prompt moves. Each (question, order) is one doc of the task,
 question by question, and one record with the order in its ``order`` column; the identity order's
-doc is the unpermuted doc itself. Absent, the task's docs are exactly what they always were.
+doc is the unpermuted doc itself. With ``--num_fewshot``, every order of a question is shown after the
+few-shot examples its unpermuted prompt has (the sampler's draws are replayed question by question, see
+``EvidentialMCQATask.fewshot_context``), so the orders differ in their options only. Absent, the task's
+docs are exactly what they always were.
 
 Refused, naming the task and the doc: a question with one option (no other order exists), and
 more than :data:`MAX_ORDERS` orders of one question (``"all"`` at K = 7 and beyond, or N above it).

@@ -256,3 +256,26 @@ def test_the_pair_s_order_spread_is_the_permutations_audit_s_on_the_same_questio
             assert better[f"auroc_order_{stat}_{r['score']}"] is True
         assert pair[f"auroc_order_averaged_{r['score']},none"] == pytest.approx(r["auroc_order_averaged"], abs=1e-12)
         assert pair[f"auroc_order_range_{r['score']},none"] == pytest.approx(r["auroc_range"], abs=1e-12)
+
+
+def _prompts(task, n_shots):
+    task.set_fewshot_seed(1234)
+    return [task.fewshot_context(doc, n_shots) for doc in task.eval_docs]
+
+
+def test_every_order_of_a_question_sees_the_few_shot_examples_its_unpermuted_prompt_has():
+    # lm-eval's default sampler draws from one generator in docs order: without the replay each order
+    # (its own doc) got other examples, and the order audit mixed option order with example choice
+    plain, permuted = load("obqa_edl"), load("obqa_edl", CYCLIC)
+    questions, docs = list(plain.eval_docs), list(permuted.eval_docs)
+    before, after = _prompts(plain, 3), _prompts(permuted, 3)
+    assert len(set(before)) == len(before)  # the draws differ between questions (the default sampler)
+    for doc, prompt in zip(docs, after):
+        question = doc["question_id"]
+        shots = before[question][: -len(plain.doc_to_text(questions[question]))]
+        assert prompt == shots + permuted.doc_to_text(doc)
+        if doc["permutation"] == list(range(doc["k"])):
+            assert prompt == before[question]  # the identity order's prompt is the unpermuted prompt
+    # the draw of a question does not depend on which docs came before it (process count, --limit order)
+    permuted.set_fewshot_seed(1234)
+    assert [permuted.fewshot_context(doc, 3) for doc in reversed(docs)] == after[::-1]
