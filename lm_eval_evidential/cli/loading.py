@@ -48,6 +48,7 @@ def audit_orders(args, records: list) -> list:
         command=args.command,
         average=getattr(args, "average_orders", False),
         compared=getattr(args, "id_task", None) is not None,
+        run_flag=hasattr(args, "run"),  # compare reads several folders and has no --run
     )
     if all(a is b for a, b in zip(out, records)):
         return records

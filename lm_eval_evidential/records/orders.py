@@ -141,7 +141,7 @@ def average_orders(records: Records) -> Records:
     )
 
 
-def _refusal(records: Records, command: str, *, python: bool = False) -> PermutedRecordsError:
+def _refusal(records: Records, command: str, *, python: bool = False, run_flag: bool = True) -> PermutedRecordsError:
     _, _, counts, _, _ = _grouped(records.doc_id)
     per = f"{counts.min()}" if counts.min() == counts.max() else f"{counts.min()}-{counts.max()}"
     if python:  # a library call: the remedies are functions, not flags
@@ -153,7 +153,8 @@ def _refusal(records: Records, command: str, *, python: bool = False) -> Permute
     else:
         remedies = (
             "pass --average-orders (each question's orders averaged into one record, marked), audit the orders with "
-            f"`lm-eval-evidential permutations OUT --task {records.task}`, or read an unpermuted run with --run DATE_ID"
+            f"`lm-eval-evidential permutations OUT --task {records.task}`, or read an unpermuted run"
+            + (" with --run DATE_ID" if run_flag else " (its output folder)")
         )
     return PermutedRecordsError(
         f"{records.task} holds a permuted run ({_spec(records) or 'several orders'}: {len(records)} records of "
@@ -199,7 +200,13 @@ def _check_alike(records: Sequence[Records]) -> None:
 
 
 def records_for_audit(
-    records: Sequence[Records], *, command: str, average: bool, compared: bool, python: bool = False
+    records: Sequence[Records],
+    *,
+    command: str,
+    average: bool,
+    compared: bool,
+    python: bool = False,
+    run_flag: bool = True,
 ) -> list[Records]:
     """The one rule for a permuted run read by an audit that counts records as examples.
 
@@ -208,13 +215,13 @@ def records_for_audit(
     with it, each permuted task's orders are averaged (:func:`average_orders`). Tasks that are
     ``compared`` (an ID task against others) must then all be averaged with one permutation
     setting, or none (:class:`~lm_eval_evidential.errors.OrderMismatchError`). Unpermuted records
-    pass unchanged either way.
+    pass unchanged either way. ``run_flag``: whether ``command`` takes ``--run`` (the remedy names it).
     """
     records = list(records)
     if not average:
         for r in records:
             if r.order is not None:
-                raise _refusal(r, command, python=python)
+                raise _refusal(r, command, python=python, run_flag=run_flag)
         return records
     out = [average_orders(r) for r in records]
     if compared:

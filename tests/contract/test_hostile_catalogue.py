@@ -1176,7 +1176,9 @@ CATALOGUE = [
         "compare-given-a-permuted-run-names-the-cli-remedy",
         Cmd(["compare", "{out}", "--id", "p4", "--ood", "ood4", "--n-boot", "0"], permuted_run),
         Exit(
-            2, r"refused: p4 holds a permuted run .* and `compare` counts each record as an example.* --average-orders"
+            2,
+            r"refused: p4 holds a permuted run .* and `compare` counts each record as an example.* --average-orders"
+            r".* an unpermuted run \(its output folder\)$",  # not --run, which compare has not
         ),
     ),
     (
