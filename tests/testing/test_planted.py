@@ -10,6 +10,7 @@ A model that also knows the answers (where debiasing can help) is the slow SmolL
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -154,20 +155,26 @@ EASY_TRAINING = {
 }
 
 
+def planted_key(mirror: dict = EASY_MIRROR, training: dict = EASY_TRAINING) -> str:
+    import hashlib
+
+    from lm_eval_evidential import __version__
+
+    return hashlib.sha256(json.dumps([mirror, training, __version__], sort_keys=True).encode()).hexdigest()[:12]
+
+
 def planted_smollm2_adapter(mirror: dict = EASY_MIRROR, training: dict = EASY_TRAINING) -> Path:
     """The adapter of ``training`` on ``write_easy_mirror(**mirror)``, trained once per machine: it is kept in the
     cache the SmolLM2 checkpoint lives in (``testing.smollm2.cached_folder``), keyed by both settings."""
-    import hashlib
     import tempfile
 
-    from lm_eval_evidential import __version__
     from lm_eval_evidential.testing.smollm2 import cached_folder, smollm2_checkpoint
     from lm_eval_evidential.training.config import TrainConfig
     from lm_eval_evidential.training.trainer import train
     from tests.harness.test_model import our_tasks
 
     model = smollm2_checkpoint()
-    key = hashlib.sha256(json.dumps([mirror, training, __version__], sort_keys=True).encode()).hexdigest()[:12]
+    key = planted_key(mirror, training)
 
     def build(folder: Path) -> None:
         with tempfile.TemporaryDirectory() as tmp, pytest.MonkeyPatch.context() as mp:
@@ -220,6 +227,15 @@ def test_on_real_smollm2_the_audit_finds_the_planted_prior_and_debiasing_gives_a
     sum, capital and opposite questions (share 0.3, 100 steps, LoRA on all q/v or on the top 10 layers) and 60
     steps at share 0.5 (0.25 -> 0.36 on 36 questions, once). The match questions at share 0.3 gave 0.296 -> 0.352.
     """
+    from lm_eval_evidential.testing.smollm2 import cache_dir
+
+    trained = cache_dir() / f"smollm2-135m-instruct/planted-easy-{planted_key()}"
+    if not (os.environ.get("LM_EVAL_EVIDENTIAL_TRAIN_SMOLLM2") or trained.is_dir()):
+        # an optional slow part (the suite stays near 15 minutes on 2 cores): it runs where the adapter is cached
+        pytest.skip(
+            "trains SmolLM2-135M for 80 steps the first time on a machine (17 min on 2 loaded cores); "
+            "set LM_EVAL_EVIDENTIAL_TRAIN_SMOLLM2=1 to train it and run this test"
+        )
     records, summary = planted_smollm2_summary(tmp_path, limit=120)
     shown = ("accuracy", "accuracy_per_order", "circular_accuracy", "letter_pick_rate", "letter_uniformity", "pride")
     print(json.dumps({k: summary[k] for k in shown}, default=str))  # the figures, for the log of a slow run
