@@ -113,7 +113,7 @@ def test_the_shared_prefix_lives_on_the_model_device_and_logits_come_back_once(t
 
     class OnTheDevice:
         def __init__(self):
-            self.config, self.device = config, device
+            self.config, self.device, self.dtype = config, device, torch.float32
 
         def __call__(self, input_ids, attention_mask, position_ids, use_cache, logits_to_keep, cache=None):
             fed.extend(t.device for t in (input_ids, attention_mask, position_ids))
