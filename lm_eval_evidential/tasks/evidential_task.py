@@ -75,6 +75,8 @@ class EvidentialMCQATask(ConfigurableTask):
         # not per call of test_docs(), so it is taken out of the harness's hands here.
         self._convert = config.pop("process_docs", None)
         self._fewshot_seed = None
+        self._question_draws: dict[int, list[dict]] = {}  # permuted runs: each question's replayed draw
+        self._replay_sampler = None
         super().__init__(config=config, **kwargs)
 
     # -- data ---------------------------------------------------------------------------
@@ -238,8 +240,7 @@ class EvidentialMCQATask(ConfigurableTask):
 
     def set_fewshot_seed(self, seed: int | None = None) -> None:
         self._fewshot_seed = seed
-        self.__dict__.pop("_question_draws", None)  # permuted runs replay their draws from the new seed
-        self.__dict__.pop("_replay_sampler", None)
+        self._question_draws, self._replay_sampler = {}, None  # permuted runs replay their draws from the new seed
         super().set_fewshot_seed(seed)
 
     def fewshot_context(self, doc, num_fewshot, *args, **kwargs):
@@ -263,8 +264,8 @@ class EvidentialMCQATask(ConfigurableTask):
         makes them, question by question (``question_id``), so the identity order's prompt is the
         unpermuted prompt and the draw does not depend on the process count or the docs' order.
         """
-        draws = self.__dict__.setdefault("_question_draws", {})
-        if "_replay_sampler" not in self.__dict__:
+        draws = self._question_draws
+        if self._replay_sampler is None:
             self._replay_sampler = copy.copy(self.sampler).set_rnd(self._fewshot_seed)
         question = int(doc[QUESTION_FIELD])
         # lm-eval passes the doc to the sampler when few-shot and evaluated splits are one split, and

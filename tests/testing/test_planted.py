@@ -155,12 +155,14 @@ EASY_TRAINING = {
 }
 
 
-def planted_key(mirror: dict = EASY_MIRROR, training: dict = EASY_TRAINING) -> str:
+def planted_folder(mirror: dict = EASY_MIRROR, training: dict = EASY_TRAINING) -> str:
+    """The planted adapter's folder in the cache, keyed by both settings and the package version."""
     import hashlib
 
     from lm_eval_evidential import __version__
 
-    return hashlib.sha256(json.dumps([mirror, training, __version__], sort_keys=True).encode()).hexdigest()[:12]
+    key = hashlib.sha256(json.dumps([mirror, training, __version__], sort_keys=True).encode()).hexdigest()[:12]
+    return f"smollm2-135m-instruct/planted-easy-{key}"
 
 
 def planted_smollm2_adapter(mirror: dict = EASY_MIRROR, training: dict = EASY_TRAINING) -> Path:
@@ -174,7 +176,6 @@ def planted_smollm2_adapter(mirror: dict = EASY_MIRROR, training: dict = EASY_TR
     from tests.harness.test_model import our_tasks
 
     model = smollm2_checkpoint()
-    key = planted_key(mirror, training)
 
     def build(folder: Path) -> None:
         with tempfile.TemporaryDirectory() as tmp, pytest.MonkeyPatch.context() as mp:
@@ -182,7 +183,7 @@ def planted_smollm2_adapter(mirror: dict = EASY_MIRROR, training: dict = EASY_TR
             task = our_tasks({"load_all_splits": True}).load(["obqa_edl"])["tasks"]["obqa_edl"]
             train(model, task, TrainConfig(output_dir=str(folder), **training))
 
-    return cached_folder(f"smollm2-135m-instruct/planted-easy-{key}", build)
+    return cached_folder(planted_folder(mirror, training), build)
 
 
 def planted_smollm2_summary(tmp_path: Path, mirror: dict = EASY_MIRROR, training: dict = EASY_TRAINING, limit=60):
@@ -229,8 +230,7 @@ def test_on_real_smollm2_the_audit_finds_the_planted_prior_and_debiasing_gives_a
     """
     from lm_eval_evidential.testing.smollm2 import cache_dir
 
-    trained = cache_dir() / f"smollm2-135m-instruct/planted-easy-{planted_key()}"
-    if not (os.environ.get("LM_EVAL_EVIDENTIAL_TRAIN_SMOLLM2") or trained.is_dir()):
+    if not (os.environ.get("LM_EVAL_EVIDENTIAL_TRAIN_SMOLLM2") or (cache_dir() / planted_folder()).is_dir()):
         # an optional slow part (the suite stays near 15 minutes on 2 cores): it runs where the adapter is cached
         pytest.skip(
             "trains SmolLM2-135M for 80 steps the first time on a machine (17 min on 2 loaded cores); "
