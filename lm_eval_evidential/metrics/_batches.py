@@ -1,7 +1,7 @@
 """NaN right-padded batches, the convention of every metric on rows of different K.
 
 A batch is a float64 array of shape ``(n, K_max)`` whose row ``i`` holds that example's own ``K_i``
-values in columns ``0..K_i-1`` and NaN beyond (:mod:`.dirichlet` states it): :func:`_padded`
+values in columns ``0..K_i-1`` and NaN beyond (:mod:`.dirichlet` states it): :func:`check_padded`
 validates one and gives ``(arr, k, mask)``; the masked reductions and the per-row probability and
 entropy kernels below are what :mod:`.dirichlet`, :mod:`.scores` and the other metrics compute with.
 """
@@ -23,7 +23,7 @@ PRIOR_WEIGHT = Param(
 )
 
 
-def _padded(arr, name: str, *, positive: bool = False):
+def check_padded(arr, name: str, *, positive: bool = False):
     """Validate a NaN right-padded batch; return ``(arr, k, mask)`` with ``mask[i, j] = j < k[i]``."""
     a = np.asarray(arr)
     if a.ndim != 2:
@@ -60,7 +60,7 @@ def _padded(arr, name: str, *, positive: bool = False):
         )
     if positive:
         with np.errstate(over="ignore"):
-            total = _masked_sum(a, mask)
+            total = masked_sum(a, mask)
         if not np.isfinite(total).all():  # every strength-based quantity would be inf or NaN
             i = int(np.flatnonzero(~np.isfinite(total))[0])
             raise InvalidValueError(
@@ -73,7 +73,7 @@ def _padded(arr, name: str, *, positive: bool = False):
 # ---- unchecked kernels on validated (arr, mask); padding may hold NaN and is ignored ----
 
 
-def _filled(x: np.ndarray, mask: np.ndarray, value: float) -> np.ndarray:
+def fill_padding(x: np.ndarray, mask: np.ndarray, value: float) -> np.ndarray:
     """``x`` with the padding set to ``value`` (``x`` itself when there is no padding).
 
     copyto(where=) rather than np.where: np.where on 2-D arrays is ~6x slower here.
@@ -85,14 +85,14 @@ def _filled(x: np.ndarray, mask: np.ndarray, value: float) -> np.ndarray:
     return out
 
 
-def _masked_sum(x: np.ndarray, mask: np.ndarray) -> np.ndarray:
+def masked_sum(x: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """Row sums over each row's own classes, added strictly left to right.
 
     A column loop rather than ``sum(axis=1)``: several times faster for (n, K<=8) arrays, and
     the fixed left-to-right order makes the sum of an expanded row exactly ``((S + a) + b)...``
     of the original sum S, which keeps matched-expansion ranks exactly unchanged.
     """
-    xf = _filled(x, mask, 0.0)
+    xf = fill_padding(x, mask, 0.0)
     if xf.shape[1] == 0:
         return np.zeros(xf.shape[0])
     acc = xf[:, 0].copy()
@@ -101,9 +101,9 @@ def _masked_sum(x: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return acc
 
 
-def _masked_max(x: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    xf = _filled(x, mask, -np.inf)
-    if xf.shape[1] == 0:  # only reachable with 0 rows: _padded refuses rows without classes
+def masked_max(x: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    xf = fill_padding(x, mask, -np.inf)
+    if xf.shape[1] == 0:  # only reachable with 0 rows: check_padded refuses rows without classes
         return np.full(xf.shape[0], -np.inf)
     acc = xf[:, 0].copy()
     for j in range(1, xf.shape[1]):
@@ -111,16 +111,16 @@ def _masked_max(x: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return acc
 
 
-def _probs_of(a: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    return a / _masked_sum(a, mask)[:, None]
+def probs_of(a: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    return a / masked_sum(a, mask)[:, None]
 
 
-def _entropy_of(p: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    return _masked_sum(entr(p), mask)  # entr(x) = -x log x, entr(0) = 0
+def entropy_of(p: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    return masked_sum(entr(p), mask)  # entr(x) = -x log x, entr(0) = 0
 
 
-def _expected_entropy_of(a: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    s = _masked_sum(a, mask)
+def expected_entropy_of(a: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    s = masked_sum(a, mask)
     # (alpha / S) psi(alpha + 1) rather than alpha psi(alpha + 1) / S: the product can neither
     # overflow (alpha ~ 1e307) nor lose its digits in the subnormal range (alpha ~ 1e-320).
-    return digamma(s + 1.0) - _masked_sum((a / s[:, None]) * digamma(a + 1.0), mask)
+    return digamma(s + 1.0) - masked_sum((a / s[:, None]) * digamma(a + 1.0), mask)

@@ -26,6 +26,7 @@ import numpy as np
 from lm_eval_evidential.errors import InvalidValueError
 from lm_eval_evidential.params import Integral, Interval, Param, validate_params
 
+from ._batches import check_padded
 from ._validation import (
     as_1d_float,
     as_binary_labels,
@@ -33,8 +34,7 @@ from ._validation import (
     first_outside_unit_interval,
     undefined,
 )
-from .dirichlet import _padded
-from .scores import _check_simplex
+from .scores import check_simplex
 
 __all__ = [
     "NLL_FLOOR",
@@ -266,9 +266,9 @@ def reliability_diagram(confidence, correct, n_bins: int = 15) -> dict:
     }
 
 
-def _probs_gold(probs, gold):
-    p, k, mask = _padded(probs, "probs")
-    _check_simplex(p, mask)
+def probs_and_gold(probs, gold):
+    p, k, mask = check_padded(probs, "probs")
+    check_simplex(p, mask)
     g = np.asarray(gold)
     if g.ndim != 1 or g.shape[0] != p.shape[0]:
         raise InvalidValueError(f"gold must be 1-D with one class index per row ({p.shape[0]}), got shape {g.shape}")
@@ -317,7 +317,7 @@ def nll(probs, gold) -> float:
     >>> round(nll(probs, [0, 3]), 4)  # (log 2 + log 4) / 2
     1.0397
     """
-    p, _, _, g = _probs_gold(probs, gold)
+    p, _, _, g = probs_and_gold(probs, gold)
     if p.shape[0] == 0:
         return undefined("nll is undefined for 0 examples")
     p_gold = p[np.arange(p.shape[0]), g]
@@ -355,7 +355,7 @@ def brier(probs, gold) -> float:
     >>> brier([[0.5, 0.25, 0.25, float("nan")], [0.25, 0.25, 0.25, 0.25]], [0, 3])  # (0.375 + 0.75) / 2
     0.5625
     """
-    p, _, mask, g = _probs_gold(probs, gold)
+    p, _, mask, g = probs_and_gold(probs, gold)
     if p.shape[0] == 0:
         return undefined("brier is undefined for 0 examples")
     onehot = np.arange(p.shape[1]) == g[:, None]

@@ -72,11 +72,11 @@ import numpy as np
 from lm_eval_evidential.errors import InvalidValueError
 from lm_eval_evidential.params import Integral, Interval, Options, Param, Real, validate_params
 
+from ._batches import check_padded
 from ._validation import as_1d_float, as_binary_labels, check_same_length, undefined
-from .calibration import _probs_gold
-from .dirichlet import _padded
+from .calibration import probs_and_gold
 from .intervals import LEVEL, N_BOOT
-from .scores import _check_simplex
+from .scores import check_simplex
 
 __all__ = [
     "METHODS",
@@ -209,7 +209,7 @@ def nonconformity(probs, gold, method: str = "lac", *, lam: float = RAPS_LAMBDA,
     [1.0, 0.5]
     """
     raps = (float(lam), int(k_reg))
-    p, _, mask, g = _probs_gold(probs, gold)
+    p, _, mask, g = probs_and_gold(probs, gold)
     rows = np.arange(p.shape[0])
     if method == "lac":
         return 1.0 - p[rows, g]
@@ -264,8 +264,8 @@ def prediction_sets(
     q = float(qhat)
     if math.isnan(q):
         raise InvalidValueError("qhat is NaN; compute it with conformal_quantile on a non-empty calibration set")
-    p, _, mask = _padded(probs, "probs")
-    _check_simplex(p, mask)
+    p, _, mask = check_padded(probs, "probs")
+    check_simplex(p, mask)
     return mask & (_option_scores(p, mask, method, raps) <= q)
 
 

@@ -34,26 +34,26 @@ from ._validation import undefined
 # The intervals live in .intervals, the point metrics in .ranking; the public ones stay importable from here.
 from .intervals import (
     LEVEL,
-    _delong_from,
     aupr_in_ci,
     aupr_in_ij_ci,
     bootstrap_ci,
     delong_ci,
+    delong_from_blocks,
     delong_test,
 )
 from .ranking import (
     TPR,
-    _aupr_in_from,
-    _aupr_out_from,
-    _blocks,
-    _fpr_from,
-    _inputs,
-    _single_class_reason,
     aupr_baseline,
     aupr_in,
+    aupr_in_from_blocks,
     aupr_out,
+    aupr_out_from_blocks,
     auroc,
     fpr_at_95_tpr,
+    fpr_from_blocks,
+    ranking_inputs,
+    single_class_reason,
+    tie_blocks,
 )
 
 __all__ = [
@@ -109,11 +109,11 @@ def detection_report(y_true, score, *, tpr: float = 0.95, level: float = 0.95) -
     (0.75, 0.5, 0.5, None)
     """
     tpr, level = float(tpr), float(level)
-    y, s = _inputs(y_true, score)
+    y, s = ranking_inputs(y_true, score)
     n_id = int(y.sum())
     row = {"n_id": n_id, "n_ood": int(y.size - n_id), "tpr": tpr, "level": level}
     nan = float("nan")
-    reason = _single_class_reason("OOD detection", y)
+    reason = single_class_reason("OOD detection", y)
     if reason:
         undefined(reason)
         row.update(
@@ -127,8 +127,8 @@ def detection_report(y_true, score, *, tpr: float = 0.95, level: float = 0.95) -
             reason=reason,
         )
         return row
-    b = _blocks(y, s)
-    auc, ci, reason = _delong_from(b, level)
+    b = tie_blocks(y, s)
+    auc, ci, reason = delong_from_blocks(b, level)
     if ci is None:
         undefined(reason)
         ci = (nan, nan)
@@ -136,10 +136,10 @@ def detection_report(y_true, score, *, tpr: float = 0.95, level: float = 0.95) -
         auroc=auc,
         auroc_lo=ci[0],
         auroc_hi=ci[1],
-        aupr_in=_aupr_in_from(b),
-        aupr_out=_aupr_out_from(b),
+        aupr_in=aupr_in_from_blocks(b),
+        aupr_out=aupr_out_from_blocks(b),
         aupr_baseline=n_id / y.size,
-        fpr_at_tpr=_fpr_from(b, tpr),
+        fpr_at_tpr=fpr_from_blocks(b, tpr),
         reason=reason,
     )
     return row

@@ -24,16 +24,16 @@ import numpy as np
 from lm_eval_evidential.errors import InvalidValueError
 from lm_eval_evidential.params import validate_params
 
-# The batch convention's validation and kernels live in ._batches; the other metrics import them from here.
+# The batch convention's validation and kernels live in ._batches, where every metric imports them from.
 from ._batches import (
     PRIOR_WEIGHT,
-    _entropy_of,
-    _expected_entropy_of,
-    _filled,
-    _masked_max,
-    _masked_sum,
-    _padded,
-    _probs_of,
+    check_padded,
+    entropy_of,
+    expected_entropy_of,
+    fill_padding,
+    masked_max,
+    masked_sum,
+    probs_of,
 )
 
 __all__ = [
@@ -73,7 +73,7 @@ def class_counts(arr) -> np.ndarray:
     >>> class_counts([[0.1, 0.2, 0.7], [0.5, 0.5, float("nan")]]).tolist()
     [3, 2]
     """
-    return _padded(arr, "arr")[1]
+    return check_padded(arr, "arr")[1]
 
 
 @validate_params({"prior_weight": PRIOR_WEIGHT})
@@ -105,11 +105,11 @@ def edl_alpha(logits, prior_weight: float = 1.0) -> np.ndarray:
     [[1.6931, 3.1269, nan]]
     """
     lam = float(prior_weight)
-    a, _, mask = _padded(logits, "logits")
+    a, _, mask = check_padded(logits, "logits")
     # Padding is zero-filled for the arithmetic (logaddexp warns on NaN) and restored after.
-    out = np.logaddexp(0.0, _filled(a, mask, 0.0))
+    out = np.logaddexp(0.0, fill_padding(a, mask, 0.0))
     out += lam
-    return _filled(out, mask, np.nan)
+    return fill_padding(out, mask, np.nan)
 
 
 def strength(alpha) -> np.ndarray:
@@ -135,8 +135,8 @@ def strength(alpha) -> np.ndarray:
     >>> strength([[3.0, 1.0, 1.0, 1.0], [2.0, 2.0, 2.0, float("nan")]]).tolist()
     [6.0, 6.0]
     """
-    a, _, mask = _padded(alpha, "alpha", positive=True)
-    return _masked_sum(a, mask)
+    a, _, mask = check_padded(alpha, "alpha", positive=True)
+    return masked_sum(a, mask)
 
 
 def expected_probs(alpha) -> np.ndarray:
@@ -162,8 +162,8 @@ def expected_probs(alpha) -> np.ndarray:
     >>> expected_probs([[3.0, 1.0, 1.0, 1.0], [2.0, 2.0, 2.0, float("nan")]]).round(4).tolist()
     [[0.5, 0.1667, 0.1667, 0.1667], [0.3333, 0.3333, 0.3333, nan]]
     """
-    a, _, mask = _padded(alpha, "alpha", positive=True)
-    return _probs_of(a, mask)
+    a, _, mask = check_padded(alpha, "alpha", positive=True)
+    return probs_of(a, mask)
 
 
 @validate_params({"prior_weight": PRIOR_WEIGHT})
@@ -197,8 +197,8 @@ def vacuity(alpha, prior_weight: float = 1.0) -> np.ndarray:
     [0.6667, 0.5]
     """
     lam = float(prior_weight)
-    a, k, mask = _padded(alpha, "alpha", positive=True)
-    return lam * k / _masked_sum(a, mask)
+    a, k, mask = check_padded(alpha, "alpha", positive=True)
+    return lam * k / masked_sum(a, mask)
 
 
 def entropy(probs) -> np.ndarray:
@@ -224,8 +224,8 @@ def entropy(probs) -> np.ndarray:
     >>> entropy([[0.5, 0.5, float("nan")], [1.0, 0.0, 0.0]]).round(4).tolist()  # log 2, 0
     [0.6931, 0.0]
     """
-    p, _, mask = _padded(probs, "probs")
-    return _entropy_of(p, mask)
+    p, _, mask = check_padded(probs, "probs")
+    return entropy_of(p, mask)
 
 
 def softmax(logits) -> np.ndarray:
@@ -253,10 +253,10 @@ def softmax(logits) -> np.ndarray:
     >>> softmax([[0.0, math.log(3.0), float("nan")]]).round(4).tolist()
     [[0.25, 0.75, nan]]
     """
-    a, _, mask = _padded(logits, "logits")
-    z = _filled(a, mask, -np.inf) - _masked_max(a, mask)[:, None]
+    a, _, mask = check_padded(logits, "logits")
+    z = fill_padding(a, mask, -np.inf) - masked_max(a, mask)[:, None]
     ez = np.exp(z)  # exp(-inf) = 0, so the padding contributes nothing to the normaliser
-    return _filled(ez / _masked_sum(ez, mask)[:, None], mask, np.nan)
+    return fill_padding(ez / masked_sum(ez, mask)[:, None], mask, np.nan)
 
 
 def expected_entropy(alpha) -> np.ndarray:
@@ -284,8 +284,8 @@ def expected_entropy(alpha) -> np.ndarray:
     >>> expected_entropy([[3.0, 1.0, 1.0, 1.0], [2.0, 2.0, 2.0, float("nan")]]).round(4).tolist()
     [1.0333, 0.95]
     """
-    a, _, mask = _padded(alpha, "alpha", positive=True)
-    return _expected_entropy_of(a, mask)
+    a, _, mask = check_padded(alpha, "alpha", positive=True)
+    return expected_entropy_of(a, mask)
 
 
 def mutual_information(alpha) -> np.ndarray:
@@ -315,8 +315,8 @@ def mutual_information(alpha) -> np.ndarray:
     >>> mutual_information([little, much]).round(4).tolist()
     [0.2091, 0.0165]
     """
-    a, _, mask = _padded(alpha, "alpha", positive=True)
-    return _entropy_of(_probs_of(a, mask), mask) - _expected_entropy_of(a, mask)
+    a, _, mask = check_padded(alpha, "alpha", positive=True)
+    return entropy_of(probs_of(a, mask), mask) - expected_entropy_of(a, mask)
 
 
 def invariant_extra_alpha(alpha) -> np.ndarray:
@@ -353,8 +353,8 @@ def invariant_extra_alpha(alpha) -> np.ndarray:
     >>> invariant_extra_alpha(alpha).tolist()  # S_K / K: 6 / 4 and 6 / 3
     [1.5, 2.0]
     """
-    a, k, mask = _padded(alpha, "alpha", positive=True)
-    return _masked_sum(a, mask) / k
+    a, k, mask = check_padded(alpha, "alpha", positive=True)
+    return masked_sum(a, mask) / k
 
 
 @validate_params({"prior_weight": PRIOR_WEIGHT})
@@ -400,7 +400,7 @@ def expand_classes(alpha, extra: int, prior_weight: float = 1.0, rows=None):
     lam = float(prior_weight)
     if isinstance(extra, bool) or not isinstance(extra, (int, np.integer)) or extra < 0:
         raise InvalidValueError(f"extra must be a non-negative integer number of classes, got {extra!r}")
-    a, k, mask = _padded(alpha, "alpha", positive=True)
+    a, k, mask = check_padded(alpha, "alpha", positive=True)
     n = a.shape[0]
     if rows is None:
         grow = np.ones(n, dtype=bool)
@@ -410,10 +410,10 @@ def expand_classes(alpha, extra: int, prior_weight: float = 1.0, rows=None):
             raise InvalidValueError(
                 f"rows must be a boolean mask of shape ({n},), got dtype {grow.dtype} and shape {grow.shape}"
             )
-    return _expand(a, k, np.where(grow, int(extra), 0), lam)
+    return expand_unchecked(a, k, np.where(grow, int(extra), 0), lam)
 
 
-def _expand(a: np.ndarray, k: np.ndarray, extra: np.ndarray | int, lam: float):
+def expand_unchecked(a: np.ndarray, k: np.ndarray, extra: np.ndarray | int, lam: float):
     """Unchecked core of :func:`expand_classes` on a validated batch; ``extra`` per row or scalar."""
     n = a.shape[0]
     new_k = k + extra

@@ -36,14 +36,14 @@ from lm_eval_evidential.params import Integral, Interval, Options, Param, Real, 
 
 from ._validation import undefined
 from .ranking import (
-    _FROM_BLOCKS,
-    _aupr_in_from,
-    _auroc_from,
-    _Blocks,
-    _blocks,
-    _inputs,
-    _single_class_reason,
+    FROM_BLOCKS,
+    TieBlocks,
     aupr_in,
+    aupr_in_from_blocks,
+    auroc_from_blocks,
+    ranking_inputs,
+    single_class_reason,
+    tie_blocks,
 )
 
 __all__ = [
@@ -56,7 +56,7 @@ __all__ = [
 ]
 
 
-def _delong_components(b: _Blocks):
+def _delong_components(b: TieBlocks):
     """Per-block DeLong structural components (Sun & Xu 2014 midrank form, via the block counts).
 
     V10 for an ID example in block g = share of OOD below it (+1/2 of ties);
@@ -73,8 +73,8 @@ def _weighted_var(values: np.ndarray, weights: np.ndarray, total: int) -> float:
     return float(np.dot(weights, dev * dev) / (total - 1))
 
 
-def _delong_from(b: _Blocks, level: float):
-    auc = _auroc_from(b)
+def delong_from_blocks(b: TieBlocks, level: float):
+    auc = auroc_from_blocks(b)
     if b.n_id < 2 or b.n_ood < 2:
         return (
             auc,
@@ -106,12 +106,12 @@ SEED = Param(Interval(Integral, 0), example="seed=0")
 def _interval(metric: str, y_true, score, level: float, from_blocks) -> tuple[float, float, float]:
     """``(estimate, lo, hi)`` of an interval read off the blocks by ``from_blocks(blocks, level)``, which gives
     ``(estimate, (lo, hi) or None, reason)``; NaN with an :class:`UndefinedMetricWarning` where undefined."""
-    y, s = _inputs(y_true, score)
-    reason = _single_class_reason(metric, y)
+    y, s = ranking_inputs(y_true, score)
+    reason = single_class_reason(metric, y)
     if reason:
         nan = undefined(reason)
         return nan, nan, nan
-    estimate, ci, reason = from_blocks(_blocks(y, s), float(level))
+    estimate, ci, reason = from_blocks(tie_blocks(y, s), float(level))
     if ci is None:
         nan = undefined(reason)
         return estimate, nan, nan
@@ -158,7 +158,7 @@ def delong_ci(y_true, score, level: float = 0.95) -> tuple[float, float, float]:
     (0.8889, 0.5809, 1.0)
     """
     level = float(level)
-    return _interval("AUROC", y_true, score, level, _delong_from)
+    return _interval("AUROC", y_true, score, level, delong_from_blocks)
 
 
 def delong_test(y_true, score_a, score_b) -> tuple[float, float, float, float, float]:
@@ -196,14 +196,14 @@ def delong_test(y_true, score_a, score_b) -> tuple[float, float, float, float, f
     >>> round(a, 4), b, round(diff, 4), round(z, 4), round(p, 4)
     (0.8889, 1.0, -0.1111, -0.7071, 0.4795)
     """
-    y, a = _inputs(y_true, score_a, "score_a")
-    _, b_ = _inputs(y_true, score_b, "score_b")
-    reason = _single_class_reason("AUROC", y)
+    y, a = ranking_inputs(y_true, score_a, "score_a")
+    _, b_ = ranking_inputs(y_true, score_b, "score_b")
+    reason = single_class_reason("AUROC", y)
     if reason:
         nan = undefined(reason)
         return nan, nan, nan, nan, nan
-    ba, bb = _blocks(y, a, with_gid=True), _blocks(y, b_, with_gid=True)
-    auc_a, auc_b = _auroc_from(ba), _auroc_from(bb)
+    ba, bb = tie_blocks(y, a, with_gid=True), tie_blocks(y, b_, with_gid=True)
+    auc_a, auc_b = auroc_from_blocks(ba), auroc_from_blocks(bb)
     diff = auc_a - auc_b
     if ba.n_id < 2 or ba.n_ood < 2:
         nan = undefined(f"DeLong test is undefined with n_id={ba.n_id}, n_ood={ba.n_ood} (needs >= 2 each)")
@@ -281,8 +281,8 @@ def bootstrap_ci(
     (nan, nan)
     """
     level, n_boot = float(level), int(n_boot)
-    y, s = _inputs(y_true, score)
-    reason = _single_class_reason("a stratified bootstrap", y)
+    y, s = ranking_inputs(y_true, score)
+    reason = single_class_reason("a stratified bootstrap", y)
     if reason:
         nan = undefined(reason)
         return nan, nan, nan
@@ -306,9 +306,9 @@ def _replicates(metric_fn, y: np.ndarray, s: np.ndarray, n_boot: int, seed: int)
     rng = np.random.default_rng(seed)
     reps = np.empty(n_boot)
     chunk = max(1, min(n_boot, (1 << 22) // (n_id + n_ood)))
-    from_blocks = _FROM_BLOCKS.get(metric_fn)
+    from_blocks = FROM_BLOCKS.get(metric_fn)
     if from_blocks is not None:  # the replicates' blocks counted on the data's own, no sort per replicate
-        gid = _blocks(y, s, with_gid=True).gid
+        gid = tie_blocks(y, s, with_gid=True).gid
         gid_id, gid_ood = gid[y], gid[~y]
     for start in range(0, n_boot, chunk):
         m = min(chunk, n_boot - start)
@@ -323,19 +323,19 @@ def _replicates(metric_fn, y: np.ndarray, s: np.ndarray, n_boot: int, seed: int)
     return reps
 
 
-def _resampled_blocks(gid_id: np.ndarray, gid_ood: np.ndarray) -> _Blocks:
+def _resampled_blocks(gid_id: np.ndarray, gid_ood: np.ndarray) -> TieBlocks:
     """The blocks of a resample, from the data's block of each drawn ID and OOD example.
 
     A resample's distinct scores are those of the data that were drawn, in the same order, so its
     blocks are the data's blocks that hold a drawn example, with the drawn counts: the arrays
-    :func:`_merge_blocks` would build from the resampled scores, integer for integer, in O(n)
+    :func:`merge_tie_blocks` would build from the resampled scores, integer for integer, in O(n)
     instead of a sort.
     """
     size = int(max(gid_id.max(initial=0), gid_ood.max(initial=0))) + 1
     dtp, dfp = np.bincount(gid_id, minlength=size), np.bincount(gid_ood, minlength=size)
     drawn = (dtp + dfp) > 0
     dtp, dfp = dtp[drawn], dfp[drawn]
-    return _Blocks(np.cumsum(dtp), np.cumsum(dfp), dtp, dfp, gid_id.size, gid_ood.size, None)
+    return TieBlocks(np.cumsum(dtp), np.cumsum(dfp), dtp, dfp, gid_id.size, gid_ood.size, None)
 
 
 #: Above this many examples (ID + OOD) :func:`aupr_in_ci` gives the bootstrap's large-sample limit
@@ -351,15 +351,15 @@ def _weighted_ss(values: np.ndarray, weights: np.ndarray, total: int) -> float:
     return float((weights * dev * dev).sum())
 
 
-def _aupr_in_ij_from(b: _Blocks, level: float):
+def _aupr_in_ij_from(b: TieBlocks, level: float):
     """AUPR-In and its infinitesimal-jackknife logit interval from the blocks (see :func:`aupr_in_ij_ci`)."""
-    ap = _aupr_in_from(b)
+    ap = aupr_in_from_blocks(b)
     if b.n_id < 2 or b.n_ood < 2:
         return ap, None, f"the AUPR-In interval is undefined with n_id={b.n_id}, n_ood={b.n_ood} (needs >= 2 each)"
     total = (b.tps + b.fps).astype(np.float64)  # >= 1 in every block: it counts the block itself
     sq = total * total
     # Suffix sums over the blocks g >= k, at or below block k in the descending sort (cumulative counts
-    # through g include every example of block k); written without np.dot, see ranking._aupr_in_from.
+    # through g include every example of block k); written without np.dot, see ranking.aupr_in_from_blocks.
     through_id = np.cumsum((b.dtp * b.fps / sq)[::-1])[::-1]
     through_ood = np.cumsum((b.dtp * b.tps / sq)[::-1])[::-1]
     spread = _weighted_ss(b.tps / total + through_id, b.dtp, b.n_id) + _weighted_ss(through_ood, b.dfp, b.n_ood)
@@ -461,7 +461,7 @@ def aupr_in_ci(y_true, score, *, n_boot: int = 1000, level: float = 0.95, seed: 
     >>> aupr_in_ci(y, s, n_boot=0)[1:]
     (nan, nan)
     """
-    y, s = _inputs(y_true, score)
+    y, s = ranking_inputs(y_true, score)
     if int(n_boot) == 0 or _interval_kind(y.size) == "bootstrap":
         return bootstrap_ci(aupr_in, y, s, n_boot=n_boot, level=level, seed=seed)
     return aupr_in_ij_ci(y, s, level)

@@ -43,9 +43,10 @@ import numpy as np
 from lm_eval_evidential.errors import InvalidValueError
 from lm_eval_evidential.params import Integral, Interval, Options, Param, validate_params
 
-from .dirichlet import PRIOR_WEIGHT, _expand, _padded, _probs_of
+from ._batches import PRIOR_WEIGHT, check_padded, probs_of
+from .dirichlet import expand_unchecked
 from .member_phantoms import MemberSide, member_phantom_scores
-from .ranking import _aupr_in_from, _auroc_from, _merge_blocks
+from .ranking import aupr_in_from_blocks, auroc_from_blocks, merge_tie_blocks
 from .score_functions import COUNT_SCORES
 from .scores import OOD_DEFAULT_SCORES, SCORES, check_score_names
 
@@ -94,7 +95,7 @@ def _side_scores(alpha, k, names, lam, k_count=None, logits=None) -> dict[str, n
     # alpha is validated once by ksweep (expansions of it stay valid), so the registry's
     # kernels are called directly instead of re-validating through compute_score per score.
     mask = np.arange(alpha.shape[1]) < k[:, None]
-    p = _probs_of(alpha, mask)
+    p = probs_of(alpha, mask)
     return {
         name: SCORES[name].fn(
             p, k if k_count is None or name not in COUNT_SCORES else k_count, mask, alpha, lam, logits
@@ -129,7 +130,7 @@ def _grow(a, k, x: int, mode: str, lam: float, names, phantom=None, z=None, z_ph
     if mode == "count":
         return _side_scores(a, k, names, lam, k_count=k + x, logits=z), k + x, -lam
     if mode == "zero":
-        ax, kx = _expand(a, k, x, lam)
+        ax, kx = expand_unchecked(a, k, x, lam)
         evidence = 0.0
     else:
         ax, kx = _append(a, k, phantom, x)
@@ -197,7 +198,7 @@ def phantom_scores(
     lam = float(prior_weight)
     mode = phantom
     names = tuple(check_score_names(scores))
-    a, k, _ = _padded(alpha, "alpha", positive=True)
+    a, k, _ = check_padded(alpha, "alpha", positive=True)
     z = None if logits is None else np.asarray(logits, dtype=np.float64)
     if any(SCORES[n].needs_logits for n in names) and z is None:
         raise InvalidValueError("the logit scores need logits=")
@@ -317,7 +318,7 @@ def ksweep(
 
 def _sweep_sides(alphas, names, mode: str, logits, phantoms, phantom_logits, members=(None, None)) -> dict[str, dict]:
     """Validate :func:`ksweep`'s two sides: ``{"id"|"ood": {"alpha", "k", "z", "phantom", "z_phantom"}}``."""
-    (a_id, k_id, _), (a_ood, k_ood, _) = (_padded(a, f"alpha_{s}", positive=True) for a, s in zip(alphas, SIDES))
+    (a_id, k_id, _), (a_ood, k_ood, _) = (check_padded(a, f"alpha_{s}", positive=True) for a, s in zip(alphas, SIDES))
     if a_id.shape[0] == 0 or a_ood.shape[0] == 0:
         raise InvalidValueError(
             f"ksweep needs examples on both sides, got n_id={a_id.shape[0]}, n_ood={a_ood.shape[0]}"
@@ -370,8 +371,8 @@ def _single_k(k) -> int | None:
 
 
 def _auroc_aupr_in(sorted_id, sorted_ood) -> tuple[float, float]:
-    b = _merge_blocks(sorted_id, sorted_ood)
-    return _auroc_from(b), _aupr_in_from(b)
+    b = merge_tie_blocks(sorted_id, sorted_ood)
+    return auroc_from_blocks(b), aupr_in_from_blocks(b)
 
 
 def _grown_sorted(side: dict, x: int, mode: str, lam: float, names) -> tuple[dict, np.ndarray, float]:

@@ -39,7 +39,7 @@ import numpy as np
 
 from lm_eval_evidential.errors import InvalidValueError
 
-from .members import Members, _mean_probs, _mixture_parts, _summary_alpha, members_of
+from .members import Members, member_means_of, members_of, mixture_probs_of, summary_alpha_of
 from .score_functions import COUNT_SCORES, SCORES
 from .scores import no_alpha_reason
 
@@ -90,7 +90,7 @@ def grow_members(side: MemberSide, x: int, mode: str, lam: float) -> tuple[Membe
         lam_extra = np.full(members.alpha.shape[:2] + (x,), lam)
         alpha = _append_members(members.alpha, k, lam_extra, x)
         mask = np.arange(alpha.shape[2]) < (k + x)[:, None]
-        return Members(_mixture_parts(alpha, mask), alpha), k + x, k + x, 0.0
+        return Members(member_means_of(alpha, mask), alpha), k + x, k + x, 0.0
     short = np.flatnonzero(side.n_phantom() < x)
     if short.size:
         i = int(short[0])
@@ -154,8 +154,8 @@ def member_phantom_scores(
         raise InvalidValueError(no_alpha_reason(no_alpha))
     members, k, k_eval, evidence = grow_members(side, x, phantom, prior_weight)
     mask = np.arange(members.probs.shape[2]) < k[:, None]
-    p = _mean_probs(members)
-    alpha = None if members.alpha is None else np.where(mask, _summary_alpha(members, mask), np.nan)
+    p = mixture_probs_of(members)
+    alpha = None if members.alpha is None else np.where(mask, summary_alpha_of(members, mask), np.nan)
     values = {
         name: SCORES[name].fn(p, k_eval if name in COUNT_SCORES else k, mask, alpha, prior_weight, None, members)
         for name in scores

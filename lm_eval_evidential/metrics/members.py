@@ -53,7 +53,7 @@ import numpy as np
 from lm_eval_evidential.errors import InvalidValueError
 from lm_eval_evidential.params import validate_params
 
-from .dirichlet import PRIOR_WEIGHT, _entropy_of, _expected_entropy_of, _masked_max, _masked_sum, _padded
+from ._batches import PRIOR_WEIGHT, check_padded, entropy_of, expected_entropy_of, masked_max, masked_sum
 
 __all__ = [
     "Members",
@@ -115,7 +115,7 @@ def _validated(arr, name: str, *, positive: bool = False):
         )
     if a.shape[1] < 1:
         raise InvalidValueError(f"{name} has no members (shape {a.shape}); every question needs at least one")
-    flat, k_flat, _ = _padded(_flat(a) if a.shape[0] else a.reshape(0, a.shape[2]), name, positive=positive)
+    flat, k_flat, _ = check_padded(_flat(a) if a.shape[0] else a.reshape(0, a.shape[2]), name, positive=positive)
     k_members = k_flat.reshape(a.shape[0], a.shape[1])
     k = k_members[:, 0] if a.shape[0] else np.zeros(0, dtype=np.int64)
     if (k_members != k[:, None]).any():
@@ -141,37 +141,37 @@ def _member_probs_of(z: np.ndarray, mask: np.ndarray, method: str, lam: float) -
     filled = np.where(mask[:, None, :], z, np.nan)
     if method == "edl":
         alpha = np.where(mask[:, None, :], np.logaddexp(0.0, np.nan_to_num(filled, nan=0.0)) + lam, np.nan)
-        return Members(_mixture_parts(alpha, mask), alpha)
+        return Members(member_means_of(alpha, mask), alpha)
     shifted = np.where(mask[:, None, :], filled - np.nanmax(filled, axis=2, keepdims=True), -np.inf)
     ez = np.exp(shifted)
     probs = ez / ez.sum(axis=2, keepdims=True)
     return Members(np.where(mask[:, None, :], probs, np.nan), None)
 
 
-def _mixture_parts(alpha: np.ndarray, mask: np.ndarray) -> np.ndarray:
+def member_means_of(alpha: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """Each member's Dirichlet mean ``alpha_m / S_m`` (n, M, K_max)."""
-    s = _over_members(alpha, mask, _masked_sum)
+    s = _over_members(alpha, mask, masked_sum)
     return alpha / s[:, :, None]
 
 
-def _mean_probs(members: Members) -> np.ndarray:
+def mixture_probs_of(members: Members) -> np.ndarray:
     return members.probs.mean(axis=1)
 
 
-def _expected_entropy_members(members: Members, mask: np.ndarray) -> np.ndarray:
+def mean_member_entropy_of(members: Members, mask: np.ndarray) -> np.ndarray:
     """``(1/M) sum_m h_m``: E_Dir[H] of EDL members, H(p_m) of softmax members (module docstring)."""
     if members.alpha is not None:
-        return _over_members(members.alpha, mask, _expected_entropy_of).mean(axis=1)
-    return _over_members(members.probs, mask, _entropy_of).mean(axis=1)
+        return _over_members(members.alpha, mask, expected_entropy_of).mean(axis=1)
+    return _over_members(members.probs, mask, entropy_of).mean(axis=1)
 
 
-def _max_prob_variance(members: Members, mask: np.ndarray) -> np.ndarray:
-    return _over_members(members.probs, mask, _masked_max).var(axis=1)
+def max_prob_variance_of(members: Members, mask: np.ndarray) -> np.ndarray:
+    return _over_members(members.probs, mask, masked_max).var(axis=1)
 
 
-def _summary_alpha(members: Members, mask: np.ndarray) -> np.ndarray:
-    s = _over_members(members.alpha, mask, _masked_sum)
-    return _mean_probs(members) / np.mean(1.0 / s, axis=1)[:, None]
+def summary_alpha_of(members: Members, mask: np.ndarray) -> np.ndarray:
+    s = _over_members(members.alpha, mask, masked_sum)
+    return mixture_probs_of(members) / np.mean(1.0 / s, axis=1)[:, None]
 
 
 @validate_params({"prior_weight": PRIOR_WEIGHT})
@@ -233,7 +233,7 @@ def mixture_probs(member_logits, method: str = "softmax", prior_weight: float = 
     >>> mixture_probs([[[0.0, np.log(3.0), np.nan], [0.0, 0.0, np.nan]]]).round(4).tolist()
     [[0.375, 0.625, nan]]
     """
-    return _mean_probs(members_of(member_logits, method, prior_weight)[0])
+    return mixture_probs_of(members_of(member_logits, method, prior_weight)[0])
 
 
 def mixture_alpha(member_logits, prior_weight: float = 1.0) -> np.ndarray:
@@ -267,7 +267,7 @@ def mixture_alpha(member_logits, prior_weight: float = 1.0) -> np.ndarray:
     True
     """
     members, _, mask = members_of(member_logits, "edl", prior_weight)
-    return np.where(mask, _summary_alpha(members, mask), np.nan)
+    return np.where(mask, summary_alpha_of(members, mask), np.nan)
 
 
 @_shared_doc
@@ -289,7 +289,7 @@ def expected_entropy_of_members(member_logits, method: str = "softmax", prior_we
     [0.3466]
     """
     members, _, mask = members_of(member_logits, method, prior_weight)
-    return _expected_entropy_members(members, mask)
+    return mean_member_entropy_of(members, mask)
 
 
 @_shared_doc
@@ -311,7 +311,7 @@ def mutual_information_of_members(member_logits, method: str = "softmax", prior_
     [0.6931, 0.0]
     """
     members, _, mask = members_of(member_logits, method, prior_weight)
-    return _entropy_of(_mean_probs(members), mask) - _expected_entropy_members(members, mask)
+    return entropy_of(mixture_probs_of(members), mask) - mean_member_entropy_of(members, mask)
 
 
 @_shared_doc
@@ -335,7 +335,7 @@ def max_prob_variance(member_logits, method: str = "softmax", prior_weight: floa
     [0.015625]
     """
     members, _, mask = members_of(member_logits, method, prior_weight)
-    return _max_prob_variance(members, mask)
+    return max_prob_variance_of(members, mask)
 
 
 @_shared_doc
@@ -403,12 +403,12 @@ def dirichlet_member_summary(member_alpha) -> tuple[np.ndarray, np.ndarray]:
     ([[0.625, 0.375]], [[1.6667, 1.0]])
     """
     a, _, mask = _validated(member_alpha, "member_alpha", positive=True)
-    return _summary(Members(_mixture_parts(a, mask), a), mask, a)
+    return _summary(Members(member_means_of(a, mask), a), mask, a)
 
 
 def _summary(members: Members, mask: np.ndarray, z: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
     """``(log p̄, summary alpha or None)`` of validated members; ``z`` their logits (softmax members)."""
-    alpha = None if members.alpha is None else np.where(mask, _summary_alpha(members, mask), np.nan)
+    alpha = None if members.alpha is None else np.where(mask, summary_alpha_of(members, mask), np.nan)
     if z.shape[0] == 0 or z.shape[2] == 0:
         return np.full((z.shape[0], z.shape[2]), np.nan), alpha
     real = mask[:, None, :]
@@ -417,7 +417,7 @@ def _summary(members: Members, mask: np.ndarray, z: np.ndarray) -> tuple[np.ndar
         shifted = np.where(real, z - np.max(np.where(real, z, -np.inf), axis=2, keepdims=True), -np.inf)
         log_p = shifted - np.log(np.sum(np.exp(shifted), axis=2, keepdims=True))
     else:
-        s = _over_members(members.alpha, mask, _masked_sum)
+        s = _over_members(members.alpha, mask, masked_sum)
         log_p = np.log(np.where(real, members.alpha, 1.0)) - np.log(s)[:, :, None]
     log_p = np.where(real, log_p, 0.0)
     peak = np.max(log_p, axis=1)

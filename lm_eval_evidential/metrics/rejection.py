@@ -31,7 +31,7 @@ from ._validation import as_1d_float, as_binary_labels, check_same_length, undef
 __all__ = ["rejection_curve", "prr", "prediction_rejection_area", "prr_normalized"]
 
 
-class _Ranking:
+class Ranking:
     """One score's examples from most to least confident and their tie groups: the one sort of a score, made
     once and shared by every curve drawn from it (the PRR caps, AURC, E-AURC, AUGRC and risk@coverage of
     :func:`~lm_eval_evidential.metrics.selective.selective_report`), since sorting is their whole cost at
@@ -52,16 +52,16 @@ class _Ranking:
         return means[self.group]
 
 
-def _by_confidence(score: np.ndarray, quality: np.ndarray) -> np.ndarray:
+def by_confidence(score: np.ndarray, quality: np.ndarray) -> np.ndarray:
     """Quality ordered from most to least confident, tie groups replaced by their group mean."""
     if score.size == 0:
         return np.zeros(0)
-    return _Ranking(score).means(quality)
+    return Ranking(score).means(quality)
 
 
-def _descending_two_valued(v: np.ndarray) -> np.ndarray:
+def descending_two_valued(v: np.ndarray) -> np.ndarray:
     """``np.sort(v)[::-1]`` of a non-empty ``v`` that takes at most two values (0/1 correctness, or its min-max
-    normalisation), by counting instead of sorting; it is also ``_by_confidence(v, v)``, whose tie groups
+    normalisation), by counting instead of sorting; it is also ``by_confidence(v, v)``, whose tie groups
     then hold equal values, so their means are those values exactly."""
     lo, hi = v.min(), v.max()
     n_hi = int(np.count_nonzero(v == hi))
@@ -115,7 +115,7 @@ def rejection_curve(score, quality, *, uncertainty: bool = False):
         s = -s
     if n == 0:
         return np.zeros(0), np.zeros(0)
-    return np.arange(n) / n, _retained_means(_by_confidence(s, q))
+    return np.arange(n) / n, _retained_means(by_confidence(s, q))
 
 
 def _capped_area(curve: np.ndarray, cap: float) -> float:
@@ -184,19 +184,19 @@ def prr(score, correct, rejection_cap: float = 0.5) -> float:
     >>> round(prr(score, correct, rejection_cap=0.75), 4)
     0.697
     """
-    cap = _rejection_cap(rejection_cap)
+    cap = checked_rejection_cap(rejection_cap)
     s = as_1d_float(score, "score")
     y = as_binary_labels(correct, "correct").astype(np.float64)
     check_same_length(score=s, correct=y)
-    return _prr(s, y, cap)
+    return prr_unchecked(s, y, cap)
 
 
-def _rejection_cap(rejection_cap) -> float:
+def checked_rejection_cap(rejection_cap) -> float:
     """``rejection_cap`` checked against its declaration (:data:`REJECTED_SHARE`), as a float."""
     return float(REJECTED_SHARE.check("rejection_cap", rejection_cap))
 
 
-def _prr(s: np.ndarray, y: np.ndarray, cap: float, ranking: _Ranking | None = None) -> float:
+def prr_unchecked(s: np.ndarray, y: np.ndarray, cap: float, ranking: Ranking | None = None) -> float:
     """:func:`prr` of validated inputs (``y`` 0/1 floats); ``ranking``: ``s``'s, where the caller has it."""
     n = y.size
     if n == 0:
@@ -216,14 +216,14 @@ def _prr(s: np.ndarray, y: np.ndarray, cap: float, ranking: _Ranking | None = No
             stacklevel=4,
         )
     mean = n_correct / n
-    ranking = ranking or _Ranking(s)
+    ranking = ranking or Ranking(s)
     # Subtract the random curve before integrating: the differences are what the ratio compares.
     a_score = _capped_area(_retained_means(ranking.means(y)) - mean, cap)
-    a_oracle = _capped_area(_retained_means(_descending_two_valued(y)) - mean, cap)
+    a_oracle = _capped_area(_retained_means(descending_two_valued(y)) - mean, cap)
     return a_score / a_oracle
 
 
-def _minmax(quality: np.ndarray) -> np.ndarray:
+def minmax_normalize(quality: np.ndarray) -> np.ndarray:
     """lm-polygraph's ``normalize``: quality scaled to [0, 1]; a constant quality becomes 0.5."""
     lo, hi = quality.min(), quality.max()
     if np.isclose(lo, hi):
@@ -245,15 +245,15 @@ def _polygraph_inputs(score, quality, max_rejection: float, name: str):
             0,
             (f"{name} is undefined: int(max_rejection * n) = int({cap} * {n}) = 0, so no example is rejected"),
         )
-    return s, _minmax(q), n_rejected, None
+    return s, minmax_normalize(q), n_rejected, None
 
 
-def _polygraph_area(s: np.ndarray, q: np.ndarray, n_rejected: int, ranking: _Ranking | None = None) -> float:
-    q_desc = ranking.means(q) if ranking is not None else _by_confidence(s, q)
-    return _area_of(q_desc, n_rejected)
+def _polygraph_area(s: np.ndarray, q: np.ndarray, n_rejected: int, ranking: Ranking | None = None) -> float:
+    q_desc = ranking.means(q) if ranking is not None else by_confidence(s, q)
+    return area_of(q_desc, n_rejected)
 
 
-def _area_of(q_desc: np.ndarray, n_rejected: int) -> float:
+def area_of(q_desc: np.ndarray, n_rejected: int) -> float:
     """The polygraph area of a quality already ordered from most to least confident."""
     return float(_retained_means(q_desc)[:n_rejected].mean())
 
@@ -353,10 +353,10 @@ def prr_normalized(score, quality, max_rejection: float = 1.0) -> float:
     s, q, n_rejected, reason = _polygraph_inputs(score, quality, max_rejection, "prr_normalized")
     if reason:
         return undefined(reason)
-    return _prr_normalized(s, q, n_rejected, _area_of(_by_confidence(q, q), n_rejected))
+    return prr_normalized_unchecked(s, q, n_rejected, area_of(by_confidence(q, q), n_rejected))
 
 
-def _prr_normalized(s: np.ndarray, q: np.ndarray, n_rejected: int, oracle: float, ranking=None) -> float:
+def prr_normalized_unchecked(s: np.ndarray, q: np.ndarray, n_rejected: int, oracle: float, ranking=None) -> float:
     """:func:`prr_normalized` of validated inputs (``q`` min-max normalised) given the oracle's area."""
     random = float(q.mean())
     if np.isclose(oracle, random, rtol=0.0, atol=1e-12):

@@ -27,8 +27,8 @@ import numpy as np
 
 from lm_eval_evidential.errors import InvalidValueError
 
-from .dirichlet import _entropy_of, _expected_entropy_of, _masked_max, _masked_sum
-from .members import _expected_entropy_members, _max_prob_variance
+from ._batches import entropy_of, expected_entropy_of, masked_max, masked_sum
+from .members import max_prob_variance_of, mean_member_entropy_of
 
 __all__ = ["ScoreSpec", "SCORES"]
 
@@ -54,15 +54,15 @@ class ScoreSpec:
 
 
 def _reciprocal_vacuity(p, k, mask, alpha, lam, z=None, m=None):
-    return _masked_sum(alpha, mask) / (lam * k)
+    return masked_sum(alpha, mask) / (lam * k)
 
 
 def _max_prob(p, k, mask, alpha, lam, z=None, m=None):
-    return _masked_max(p, mask)
+    return masked_max(p, mask)
 
 
 def _neg_entropy(p, k, mask, alpha, lam, z=None, m=None):
-    return -_entropy_of(p, mask)
+    return -entropy_of(p, mask)
 
 
 def _neg_norm_entropy(p, k, mask, alpha, lam, z=None, m=None):
@@ -72,16 +72,16 @@ def _neg_norm_entropy(p, k, mask, alpha, lam, z=None, m=None):
             f"neg_norm_entropy needs K >= 2 (it divides by log K), but example {i} has K = {int(k[i])}; "
             "drop single-option examples or use neg_entropy"
         )
-    return -_entropy_of(p, mask) / np.log(k)
+    return -entropy_of(p, mask) / np.log(k)
 
 
 def _strength(p, k, mask, alpha, lam, z=None, m=None):
-    return _masked_sum(alpha, mask)
+    return masked_sum(alpha, mask)
 
 
 def _expected_entropy(alpha, mask, m):
     """The aleatoric term: of the members where there are members, else of the one Dirichlet."""
-    return _expected_entropy_of(alpha, mask) if m is None else _expected_entropy_members(m, mask)
+    return expected_entropy_of(alpha, mask) if m is None else mean_member_entropy_of(m, mask)
 
 
 def _neg_expected_entropy(p, k, mask, alpha, lam, z=None, m=None):
@@ -89,24 +89,24 @@ def _neg_expected_entropy(p, k, mask, alpha, lam, z=None, m=None):
 
 
 def _neg_mutual_information(p, k, mask, alpha, lam, z=None, m=None):
-    return _expected_entropy(alpha, mask, m) - _entropy_of(p, mask)
+    return _expected_entropy(alpha, mask, m) - entropy_of(p, mask)
 
 
 def _neg_max_prob_variance(p, k, mask, alpha, lam, z=None, m=None):
-    return -_max_prob_variance(m, mask)
+    return -max_prob_variance_of(m, mask)
 
 
 def _l2_norm(p, k, mask, alpha, lam, z=None, m=None):
-    return np.sqrt(_masked_sum(p * p, mask))
+    return np.sqrt(masked_sum(p * p, mask))
 
 
 def _l1_to_uniform(p, k, mask, alpha, lam, z=None, m=None):
-    return _masked_sum(np.abs(p - 1.0 / k[:, None]), mask)
+    return masked_sum(np.abs(p - 1.0 / k[:, None]), mask)
 
 
 def _l2_to_uniform(p, k, mask, alpha, lam, z=None, m=None):
     d = p - 1.0 / k[:, None]
-    return np.sqrt(_masked_sum(d * d, mask))
+    return np.sqrt(masked_sum(d * d, mask))
 
 
 def _neg_energy(p, k, mask, alpha, lam, z=None, m=None):
@@ -126,7 +126,7 @@ def _max_logit(p, k, mask, alpha, lam, z=None, m=None):
 
 def _js_to_uniform(p, k, mask, alpha, lam, z=None, m=None):
     m = 0.5 * (p + 1.0 / k[:, None])
-    return _entropy_of(m, mask) - 0.5 * _entropy_of(p, mask) - 0.5 * np.log(k)
+    return entropy_of(m, mask) - 0.5 * entropy_of(p, mask) - 0.5 * np.log(k)
 
 
 #: Scores in which K enters as the vacuity's numerator only: the ones the K sweep's ``phantom="count"`` changes.

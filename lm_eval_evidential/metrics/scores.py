@@ -83,13 +83,8 @@ import numpy as np
 from lm_eval_evidential.errors import InvalidValueError
 from lm_eval_evidential.params import validate_params
 
-from .dirichlet import (
-    PRIOR_WEIGHT,
-    _masked_sum,
-    _padded,
-    _probs_of,
-)
-from .members import _mean_probs, members_of
+from ._batches import PRIOR_WEIGHT, check_padded, masked_sum, probs_of
+from .members import members_of, mixture_probs_of
 
 # The kernels and their table live in .score_functions; both stay importable from here.
 from .score_functions import SCORES, ScoreSpec
@@ -281,13 +276,13 @@ def check_score_names(names) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def _check_simplex(p, mask) -> None:
+def check_simplex(p, mask) -> None:
     # Loose tolerance: probabilities from float16/float32 model outputs are accepted; the
     # check exists to catch logits or alphas passed as ``probs``.
     if p.shape[0] == 0:
         return
     outside = mask & ((p < -1e-6) | (p > 1 + 1e-6))
-    sums = _masked_sum(p, mask)
+    sums = masked_sum(p, mask)
     off = np.abs(sums - 1.0) > 1e-3
     if outside.any() or off.any():
         i = int(np.flatnonzero(outside.any(axis=1) | off)[0])
@@ -386,7 +381,7 @@ def _logit_score(spec, name: str, logits, k, lam: float) -> np.ndarray:
     """A logit score of validated NaN right-padded ``logits`` whose non-NaN count per row is ``k``."""
     if logits is None:
         raise InvalidValueError(f"score {name!r} reads the answer logits, but logits is None; pass logits=")
-    z, k_z, _ = _padded(logits, "logits")
+    z, k_z, _ = check_padded(logits, "logits")
     if not np.array_equal(np.asarray(k), k_z):
         raise InvalidValueError("k disagrees with the logits' non-NaN count per row; rows must be NaN right-padded")
     if not np.isfinite(z[~np.isnan(z)]).all():
@@ -401,12 +396,12 @@ def _validated_probs(probs, alpha):
         raise InvalidValueError("probs is None and no alpha was given to derive it from")
     a = None
     if alpha is not None:
-        a, k_rows, mask = _padded(alpha, "alpha", positive=True)
+        a, k_rows, mask = check_padded(alpha, "alpha", positive=True)
     if probs is None:
-        return a, _probs_of(a, mask), k_rows, mask  # derived from validated alpha: nothing further to check
-    p, k_p, mask_p = _padded(probs, "probs")
-    _check_simplex(p, mask_p)
-    if (p < 0).any():  # rounding below 0 that _check_simplex tolerates; entr(p < 0) is -inf
+        return a, probs_of(a, mask), k_rows, mask  # derived from validated alpha: nothing further to check
+    p, k_p, mask_p = check_padded(probs, "probs")
+    check_simplex(p, mask_p)
+    if (p < 0).any():  # rounding below 0 that check_simplex tolerates; entr(p < 0) is -inf
         p = np.maximum(p, 0.0)
     if alpha is None:
         return None, p, k_p, mask_p
@@ -447,7 +442,7 @@ def _to_width(a: np.ndarray, width: int) -> np.ndarray:
 def _member_score(spec: ScoreSpec, probs, k, alpha, lam: float, member_logits) -> np.ndarray:
     """``spec`` on several-member records: ``p`` is the members' mean (checked against ``probs``/``alpha``)."""
     members, k_rows, mask = members_of(member_logits, "softmax" if alpha is None else "edl", lam)
-    p = _mean_probs(members)
+    p = mixture_probs_of(members)
     k_arr = np.asarray(k)
     if k_arr.shape != k_rows.shape or not np.array_equal(k_arr, k_rows):
         raise InvalidValueError(
@@ -455,17 +450,17 @@ def _member_score(spec: ScoreSpec, probs, k, alpha, lam: float, member_logits) -
         )
     a = None
     if alpha is not None:
-        a, k_a, _ = _padded(alpha, "alpha", positive=True)
+        a, k_a, _ = check_padded(alpha, "alpha", positive=True)
         a = _to_width(a, p.shape[1])
         if not np.array_equal(k_a, k_rows) or not np.allclose(
-            _probs_of(a, mask), p, rtol=1e-9, atol=1e-12, equal_nan=True
+            probs_of(a, mask), p, rtol=1e-9, atol=1e-12, equal_nan=True
         ):
             raise InvalidValueError(
                 "alpha is not the summary of the member logits (its mean alpha / S must be the members' mean "
                 "probability); pass the records' own alpha and member_logits"
             )
     if probs is not None:
-        q, k_q, _ = _padded(probs, "probs")
+        q, k_q, _ = check_padded(probs, "probs")
         if not np.array_equal(k_q, k_rows) or not np.allclose(
             _to_width(q, p.shape[1]), p, rtol=1e-9, atol=1e-12, equal_nan=True
         ):

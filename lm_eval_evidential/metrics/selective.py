@@ -37,17 +37,17 @@ from ._validation import as_1d_float, as_binary_labels, check_same_length, undef
 
 # The PRR family lives in .rejection; its names stay importable from here, where callers and docs name them.
 from .rejection import (
-    _area_of,
-    _by_confidence,
-    _descending_two_valued,
-    _minmax,
-    _prr,
-    _prr_normalized,
-    _Ranking,
-    _rejection_cap,
+    Ranking,
+    area_of,
+    by_confidence,
+    checked_rejection_cap,
+    descending_two_valued,
+    minmax_normalize,
     prediction_rejection_area,
     prr,
     prr_normalized,
+    prr_normalized_unchecked,
+    prr_unchecked,
     rejection_curve,
 )
 
@@ -102,7 +102,7 @@ def risk_coverage_curve(score, correct):
     err = 1.0 - as_binary_labels(correct, "correct").astype(np.float64)
     n = check_same_length(score=s, correct=err)
     m = np.arange(1, n + 1)
-    return m / n, _risk(_by_confidence(s, err))
+    return m / n, _risk(by_confidence(s, err))
 
 
 def _risk(err_desc: np.ndarray) -> np.ndarray:
@@ -243,10 +243,10 @@ def augrc(score, correct) -> float:
     n = check_same_length(score=s, correct=err)
     if n == 0:
         return undefined("augrc is undefined for 0 examples")
-    return _augrc(_Ranking(s), err)
+    return _augrc(Ranking(s), err)
 
 
-def _augrc(ranking: _Ranking, err: np.ndarray) -> float:
+def _augrc(ranking: Ranking, err: np.ndarray) -> float:
     n = err.size
     last_of_group = np.r_[ranking.new_group[1:], True]
     coverage = np.r_[0.0, np.flatnonzero(last_of_group) + 1.0] / n
@@ -340,7 +340,7 @@ def spearman(score, correct) -> float:
     return _spearman(s, y)
 
 
-def _spearman(s: np.ndarray, y: np.ndarray, ranking: _Ranking | None = None) -> float:
+def _spearman(s: np.ndarray, y: np.ndarray, ranking: Ranking | None = None) -> float:
     """:func:`spearman` of validated inputs (``y`` 0/1 floats); ``ranking``: ``s``'s, where the caller has it.
 
     The average ranks come from the score's one descending sort (a tie group whose ``lo`` examples score lower
@@ -356,7 +356,7 @@ def _spearman(s: np.ndarray, y: np.ndarray, ranking: _Ranking | None = None) -> 
         return undefined(
             "spearman is undefined: all answers are equally correct, so correctness has no ranking", stacklevel=4
         )
-    ranking = ranking or _Ranking(s)
+    ranking = ranking or Ranking(s)
     above = np.flatnonzero(ranking.new_group)  # examples scoring higher than each tie group
     group_rank = 0.5 * ((n - above - ranking.sizes) + (n - above) + 1).astype(np.float64)
     rank_s = np.empty(n)
@@ -408,7 +408,7 @@ def selective_report(score, correct, *, prr_caps=(0.5, 0.75), coverage: float = 
     {'prr_0.5': 1.0, 'prr_0.75': 0.697, 'prr_normalized': 0.8198, 'aurc': 0.2472, 'eaurc': 0.0556,
      'augrc': 0.1528, 'risk_at_0.8': 0.4, 'spearman': 0.6831}
     """
-    caps = [_rejection_cap(c) for c in prr_caps]
+    caps = [checked_rejection_cap(c) for c in prr_caps]
     cov = _coverage(coverage)
     s = as_1d_float(score, "score")
     y = as_binary_labels(correct, "correct").astype(np.float64)
@@ -424,10 +424,10 @@ def selective_report(score, correct, *, prr_caps=(0.5, 0.75), coverage: float = 
             risk_key: risk_at_coverage(s, y, cov),
             "spearman": spearman(s, y),
         }
-    ranking = _Ranking(s)
-    row = {f"prr_{c}": _prr(s, y, cap, ranking) for c, cap in zip(prr_caps, caps)}
-    q = _minmax(y)  # prr_normalized's quality: y itself, or 0.5 everywhere when y is constant
-    row["prr_normalized"] = _prr_normalized(s, q, n, _area_of(_descending_two_valued(q), n), ranking)
+    ranking = Ranking(s)
+    row = {f"prr_{c}": prr_unchecked(s, y, cap, ranking) for c, cap in zip(prr_caps, caps)}
+    q = minmax_normalize(y)  # prr_normalized's quality: y itself, or 0.5 everywhere when y is constant
+    row["prr_normalized"] = prr_normalized_unchecked(s, q, n, area_of(descending_two_valued(q), n), ranking)
     err = 1.0 - y
     risk = _risk(ranking.means(err))
     row["aurc"] = _aurc(risk)

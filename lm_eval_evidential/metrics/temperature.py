@@ -40,8 +40,8 @@ from scipy.optimize import minimize_scalar
 from lm_eval_evidential.errors import InvalidValueError
 from lm_eval_evidential.params import Interval, Param, Real, validate_params
 
+from ._batches import check_padded
 from ._validation import undefined
-from .dirichlet import _padded
 
 __all__ = ["LOG_T_BOUNDS", "scaled_softmax", "temperature_nll", "fit_temperature"]
 
@@ -50,7 +50,7 @@ LOG_T_BOUNDS = (-5.0, 5.0)
 
 
 def _logits_gold(logits, gold):
-    z, k, mask = _padded(logits, "logits")
+    z, k, mask = check_padded(logits, "logits")
     g = np.asarray(gold)
     if g.ndim != 1 or g.shape[0] != z.shape[0] or g.dtype.kind not in "iu":
         raise InvalidValueError(
@@ -99,7 +99,7 @@ def scaled_softmax(logits, temperature: float) -> np.ndarray:
     [[0.7311, 0.2689]]
     """
     t = float(temperature)
-    z, _, mask = _padded(logits, "logits")
+    z, _, mask = check_padded(logits, "logits")
     return np.where(mask, np.exp(_log_softmax(z, mask, 1.0 / t)), np.nan)
 
 

@@ -547,13 +547,13 @@ def test_selective_report_sorts_each_score_once(monkeypatch):
     import lm_eval_evidential.metrics.rejection as rejection
 
     calls = []
-    real = rejection._Ranking.__init__
+    real = rejection.Ranking.__init__
 
     def counting(self, score):
         calls.append(score.size)
         real(self, score)
 
-    monkeypatch.setattr(rejection._Ranking, "__init__", counting)
+    monkeypatch.setattr(rejection.Ranking, "__init__", counting)
     rng = np.random.default_rng(0)
     correct = rng.random(500) < 0.6
     selective_report(rng.normal(size=500) + correct, correct)
