@@ -625,7 +625,7 @@ def _examples(folder: Path) -> list[dict]:
 
     from lm_eval_evidential.training import trainer as train_module
 
-    task = train_module._load_task(TASK)
+    task = train_module.load_task(TASK)
     examples, _ = train_module.encode_examples(
         task, train_module.training_docs(task), AutoTokenizer.from_pretrained(folder)
     )

@@ -57,13 +57,13 @@ from ._common import record_scores
 
 # Each side's scores, the K check and subsets live in .ood_scores; the public ones stay importable from here.
 from .ood_scores import (
-    _forced_k,
-    _require_alpha,
-    _side,
+    forced_k_of,
     forced_k_scores,
     k_check,
     k_summary,
+    ksweep_side,
     resolve_scores,
+    shared_prior_weight,
     subset_records,
 )
 from .table import AuditRow, column
@@ -205,7 +205,7 @@ def ood_rows(
     different producers raise ``FingerprintMismatchError`` unless checked together before.
     """
     check_same_producer([id_records, ood_records])
-    k_ood_all = ood_records.k if force_k is None else _forced_k(ood_records, force_k)
+    k_ood_all = ood_records.k if force_k is None else forced_k_of(ood_records, force_k)
     check = check_cardinality(
         id_records.k, k_ood_all, policy=k_policy, id_name=id_records.task, ood_name=ood_records.task
     )
@@ -288,12 +288,12 @@ def ksweep_rows(
     """
     check_same_producer([id_records, ood_records])
     check = k_check(id_records, ood_records, k_policy)
-    lam = _require_alpha(id_records, ood_records, phantom=phantom)
+    lam = shared_prior_weight(id_records, ood_records, phantom=phantom)
     # records of several members: their own epistemic score, the mutual information, is swept too
     epistemic = ("neg_mutual_information",) if id_records.has_members and ood_records.has_members else ()
     names = resolve_scores(scores, id_records, ood_records, default=OOD_DEFAULT_SCORES + epistemic)
-    a = _side(id_records, check.keep_id, phantom, names, extra=max_extra)
-    b = _side(ood_records, check.keep_ood, phantom, names, extra=max_extra)
+    a = ksweep_side(id_records, check.keep_id, phantom, names, extra=max_extra)
+    b = ksweep_side(ood_records, check.keep_ood, phantom, names, extra=max_extra)
     rows = ksweep(
         a["alpha"],
         b["alpha"],
@@ -344,14 +344,14 @@ def ksweep_delong(
     """
     check_same_producer([id_records, ood_records])
     check = k_check(id_records, ood_records, k_policy)
-    lam = _require_alpha(id_records, ood_records, phantom=phantom)
+    lam = shared_prior_weight(id_records, ood_records, phantom=phantom)
     if score is None:
         score = (
             "neg_mutual_information" if id_records.has_members and not id_records.has_alpha else "reciprocal_vacuity"
         )
     (score,) = check_score_names([score])
-    a = _side(id_records, check.keep_id, phantom, [score])
-    b = _side(ood_records, check.keep_ood, phantom, [score], extra=extra)
+    a = ksweep_side(id_records, check.keep_id, phantom, [score])
+    b = ksweep_side(ood_records, check.keep_ood, phantom, [score], extra=extra)
     common = {"phantom": phantom, "prior_weight": lam, "scores": [score]}
     s_id = phantom_scores(a["alpha"], 0, logits=a["logits"], members=a["members"], **common)[0][score]
     s_ood = phantom_scores(b["alpha"], 0, logits=b["logits"], members=b["members"], **common)[0][score]

@@ -117,7 +117,7 @@ def resolve_scores(scores: Iterable[str] | None, *records: Records, default: Seq
 FORCE_K = Param(Interval(Integral, 1), why="the options each question is scored at", example="force_k=5")
 
 
-def _forced_k(records: Records, force_k) -> np.ndarray:
+def forced_k_of(records: Records, force_k) -> np.ndarray:
     """Every row's K set to ``force_k`` (checked against :data:`FORCE_K`); ValueError for a K below some question's
     own."""
     FORCE_K.check("force_k", force_k)
@@ -143,13 +143,13 @@ def forced_k_scores(
     not kept); ``"count"`` the K of vacuity alone (Tables 5-6's "5 (mismatch)" rows); ``"zero"``
     zero-evidence options (Table 1).
     """
-    k_forced = _forced_k(records, force_k)
+    k_forced = forced_k_of(records, force_k)
     names = resolve_scores(scores, records)
-    _require_alpha(records, phantom=phantom)
+    shared_prior_weight(records, phantom=phantom)
     out = {name: np.full(len(records), np.nan) for name in names}
     for k in np.unique(records.k):
         group = records.k == k
-        side = _side(records, group, phantom, names, extra=int(k_forced[0] - k))
+        side = ksweep_side(records, group, phantom, names, extra=int(k_forced[0] - k))
         values, _ = phantom_scores(
             side["alpha"],
             int(k_forced[0] - k),
@@ -166,7 +166,7 @@ def forced_k_scores(
     return out
 
 
-def _require_alpha(*records: Records, phantom: str = "zero") -> float:
+def shared_prior_weight(*records: Records, phantom: str = "zero") -> float:
     """The shared prior weight of the records; ValueError for unequal lambdas, and for softmax records
     unless ``phantom="model"`` (the one mode defined without evidence: renormalised probabilities), and
     ``phantom="model"`` on records of several members written before each member's phantom logits were kept."""
@@ -212,7 +212,7 @@ def _check_phantom_count(records: Records, keep, extra) -> None:
     )
 
 
-def _side(records: Records, keep, phantom: str, names, extra=0) -> dict:
+def ksweep_side(records: Records, keep, phantom: str, names, extra=0) -> dict:
     """``ksweep``'s inputs for one side: alpha (for softmax records ``exp(z - max z)``, whose ``alpha / S``
     is the softmax, so appended ``exp(z_phantom - max z)`` renormalises it), logits, and in model mode
     the phantom options' concentrations by the records' head and their logits."""

@@ -153,13 +153,15 @@ class Records(Sequence):
     @classmethod
     def from_rows(cls, rows: Sequence[Mapping], *, task: str, meta: Mapping | None = None) -> Records:
         """Records from per-example mappings (as produced by :func:`make_record`), sorted by doc_id."""
-        return cls._from_table(rows_to_table(rows, task=task, meta=meta or {}), task=task)
+        return cls.from_table(rows_to_table(rows, task=task, meta=meta or {}), task=task)
 
     def to_table(self):
         return rows_to_table(list(self), task=self.task, meta=self.meta)
 
     @classmethod
-    def _from_table(cls, table, *, task: str, path: Path | None = None) -> Records:
+    def from_table(cls, table, *, task: str, path: Path | None = None) -> Records:
+        """Records from a pyarrow Table in the records schema, its metadata and columns validated (``path``: the file
+        it was read from, named in a refusal)."""
         meta = parse_meta(table.schema.metadata, path)
         version = meta.get("schema_version")
         if version != SCHEMA_VERSION and str(version) == str(SCHEMA_VERSION):

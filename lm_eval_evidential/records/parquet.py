@@ -18,7 +18,7 @@ from lm_eval_evidential.records.container import Records
 
 
 class _ColumnsOnDemand:
-    """What ``Records._from_table`` uses of a pyarrow Table, read one column at a time (row group
+    """What ``Records.from_table`` uses of a pyarrow Table, read one column at a time (row group
     by row group) from a Parquet file: a large file is never decoded whole, so the peak is the
     arrays plus one column, not the arrays plus the whole decoded table."""
 
@@ -108,7 +108,7 @@ def read_records_file(path: str | os.PathLike) -> Records:
         table = _ColumnsOnDemand(parquet, path)
         meta = parse_meta(table.schema.metadata, path)
         check_records_identity(path, meta)
-        records = Records._from_table(table, task=meta["task"], path=path)
+        records = Records.from_table(table, task=meta["task"], path=path)
     # Arrow's allocator keeps freed decode buffers; return them now that only numpy arrays remain.
     pa.default_memory_pool().release_unused()
     return records

@@ -1,6 +1,6 @@
 """The checks of every value a records file holds: each derived field follows from the logits or alpha,
 values are those a model can give, orders, members and phantom logits are consistent (the loader
-calls them all from :meth:`~lm_eval_evidential.records.container.Records._from_table`). Each names the
+calls them all from :meth:`~lm_eval_evidential.records.container.Records.from_table`). Each names the
 row and the value, and says the file was edited or comes from a broken run."""
 
 from __future__ import annotations

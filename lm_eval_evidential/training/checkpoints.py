@@ -18,7 +18,7 @@ from lm_eval_evidential.modeling.config import METADATA_FILE
 from lm_eval_evidential.training.config import TrainConfig
 
 
-def _check_output_dir(config: TrainConfig, output_dir: Path) -> None:
+def check_output_dir(config: TrainConfig, output_dir: Path) -> None:
     from lm_eval_evidential.files import check_output_folder, check_writable_folder
 
     if output_dir.is_symlink() and not output_dir.exists():
@@ -38,7 +38,7 @@ def _check_output_dir(config: TrainConfig, output_dir: Path) -> None:
         )
 
 
-def _resolve_resume(config: TrainConfig, output_dir: Path) -> str | None:
+def resolve_resume(config: TrainConfig, output_dir: Path) -> str | None:
     resume = config.resume_from_checkpoint
     if resume in (None, "", False):
         return None
@@ -158,7 +158,7 @@ def check_resume_fits(checkpoint: str, pretrained, config: TrainConfig, task_nam
         ) from exc
 
 
-def _clear_old_checkpoints(output_dir: Path) -> list[Path]:
+def clear_old_checkpoints(output_dir: Path) -> list[Path]:
     """Remove the ``checkpoint-N`` folders an earlier run left in ``output_dir`` (folders the Trainer wrote:
     they hold ``trainer_state.json`` or an adapter), so a new run's checkpoints are not mixed with them and
     ``--resume-from-checkpoint latest`` never picks an old one. Nothing else in the folder is touched."""

@@ -12,7 +12,7 @@ from lm_eval_evidential.errors import InputNotFoundError, InvalidValueError
 from lm_eval_evidential.modeling.encoding import answer_token_ids, left_pad
 
 
-def _load_task(task_name: str):
+def load_task(task_name: str):
     from lm_eval.tasks import TaskManager
 
     from lm_eval_evidential.tasks import tasks_dir
@@ -37,13 +37,13 @@ def _load_task(task_name: str):
     return loaded[task_name]
 
 
-def _task_name(task) -> str:
+def task_name_of(task) -> str:
     return str(getattr(getattr(task, "config", None), "task", None) or getattr(task, "task_name", "task"))
 
 
 def training_docs(task, split: str | None = None) -> list[dict]:
     """The docs of ``split`` (default: the task's training split), loading it if needed."""
-    name = _task_name(task)
+    name = task_name_of(task)
     split = split or task.config.training_split
     if not split:
         raise InvalidValueError(f"task {name!r} declares no training_split; pass --train-split")
@@ -72,7 +72,7 @@ def encode_examples(
 
     from lm_eval_evidential.modeling.quiet import progress_options
 
-    name = _task_name(task)
+    name = task_name_of(task)
     delimiter = task.config.target_delimiter
     prompts, choices, golds = [], [], []
     for doc in docs:

@@ -90,7 +90,7 @@ def train_ensemble(pretrained, task, config: TrainConfig) -> Path:
     one resumes from its last checkpoint. Everything that can be refused is refused before
     the first member trains.
     """
-    from lm_eval_evidential.training.data import _task_name
+    from lm_eval_evidential.training.data import task_name_of
     from lm_eval_evidential.training.trainer import train
 
     n = config.ensemble
@@ -103,7 +103,7 @@ def train_ensemble(pretrained, task, config: TrainConfig) -> Path:
         )
     output_dir = Path(config.output_dir)
     _check_folder(output_dir, n)
-    task_name = task if isinstance(task, str) else _task_name(task)
+    task_name = task if isinstance(task, str) else task_name_of(task)
     plan = []
     for i in range(n):
         member_dir = output_dir / MEMBER_DIR.format(i)

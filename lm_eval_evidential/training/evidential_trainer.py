@@ -38,7 +38,7 @@ def host_to_device(accelerator: bool) -> dict:
     return {"dataloader_pin_memory": accelerator, "accelerator_config": {"non_blocking": accelerator}}
 
 
-def _training_arguments(config: TrainConfig, output_dir: Path, accelerator: bool | None = None):
+def training_arguments(config: TrainConfig, output_dir: Path, accelerator: bool | None = None):
     import torch
     from transformers import TrainingArguments
 
@@ -169,7 +169,7 @@ class EvidentialTrainer(Trainer):
             failed = write_error(exc, Path(self.args.output_dir) / f"checkpoint-{self.state.global_step}")
             if failed is exc:
                 raise  # not a condition the user can fix: a bug keeps its traceback
-            raise _rescued(self, failed) from exc
+            raise rescue_checkpoint(self, failed) from exc
 
     def _save(self, output_dir=None, state_dict=None):
         # PEFT's default ("auto") would copy the unchanged base lm_head/embed_tokens into
@@ -202,7 +202,7 @@ class ScheduleClock(TrainerCallback):
     def on_step_end(self, args, state, control, **kwargs):
         if self.start is not None and state.global_step - self.first - 1 == CLOCK_STEPS:
             seconds = (time.perf_counter() - self.start) / CLOCK_STEPS
-            _say(args, describe_kl_clock(self.config, self.epoch_steps, state.global_step, seconds))
+            say_on_main(args, describe_kl_clock(self.config, self.epoch_steps, state.global_step, seconds))
         return control
 
 
@@ -220,7 +220,7 @@ class MetadataCallback(TrainerCallback):
         return control
 
 
-def _rescued(trainer, failed: OSError) -> OSError:
+def rescue_checkpoint(trainer, failed: OSError) -> OSError:
     """Save ``trainer``'s checkpoint into a new folder under the temporary directory after ``failed`` (the
     output folder refused it); the error to raise names both folders and how to resume."""
     import tempfile
@@ -250,7 +250,7 @@ def _rescued(trainer, failed: OSError) -> OSError:
     )
 
 
-def _progress_for_logs(trainer) -> None:
+def progress_for_logs(trainer) -> None:
     """The Trainer's step bar with this package's progress options (:func:`modeling.quiet.progress_options`):
     on a terminal as it was; written to a log, one update every 30 s, not a line per step."""
     from tqdm.auto import tqdm
@@ -272,7 +272,7 @@ def _progress_for_logs(trainer) -> None:
     trainer.add_callback(LogProgress)
 
 
-def _say(args, message: str) -> None:
+def say_on_main(args, message: str) -> None:
     if args.process_index == 0:  # above a progress bar, not inside its line
         from tqdm import tqdm
 

@@ -158,14 +158,14 @@ def fit_laplace(pretrained, peft, task, output_dir, settings: LaplaceSettings | 
     ``output_dir``: the adapter's files and the posterior (``peft=output_dir`` then scores it). Returns the folder.
     """
     from lm_eval_evidential.files import atomic_folder, check_output_folder
-    from lm_eval_evidential.training.data import _load_task, _task_name
+    from lm_eval_evidential.training.data import load_task, task_name_of
 
     settings = settings or LaplaceSettings()
     peft = Path(str(peft))
     meta = _check_adapter(peft)
     laplace = _laplace_library()
     output = check_output_folder(Path(str(output_dir)), replaceable=has_posterior, option="--output-dir")
-    task_obj = _load_task(task) if isinstance(task, str) else task
+    task_obj = load_task(task) if isinstance(task, str) else task
     tokenizer, examples = _one_k_examples(task_obj, pretrained, settings)
     model = _lora_model(pretrained, peft)
     names = [n for n, p in model.named_parameters() if p.requires_grad]
@@ -182,7 +182,7 @@ def fit_laplace(pretrained, peft, task, output_dir, settings: LaplaceSettings | 
         "samples": settings.samples,
         "seed": settings.seed,
         "likelihood": "categorical over the K answer logits (softmax)",
-        "task": _task_name(task_obj),
+        "task": task_name_of(task_obj),
         "fitted_on": str(peft),
         "library": f"laplace-torch {_version('laplace-torch')}",
         "backend": type(la.backend).__name__,
@@ -202,7 +202,7 @@ def _one_k_examples(task_obj, pretrained, settings: LaplaceSettings) -> tuple:
     the model's tokenizer, refused unless of one K (the fit's categorical likelihood has K classes)."""
     from transformers import AutoTokenizer
 
-    from lm_eval_evidential.training.data import _task_name, encode_examples, training_docs
+    from lm_eval_evidential.training.data import encode_examples, task_name_of, training_docs
 
     docs = training_docs(task_obj, settings.train_split)[: settings.max_train_docs]
     tokenizer = AutoTokenizer.from_pretrained(pretrained)
@@ -210,7 +210,7 @@ def _one_k_examples(task_obj, pretrained, settings: LaplaceSettings) -> tuple:
     ks = sorted({e["k"] for e in examples})
     if len(ks) != 1:
         raise EvidentialInputError(
-            f"task {_task_name(task_obj)}: its training questions have K = {ks}; the Laplace fit's categorical "
+            f"task {task_name_of(task_obj)}: its training questions have K = {ks}; the Laplace fit's categorical "
             "likelihood needs one K (fit on a K-matched task, e.g. csqa_k4_edl, or a task of one K)"
         )
     return tokenizer, examples

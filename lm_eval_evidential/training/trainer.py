@@ -36,13 +36,13 @@ from pathlib import Path
 from lm_eval_evidential.errors import InvalidValueError
 from lm_eval_evidential.modeling.config import METADATA_FILE, METADATA_FORMAT, write_metadata
 from lm_eval_evidential.training.checkpoints import (
-    _check_output_dir,
-    _clear_old_checkpoints,
-    _resolve_resume,
+    check_output_dir,
     check_resume_fits,
+    clear_old_checkpoints,
+    resolve_resume,
 )
 from lm_eval_evidential.training.config import TrainConfig
-from lm_eval_evidential.training.data import LeftPadCollator, _load_task, _task_name, encode_examples, training_docs
+from lm_eval_evidential.training.data import LeftPadCollator, encode_examples, load_task, task_name_of, training_docs
 from lm_eval_evidential.training.interrupt import TrainingInterrupted, make_save_on_signal
 from lm_eval_evidential.training.lora_targets import lora_config, resolve_target_modules
 from lm_eval_evidential.training.schedule import describe_kl_schedule, describe_run, steps_per_epoch
@@ -137,7 +137,7 @@ def _announce(trainer, config: TrainConfig, examples, pad, epoch_steps: int, res
     pass of one batch on the Trainer's device."""
     from lm_eval_evidential.modeling import encoding
     from lm_eval_evidential.modeling.threads import pick_threads_for, time_forward
-    from lm_eval_evidential.training.evidential_trainer import _say
+    from lm_eval_evidential.training.evidential_trainer import say_on_main
 
     model, device = trainer.model, trainer.args.device
     rows = [r["input_ids"] for r in examples[: config.per_device_train_batch_size]]
@@ -148,7 +148,7 @@ def _announce(trainer, config: TrainConfig, examples, pad, epoch_steps: int, res
 
     threads = pick_threads_for(model, forward)
     if threads:
-        _say(trainer.args, threads)
+        say_on_main(trainer.args, threads)
     per_forward = time_forward(model, forward)
     forwards = FORWARDS_PER_STEP_CHECKPOINTED if config.gradient_checkpointing else FORWARDS_PER_STEP
     seconds = per_forward * forwards * config.gradient_accumulation_steps
@@ -184,7 +184,7 @@ def _with_lora(model, config: TrainConfig, targets: tuple[str, ...]):
 def _finish(trainer, on_signal, output_dir: Path, metadata: dict) -> None:
     """After ``trainer.train``: stop with :class:`TrainingInterrupted` where a signal cut the run short, else save
     the final adapter (:func:`_save_final`), rescuing the checkpoint where the output folder refuses it."""
-    from lm_eval_evidential.training.evidential_trainer import _rescued
+    from lm_eval_evidential.training.evidential_trainer import rescue_checkpoint
 
     step = trainer.state.global_step
     if on_signal.received is not None and step < trainer.state.max_steps:
@@ -197,7 +197,7 @@ def _finish(trainer, on_signal, output_dir: Path, metadata: dict) -> None:
         failed = write_error(exc, output_dir)
         if failed is exc:
             raise
-        raise _rescued(trainer, failed) from exc
+        raise rescue_checkpoint(trainer, failed) from exc
 
 
 def train(pretrained, task, config: TrainConfig) -> Path:
@@ -213,9 +213,9 @@ def train(pretrained, task, config: TrainConfig) -> Path:
 
     from lm_eval_evidential.modeling.quiet import peft_wrapping
     from lm_eval_evidential.training.evidential_trainer import (
-        _progress_for_logs,
-        _say,
-        _training_arguments,
+        progress_for_logs,
+        say_on_main,
+        training_arguments,
     )
 
     if config.output_dir is None:
@@ -225,15 +225,15 @@ def train(pretrained, task, config: TrainConfig) -> Path:
             "config.ensemble is set: train the members with lm_eval_evidential.training.ensemble.train_ensemble"
         )
     output_dir = Path(config.output_dir)
-    _check_output_dir(config, output_dir)
-    resume = _resolve_resume(config, output_dir)
-    args = _training_arguments(config, output_dir)
+    check_output_dir(config, output_dir)
+    resume = resolve_resume(config, output_dir)
+    args = training_arguments(config, output_dir)
 
-    task_name = task if isinstance(task, str) else _task_name(task)
+    task_name = task if isinstance(task, str) else task_name_of(task)
     if resume is not None:
         check_resume_fits(resume, pretrained, config, task_name)
     with args.main_process_first(desc="loading the task"):
-        task_obj = _load_task(task) if isinstance(task, str) else task
+        task_obj = load_task(task) if isinstance(task, str) else task
         docs = training_docs(task_obj, config.train_split)
     if config.max_train_docs is not None:
         docs = docs[: config.max_train_docs]
@@ -249,8 +249,8 @@ def train(pretrained, task, config: TrainConfig) -> Path:
     epoch_steps = steps_per_epoch(len(examples), config, args.world_size)
     metadata = _metadata(pretrained, task_name, task_obj, config, examples, answer_map, targets, epoch_steps)
     for note in notes:
-        _say(args, note)
-    _say(args, f"LoRA on {', '.join(targets)}; {describe_kl_schedule(config, epoch_steps)}")
+        say_on_main(args, note)
+    say_on_main(args, f"LoRA on {', '.join(targets)}; {describe_kl_schedule(config, epoch_steps)}")
     trainer_cls, callback_cls, clock_cls = _make_trainer_class()
     on_signal = make_save_on_signal()()
     trainer = trainer_cls(
@@ -263,10 +263,10 @@ def train(pretrained, task, config: TrainConfig) -> Path:
         epoch_steps=epoch_steps,
     )
     if config.overwrite_output_dir and not resume and args.process_index == 0:
-        for removed in _clear_old_checkpoints(output_dir):
-            _say(args, f"--overwrite-output-dir: removed the earlier run's {removed.name}")
-    _progress_for_logs(trainer)
-    _say(args, _announce(trainer, config, examples, pad, epoch_steps, resume))
+        for removed in clear_old_checkpoints(output_dir):
+            say_on_main(args, f"--overwrite-output-dir: removed the earlier run's {removed.name}")
+    progress_for_logs(trainer)
+    say_on_main(args, _announce(trainer, config, examples, pad, epoch_steps, resume))
     with peft_wrapping():  # the Trainer reads the same deprecated property of the PEFT model
         trainer.train(resume_from_checkpoint=resume)
     _finish(trainer, on_signal, output_dir, metadata)

@@ -378,27 +378,41 @@ def test_the_module_check_reports_a_long_module(tmp_path):
     assert long_modules(tmp_path) == ["lm_eval_evidential/sub/long.py: 501 lines, over 500; split it"]
 
 
-#: Folders whose modules meet only through public names (issue 31): a private name imported from a sibling module
-#: is a boundary nobody declared. The other folders still import some (metrics' shared kernels, training's steps).
-PUBLIC_BOUNDARIES = ("records", "report")
-
-
-def private_imports(root: Path = PACKAGE.parent, folders=PUBLIC_BOUNDARIES) -> list[str]:
-    """``"path imports module._name"`` for each private name a module of ``folders`` imports from the package."""
+def private_imports(root: Path = PACKAGE.parent) -> list[str]:
+    """``"path imports module._name"`` for each private name a module of the package takes from another module of
+    the package: imported (``from .b import _name``) or reached through an imported module or class (``b._name``,
+    ``Records._name``). Modules meet only through public names (issue 31): a private name used by a sibling is a
+    boundary nobody declared; give it a public name in the module that owns it, or move it where it is used."""
     found = []
-    for folder in folders:
-        for file in sorted((root / NAME / folder).rglob("*.py")):
-            for node in ast.walk(ast.parse(file.read_text(encoding="utf-8"))):
-                if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith(NAME)):
-                    found += [
-                        f"{file.relative_to(root).as_posix()} imports {node.module}.{alias.name}"
-                        for alias in node.names
-                        if alias.name.startswith("_") and not alias.name.startswith("__")
-                    ]
-    return found
+    for file in sorted((root / NAME).rglob("*.py")):
+        where = file.relative_to(root).as_posix()
+        tree = ast.parse(file.read_text(encoding="utf-8"))
+        bound = {}  # names this module binds to something of the package: name -> what it imported
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith(NAME)):
+                source = "." * node.level + (node.module or "")
+                for alias in node.names:
+                    name = source + ("" if source.endswith(".") else ".") + alias.name
+                    if alias.name.startswith("_") and not alias.name.startswith("__"):
+                        found.append(f"{where} imports {name}")
+                    bound[alias.asname or alias.name] = name
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name.split(".")[0] == NAME:
+                        bound[alias.asname or NAME] = alias.name if alias.asname else NAME
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in bound
+                and node.attr.startswith("_")
+                and not node.attr.startswith("__")
+            ):
+                found.append(f"{where} imports {bound[node.value.id]}.{node.attr}")
+    return sorted(found)
 
 
-def test_records_and_report_modules_import_no_private_names_from_each_other():
+def test_no_module_uses_a_private_name_of_another():
     found = private_imports()
     assert not found, "\n".join(found)
 
@@ -408,4 +422,13 @@ def test_the_private_import_check_reports_a_planted_one(tmp_path):
     (tmp_path / NAME / "report" / "a.py").write_text(
         f"from {NAME}.report.b import _hidden, shown\nfrom .c import __all__\n"
     )
-    assert private_imports(tmp_path, ("report",)) == [f"{NAME}/report/a.py imports {NAME}.report.b._hidden"]
+    (tmp_path / NAME / "metrics").mkdir(parents=True)
+    (tmp_path / NAME / "metrics" / "d.py").write_text(
+        f"from {NAME}.records.container import Records\nfrom . import ranking\n"
+        "def f(t):\n    return Records._from_table(t), ranking._blocks, ranking.auroc, Records.__name__\n"
+    )
+    assert private_imports(tmp_path) == [
+        f"{NAME}/metrics/d.py imports .ranking._blocks",
+        f"{NAME}/metrics/d.py imports {NAME}.records.container.Records._from_table",
+        f"{NAME}/report/a.py imports {NAME}.report.b._hidden",
+    ]

@@ -63,7 +63,7 @@ def phantom_field():
 
 def _read(path) -> Records:
     table = pq.read_table(path)
-    return Records._from_table(table, task="t", path=path)
+    return Records.from_table(table, task="t", path=path)
 
 
 def test_an_optional_field_is_one_row_old_files_load_and_unchanged_runs_write_the_same_bytes(tmp_path, phantom_field):

@@ -145,14 +145,14 @@ def test_length_grouped_batches_cover_every_question_once_and_pad_less(tiny_mode
 
 
 def test_gpu_settings_are_asked_for_on_a_gpu_only(tmp_path):
-    on_gpu = evidential_trainer._training_arguments(TrainConfig(output_dir="o"), tmp_path / "o", accelerator=True)
+    on_gpu = evidential_trainer.training_arguments(TrainConfig(output_dir="o"), tmp_path / "o", accelerator=True)
     assert on_gpu.dataloader_pin_memory and on_gpu.accelerator_config.non_blocking
-    on_cpu = evidential_trainer._training_arguments(TrainConfig(output_dir="o"), tmp_path / "o", accelerator=False)
+    on_cpu = evidential_trainer.training_arguments(TrainConfig(output_dir="o"), tmp_path / "o", accelerator=False)
     assert not on_cpu.dataloader_pin_memory and not on_cpu.accelerator_config.non_blocking
     assert host_to_device(False) == {"dataloader_pin_memory": False, "accelerator_config": {"non_blocking": False}}
     # No per-step host read of the loss; no activation recomputation unless asked.
     assert not on_cpu.logging_nan_inf_filter and not on_cpu.gradient_checkpointing
-    asked = evidential_trainer._training_arguments(
+    asked = evidential_trainer.training_arguments(
         TrainConfig(output_dir="o", gradient_checkpointing=True), tmp_path / "o"
     )
     assert asked.gradient_checkpointing
