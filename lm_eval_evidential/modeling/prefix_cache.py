@@ -141,6 +141,15 @@ def _returned_cache(out):
     return cache if cache is not None else out.past_key_values
 
 
+def _no_positions(device) -> torch.Tensor:
+    """``logits_to_keep`` for a call whose keys and values are wanted and whose logits are not (a prefix's run):
+    no position goes through the output layer. With a large vocabulary and a small model that layer is most of
+    a call (the 128k-row head of ``benchmarks/bench_throughput.py --shapes cheap``: one such call costs about
+    what a batch of 8 does, as it reads every row of the head); the keys and values are the same as with ``1``.
+    transformers reads a 1-D tensor as the positions to keep (``slice_logits_to_keep``)."""
+    return torch.empty(0, dtype=torch.long, device=device)
+
+
 @functools.cache
 def _shared_layer_class():
     Cache, CacheLayerMixin, DynamicLayer, DynamicSlidingWindowLayer = _cache_api()
@@ -229,7 +238,7 @@ class SharedPrefix:
             attention_mask=torch.ones_like(prefix),
             position_ids=torch.arange(len(ids), device=device)[None, :],
             use_cache=True,
-            logits_to_keep=1,
+            logits_to_keep=_no_positions(device),
         )
         layers = _returned_cache(out).layers
         if all(type(layer) in plain_layers for layer in layers):
@@ -307,7 +316,7 @@ class SharedPrefix:
             position_ids=padded["position_ids"],
             **{self._cache_argument: self.cache},
             use_cache=True,
-            logits_to_keep=1,
+            logits_to_keep=_no_positions(device),
         )
         has = torch.tensor([i >= 0 for i in index])
         rows_index = torch.tensor([max(i, 0) for i in index], dtype=torch.long).to(device, non_blocking=True)

@@ -313,3 +313,25 @@ def test_an_inner_prefix_must_lie_within_its_row(family_models):
     model = AutoModelForCausalLM.from_pretrained(family_models["llama"], dtype=torch.float32)
     with pytest.raises(InvalidValueError, match="inner prefix"):
         SharedPrefix(model, 0).logits([[1, 2, 3, 4], [1, 2, 5]], 2, (2, 3))
+
+
+def test_prefix_and_inner_prefix_runs_project_no_position_through_the_output_layer(family_models):
+    # their keys and values are what is kept; the output layer (a 128k-row head costs as much for one row as for a
+    # batch) sees only the suffix rows' last positions
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(family_models["llama"], dtype=torch.float32).eval()
+    projected = []
+    model.get_output_embeddings().register_forward_hook(lambda m, args, out: projected.append(out.shape[:-1].numel()))
+    rng = random.Random(4)
+    word = lambda n: [rng.randrange(5, 60) for _ in range(n)]  # noqa: E731
+    prefix, stem = word(20), word(9)
+    rows = [prefix + stem + word(n) for n in (2, 5)] + [prefix + word(3)]
+    inner = [len(prefix) + len(stem)] * 2 + [len(prefix)]
+    shared = SharedPrefix(model, 0)
+    with torch.inference_mode():
+        cached = shared.logits(rows, len(prefix), inner)
+        want = last_position_logits(model, **left_pad(rows, 0))
+    torch.testing.assert_close(cached, want, rtol=0, atol=TOL)
+    # three calls (the prefix, the batch's inner prefix, its suffixes), then the uncached batch
+    assert projected == [0, 0, 3, 3]
