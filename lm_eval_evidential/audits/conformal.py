@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from lm_eval_evidential.errors import InvalidValueError
-from lm_eval_evidential.metrics.cardinality import check_cardinality
+from lm_eval_evidential.metrics.cardinality import check_cardinality, format_k
 from lm_eval_evidential.metrics.conformal import (
     ALPHA,
     K_REG,
@@ -50,6 +50,7 @@ __all__ = [
     "K_MISMATCH_REASON",
     "Calibration",
     "split_calibration",
+    "check_calibration_k",
     "calibrate",
     "conformal_row",
 ]
@@ -123,6 +124,36 @@ def split_calibration(records: Records, fraction: float, seed: int = 0) -> tuple
     return subset_records(records, keep), subset_records(records, ~keep)
 
 
+def check_calibration_k(
+    calibration: Records, description: str, records: Records, *, role: str, k_policy: str = "assert"
+):
+    """The one K rule of every audit calibrated on held-out records (conformal sets, temperature scaling): the
+    calibration records and each evaluated set share one K, checked under ``k_policy`` by
+    :func:`~lm_eval_evidential.metrics.cardinality.check_cardinality` (the calibration records are its ID side).
+
+    ``assert`` refuses a mismatch (:class:`~lm_eval_evidential.metrics.cardinality.CardinalityMismatchError`,
+    worded "K mismatch between the calibration and the evaluated records"); where the ID test set (``role``
+    ``id``) has another K than a separate calibration task, the remedy is a calibration task of the ID task's K
+    or a share of the ID task itself. ``restrict`` keeps the evaluated examples of the calibration K;
+    ``report`` computes anyway (the row says ``matched: false``).
+    """
+    remedy = None
+    if role == "id" and calibration.task != records.task:
+        remedy = (
+            f"calibrate on questions with {records.task}'s K = {format_k(k_summary(records.k))}: a --calibration-task "
+            f"whose questions all have that K, or --calibration-fraction F (a share of {records.task} itself)"
+        )
+    return check_cardinality(
+        calibration.k,
+        records.k,
+        policy=k_policy,
+        id_name=description,
+        ood_name=records.task,
+        sides="the calibration and the evaluated records",
+        remedy=remedy,
+    )
+
+
 class Calibration:
     """The calibrated threshold of one method and alpha, and what it was calibrated on."""
 
@@ -161,8 +192,6 @@ class Calibration:
 
 
 def _k_text(k) -> str:
-    from lm_eval_evidential.metrics.cardinality import format_k
-
     return format_k(k_summary(k))
 
 
@@ -205,7 +234,7 @@ def conformal_row(
     check_same_producer([cal, records])
     if len(records) == 0:
         raise InvalidValueError(f"task {records.task!r} has no records (0 examples); nothing to evaluate")
-    check = check_cardinality(cal.k, records.k, policy=k_policy, id_name=calibration.description, ood_name=records.task)
+    check = check_calibration_k(cal, calibration.description, records, role=role, k_policy=k_policy)
     kept = subset_records(records, check.keep_ood)
     sets = prediction_sets(kept.probs, calibration.qhat, calibration.method, **calibration.params)
     reasons: list[str] = []

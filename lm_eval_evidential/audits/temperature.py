@@ -17,7 +17,10 @@ Calibration (ECE with 15 bins, NLL, Brier, accuracy: :mod:`lm_eval_evidential.me
 on every set; OOD detection (AUROC, AUPR-In, FPR@95 with ID positive, of ``max_prob`` of that
 probability vector, ID test part vs the OOD task: :func:`lm_eval_evidential.metrics.detection.detection_report`)
 on OOD rows, after the K check of ``ood`` (a K-mismatched OOD task is refused under
-``assert``).
+``assert``). The records T is fitted on and the ID test part share one K, by the rule of conformal
+sets (:func:`lm_eval_evidential.audits.conformal.check_calibration_k`): a calibration task of another
+K is refused under ``assert`` with the remedy, ``restrict`` keeps the ID test examples of the
+calibration K, ``report`` computes and marks every row ``matched: false``.
 """
 
 from __future__ import annotations
@@ -36,10 +39,17 @@ from lm_eval_evidential.records import Records, check_same_producer
 from lm_eval_evidential.records.orders import refuses_permuted
 
 from ._common import collect, finish_row
+from .conformal import check_calibration_k
 from .ood import k_summary, subset_records
 from .table import AuditRow, column, reason_field
 
-__all__ = ["TemperatureRow", "TEMPERATURE_KEYS", "Fit", "fit", "temperature_rows"]
+__all__ = ["TemperatureRow", "TEMPERATURE_KEYS", "K_MISMATCH_REASON", "Fit", "fit", "temperature_rows"]
+
+#: Why a temperature is not carried across K (said once after a calibration refusal).
+K_MISMATCH_REASON = (
+    "a temperature fitted on questions with one K is not the temperature of questions with another: the softmax "
+    "over K options, its NLL and its max-prob all depend on K itself."
+)
 
 
 @dataclass(frozen=True, eq=False)
@@ -110,10 +120,18 @@ def _max_prob(p: np.ndarray) -> np.ndarray:
 @refuses_permuted
 def temperature_rows(fitted: Fit, id_test: Records, ood: list[Records], *, k_policy: str = "assert"):
     """``(rows, refusals)``: :data:`TEMPERATURE_KEYS` rows for the ID test part and each OOD task that
-    passes the K check against it (``refusals``: ``(id_task, ood_task, CardinalityMismatchError)``)."""
+    passes the K check against it (``refusals``: ``(id_task, ood_task, CardinalityMismatchError)``).
+
+    First the records T was fitted on and the ID test part (:func:`check_calibration_k`); where that is
+    refused, so is every row (``([], [("calibration " + fitted.description, id_test.task, error)])``)."""
     from lm_eval_evidential.metrics.cardinality import CardinalityMismatchError
 
     check_same_producer([fitted.records, id_test, *ood])
+    try:
+        cal_check = check_calibration_k(fitted.records, fitted.description, id_test, role="id", k_policy=k_policy)
+    except CardinalityMismatchError as exc:
+        return [], [(f"calibration {fitted.description}", id_test.task, exc)]
+    id_test = subset_records(id_test, cal_check.keep_ood)
     t = fitted.temperature
     id_variants = _variants(id_test, t)
     rows, refusals = [], []
@@ -136,7 +154,7 @@ def temperature_rows(fitted: Fit, id_test: Records, ood: list[Records], *, k_pol
                 "temperature": temp,
                 "k": k_summary(records.k),
                 "n": len(records),
-                "matched": True if check is None else bool(check.matched),
+                "matched": bool(cal_check.matched) and (check is None or bool(check.matched)),
                 "acc": float(np.mean(records.correct)),
                 "ece": collect(reasons, ece, mp, records.correct),
                 "nll": collect(reasons, nll, p, records.gold),

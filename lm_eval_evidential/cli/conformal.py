@@ -182,7 +182,7 @@ def run(args) -> int:
         "rows with matched = NO hold sets over a K other than the calibration K; their coverage carries no guarantee "
         "and their set sizes are not comparable (coverage per K is in --json)"
     )
-    written = [write_json(args.json_path, rows)] if args.json_path else []
+    written = [write_json(args.json_path, rows)] if args.json_path and rows else []
     if args.plot and rows:
         from lm_eval_evidential import plots
 

@@ -40,7 +40,7 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from lm_eval_evidential.audits.temperature import TemperatureRow, fit, temperature_rows
+    from lm_eval_evidential.audits.temperature import K_MISMATCH_REASON, TemperatureRow, fit, temperature_rows
     from lm_eval_evidential.cli.exit_codes import EXIT_OK, EXIT_REFUSED
 
     from .conformal import calibration_split
@@ -50,9 +50,17 @@ def run(args) -> int:
     fitted = fit(cal, description)
     rows, refused = temperature_rows(fitted, test, rest, k_policy=args.k_policy)
     print(fitted.line())
-    written = [write_json(args.json_path, rows)] if args.json_path else []
-    print_rows(rows, TemperatureRow.columns(*TABLE_KEYS), ("set", "probs"), written)
+    written = [write_json(args.json_path, rows)] if args.json_path and rows else []
+    if rows:
+        unmatched = sorted({r["set"] for r in rows if not r["matched"]})
+        notes = (
+            [f"WARNING: K not matched (--k-policy report) for {', '.join(unmatched)}: {K_MISMATCH_REASON}"]
+            if unmatched
+            else []
+        )
+        print_rows(rows, TemperatureRow.columns(*TABLE_KEYS), ("set", "probs"), written, notes)
     if refused:
-        print_refusals(refused)
+        # every row refused: T and the ID test part differ in K (else: only OOD tasks, ood's reason)
+        print_refusals(refused, why=None if rows else K_MISMATCH_REASON)
         return EXIT_REFUSED
     return EXIT_OK

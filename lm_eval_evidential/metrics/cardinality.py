@@ -58,7 +58,8 @@ class CardinalityMismatchError(RefusalError, ValueError):
     lists the refusal once and its remedy once): ``summary`` (what was refused, with both K
     histograms), :meth:`remedy` (what to do instead, for this policy and these histograms),
     ``policy``, ``id_name``, ``hist_id``, ``ood_name``, ``hist_ood`` and ``controls`` (the
-    K-matched control tasks the remedy names).
+    K-matched control tasks the remedy names); ``remedy``: the caller's own remedy where the sides are
+    not an ID and an OOD task (a calibration task of another K), said before ``k_policy=report``'s.
     """
 
     def __init__(
@@ -71,8 +72,9 @@ class CardinalityMismatchError(RefusalError, ValueError):
         ood_name: str,
         hist_ood: dict,
         controls: Sequence[str] = (),
+        remedy: str | None = None,
     ):
-        self.summary, self.policy, self.controls = summary, policy, tuple(controls)
+        self.summary, self.policy, self.controls, self._remedy = summary, policy, tuple(controls), remedy
         self.id_name, self.hist_id, self.ood_name, self.hist_ood = id_name, hist_id, ood_name, hist_ood
         super().__init__(f"{summary}. {MISMATCH_REASON} {self.remedy()}")
 
@@ -83,6 +85,8 @@ class CardinalityMismatchError(RefusalError, ValueError):
         controls = self.controls if controls is None else tuple(controls)
         k = _single(self.hist_id)
         report = "or k_policy=report computes it anyway, to show the artefact on purpose (rows marked matched: false)."
+        if self._remedy:  # the caller's own first remedy (e.g. another calibration task), then report's
+            return f"Remedy: {self._remedy}; {report}"
         if k is None:
             return (
                 f"Remedy: {self.id_name} mixes several K, so no single K can be kept: choose an ID task whose "
@@ -190,7 +194,9 @@ def _single(hist: dict[int, int]) -> int | None:
     return next(iter(hist)) if len(hist) == 1 else None
 
 
-def _refuse(summary: str, policy: str, id_name, hist_id, ood_name, hist_ood, controls) -> CardinalityMismatchError:
+def _refuse(
+    summary: str, policy: str, id_name, hist_id, ood_name, hist_ood, controls, remedy=None
+) -> CardinalityMismatchError:
     return CardinalityMismatchError(
         f"{summary}: {id_name} {format_k(hist_id)} vs {ood_name} {format_k(hist_ood)} (K: number of examples)",
         policy=policy,
@@ -199,11 +205,12 @@ def _refuse(summary: str, policy: str, id_name, hist_id, ood_name, hist_ood, con
         ood_name=ood_name,
         hist_ood=hist_ood,
         controls=controls,
+        remedy=remedy,
     )
 
 
 def check_cardinality(
-    k_id, k_ood, *, policy: str = "assert", id_name: str = "ID", ood_name: str = "OOD", controls: Sequence[str] = ()
+    k_id, k_ood, *, policy="assert", id_name="ID", ood_name="OOD", controls=(), sides="ID and OOD", remedy=None
 ) -> KCheck:
     r"""Check that ID and OOD examples share one class count K, under ``policy``.
 
@@ -229,6 +236,9 @@ def check_cardinality(
         Names used in the messages (e.g. the task names).
     controls : sequence of str, default=()
         K-matched control tasks of the OOD side, named in the remedy (e.g. ``csqa4_edl`` for ``csqa_edl``).
+    sides, remedy : str, default="ID and OOD", None
+        What the two sides are (``"K mismatch between {sides}"``); the remedy to name first where the
+        generic one (restrict, a control task) does not fit (a calibration task of another K).
 
     Returns
     -------
@@ -269,14 +279,14 @@ def check_cardinality(
         return KCheck(keep_id, keep_ood, 0, 0, len(all_k) == 1, _single(hist_id), _single(hist_ood), policy)
     if policy == "assert":
         if len(all_k) != 1:
-            raise _refuse("K mismatch between ID and OOD", policy, id_name, hist_id, ood_name, hist_ood, controls)
+            raise _refuse(f"K mismatch between {sides}", policy, id_name, hist_id, ood_name, hist_ood, controls, remedy)
         k = next(iter(all_k))
         return KCheck(keep_id, keep_ood, 0, 0, True, k, k, policy)
 
-    return _restrict(kid, kood, hist_id, hist_ood, id_name, ood_name, controls)
+    return _restrict(kid, kood, hist_id, hist_ood, id_name, ood_name, controls, remedy)
 
 
-def _restrict(kid, kood, hist_id, hist_ood, id_name: str, ood_name: str, controls) -> KCheck:
+def _restrict(kid, kood, hist_id, hist_ood, id_name: str, ood_name: str, controls, remedy=None) -> KCheck:
     """:func:`check_cardinality` under ``policy="restrict"``: keep the OOD examples with the ID side's one K."""
     policy = "restrict"
     keep_id = np.ones(kid.size, dtype=bool)
@@ -290,6 +300,7 @@ def _restrict(kid, kood, hist_id, hist_ood, id_name: str, ood_name: str, control
             ood_name,
             hist_ood,
             controls,
+            remedy,
         )
     keep_ood = kood == target
     if not keep_ood.any():
@@ -301,5 +312,6 @@ def _restrict(kid, kood, hist_id, hist_ood, id_name: str, ood_name: str, control
             ood_name,
             hist_ood,
             controls,
+            remedy,
         )
     return KCheck(keep_id, keep_ood, 0, int((~keep_ood).sum()), True, target, target, policy)

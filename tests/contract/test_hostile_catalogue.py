@@ -331,6 +331,20 @@ def killed_report_left_its_temp_folder(ctx: Ctx) -> None:
     (stale / "report.md").write_text("half of a report")
 
 
+#: The refusal of a calibration task whose K differs from --id's, worded alike by conformal and temperature.
+_CALIBRATION_K_REFUSAL = (
+    r"refused calibration ood5 vs id4: K mismatch between the calibration and the evaluated records: ood5 \{5: 40\} "
+    r"vs id4 \{4: 60\} \(K: number of examples\)\. Remedy: calibrate on questions with id4's K = 4: a "
+    r"--calibration-task whose questions all have that K, or --calibration-fraction F \(a share of id4 itself\); "
+    r"or --k-policy report computes it anyway"
+)
+
+
+def unmatched_json(ctx: Ctx) -> None:
+    rows = json.loads((ctx.tmp / "t.json").read_text())
+    assert rows and not any(r["matched"] for r in rows), rows
+
+
 def only_the_new_report(ctx: Ctx) -> None:
     folder = ctx.tmp / "old_report"
     report = json.loads((folder / "report.json").read_text())
@@ -2584,6 +2598,28 @@ CATALOGUE = [
         "temperature-fitted-on-the-test-task",
         ["temperature", "{out}", "--id", "id4", "--calibration-task", "id4"],
         Exit(1, r"--calibration-task and --id both name 'id4'"),
+    ),
+    # -- one K rule for the audits calibrated on held-out records (temperature fitted like conformal calibrates)
+    (
+        C,
+        "temperature-calibration-task-of-another-k-refused",
+        ["temperature", "{out}", "--id", "id4", "--calibration-task", "ood5", "--json", "{tmp}/t.json"],
+        Exit(2, _CALIBRATION_K_REFUSAL + r"(?s:.*)\nwhy: a temperature fitted on questions with one K is not"),
+    ),
+    (
+        C,
+        "conformal-calibration-task-of-another-k-refused",
+        ["conformal", "{out}", "--id", "id4", "--calibration-task", "ood5", "--n-boot", "0", "--json", "{tmp}/c.json"],
+        Exit(2, _CALIBRATION_K_REFUSAL),
+    ),
+    (
+        C,
+        "temperature-calibration-task-of-another-k-on-request-marked",
+        ["temperature", "{out}", "--id", "id4", "--calibration-task", "ood5", "--k-policy", "report"]
+        + ["--json", "{tmp}/t.json"],
+        Exit(
+            0, r"WARNING: K not matched \(--k-policy report\) for id4", writes=("{tmp}/t.json",), check=unmatched_json
+        ),
     ),
     (
         C,
