@@ -38,6 +38,7 @@ from torch import nn
 from lm_eval_evidential.errors import EvidentialInputError
 from lm_eval_evidential.modeling.config import read_metadata
 from lm_eval_evidential.modeling.heads import question_seed
+from lm_eval_evidential.modeling.laplace import LAPLACE_CONFIG
 
 ADAPTER_CONFIG = "adapter_config.json"
 #: adapter_config.json fields that may differ between members of one ensemble (not the LoRA layers' shape).
@@ -61,7 +62,9 @@ def ensemble_members(peft) -> list[Path] | None:
 
     An ensemble folder has no ``adapter_config.json`` of its own and two or more sub-folders that
     do. Refused with the reason: one member, members trained on different base models
-    (``base_model_name_or_path``) or with different methods (``evidential_config.json``).
+    (``base_model_name_or_path``) or with different methods (``evidential_config.json``), and a
+    member holding a Laplace posterior (``laplace_config.json``): an ensemble scores each member's
+    adapter weights once, so the posterior would be silently ignored.
     """
     if peft is None:
         return None
@@ -91,6 +94,14 @@ def ensemble_members(peft) -> list[Path] | None:
         raise EvidentialInputError(
             f"peft={peft} holds one adapter folder ({members[0].name}): an ensemble needs at least 2 members; pass "
             f"peft={members[0]} to score it alone"
+        )
+    posteriors = [m.name for m in members if (m / LAPLACE_CONFIG).is_file()]
+    if posteriors:
+        raise EvidentialInputError(
+            f"peft={peft}: {posteriors[0]} holds a Laplace posterior ({LAPLACE_CONFIG}), which an ensemble would "
+            "ignore (each member is scored at its adapter's weights, not its posterior's samples); pass "
+            f"peft={folder / posteriors[0]} to score its weight samples, or put the adapter it was fitted on in the "
+            "ensemble instead"
         )
     configs = {m.name: _adapter_config(m) for m in members}
     bases = {name: config.get("base_model_name_or_path") for name, config in configs.items()}

@@ -1750,6 +1750,16 @@ CATALOGUE = [
         ),
         Refused(IE, r"peft=.*ens: its members were trained with different base models \(member_0: .*, member_1: .*\)"),
     ),
+    (
+        M,
+        "ensemble-with-a-laplace-posterior-member-adapter",
+        Cmd(TINY + ",peft={tmp}/ens", lambda c: _adapter_copy(c, "ens/member_0") or _laplace_copy(c, "ens/member_1")),
+        Refused(
+            IE,
+            r"peft=.*ens: member_1 holds a Laplace posterior \(laplace_config\.json\), which an ensemble would ignore "
+            r"\(each member is scored at its adapter's weights, not its posterior's samples\); pass peft=.*member_1",
+        ),
+    ),
     # -- Laplace-LoRA posteriors (peft=DIR holding laplace_config.json): refused before the weights load
     (
         M,
