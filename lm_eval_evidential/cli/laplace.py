@@ -14,8 +14,7 @@ import dataclasses
 
 
 def add_parser(sub) -> None:
-    from lm_eval_evidential.cli.arguments import task_name
-    from lm_eval_evidential.modeling.laplace import STRUCTURES
+    from lm_eval_evidential.cli.arguments import add_param, task_name
     from lm_eval_evidential.training.laplace import LaplaceSettings
 
     p = sub.add_parser(
@@ -30,39 +29,16 @@ def add_parser(sub) -> None:
             "Install laplace-torch as docs/training.md says (three packages with --no-deps, then the [laplace] extra)."
         ),
     )
-    defaults = LaplaceSettings()
     p.add_argument("--pretrained", required=True, help="base model the adapter was trained on: hub id or local folder")
     p.add_argument("--peft", required=True, help="the trained (MAP) adapter folder, from train --method softmax")
     p.add_argument("--task", required=True, type=task_name, help="the task whose training questions fit the posterior")
     p.add_argument("--output-dir", required=True, help="new folder for the adapter and its posterior")
-    p.add_argument(
-        "--structure",
-        choices=STRUCTURES,
-        default=defaults.structure,
-        help="the GGN's structure: kron (Kronecker-factored, the paper's) or diag",
-    )
-    p.add_argument(
-        "--prior-precision",
-        type=float,
-        default=None,
-        help="an isotropic prior precision to use (default: the one maximising the marginal likelihood)",
-    )
-    p.add_argument("--samples", type=int, default=defaults.samples, help="weight samples scored per question")
-    p.add_argument("--seed", type=int, default=defaults.seed, help="seed of the weight samples")
-    p.add_argument(
-        "--batch-size",
-        type=int,
-        default=defaults.batch_size,
-        help="questions per curvature batch (1: no left padding enters KFAC's activation factors)",
-    )
-    p.add_argument("--max-train-docs", type=int, default=None, help="fit on the first N training docs only")
-    p.add_argument("--train-split", default=None, help="split to fit on (default: the task's training_split)")
-    p.add_argument(
-        "--marglik-steps",
-        type=int,
-        default=defaults.marglik_steps,
-        help="gradient steps of the marginal-likelihood prior precision search",
-    )
+    for f in dataclasses.fields(LaplaceSettings):  # one option per setting, its help and constraint the field's
+        flag, param = "--" + f.name.replace("_", "-"), f.metadata.get("param")
+        if param is None:
+            p.add_argument(flag, default=f.default, help=f.metadata["help"])
+        else:
+            add_param(p, flag, param, default=f.default, help=f.metadata["help"], name=f.name)
     p.set_defaults(func=run)
 
 

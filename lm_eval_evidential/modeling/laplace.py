@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lm_eval_evidential.errors import EvidentialInputError
+from lm_eval_evidential.params import Integral, Interval, Param
 
 if TYPE_CHECKING:  # torch is imported where it is used: every command's parser reads STRUCTURES
     import torch
@@ -126,11 +127,14 @@ def save_posterior(folder: Path, config: dict, tensors: dict[str, torch.Tensor])
 
 #: The seeds ``torch.Generator.manual_seed`` takes (what :func:`sample_deltas` draws with).
 SEED_RANGE = (-(2**63), 2**64 - 1)
+#: ``seed`` of the weight samples, declared once (the fit's setting, :class:`~.training.laplace.LaplaceSettings`).
+TORCH_SEED = Param(Interval(Integral, *SEED_RANGE), why="torch's seeds", example="seed=0")
 
 
 def check_seed(seed, where: str) -> int:
-    """``seed`` if it is a whole number ``torch.Generator.manual_seed`` takes, else one line naming ``where``."""
-    if isinstance(seed, bool) or not isinstance(seed, int) or not SEED_RANGE[0] <= seed <= SEED_RANGE[1]:
+    """``seed`` if it is a whole number ``torch.Generator.manual_seed`` takes (:data:`TORCH_SEED`), else one line
+    naming ``where`` (a saved posterior's file, or the samples' caller)."""
+    if not TORCH_SEED.allows(seed):
         raise EvidentialInputError(
             f"{where}: seed={seed!r} is not a whole number from {SEED_RANGE[0]} to {SEED_RANGE[1]} (torch's seeds)"
         )

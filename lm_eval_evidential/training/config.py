@@ -26,8 +26,9 @@ POSITIVE_INT = Param(Interval(Integral, 1))
 POSITIVE = Param(Interval(Real, 0, None, closed="neither"))
 NON_NEGATIVE = Param(Interval(Real, 0))
 NON_NEGATIVE_INT = Param(Interval(Integral, 0))
-AT_LEAST_ONE_OR_NONE = Param(None, Interval(Integral, 1))
-NON_NEGATIVE_INT_OR_NONE = Param(None, Interval(Integral, 0))
+# An option given as a number or left out (None): a refusal says what a number must be.
+AT_LEAST_ONE_OR_NONE = Param(None, Interval(Integral, 1), must="an integer >= 1")
+NON_NEGATIVE_INT_OR_NONE = Param(None, Interval(Integral, 0), must="an integer >= 0")
 DTYPE = Param(Options(("auto", "float32", "bfloat16", "float16")), noun="dtype")
 HEAD = declared_params(HeadConfig)
 

@@ -34,9 +34,11 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from lm_eval_evidential.errors import EvidentialInputError, InvalidValueError
+from lm_eval_evidential.errors import EvidentialInputError
 from lm_eval_evidential.modeling.config import MAX_MEMBERS, read_metadata
-from lm_eval_evidential.modeling.laplace import STRUCTURES, check_seed, has_posterior, save_posterior
+from lm_eval_evidential.modeling.laplace import STRUCTURES, TORCH_SEED, has_posterior, save_posterior
+from lm_eval_evidential.params import Integral, Interval, Options, Param, Real, check_fields, param_field
+from lm_eval_evidential.training.config import AT_LEAST_ONE_OR_NONE, POSITIVE_INT
 
 #: What ``pip`` needs for the fit (docs/training.md): laplace-torch and the two curvature backends without their
 #: torchvision (never imported; pip would fetch one built for another torch), then the rest of their dependencies.
@@ -46,39 +48,55 @@ INSTALL = (
 )
 
 
+#: The fit's settings' constraints, declared once: the CLI's options and a Python caller are checked by them.
+STRUCTURE = Param(Options(STRUCTURES), noun="GGN structure")
+PRIOR_PRECISION = Param(
+    None,
+    Interval(Real, 0, None, closed="neither"),
+    must="a finite number > 0",
+    why="an isotropic prior precision; drop it for the marginal likelihood's",
+    example="prior_precision=1",
+)
+WEIGHT_SAMPLES = Param(
+    Interval(Integral, 2, MAX_MEMBERS),
+    why="the posterior is scored by sampling, one forward pass of every question per weight sample",
+    example="samples=10",
+)
+
+
 @dataclass(frozen=True)
 class LaplaceSettings:
-    """How the posterior is fitted (CLI: ``lm-eval-evidential laplace --field-name``)."""
+    """How the posterior is fitted (CLI: ``lm-eval-evidential laplace --field-name``; each field's help and
+    constraint in its metadata, checked on construction)."""
 
-    structure: str = "kron"
-    prior_precision: float | None = None  # None: the marginal likelihood's choice
-    samples: int = 10
-    seed: int = 0
+    structure: str = param_field(
+        "kron", help="the GGN's structure: kron (Kronecker-factored, the paper's) or diag", param=STRUCTURE
+    )
+    prior_precision: float | None = param_field(
+        None,
+        help="an isotropic prior precision to use (default: the one maximising the marginal likelihood)",
+        param=PRIOR_PRECISION,
+    )
+    samples: int = param_field(10, help="weight samples scored per question", param=WEIGHT_SAMPLES)
+    seed: int = param_field(0, help="seed of the weight samples", param=TORCH_SEED)
     # One question per batch: curvlinops' KFAC counts every position of a Linear layer's input, left padding
     # included (the attention mask hides pads from the logits, not from the activation factor), and laplace-torch
     # sums per-batch Kronecker factors; with one question per batch the posterior depends on neither.
-    batch_size: int = 1
-    max_train_docs: int | None = None
-    train_split: str | None = None
-    marglik_steps: int = 100
+    batch_size: int = param_field(
+        1,
+        help="questions per curvature batch (1: no left padding enters KFAC's activation factors)",
+        param=POSITIVE_INT,
+    )
+    max_train_docs: int | None = param_field(
+        None, help="fit on the first N training docs only", param=AT_LEAST_ONE_OR_NONE
+    )
+    train_split: str | None = param_field(None, help="split to fit on (default: the task's training_split)")
+    marglik_steps: int = param_field(
+        100, help="gradient steps of the marginal-likelihood prior precision search", param=POSITIVE_INT
+    )
 
     def __post_init__(self) -> None:
-        if self.structure not in STRUCTURES:
-            raise InvalidValueError(f"--structure must be one of {', '.join(STRUCTURES)}, got {self.structure!r}")
-        if self.prior_precision is not None and not 0 < self.prior_precision < float("inf"):
-            raise InvalidValueError(f"--prior-precision must be a finite number > 0, got {self.prior_precision!r}")
-        for name in ("samples", "batch_size", "marglik_steps"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise InvalidValueError(f"--{name.replace('_', '-')} must be a positive integer, got {value!r}")
-        if not 2 <= self.samples <= MAX_MEMBERS:
-            raise InvalidValueError(
-                f"--samples {self.samples}: the posterior is scored by sampling, one forward pass of every question "
-                f"per weight sample, so it needs 2 to {MAX_MEMBERS} of them"
-            )
-        check_seed(self.seed, "--seed")
-        if self.max_train_docs is not None and self.max_train_docs < 1:
-            raise InvalidValueError(f"--max-train-docs must be >= 1, got {self.max_train_docs!r}")
+        check_fields(self)
 
 
 def _laplace_library():

@@ -126,10 +126,16 @@ def test_refusals(tiny_model, tiny_adapter, softmax_adapter, tasks, tmp_path, mo
         fit_laplace(tiny_model, edl, tasks["obqa_edl"], tmp_path / "out")
     with pytest.raises(EvidentialInputError, match="no adapter_config.json"):
         fit_laplace(tiny_model, tmp_path, tasks["obqa_edl"], tmp_path / "out")
-    with pytest.raises(ValueError, match="--samples 1: .* needs 2 to 1000 of them"):
+    with pytest.raises(ValueError, match=r"samples=1 must be an integer in 2\.\.1000 \(the posterior is scored by"):
         LaplaceSettings(samples=1)
-    with pytest.raises(ValueError, match="--structure must be one of kron, diag"):
+    with pytest.raises(ValueError, match="unknown GGN structure 'full'; choose one of kron, diag"):
         LaplaceSettings(structure="full")
+    with pytest.raises(ValueError, match=r"prior_precision=0 must be a finite number > 0 \(.*\); e\.g\."):
+        LaplaceSettings(prior_precision=0)
+    with pytest.raises(ValueError, match=r"seed=-9223372036854775809 must be an integer in -9223372036854775808\."):
+        LaplaceSettings(seed=-(2**63) - 1)
+    with pytest.raises(ValueError, match="marglik_steps=True must be an integer >= 1"):
+        LaplaceSettings(marglik_steps=True)
     monkeypatch.setitem(sys.modules, "laplace", None)  # laplace-torch not installed
     with pytest.raises(EvidentialInputError, match=r"laplace-torch, which is not installed; install it with pip"):
         fit_laplace(tiny_model, softmax_adapter, tasks["obqa_edl"], tmp_path / "out")
