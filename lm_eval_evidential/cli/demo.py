@@ -35,6 +35,10 @@ DEMO_METHODS = ("edl", "ib_edl")  # the two evidential objectives the demo fine-
 
 
 def add_parser(sub) -> None:
+    from lm_eval_evidential.cli.arguments import add_param
+    from lm_eval_evidential.params import declared_params
+    from lm_eval_evidential.training.config import AT_LEAST_ONE_OR_NONE, TrainConfig
+
     p = sub.add_parser(
         "demo",
         help="offline end-to-end demo: tiny model, EDL/IB-EDL fine-tuning, stock lm_eval run, K audit",
@@ -46,8 +50,13 @@ def add_parser(sub) -> None:
         ),
     )
     p.add_argument("--out", default="demo_out", help="working folder: new, empty, or a previous demo's (reused)")
-    p.add_argument("--max-steps", type=int, default=120, help="fine-tuning steps per method")
-    p.add_argument("--limit", type=int, default=None, help="evaluate only the first N docs per task (default: all)")
+    # train's own declarations: a bad number is refused here, before the demo builds anything
+    add_param(
+        p, "--max-steps", declared_params(TrainConfig)["max_steps"], default=120, help="fine-tuning steps per method"
+    )
+    add_param(
+        p, "--limit", AT_LEAST_ONE_OR_NONE, default=None, help="evaluate only the first N docs per task (default: all)"
+    )
     p.add_argument("--fast", action="store_true", help="a quick smoke setting: 20 steps, EDL only, 24 docs per task")
     p.set_defaults(func=run)
 

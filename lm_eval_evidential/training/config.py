@@ -30,6 +30,12 @@ NON_NEGATIVE_INT = Param(Interval(Integral, 0))
 AT_LEAST_ONE_OR_NONE = Param(None, Interval(Integral, 1), must="an integer >= 1")
 NON_NEGATIVE_INT_OR_NONE = Param(None, Interval(Integral, 0), must="an integer >= 0")
 DTYPE = Param(Options(("auto", "float32", "bfloat16", "float16")), noun="dtype")
+ENSEMBLE = Param(
+    None,
+    Interval(Integral, 2),
+    must="an integer number of members >= 2",
+    example="--ensemble 3, or drop --ensemble to train one adapter",
+)
 HEAD = declared_params(HeadConfig)
 
 
@@ -63,6 +69,7 @@ class TrainConfig:
         "train an ensemble of N >= 2 members into OUTPUT_DIR/member_0 .. member_{N-1}, member i with seed SEED + i "
         "(peft=OUTPUT_DIR then scores them as one ensemble); a rerun skips the members already complete and resumes "
         "an unfinished one from its last checkpoint",
+        param=ENSEMBLE,
     )
     # LoRA (Table 7)
     lora_r: int = _opt(8, "LoRA rank", param=POSITIVE_INT)
@@ -137,12 +144,5 @@ class TrainConfig:
         elif self.target_modules is not None:
             self.target_modules = tuple(self.target_modules)
         check_fields(self)
-        if self.ensemble is not None and (isinstance(self.ensemble, bool) or not isinstance(self.ensemble, int)):
-            raise InvalidValueError(f"ensemble must be an integer number of members >= 2, got {self.ensemble!r}")
-        if self.ensemble is not None and self.ensemble < 2:
-            raise InvalidValueError(
-                f"--ensemble {self.ensemble}: an ensemble needs at least 2 members; drop --ensemble to train one "
-                "adapter"
-            )
         if self.target_modules is not None and not self.target_modules:
             raise InvalidValueError("target_modules is empty; name at least one module, e.g. q_proj,v_proj,lm_head")

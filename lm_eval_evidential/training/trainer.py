@@ -41,7 +41,7 @@ from lm_eval_evidential.training.checkpoints import (
     clear_old_checkpoints,
     resolve_resume,
 )
-from lm_eval_evidential.training.config import TrainConfig
+from lm_eval_evidential.training.config import DTYPE, TrainConfig
 from lm_eval_evidential.training.data import LeftPadCollator, encode_examples, load_task, task_name_of, training_docs
 from lm_eval_evidential.training.interrupt import TrainingInterrupted, make_save_on_signal
 from lm_eval_evidential.training.lora_targets import lora_config, resolve_target_modules
@@ -61,13 +61,14 @@ def _load_base(pretrained: str, config: TrainConfig):
     import transformers
     from transformers import AutoModelForCausalLM
 
-    dtypes = {"auto": "auto", "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-    if config.dtype not in dtypes:
-        raise InvalidValueError(f"dtype must be one of {', '.join(dtypes)}, got {config.dtype!r}")
+    # checked again here: a TrainConfig is a mutable dataclass, so its dtype may have been set after construction
+    dtype = DTYPE.check("dtype", config.dtype)
     # `dtype` replaced `torch_dtype` in transformers 4.56.
     major, minor = (int(x) for x in transformers.__version__.split(".")[:2])
     key = "dtype" if (major, minor) >= (4, 56) else "torch_dtype"
-    return AutoModelForCausalLM.from_pretrained(pretrained, **{key: dtypes[config.dtype]})
+    return AutoModelForCausalLM.from_pretrained(
+        pretrained, **{key: dtype if dtype == "auto" else getattr(torch, dtype)}
+    )
 
 
 def _metadata(

@@ -1374,6 +1374,14 @@ CATALOGUE = [
         Cmd(["demo", "--fast", "--out", "{tmp}/notes.txt"], lambda c: (c.tmp / "notes.txt").write_text("mine")),
         Exit(1, r"--out .*notes\.txt is a file, not a folder"),
     ),
+    # the demo's numbers are train's and lm_eval's, refused in their declared words before anything is built
+    (
+        C,
+        "demo-max-steps-zero",
+        ["demo", "--out", "{tmp}/d", "--max-steps", "0"],
+        Exit(1, r"max_steps=0 must be an integer >= 1"),
+    ),
+    (C, "demo-limit-zero", ["demo", "--out", "{tmp}/d", "--limit", "0"], Exit(1, r"limit=0 must be an integer >= 1")),
     (
         C,
         "json-into-a-new-subfolder",
@@ -3076,7 +3084,10 @@ CATALOGUE = [
         T,
         "train-one-member-ensemble",
         ["train", "--pretrained", "{model}", "--task", "obqa_edl", "--output-dir", "{tmp}/t", "--ensemble", "1"],
-        Exit(1, r"--ensemble 1: an ensemble needs at least 2 members; drop --ensemble to train one adapter"),
+        Exit(
+            1,
+            r"ensemble=1 must be an integer number of members >= 2; e\.g\. --ensemble 3, or drop --ensemble",
+        ),
     ),
     (
         T,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 
 import pytest
+import torch
 
 from lm_eval_evidential.training import evidential_trainer
 from lm_eval_evidential.training.config import TrainConfig
@@ -186,3 +187,26 @@ def test_overwrite_output_dir_clears_the_earlier_runs_checkpoints(tiny_model, ob
     assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-1", "checkpoint-9-notes"]
     assert (out / "notes.txt").read_text() == "mine"
     assert "removed the earlier run's checkpoint-3" in capsys.readouterr().err
+
+
+def test_a_dtype_set_after_construction_is_refused_before_the_weights_load(tmp_path, monkeypatch):
+    """TrainConfig checks its dtype on construction; one set afterwards meets the same declaration (DTYPE) before
+    the base model loads."""
+    import transformers
+
+    from lm_eval_evidential.errors import InvalidValueError
+    from lm_eval_evidential.training.trainer import _load_base
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", lambda *a, **k: pytest.fail("loaded"))
+    config = TrainConfig(output_dir=str(tmp_path / "o"))
+    with pytest.raises(InvalidValueError, match="dtype 'float8'; choose one of auto, float32, bfloat16, float16"):
+        TrainConfig(output_dir=str(tmp_path / "o"), dtype="float8")
+    config.dtype = "float8"
+    with pytest.raises(InvalidValueError, match="unknown dtype 'float8'; choose one of auto, float32, bfloat16"):
+        _load_base("any", config)
+    seen = {}
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", lambda name, **k: seen.update(k))
+    for name in ("auto", "bfloat16"):
+        config.dtype = name
+        _load_base("any", config)
+        assert list(seen.values())[-1] == ("auto" if name == "auto" else torch.bfloat16)
