@@ -79,7 +79,7 @@ class ConformalRow(AuditRow):
     qhat: float = column("qhat")
     coverage: float = column("coverage")
     coverage_ci: list[float] = column("coverage CI", "interval")
-    mean_set_size: float = column("mean set size")
+    mean_set_size: float = column("mean set size", digits=2)
     mean_set_size_ci: list[float] = column("mean set size CI", "interval")
     uacc: float = column("UAcc")
     uacc_ci: list[float] = column("UAcc CI", "interval")

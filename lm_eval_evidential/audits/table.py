@@ -11,6 +11,10 @@ is the dict it replaces (``row["auroc"]``, ``dict(row)``, ``{**row}``, JSON), so
 A column that comes once per parameter of the audit (PRR at each rejection cap, the risk at the coverage asked)
 is one :func:`per_parameter` field: its value is ``((parameter, value), ...)`` and the row's dict has one key
 per pair (``prr_0.5``, ``risk_at_0.8``), where the field stands; its columns are named by those keys.
+
+A cell that writes several values (a value and its interval, before → after, kept / n, min / median / max, a
+group's mean row in bold) is one :func:`combined` column: its parts are columns, each written by its own
+format, and :data:`JOINS` puts their cells together; a table declares it once beside its other columns.
 """
 
 from __future__ import annotations
@@ -26,12 +30,18 @@ from lm_eval_evidential.metrics.cardinality import format_k
 
 class Column(NamedTuple):
     """One column of an audit table: the row's key, the header a document shows, how its value is written
-    (``digits``: the Markdown decimals where a column needs more than the medium's)."""
+    (``digits``: the Markdown decimals where a column needs more than the medium's).
 
-    key: str
+    A :func:`combined` column has ``parts`` (columns, each written by its own format) and its ``format`` names
+    the :data:`JOINS` entry that puts their cells together. A part's ``key`` may be a path into nested
+    mappings (``("auroc", "max_prob", "auroc")``); a part the row lacks is left out of the cell.
+    """
+
+    key: str | tuple[str, ...]
     header: str
     format: str = "value"
     digits: int | None = None
+    parts: tuple[Column, ...] = ()
 
 
 def column(header: str, format: str = "value", *, digits: int | None = None, default: Any = dataclasses.MISSING) -> Any:
@@ -61,6 +71,14 @@ def _parameter(template: str, key: str) -> int | float | None:
             continue
         return value if template.format(value) == key else None
     return None
+
+
+def combined(key: str, header: str, join: str, *parts: Column) -> Column:
+    """A column whose cell writes several values: each of ``parts`` by its own format, put together by the
+    :data:`JOINS` entry ``join`` (``estimate``: ``0.612 [0.48, 0.74]``; ``arrow``: ``0.41 → 0.38``; ...)."""
+    if join not in JOINS:
+        raise KeyError(f"unknown cell join {join!r}; one of {', '.join(JOINS)}")
+    return Column(key, header, join, parts=tuple(parts))
 
 
 def reason_field() -> Any:
@@ -123,9 +141,17 @@ class AuditRow(dict):
         return {f.name: f.metadata["key"] for f in dataclasses.fields(cls) if f.metadata.get("key")}
 
     @classmethod
-    def columns(cls, *keys: str) -> tuple[Column, ...]:
+    def combined(cls, header: str, join: str, *keys: str | Column) -> Column:
+        """A :func:`combined` column of this row's fields ``keys`` (or columns given), each part written as its
+        field declares, put together by ``join``; named by its first part's key."""
+        parts = [k if isinstance(k, Column) else cls.columns(k)[0] for k in keys]
+        return combined(parts[0].key, header, join, *parts)
+
+    @classmethod
+    def columns(cls, *keys: str | Column) -> tuple[Column, ...]:
         """The columns ``keys`` (default: every field that is one column), in that order, as the fields declare
-        them; a :func:`per_parameter` field's column is named by its key (``prr_0.5``)."""
+        them; a :func:`per_parameter` field's column is named by its key (``prr_0.5``); a column given (a
+        :meth:`combined` one) stands as it is."""
         declared = {
             f.name: Column(
                 f.name, f.metadata.get("header", f.name), f.metadata.get("format", "value"), f.metadata.get("digits")
@@ -134,15 +160,21 @@ class AuditRow(dict):
         }
         templates = cls._templates()
         for key in keys:
-            for name, template in templates.items():
+            for name, template in templates.items() if isinstance(key, str) else ():
                 parameter = _parameter(template, key)
                 if parameter is not None:
                     header = declared[name].header.format(parameter)
                     declared[key] = declared[name]._replace(key=key, header=header)
-        unknown = [k for k in keys if k not in declared or k in templates]
+        unknown = [k for k in keys if isinstance(k, str) and (k not in declared or k in templates)]
         if unknown:
             raise KeyError(f"{cls.__name__} has no column {', '.join(unknown)}")
-        return tuple(declared[k] for k in keys or (k for k in declared if k not in templates))
+        if not keys:
+            return tuple(c for k, c in declared.items() if k not in templates)
+        return tuple(k if isinstance(k, Column) else declared[k] for k in keys)
+
+
+#: What a cell of a value that does not apply to its row reads in a document.
+NOT_APPLICABLE = "—"
 
 
 class Style(NamedTuple):
@@ -199,7 +231,8 @@ def _interval(v, style: Style) -> str:
 #: How a column's value is written, by the name a :func:`column` gives:
 #:
 #: - ``value``: by type, numbers to the medium's decimals; ``signed``: a number with its sign;
-#: - ``interval``: ``[lo, hi]``; ``k``: a class count or its histogram (``format_k``);
+#: - ``interval``: ``[lo, hi]``; ``k``: a class count or its histogram (``format_k``; none: ``—`` in Markdown);
+#: - ``optional``: a value some rows have by design (the others' None: ``—`` in Markdown);
 #: - ``matched``: a K match, yes/NO, a mismatch stressed in Markdown; ``condition``: a K sweep's side,
 #:   ``OOD-only`` in Markdown; ``dropped``: ``{"id": a, "ood": b}``, ``a/b`` in Markdown;
 #: - ``shares``: ``{size: share}`` as ``size:share`` pairs (2 decimals); ``temperature``: a fitted T, or the
@@ -208,21 +241,70 @@ FORMATS = {
     "value": _value,
     "signed": lambda v, s: format_number(v, s.digits, signed=True, nan=s.nan) if isinstance(v, float) else _value(v, s),
     "interval": _interval,
-    "k": lambda v, s: format_k(v) if isinstance(v, (int, dict)) else _value(v, s),
+    "k": lambda v, s: (
+        format_k(v) if isinstance(v, (int, dict)) else NOT_APPLICABLE if v is None and s.markdown else _value(v, s)
+    ),
+    "optional": lambda v, s: NOT_APPLICABLE if v is None and s.markdown else _value(v, s),
     "matched": lambda v, s: (
         ("yes" if v else "**NO**") if s.markdown else ("yes" if v else "NO") if isinstance(v, bool) else _value(v, s)
     ),
     "shares": lambda v, s: " ".join(f"{k}:{x:.2f}" for k, x in v.items()) if isinstance(v, Mapping) else _value(v, s),
-    "temperature": lambda v, s: ("—" if s.markdown else "records") if v is None else _value(v, s),
+    "temperature": lambda v, s: (NOT_APPLICABLE if s.markdown else "records") if v is None else _value(v, s),
     "condition": lambda v, s: {"ood_only": "OOD-only"}.get(v, v) if s.markdown else _value(v, s),
     "dropped": lambda v, s: f"{v['id']}/{v['ood']}" if s.markdown and isinstance(v, Mapping) else _value(v, s),
 }
 
 
+#: How a :func:`combined` column puts its parts' cells together (``cells``: the parts the row has, written;
+#: ``values``: theirs, as they are):
+#:
+#: - ``estimate``: a value and its interval, ``0.612 [0.480, 0.740]``;
+#: - ``range``: ``min / median / max``; ``of``: ``kept / n`` (— when the first is missing);
+#: - ``arrow``: ``from → to`` (an ID task and its OOD task; before → after, or before alone where the row has
+#:   no after; — when the first is missing);
+#: - ``published``: ours, then the published value in brackets where there is one, ``0.612 (0.653)``;
+#: - ``mean``: a set's name, or a group's mean row in bold, parts ``(set, group, n_sets)``.
+JOINS = {
+    "estimate": lambda cells, values, s: " ".join(cells),
+    "range": lambda cells, values, s: " / ".join(cells),
+    "of": lambda cells, values, s: NOT_APPLICABLE if values[0] is None else " / ".join(cells),
+    "arrow": lambda cells, values, s: NOT_APPLICABLE if values[0] is None else " → ".join(cells),
+    "published": lambda cells, values, s: cells[0] + "".join(f" ({c})" for c in cells[1:]),
+    "mean": lambda cells, values, s: (
+        f"**{cells[0]} (mean of {cells[2]})**" if s.markdown and values[0] == values[1] else cells[0]
+    ),
+}
+
+_ABSENT = object()
+
+
+def _get(row: Mapping, key: str | tuple[str, ...]):
+    """``row[key]``, following a path of keys into nested mappings; :data:`_ABSENT` where the row lacks it."""
+    for k in (key,) if isinstance(key, str) else key:
+        if not isinstance(row, Mapping) or k not in row:
+            return _ABSENT
+        row = row[k]
+    return row
+
+
+def _write(value, column: Column, style: Style) -> str:
+    style = style._replace(digits=column.digits) if column.digits and style.markdown else style
+    return FORMATS[column.format](value, style)
+
+
+def _cell(row: Mapping, column: Column, style: Style) -> str:
+    if not column.parts:
+        return _write(row.get(column.key), column, style)
+    present = [(p, v) for p in column.parts if (v := _get(row, p.key)) is not _ABSENT]
+    if not present:
+        return style.none
+    return JOINS[column.format]([_write(v, p, style) for p, v in present], [v for _, v in present], style)
+
+
 def cells(rows: Sequence[Mapping], columns: Sequence[Column], style: Style) -> list[list[str]]:
-    """Each row's cells: ``row[column.key]`` written by the column's format in ``style``."""
-    styles = [style._replace(digits=c.digits) if c.digits and style.markdown else style for c in columns]
-    return [[FORMATS[c.format](r.get(c.key), s) for c, s in zip(columns, styles)] for r in rows]
+    """Each row's cells: ``row[column.key]`` written by the column's format in ``style`` (a :func:`combined`
+    column's parts each by its own, put together by its join)."""
+    return [[_cell(r, c, style) for c in columns] for r in rows]
 
 
 def text_table(headers: Sequence[str], body: Sequence[Sequence[str]]) -> str:

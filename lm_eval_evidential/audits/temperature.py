@@ -68,9 +68,9 @@ class TemperatureRow(AuditRow):
     ece: float = column("ECE")
     nll: float = column("NLL")
     brier: float = column("Brier")
-    auroc: float | None = column("AUROC")
-    aupr_in: float | None = column("AUPR-In")
-    fpr95: float | None = column("FPR95")
+    auroc: float | None = column("AUROC", "optional")
+    aupr_in: float | None = column("AUPR-In", "optional")
+    fpr95: float | None = column("FPR95", "optional")
     validation: str = column("validation")
     reason: str | None = reason_field()
 

@@ -32,7 +32,7 @@ from lm_eval_evidential.report.controls import control_rows, refusal
 from lm_eval_evidential.report.field import field_sections
 from lm_eval_evidential.report.format import file_slug
 from lm_eval_evidential.report.summary import summarize
-from lm_eval_evidential.report.types import KSweepEntry, OODSection, Report, Skipped
+from lm_eval_evidential.report.types import ForcedKRow, KSweepEntry, OODSection, Report, Skipped
 
 MISMATCH_STATEMENT = (
     "Vacuity u = λK/S depends on the class count K itself (McNamara (2026) arXiv:2605.06382, Proposition 1): "
@@ -297,16 +297,16 @@ def _implementation_a(report: Report, id_records: Records, accepted) -> list:
             continue
         for a, b in zip(matched, forced):
             rows.append(
-                {
-                    "ood_task": r.task,
-                    "score": a["score"],
-                    "k": k,
-                    "auroc": a["auroc"],
-                    "aupr_in": a["aupr_in"],
-                    "forced_k": k + 1,
-                    "auroc_forced": b["auroc"],
-                    "aupr_in_forced": b["aupr_in"],
-                }
+                ForcedKRow(
+                    ood_task=r.task,
+                    score=a["score"],
+                    k=k,
+                    auroc=a["auroc"],
+                    aupr_in=a["aupr_in"],
+                    forced_k=k + 1,
+                    auroc_forced=b["auroc"],
+                    aupr_in_forced=b["aupr_in"],
+                )
             )
     return rows
 

@@ -25,8 +25,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from lm_eval_evidential import plots
-from lm_eval_evidential.audits.conformal import calibrate, conformal_row, split_calibration
+from lm_eval_evidential.audits.conformal import ConformalRow, calibrate, conformal_row, split_calibration
 from lm_eval_evidential.audits.ood import CardinalityMismatchError
+from lm_eval_evidential.audits.ood_groups import METRIC_KEYS, GroupRow
+from lm_eval_evidential.audits.table import rows_markdown
+from lm_eval_evidential.audits.temperature import TemperatureRow
 from lm_eval_evidential.metrics.conformal import METHODS
 from lm_eval_evidential.records import Records
 from lm_eval_evidential.report.controls import refusal
@@ -34,11 +37,7 @@ from lm_eval_evidential.report.format import (
     APPENDIX_FILE,
     figure_lines,
     file_slug,
-    format_ci,
-    format_k,
-    format_number,
     headline_rows,
-    markdown_table,
     undefined_lines,
 )
 from lm_eval_evidential.report.types import ConformalSection, OODGroupsSection, Report, TemperatureSection
@@ -176,6 +175,17 @@ def _groups(id_records, ood_records, groups, *, policy, scores, fpr95, percent) 
 # -- report.md -----------------------------------------------------------------------------------------------
 
 
+#: The report's OpenOOD table: a group's mean row named in bold, the numbers at 1 decimal when in percent.
+_GROUP_COLUMNS = GroupRow.columns(
+    GroupRow.combined("set", "mean", "set", "group", "n_sets"),
+    "score",
+    GroupRow.columns("k_ood")[0]._replace(header="K"),
+    "n_ood",
+    "matched",
+    *METRIC_KEYS,
+)
+
+
 def md_groups(report: Report, rows=None) -> list[str]:
     """The OpenOOD table (headline scores; ``rows`` to give others, e.g. every score in the appendix)."""
     sec = report.get("ood_groups")
@@ -193,21 +203,8 @@ def md_groups(report: Report, rows=None) -> list[str]:
         f"FPR@95 ({sec['fpr95_positive']}): {sec['fpr95_direction']}.",
         "",
     ]
-    body = [
-        [
-            f"**{r['set']} (mean of {r['n_sets']})**" if r["set"] == r["group"] else r["set"],
-            r["score"],
-            format_k(r["k_ood"]) if r["k_ood"] is not None else "—",
-            r["n_ood"],
-            "yes" if r["matched"] else "**NO**",
-            *(format_number(r[k], 1 if sec["scale"] != 1 else 3) for k in ("id_acc", "fpr95", "auroc")),
-            *(format_number(r[k], 1 if sec["scale"] != 1 else 3) for k in ("aupr_in", "aupr_out")),
-        ]
-        for r in shown
-    ]
-    lines += markdown_table(
-        ["set", "score", "K", "n OOD", "K matched", "ID acc", "FPR@95", "AUROC", "AUPR-In", "AUPR-Out"], body
-    )
+    columns = [c._replace(digits=1) if sec["scale"] != 1 and c.key in METRIC_KEYS else c for c in _GROUP_COLUMNS]
+    lines += rows_markdown(shown, columns)
     notes = dict.fromkeys(f"- {r['set']}: {r['reason']}" for r in shown if r["set"] == r["group"] and r.get("reason"))
     lines += [*notes, ""] if notes else []  # one line per group: what its mean leaves out is the same for each score
     if sec["refused"]:
@@ -227,6 +224,21 @@ def _not_evaluated(refused) -> str:
         return ""
     names = ", ".join(r["ood_task"] for r in refused)
     return f" Not evaluated, refused by the K check (reasons and remedies above): {names}."
+
+
+#: The report's conformal table: each estimate beside its bootstrap interval.
+_CONFORMAL_COLUMNS = ConformalRow.columns(
+    "set",
+    "role",
+    "method",
+    "k",
+    "n",
+    ConformalRow.combined("coverage [CI]", "estimate", "coverage", "coverage_ci"),
+    ConformalRow.combined("mean set size [CI]", "estimate", "mean_set_size", "mean_set_size_ci"),
+    ConformalRow.combined("UAcc [CI]", "estimate", "uacc", "uacc_ci"),
+    "share_empty",
+    "share_full",
+)
 
 
 def md_conformal(report: Report, every: bool = False) -> list[str]:
@@ -256,25 +268,7 @@ def md_conformal(report: Report, every: bool = False) -> list[str]:
         + _not_evaluated(sec["refused"]),
         "",
     ]
-    body = [
-        [
-            r["set"],
-            r["role"],
-            r["method"],
-            format_k(r["k"]),
-            r["n"],
-            f"{format_number(r['coverage'])} {format_ci(r['coverage_ci'])}",
-            f"{format_number(r['mean_set_size'], 2)} {format_ci(r['mean_set_size_ci'])}",
-            f"{format_number(r['uacc'])} {format_ci(r['uacc_ci'])}",
-            format_number(r["share_empty"]),
-            format_number(r["share_full"]),
-        ]
-        for r in rows
-    ]
-    lines += markdown_table(
-        ["set", "role", "method", "K", "n", "coverage [CI]", "mean set size [CI]", "UAcc [CI]", "empty", "full"],
-        body,
-    )
+    lines += rows_markdown(rows, _CONFORMAL_COLUMNS)
     if not all(r["matched"] for r in rows):
         lines += ["> Rows of another K than the calibration K carry no coverage guarantee.", ""]
     lines += undefined_lines(rows)
@@ -285,10 +279,31 @@ def md_conformal(report: Report, every: bool = False) -> list[str]:
     )
 
 
-def _before_after(before, after, key: str) -> str:
-    if before[key] is None:
-        return "—"
-    return f"{format_number(before[key])} → {format_number(after[key])}" if after else format_number(before[key])
+#: The temperature tables' numbers: calibration of each set, and max-prob OOD detection on the OOD sets.
+_TEMPERATURE_KEYS = ("acc", "ece", "nll", "brier", "auroc", "aupr_in", "fpr95")
+#: The appendix's temperature table: one row per set and probability vector.
+_TEMPERATURE_COLUMNS = TemperatureRow.columns("set", "role", "probs", "temperature", *_TEMPERATURE_KEYS)
+#: The report's: one row per set, each number with the records' own probabilities → at the fitted T (the
+#: second part's key is the number's, suffixed ``_at_t``, in the rows :func:`_before_after` pairs).
+_CHANGE_COLUMNS = TemperatureRow.columns(
+    "set",
+    "role",
+    *(
+        TemperatureRow.combined(c.header, "arrow", c, c._replace(key=f"{c.key}_at_t"))
+        for c in TemperatureRow.columns(*_TEMPERATURE_KEYS)
+    ),
+)
+
+
+def _before_after(rows) -> list[dict]:
+    """One row per set: its numbers with the records' own probabilities, and (``KEY_at_t``) those at the fitted
+    T where the set has them."""
+    paired = []
+    for task in dict.fromkeys(r["set"] for r in rows):
+        mine = {r["probs"]: r for r in rows if r["set"] == task}
+        before, after = mine["records"], mine.get("softmax(z/T)")
+        paired.append({**before, **({f"{k}_at_t": after[k] for k in _TEMPERATURE_KEYS} if after else {})})
+    return paired
 
 
 def md_temperature(report: Report, every: bool = False) -> list[str]:
@@ -306,20 +321,9 @@ def md_temperature(report: Report, every: bool = False) -> list[str]:
         + _not_evaluated(sec["refused"]),
         "",
     ]
-    keys = ("acc", "ece", "nll", "brier", "auroc", "aupr_in", "fpr95")
-    headers = ["acc", "ECE", "NLL", "Brier", "AUROC", "AUPR-In", "FPR95"]
-    if every:
-        body = [
-            [r["set"], r["role"], r["probs"], "—" if r["temperature"] is None else format_number(r["temperature"])]
-            + ["—" if r[k] is None else format_number(r[k]) for k in keys]
-            for r in sec["rows"]
-        ]
-        lines += markdown_table(["set", "role", "probs", "T", *headers], body)
-    else:
-        body = []
-        for task in dict.fromkeys(r["set"] for r in sec["rows"]):
-            mine = {r["probs"]: r for r in sec["rows"] if r["set"] == task}
-            before, after = mine["records"], mine.get("softmax(z/T)")
-            body.append([task, before["role"], *(_before_after(before, after, k) for k in keys)])
-        lines += markdown_table(["set", "role", *headers], body)
+    lines += (
+        rows_markdown(sec["rows"], _TEMPERATURE_COLUMNS)
+        if every
+        else rows_markdown(_before_after(sec["rows"]), _CHANGE_COLUMNS)
+    )
     return lines + undefined_lines(sec["rows"])

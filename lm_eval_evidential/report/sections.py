@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from lm_eval_evidential.audits.ood import KSweepRow, OODRow, phantom_evidence_line, sensitivity_lines
+from lm_eval_evidential.audits.permutations import PermutationOODRow
 from lm_eval_evidential.audits.quality import (
     ORDER_KEYS,
     PRR_CAPS,
@@ -34,7 +35,7 @@ from lm_eval_evidential.report.format import (
     markdown_table,
     undefined_lines,
 )
-from lm_eval_evidential.report.types import AuditRow, Report
+from lm_eval_evidential.report.types import AuditRow, ForcedKRow, Report
 
 __all__ = [
     "delong_text",
@@ -222,6 +223,12 @@ def md_ksweep(report: Report) -> list[str]:
     return lines
 
 
+#: The report's Implementation A table (the AUROC's header names the matched K).
+_FORCED_COLUMNS = ForcedKRow.columns(
+    "ood_task", "score", "auroc", "aupr_in", "forced_k", "auroc_forced", "aupr_in_forced"
+)
+
+
 def md_implementation_a(report: Report) -> list[str]:
     rows = report.get("implementation_a") or []
     if not rows:
@@ -234,21 +241,8 @@ def md_implementation_a(report: Report) -> list[str]:
         "The forced rows compare different K and are not a valid OOD result.",
         "",
     ]
-    body = [
-        [
-            r["ood_task"],
-            r["score"],
-            format_number(r["auroc"]),
-            format_number(r["aupr_in"]),
-            r["forced_k"],
-            format_number(r["auroc_forced"]),
-            format_number(r["aupr_in_forced"]),
-        ]
-        for r in rows
-    ]
-    k = rows[0]["k"]
-    headers = ["OOD task", "score", f"AUROC (K = {k})", "AUPR-In", "forced K", "AUROC (forced)", "AUPR-In (forced)"]
-    return lines + markdown_table(headers, body)
+    columns = [c._replace(header=f"AUROC (K = {rows[0]['k']})") if c.key == "auroc" else c for c in _FORCED_COLUMNS]
+    return lines + rows_markdown(rows, columns)
 
 
 #: The report's K-sweep table (the appendix's): the sweep's step and its AUROC/AUPR-In moves.
@@ -313,6 +307,17 @@ def md_atc(report: Report) -> list[str]:
     return lines
 
 
+#: The report's order-audit table: each ID → OOD pair's AUROC at the identity order and its spread over orders.
+_ANSWER_ORDER_COLUMNS = PermutationOODRow.columns(
+    PermutationOODRow.combined("ID → OOD", "arrow", "id_task", "ood_task"),
+    "score",
+    "n_orders",
+    "auroc_identity",
+    PermutationOODRow.combined("AUROC min / median / max", "range", "auroc_min", "auroc_median", "auroc_max"),
+    "auroc_order_averaged",
+)
+
+
 def md_answer_order(report: Report) -> list[str]:
     """The order audit's AUROC per answer order (only for permuted records; `lm-eval-evidential permutations`)."""
     rows = headline_rows(report.get("answer_order") or [])
@@ -325,20 +330,7 @@ def md_answer_order(report: Report) -> list[str]:
         "of the OOD task. The spread is what reordering the same options alone does to the AUROC.",
         "",
     ]
-    lines += markdown_table(
-        ["ID → OOD", "score", "orders", "AUROC identity", "AUROC min / median / max", "order-averaged"],
-        [
-            [
-                f"{r['id_task']} → {r['ood_task']}",
-                r["score"],
-                r["n_orders"],
-                format_number(r["auroc_identity"]),
-                " / ".join(format_number(r[k]) for k in ("auroc_min", "auroc_median", "auroc_max")),
-                format_number(r["auroc_order_averaged"]),
-            ]
-            for r in rows
-        ],
-    )
+    lines += rows_markdown(rows, _ANSWER_ORDER_COLUMNS)
     return lines + undefined_lines(rows) + [""]
 
 

@@ -62,6 +62,21 @@ class ControlRow(TableRow):
     auroc: dict[str, AUROCWithCI] = column("AUROC (DeLong CI)")
 
 
+@dataclass(frozen=True, eq=False)
+class ForcedKRow(TableRow):
+    """One OOD task and score of McNamara (2026)'s Implementation A: the K-matched number beside the one at
+    the forced K + 1, with the model's own next option (report ``implementation_a``)."""
+
+    ood_task: str = column("OOD task")
+    score: str = column("score")
+    k: int = column("K")
+    auroc: float = column("AUROC")
+    aupr_in: float = column("AUPR-In")
+    forced_k: int = column("forced K")
+    auroc_forced: float = column("AUROC (forced)")
+    aupr_in_forced: float = column("AUPR-In (forced)")
+
+
 class KSweepEntry(TypedDict, total=False):
     """The K sweep of one OOD task: its rows, DeLong test and figure; or why it was refused or skipped."""
 
@@ -264,7 +279,7 @@ class Report(TypedDict):
     ood: dict[str, OODSection]
     controls: list[ControlRow]
     ksweep: dict[str, KSweepEntry]
-    implementation_a: list[AuditRow]
+    implementation_a: list[ForcedKRow]
     calibration: list[AuditRow]
     selective: list[AuditRow]
     atc: list[AuditRow]

@@ -203,3 +203,52 @@ def test_every_row_type_declares_each_of_its_columns_once_in_its_fields():
             assert f.metadata.get("header") and f.metadata.get("format") in FORMATS, (cls.__name__, f.name)
     assert {"OODRow", "SelectiveRow", "ConformalRow", "TemperatureRow", "GroupRow", "MethodOODRow"} <= found
     assert {"ScoreSpreadRow", "PermutationOODRow", "DeLongTest", "ControlRow", "MethodCalibrationRow"} <= found
+
+
+def test_a_combined_cell_writes_each_part_by_its_own_format_and_joins_them():
+    from lm_eval_evidential.audits.table import combined
+
+    row = _ood_row()
+    estimate = OODRow.combined("AUROC [CI]", "estimate", "auroc", "auroc_ci")
+    assert estimate == Column("auroc", "AUROC [CI]", "estimate", parts=OODRow.columns("auroc", "auroc_ci"))
+    assert rows_markdown([row], [estimate, OODRow.combined("AUPR-In [CI]", "estimate", "aupr_in", "aupr_in_ci")])[
+        2
+    ] == ("| 0.612 [0.500, 0.723] | 0.000 n/a |")
+    spread = OODRow.combined("min / max", "range", "auroc", Column("fpr95", "", digits=1), "aupr_out")
+    assert rows_markdown([row], [spread])[2] == "| 0.612 / 0.2 / n/a |"  # each part its own decimals
+    pair = OODRow.combined("ID → OOD", "arrow", "id_task", "ood_task")
+    assert rows_markdown([row], [pair])[2] == "| obqa_edl → csqa_edl |"
+    with pytest.raises(KeyError, match="unknown cell join"):
+        combined("x", "x", "nope", Column("x", "x"))
+
+
+def test_a_combined_cell_leaves_out_the_parts_its_row_lacks_and_follows_nested_keys():
+    before_after = OODRow.combined("AUROC", "arrow", "auroc", Column("auroc_at_t", "AUROC"))
+    assert rows_markdown([{"auroc": 0.5, "auroc_at_t": 0.25}], [before_after])[2] == "| 0.500 → 0.250 |"
+    assert rows_markdown([{"auroc": 0.5}], [before_after])[2] == "| 0.500 |"  # no after: before alone
+    assert rows_markdown([{"auroc": None, "auroc_at_t": None}], [before_after])[2] == "| — |"  # not applicable
+    kept = Column("n_kept", "kept / n", "of", parts=(Column("n_kept", ""), Column("n", "")))
+    assert [line for line in rows_markdown([{"n_kept": 3, "n": 9}, {"n_kept": None, "n": 9}], [kept])[2:4]] == [
+        "| 3 / 9 |",
+        "| — |",
+    ]
+    nested = Column(
+        "auroc",
+        "AUROC max_prob",
+        "estimate",
+        parts=(Column(("auroc", "max_prob", "auroc"), ""), Column(("auroc", "max_prob", "auroc_ci"), "", "interval")),
+    )
+    rows = [{"auroc": {"max_prob": {"auroc": 0.75, "auroc_ci": [0.5, 1.0]}}}, {"auroc": {}}]
+    assert rows_markdown(rows, [nested])[2:4] == ["| 0.750 [0.500, 1.000] |", "| n/a |"]  # no part: n/a
+
+
+def test_a_groups_mean_row_is_named_in_bold_in_markdown_only():
+    from lm_eval_evidential.audits.ood_groups import GroupRow
+
+    label = GroupRow.combined("set", "mean", "set", "group", "n_sets")
+    rows = [{"set": "arc_c_edl", "group": "near", "n_sets": 1}, {"set": "near", "group": "near", "n_sets": 2}]
+    assert rows_markdown(rows, [label])[2:4] == ["| arc_c_edl |", "| **near (mean of 2)** |"]
+    assert rows_text(rows, [label]).splitlines()[2:] == ["arc_c_edl", "near     "]
+    # a set without one K (a group's mean over sets of several): not applicable in a document, empty in the CLI
+    assert rows_markdown([{"k_ood": None}], GroupRow.columns("k_ood"))[2] == "| — |"
+    assert rows_text([{"k_ood": None}], GroupRow.columns("k_ood")).splitlines()[2] == "     "
