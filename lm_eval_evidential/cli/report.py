@@ -85,7 +85,6 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     from lm_eval_evidential.cli.exit_codes import EXIT_OK, EXIT_REFUSED
-    from lm_eval_evidential.report import build_report
 
     groups = None
     if uses_groups(args):
@@ -95,6 +94,8 @@ def run(args) -> int:
     refuse_self_comparison(args.id_task, args.ood_tasks)
     name, compare_folders = _compare_names(args)
     say_reading("report", [args.id_task, *args.ood_tasks])
+    from lm_eval_evidential.report import build_report  # after the first line: it imports scipy and matplotlib
+
     id_records, *ood = load(args, [args.id_task, *args.ood_tasks], orders=False)  # build_report applies the rule
     refuse_same_questions(id_records, ood)
     compare = _load_compared(args, compare_folders)

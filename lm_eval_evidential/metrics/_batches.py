@@ -9,7 +9,6 @@ entropy kernels below are what :mod:`.dirichlet`, :mod:`.scores` and the other m
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import digamma, entr
 
 from lm_eval_evidential.errors import InvalidValueError
 from lm_eval_evidential.params import Interval, Param, Real
@@ -116,10 +115,14 @@ def probs_of(a: np.ndarray, mask: np.ndarray) -> np.ndarray:
 
 
 def entropy_of(p: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    from scipy.special import entr  # here, not at the top: the CLI's parser imports this module for names
+
     return masked_sum(entr(p), mask)  # entr(x) = -x log x, entr(0) = 0
 
 
 def expected_entropy_of(a: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    from scipy.special import digamma
+
     s = masked_sum(a, mask)
     # (alpha / S) psi(alpha + 1) rather than alpha psi(alpha + 1) / S: the product can neither
     # overflow (alpha ~ 1e307) nor lose its digits in the subnormal range (alpha ~ 1e-320).

@@ -9,20 +9,16 @@ the package's face for detection metrics.
 
 References
 ----------
-.. [1] DeLong, E. R., DeLong, D. M. and Clarke-Pearson, D. L. (1988). Comparing the areas
-       under two or more correlated receiver operating characteristic curves: a
-       nonparametric approach. *Biometrics* 44(3), 837-845.
-.. [2] Sun, X. and Xu, W. (2014). Fast implementation of DeLong's algorithm for comparing the
-       areas under correlated receiver operating characteristic curves. *IEEE Signal
-       Processing Letters* 21(11), 1389-1393.
-.. [3] Efron, B. and Tibshirani, R. J. (1993). *An Introduction to the Bootstrap*. Chapman &
-       Hall, chapter 13.
-.. [4] Efron, B. (1981). Nonparametric estimates of standard error: the jackknife, the
-       bootstrap and other methods. *Biometrika* 68(3), 589-599.
-.. [5] Boyd, K., Eng, K. H. and Page, C. D. (2013). Area under the precision-recall curve:
-       point estimates and confidence intervals. *ECML PKDD*, LNCS 8190, 451-466.
-.. [6] Clémençon, S. and Vayatis, N. (2009). Nonparametric estimation of the precision-recall
-       curve. *ICML*, 185-192.
+.. [1] DeLong, E. R., DeLong, D. M. and Clarke-Pearson, D. L. (1988). Comparing the areas under two or more
+       correlated receiver operating characteristic curves: a nonparametric approach. *Biometrics* 44(3), 837-845.
+.. [2] Sun, X. and Xu, W. (2014). Fast implementation of DeLong's algorithm for comparing the areas under
+       correlated receiver operating characteristic curves. *IEEE Signal Processing Letters* 21(11), 1389-1393.
+.. [3] Efron, B. and Tibshirani, R. J. (1993). *An Introduction to the Bootstrap*. Chapman & Hall, chapter 13.
+.. [4] Efron, B. (1981). Nonparametric estimates of standard error: the jackknife, the bootstrap and other
+       methods. *Biometrika* 68(3), 589-599.
+.. [5] Boyd, K., Eng, K. H. and Page, C. D. (2013). Area under the precision-recall curve: point estimates and
+       confidence intervals. *ECML PKDD*, LNCS 8190, 451-466.
+.. [6] Clémençon, S. and Vayatis, N. (2009). Nonparametric estimation of the precision-recall curve. *ICML*, 185-192.
 """
 
 from __future__ import annotations
@@ -30,7 +26,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-from scipy.special import expit, ndtr, ndtri
 
 from lm_eval_evidential.params import Integral, Interval, Options, Param, Real, validate_params
 
@@ -74,6 +69,8 @@ def _weighted_var(values: np.ndarray, weights: np.ndarray, total: int) -> float:
 
 
 def delong_from_blocks(b: TieBlocks, level: float):
+    from scipy.special import ndtri  # here, not at the top: the CLI's parser imports this module
+
     auc = auroc_from_blocks(b)
     if b.n_id < 2 or b.n_ood < 2:
         return (
@@ -196,6 +193,8 @@ def delong_test(y_true, score_a, score_b) -> tuple[float, float, float, float, f
     >>> round(a, 4), b, round(diff, 4), round(z, 4), round(p, 4)
     (0.8889, 1.0, -0.1111, -0.7071, 0.4795)
     """
+    from scipy.special import ndtr
+
     y, a = ranking_inputs(y_true, score_a, "score_a")
     _, b_ = ranking_inputs(y_true, score_b, "score_b")
     reason = single_class_reason("AUROC", y)
@@ -353,6 +352,8 @@ def _weighted_ss(values: np.ndarray, weights: np.ndarray, total: int) -> float:
 
 def _aupr_in_ij_from(b: TieBlocks, level: float):
     """AUPR-In and its infinitesimal-jackknife logit interval from the blocks (see :func:`aupr_in_ij_ci`)."""
+    from scipy.special import expit, ndtri
+
     ap = aupr_in_from_blocks(b)
     if b.n_id < 2 or b.n_ood < 2:
         return ap, None, f"the AUPR-In interval is undefined with n_id={b.n_id}, n_ood={b.n_ood} (needs >= 2 each)"

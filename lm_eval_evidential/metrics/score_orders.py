@@ -19,14 +19,6 @@ from __future__ import annotations
 from itertools import combinations
 
 import numpy as np
-from scipy.stats import kendalltau
-
-try:  # scipy's own exact discordant-pair count (a Fenwick tree in Cython), what kendalltau counts with.
-    # Private: read here because scipy exposes tau but not the count, and recovering the count from tau costs
-    # kendalltau's two sorts of each pair again; without it, the count comes from the tau-b as before.
-    from scipy.stats._stats import _kendall_dis
-except ImportError:  # pragma: no cover - a scipy that moved it
-    _kendall_dis = None
 
 from lm_eval_evidential.errors import InvalidValueError
 
@@ -38,6 +30,24 @@ __all__ = ["discordant_fraction", "order_audit", "score_order_audit"]
 # Largest pair count for which the discordant count is recovered from scipy's tau-b exactly:
 # the float64 reconstruction error is at most ~8 ulp of the pair count, kept below 1/2 here.
 _EXACT_TAU_PAIRS = 2**49
+
+#: scipy's own exact discordant-pair count (a Fenwick tree in Cython), what ``kendalltau`` counts with, or None
+#: in a scipy that moved it. Private: read because scipy exposes tau but not the count, and recovering the count
+#: from tau costs kendalltau's two sorts of each pair again; without it, the count comes from the tau-b. Found on
+#: first use (:func:`_scipy_kendall_dis`), not at import: the CLI's parser imports this module, and scipy.stats
+#: alone takes about a second to import.
+_kendall_dis = ...
+
+
+def _scipy_kendall_dis():
+    global _kendall_dis
+    if _kendall_dis is ...:
+        try:
+            from scipy.stats._stats import _kendall_dis as found
+        except ImportError:  # pragma: no cover - a scipy that moved it
+            found = None
+        _kendall_dis = found
+    return _kendall_dis
 
 
 def _tied_ranks(ranks: np.ndarray) -> int:
@@ -67,21 +77,22 @@ def _pair_counts(ra: np.ndarray, rb: np.ndarray, tie_a: int, tie_b: int) -> tupl
     discordant pairs are the strict inversions of ``rb`` in ``(ra, rb)`` order across different ``ra``,
     which scipy's ``_kendall_dis`` counts (the tau-b route of :func:`_discordant_pairs` without it)."""
     n = ra.size
-    if _kendall_dis is not None and 0 in (tie_a, tie_b):
+    kendall_dis = _scipy_kendall_dis()
+    if kendall_dis is not None and 0 in (tie_a, tie_b):
         # A ranking without ties is a permutation, so the other's ranks in its order are a scatter, not a sort
         # (the discordant count is symmetric; no pair is tied under both).
         perm, other = (ra, rb) if tie_a == 0 else (rb, ra)
         v = np.empty_like(other)
         v[perm] = other
-        return int(_kendall_dis(np.arange(n, dtype=np.intp), (v + 1).astype(np.intp, copy=False))), 0
+        return int(kendall_dis(np.arange(n, dtype=np.intp), (v + 1).astype(np.intp, copy=False))), 0
     x, v, both = _joint_sort(ra, rb)
-    if _kendall_dis is None:
+    if kendall_dis is None:
         return _discordant_pairs(ra, rb, (tie_a, tie_b, both)), both
     total = n * (n - 1) // 2
     if tie_a == total or tie_b == total:
         return 0, both  # one score is constant: every pair is tied, none discordant
     # 1-based: _kendall_dis's Fenwick tree has no slot 0.
-    return int(_kendall_dis(x.astype(np.intp, copy=False), (v + 1).astype(np.intp, copy=False))), both
+    return int(kendall_dis(x.astype(np.intp, copy=False), (v + 1).astype(np.intp, copy=False))), both
 
 
 def _dense_ranks(x: np.ndarray) -> np.ndarray:
@@ -133,6 +144,8 @@ def _discordant_pairs(ra: np.ndarray, rb: np.ndarray, ties: tuple[int, int, int]
         # integer counts; undoing that division recovers C - D to well under 1/2, and
         # D = (untied - (C - D)) / 2 is an integer, so rounding makes it exact. Written by hand
         # because scipy exposes tau but not the discordant count.
+        from scipy.stats import kendalltau
+
         tau = kendalltau(ra, rb, variant="b").statistic
         c_minus_d = tau * np.sqrt(float(total - tie_a)) * np.sqrt(float(total - tie_b))
         half = (untied - c_minus_d) / 2.0
