@@ -89,6 +89,12 @@ def check_outputs(args) -> None:
         for suffix in (".png", ".svg"):
             check_output_file(base.with_name(base.name + suffix), option=f"--plot {args.plot} would write")
     if getattr(args, "command", None) == "report":
-        from lm_eval_evidential.report import is_report_folder
+        check_output_folder(args.out_dir, replaceable=_is_report_folder, option="--out")
 
-        check_output_folder(args.out_dir, replaceable=is_report_folder, option="--out")
+
+def _is_report_folder(path) -> bool:
+    # Imported only when --out has files: the report package imports scipy and matplotlib, seconds on a loaded
+    # machine before report's first line.
+    from lm_eval_evidential.report import is_report_folder
+
+    return is_report_folder(path)
