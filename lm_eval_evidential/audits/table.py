@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from lm_eval_evidential.metrics.cardinality import format_k
@@ -33,13 +33,14 @@ class Column(NamedTuple):
     (``digits``: the Markdown decimals where a column needs more than the medium's).
 
     A :func:`combined` column has ``parts`` (columns, each written by its own format) and its ``format`` names
-    the :data:`JOINS` entry that puts their cells together. A part's ``key`` may be a path into nested
-    mappings (``("auroc", "max_prob", "auroc")``); a part the row lacks is left out of the cell.
+    the :data:`JOINS` entry that puts their cells together (or is that join, where one table alone needs it).
+    A part's ``key`` may be a path into nested mappings (``("auroc", "max_prob", "auroc")``); a part the row
+    lacks is left out of the cell.
     """
 
     key: str | tuple[str, ...]
     header: str
-    format: str = "value"
+    format: str | Callable[[list[str], list, Style], str] = "value"
     digits: int | None = None
     parts: tuple[Column, ...] = ()
 
@@ -73,10 +74,11 @@ def _parameter(template: str, key: str) -> int | float | None:
     return None
 
 
-def combined(key: str, header: str, join: str, *parts: Column) -> Column:
+def combined(key: str, header: str, join: str | Callable, *parts: Column) -> Column:
     """A column whose cell writes several values: each of ``parts`` by its own format, put together by the
-    :data:`JOINS` entry ``join`` (``estimate``: ``0.612 [0.48, 0.74]``; ``arrow``: ``0.41 → 0.38``; ...)."""
-    if join not in JOINS:
+    :data:`JOINS` entry ``join`` (``estimate``: ``0.612 [0.48, 0.74]``; ``arrow``: ``0.41 → 0.38``; ...), or
+    by ``join(cells, values, style)`` itself where one table alone writes its cell so."""
+    if not callable(join) and join not in JOINS:
         raise KeyError(f"unknown cell join {join!r}; one of {', '.join(JOINS)}")
     return Column(key, header, join, parts=tuple(parts))
 
@@ -141,7 +143,7 @@ class AuditRow(dict):
         return {f.name: f.metadata["key"] for f in dataclasses.fields(cls) if f.metadata.get("key")}
 
     @classmethod
-    def combined(cls, header: str, join: str, *keys: str | Column) -> Column:
+    def combined(cls, header: str, join: str | Callable, *keys: str | Column) -> Column:
         """A :func:`combined` column of this row's fields ``keys`` (or columns given), each part written as its
         field declares, put together by ``join``; named by its first part's key."""
         parts = [k if isinstance(k, Column) else cls.columns(k)[0] for k in keys]
@@ -298,7 +300,8 @@ def _cell(row: Mapping, column: Column, style: Style) -> str:
     present = [(p, v) for p in column.parts if (v := _get(row, p.key)) is not _ABSENT]
     if not present:
         return style.none
-    return JOINS[column.format]([_write(v, p, style) for p, v in present], [v for _, v in present], style)
+    join = column.format if callable(column.format) else JOINS[column.format]
+    return join([_write(v, p, style) for p, v in present], [v for _, v in present], style)
 
 
 def cells(rows: Sequence[Mapping], columns: Sequence[Column], style: Style) -> list[list[str]]:

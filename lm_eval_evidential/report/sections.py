@@ -19,7 +19,7 @@ from lm_eval_evidential.audits.quality import (
     SelectiveRow,
     equivalence_groups,
 )
-from lm_eval_evidential.audits.table import rows_markdown
+from lm_eval_evidential.audits.table import NOT_APPLICABLE, Column, rows_markdown
 from lm_eval_evidential.metrics.cardinality import phantom_options
 from lm_eval_evidential.metrics.scores import OOD_DEFAULT_SCORES
 from lm_eval_evidential.report.data import ksweep_figure, risk_coverage_figure
@@ -27,7 +27,6 @@ from lm_eval_evidential.report.field import md_conformal, md_groups, md_temperat
 from lm_eval_evidential.report.format import (
     APPENDIX_FILE,
     figure_lines,
-    format_ci,
     format_k,
     format_number,
     format_p,
@@ -35,7 +34,7 @@ from lm_eval_evidential.report.format import (
     markdown_table,
     undefined_lines,
 )
-from lm_eval_evidential.report.types import AuditRow, ForcedKRow, Report
+from lm_eval_evidential.report.types import AuditRow, ControlRow, ForcedKRow, Report
 
 __all__ = [
     "delong_text",
@@ -159,27 +158,53 @@ def md_controls(report: Report) -> list[str]:
         "and with it every question answered E, a selection by the gold label.",
         "",
     ]
-    body = []
-    for r in rows:
-        kept = "—" if r["n_kept"] is None else f"{r['n_kept']} / {format_number(r['n_source'])}"
-        excluded = "; ".join(f"{n}: {why}" for why, n in r["excluded"].items()) or format_number(r["n_excluded"])
-        if not r["evaluated"]:
-            cells = [f"not in these records: evaluate {r['control']}"] + [""] * max(len(names) - 1, 0)
-            kept, excluded = "—", "—"
-        elif r["error"]:
-            cells = [f"refused: {r['error']}"] + [""] * max(len(names) - 1, 0)
-        else:
-            cells = [
-                f"{format_number(r['auroc'][n]['auroc'])} {format_ci(r['auroc'][n]['auroc_ci'])}"
-                if n in r["auroc"]
-                else "n/a"
-                for n in names
-            ]
-        body.append([r["source"], r["control"], r["description"], kept, excluded, *cells])
-    lines += markdown_table(
-        ["OOD data", "control", "what it does", "kept / n", "excluded", *(f"AUROC {n} [95% CI]" for n in names)], body
+    return lines + rows_markdown(rows, _control_columns(names))
+
+
+def _excluded(cells, values, style) -> str:
+    """Parts ``(evaluated, excluded, n_excluded)``: each reason's count, else how many; — where not evaluated."""
+    evaluated, excluded, _ = values
+    if not evaluated:
+        return NOT_APPLICABLE
+    return "; ".join(f"{n}: {why}" for why, n in excluded.items()) or cells[2]
+
+
+def _measured(first: bool):
+    """The join of a control's AUROC cell, parts ``(evaluated, control, error, auroc, auroc_ci)``: the estimate
+    and its interval (n/a where the control has no such score); on a row that measured nothing, why, in the
+    ``first`` AUROC cell (the others empty)."""
+
+    def join(cells, values, style) -> str:
+        evaluated, control, error = values[:3]
+        if not evaluated:
+            return f"not in these records: evaluate {control}" if first else ""
+        if error:
+            return f"refused: {error}" if first else ""
+        return " ".join(cells[3:]) or style.none
+
+    return join
+
+
+def _control_columns(names: Sequence[str]) -> tuple:
+    """The controls' table: what each control keeps and costs, then AUROC [95% CI] of each score of ``names``."""
+    status = ControlRow.columns("evaluated", "control", "error")
+    return ControlRow.columns(
+        ControlRow.columns("source")[0]._replace(header="OOD data"),
+        "control",
+        ControlRow.columns("description")[0]._replace(header="what it does"),
+        ControlRow.combined("kept / n", "of", "n_kept", "n_source"),
+        ControlRow.combined("excluded", _excluded, "evaluated", "excluded", "n_excluded"),
+        *(
+            ControlRow.combined(
+                f"AUROC {n} [95% CI]",
+                _measured(i == 0),
+                *status,
+                Column(("auroc", n, "auroc"), "AUROC"),
+                Column(("auroc", n, "auroc_ci"), "95% CI", "interval"),
+            )
+            for i, n in enumerate(names)
+        ),
     )
-    return lines
 
 
 def md_ksweep(report: Report) -> list[str]:

@@ -1,4 +1,4 @@
-"""The report's OOD table says which AUPR-In interval its rows got (report/sections.py)."""
+"""The report's audit sections (report/sections.py): the AUPR-In interval the OOD rows got, the controls table."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from lm_eval_evidential.audits.ood import ood_rows
 from lm_eval_evidential.metrics.intervals import BOOTSTRAP_MAX_EXAMPLES, aupr_in_ci, aupr_in_ij_ci
 from lm_eval_evidential.records import Records, make_records
 from lm_eval_evidential.report.sections import md_ood
+
+NAN = float("nan")
 
 
 def _records(task: str, n: int, shift: float, seed: int) -> Records:
@@ -50,3 +52,72 @@ def test_a_table_of_both_sizes_says_both():
     big = ood_rows(_records("id4", 10_001, 1.0, 3), _records("ood5", 10_000, 0.0, 4), scores=["max_prob"], n_boot=20)
     table = md_ood({"ood": {"assert": {"rows": small + big, "refused": []}}})
     assert any("| 95% CI (bootstrap; large-sample above 20,000) |" in line for line in table)
+
+
+def test_the_controls_table_says_what_each_control_keeps_costs_and_measures():
+    from lm_eval_evidential.report.sections import md_controls
+    from lm_eval_evidential.report.types import ControlRow
+
+    common = {"matched": True, "error": None, "auroc": {}, "evaluated": True, "excluded": {}, "n_excluded": None}
+    rows = [
+        ControlRow(
+            **{
+                **common,
+                "source": "csqa_edl",
+                "control": "csqa_k4_edl",
+                "description": "hashed",
+                "n_source": 100,
+                "n_kept": 24,
+                "n_excluded": 76,
+                "auroc": {"max_prob": {"auroc": 0.6824, "auroc_ci": [0.5, 0.8431]}},
+            }
+        ),  # fmt: skip
+        ControlRow(
+            **{
+                **common,
+                "source": "csqa_edl",
+                "control": "restrict",
+                "description": "K = 4 only",
+                "n_source": 24,
+                "n_kept": 0,
+                "n_excluded": 24,
+                "excluded": {"K ≠ 4": 24},
+                "error": "no K = 4 left",
+            }
+        ),  # fmt: skip
+        ControlRow(
+            **{
+                **common,
+                "source": "arc_c_edl",
+                "control": "arc_c_k4_edl",
+                "description": "hashed",
+                "evaluated": False,
+                "n_source": None,
+                "n_kept": None,
+                "matched": None,
+            }
+        ),  # fmt: skip
+        ControlRow(
+            **{
+                **common,
+                "source": "arc_c_edl",
+                "control": "restrict",
+                "description": "K = 4 only",
+                "n_source": 24,
+                "n_kept": 22,
+                "excluded": {"K ≠ 4": 2},
+                "auroc": {"neg_entropy": {"auroc": 0.14, "auroc_ci": [NAN, NAN]}},
+            }
+        ),  # fmt: skip
+    ]
+    table = md_controls({"controls": rows, "id_task": "obqa_edl"})[4:]
+    assert table == [
+        "| OOD data | control | what it does | kept / n | excluded | AUROC max_prob [95% CI] "
+        "| AUROC neg_entropy [95% CI] |",
+        "|---|---|---|---|---|---|---|",
+        "| csqa_edl | csqa_k4_edl | hashed | 24 / 100 | 76 | 0.682 [0.500, 0.843] | n/a |",
+        "| csqa_edl | restrict | K = 4 only | 0 / 24 | 24: K ≠ 4 | refused: no K = 4 left |  |",
+        "| arc_c_edl | arc_c_k4_edl | hashed | — | — | not in these records: evaluate arc_c_k4_edl |  |",
+        "| arc_c_edl | restrict | K = 4 only | 22 / 24 | 2: K ≠ 4 | n/a | 0.140 n/a |",
+        "",
+    ]
