@@ -38,7 +38,7 @@ from lm_eval_evidential.harness.loading_checks import (
 )
 from lm_eval_evidential.harness.scoring import EvidentialScoring
 from lm_eval_evidential.modeling.encoding import last_position_logits, left_pad
-from lm_eval_evidential.modeling.prefix_cache import SharedPrefix, padded_width
+from lm_eval_evidential.modeling.prefix_cache import PREFIX_CACHE, SharedPrefix, padded_width
 from lm_eval_evidential.modeling.prefix_plan import plan_batches
 from lm_eval_evidential.modeling.quiet import progress_options
 
@@ -69,9 +69,7 @@ class EvidentialLM(EvidentialScoring, HFLM):
         install_one_line_errors()  # plain lm_eval: an expected error of ours is one line, from here on
         check_harness()  # before gigabytes of weights load
         check_load_args(pretrained, kwargs)
-        if not isinstance(prefix_cache, bool):  # lm_eval's model_args parser turns True/False into bools
-            raise InvalidValueError(f"prefix_cache must be True or False, got {prefix_cache!r}")
-        self.prefix_cache = prefix_cache
+        self.prefix_cache = PREFIX_CACHE.check("prefix_cache", prefix_cache)
         # Validate the head before loading gigabytes of weights.
         self.init_scoring(
             kwargs,  # the scoring's model_args taken out, HFLM's left

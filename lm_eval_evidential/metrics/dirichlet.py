@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from lm_eval_evidential.errors import InvalidValueError
-from lm_eval_evidential.params import validate_params
+from lm_eval_evidential.params import Integral, Interval, Param, validate_params
 
 # The batch convention's validation and kernels live in ._batches, where every metric imports them from.
 from ._batches import (
@@ -357,7 +357,11 @@ def invariant_extra_alpha(alpha) -> np.ndarray:
     return masked_sum(a, mask) / k
 
 
-@validate_params({"prior_weight": PRIOR_WEIGHT})
+#: ``extra``: the options appended to each row (zero-evidence classes here, phantom options in the K sweep).
+EXTRA = Param(Interval(Integral, 0), why="options appended to each row", example="extra=1")
+
+
+@validate_params({"extra": EXTRA, "prior_weight": PRIOR_WEIGHT})
 def expand_classes(alpha, extra: int, prior_weight: float = 1.0, rows=None):
     r"""Append ``extra`` zero-evidence classes (``alpha = lambda`` each) to rows; K grows by ``extra``.
 
@@ -398,8 +402,6 @@ def expand_classes(alpha, extra: int, prior_weight: float = 1.0, rows=None):
     [0.7143, 0.5714]
     """
     lam = float(prior_weight)
-    if isinstance(extra, bool) or not isinstance(extra, (int, np.integer)) or extra < 0:
-        raise InvalidValueError(f"extra must be a non-negative integer number of classes, got {extra!r}")
     a, k, mask = check_padded(alpha, "alpha", positive=True)
     n = a.shape[0]
     if rows is None:

@@ -41,10 +41,10 @@ from __future__ import annotations
 import numpy as np
 
 from lm_eval_evidential.errors import InvalidValueError
-from lm_eval_evidential.params import Integral, Interval, Options, Param, validate_params
+from lm_eval_evidential.params import Integral, Interval, Options, Param, Real, validate_params
 
 from ._batches import PRIOR_WEIGHT, check_padded, probs_of
-from .dirichlet import expand_unchecked
+from .dirichlet import EXTRA, expand_unchecked
 from .member_phantoms import MemberSide, member_phantom_scores
 from .ranking import aupr_in_from_blocks, auroc_from_blocks, merge_tie_blocks
 from .score_functions import COUNT_SCORES
@@ -75,8 +75,6 @@ PHANTOM_OPTIONS = {
 
 #: ``phantom``: how the K sweep grows K (declared once: the audits, the report and the CLI take it).
 PHANTOM = Param(Options(PHANTOM_MODES), noun="phantom mode")
-#: ``extra``: the phantom options appended to each question.
-EXTRA = Param(Interval(Integral, 0), why="phantom options appended")
 
 
 @validate_params({"mode": PHANTOM})
@@ -434,6 +432,11 @@ def _sweep_rows(sides: dict, names, mode: str, lam: float, max_extra: int) -> li
     return rows
 
 
+#: ``atol``: how far a score's AUROC or AUPR-In may move and still count as K-invariant.
+ATOL = Param(Interval(Real, 0), why="the largest move of a K-invariant score's AUROC or AUPR-In", example="atol=1e-12")
+
+
+@validate_params({"atol": ATOL})
 def classify_k_sensitivity(rows, atol: float = 1e-12) -> dict[str, str]:
     r"""``{score: "K-invariant" | "K-sensitive"}`` from :func:`ksweep` rows.
 
@@ -465,8 +468,6 @@ def classify_k_sensitivity(rows, atol: float = 1e-12) -> dict[str, str]:
     >>> classify_k_sensitivity(ksweep(alpha_id, alpha_ood, max_extra=1, scores=["reciprocal_vacuity"]))
     {'reciprocal_vacuity': 'K-sensitive'}
     """
-    if not (np.isfinite(atol) and atol >= 0):
-        raise InvalidValueError(f"atol must be a finite number >= 0, got {atol!r}")
     moved: dict[str, bool] = {}
     for row in rows:
         try:

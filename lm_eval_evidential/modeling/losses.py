@@ -28,6 +28,8 @@ import torch
 import torch.nn.functional as F
 
 from lm_eval_evidential.errors import InvalidValueError
+from lm_eval_evidential.modeling.config import HeadConfig
+from lm_eval_evidential.params import Options, Param, declared_params, validate_params
 
 __all__ = [
     "edl_mse_loss",
@@ -42,7 +44,10 @@ __all__ = [
     "class_mask",
 ]
 
-_REDUCTIONS = ("mean", "sum", "none")
+#: ``reduction`` of every loss, torch's three: the batch mean, the sum, or the per-example values.
+REDUCTION = Param(Options(("mean", "sum", "none")), noun="reduction", example="reduction='none'")
+#: IB-EDL's noise draws per question: the head's own declaration, so training and evaluation refuse alike.
+NUM_NOISES = declared_params(HeadConfig)["num_noises"]
 
 
 def class_mask(k: torch.Tensor, k_max: int | None = None) -> torch.Tensor:
@@ -53,13 +58,12 @@ def class_mask(k: torch.Tensor, k_max: int | None = None) -> torch.Tensor:
 
 
 def _reduce(per_example: torch.Tensor, reduction: str) -> torch.Tensor:
+    """``reduction`` (checked against :data:`REDUCTION` where the loss is called) of the per-example values."""
     if reduction == "mean":
         return per_example.mean()
     if reduction == "sum":
         return per_example.sum()
-    if reduction == "none":
-        return per_example
-    raise InvalidValueError(f"reduction must be one of {_REDUCTIONS}, got {reduction!r}")
+    return per_example
 
 
 def _check_mask(x: torch.Tensor, mask: torch.Tensor | None, name: str) -> torch.Tensor:
@@ -103,6 +107,7 @@ def _one_hot(target: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return F.one_hot(target.long(), mask.shape[1])
 
 
+@validate_params({"reduction": REDUCTION})
 def edl_mse_loss(
     alpha: torch.Tensor, target_onehot: torch.Tensor, *, mask: torch.Tensor | None = None, reduction: str = "mean"
 ) -> torch.Tensor:
@@ -131,6 +136,7 @@ def misleading_alpha(alpha: torch.Tensor, target_onehot: torch.Tensor) -> torch.
     return y + (1.0 - y) * alpha
 
 
+@validate_params({"reduction": REDUCTION})
 def kl_to_uniform_dirichlet(
     alpha_tilde: torch.Tensor, *, mask: torch.Tensor | None = None, reduction: str = "mean"
 ) -> torch.Tensor:
@@ -166,6 +172,7 @@ def kl_anneal_weight(step: int, anneal_steps: int) -> float:
     return min(1.0, max(0, step) / float(anneal_steps))
 
 
+@validate_params({"reduction": REDUCTION})
 def edl_loss(
     logits: torch.Tensor,
     target: torch.Tensor,
@@ -206,6 +213,7 @@ def _log_softplus(x: torch.Tensor) -> torch.Tensor:
     return torch.where(x < -20.0, x, torch.log(F.softplus(x)))
 
 
+@validate_params({"num_noises": NUM_NOISES, "reduction": REDUCTION})
 def ib_edl_loss(
     logits: torch.Tensor,
     sigma_logits: torch.Tensor,
@@ -246,6 +254,7 @@ def ib_edl_loss(
     return _reduce(mse + beta * info, reduction)
 
 
+@validate_params({"num_noises": NUM_NOISES})
 def ib_edl_loss_terms(
     logits: torch.Tensor,
     sigma_logits: torch.Tensor,
@@ -264,8 +273,6 @@ def ib_edl_loss_terms(
         raise InvalidValueError(
             f"sigma_logits must have logits' shape {tuple(logits.shape)}, got {tuple(sigma_logits.shape)}"
         )
-    if int(num_noises) < 1:
-        raise InvalidValueError(f"num_noises must be >= 1, got {num_noises!r}")
     y = _one_hot(target, mask)
     logits, sigma_logits = _masked(logits, mask), _masked(sigma_logits, mask)
     sigma = F.softplus(sigma_logits)
@@ -291,6 +298,7 @@ def ib_edl_loss_terms(
     return mse, torch.where(mask, kl, torch.zeros_like(kl)).sum(-1)
 
 
+@validate_params({"reduction": REDUCTION})
 def softmax_ce_loss(
     logits: torch.Tensor, target: torch.Tensor, *, mask: torch.Tensor | None = None, reduction: str = "mean"
 ) -> torch.Tensor:

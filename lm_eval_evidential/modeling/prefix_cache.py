@@ -45,13 +45,24 @@ import torch
 
 from lm_eval_evidential.errors import InvalidValueError
 from lm_eval_evidential.modeling.encoding import last_position_logits, left_pad
+from lm_eval_evidential.params import Options, Param
 
 __all__ = [
+    "PREFIX_CACHE",
     "cache_blocker",
     "padded_width",
     "SharedPrefix",
     "prefix_cached_logits",
 ]
+
+#: ``--model_args prefix_cache=``: whether a backend runs a prefix shared by a batch's prompts once (lm_eval's
+#: model_args parser turns True/False into bools, so anything else is a typo).
+PREFIX_CACHE = Param(
+    Options((True, False)),
+    must="True or False",
+    why="True runs a prefix shared by a batch's prompts once where it pays; False runs every prompt whole",
+    example="prefix_cache=False",
+)
 
 
 def _cache_api():

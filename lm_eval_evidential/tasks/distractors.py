@@ -8,7 +8,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from lm_eval_evidential.errors import InvalidValueError
+from lm_eval_evidential.params import Integral, Interval, Param, validate_params
 from lm_eval_evidential.tasks.datasets import Converted
 
 REMOVAL_RULE = (
@@ -16,6 +16,11 @@ REMOVAL_RULE = (
     "remain; the gold answer always kept; kept options re-lettered A.. in their original order; questions "
     "with fewer options than the target K excluded (never padded)"
 )
+
+
+#: A control's settings (its YAML's ``metadata.target_k`` and ``metadata.removal_seed``), declared once.
+TARGET_K = Param(Interval(Integral, 2), why="the options each question keeps", example="4")
+REMOVAL_SEED = Param(Interval(Integral, 0), why="which wrong options go", example="0")
 
 
 @dataclass(frozen=True)
@@ -89,11 +94,8 @@ class DistractorRemoval:
     counts and the rule (for the log line and the records' metadata).
     """
 
+    @validate_params({"k": TARGET_K, "seed": REMOVAL_SEED})
     def __init__(self, convert: Callable[[dict, int], Converted | None], *, k: int, seed: int = 0) -> None:
-        if isinstance(k, bool) or not isinstance(k, int) or k < 2:
-            raise InvalidValueError(f"the target K of a distractor-removal control must be an integer >= 2, got {k!r}")
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise InvalidValueError(f"removal_seed must be an integer, got {seed!r}")
         self.convert, self.k, self.seed = convert, k, seed
         self.n_questions = 0
         self.n_reduced = 0

@@ -94,7 +94,10 @@ def test_evidential_files_the_same_evidence_with_the_cache_on_and_off(tiny_model
 def test_prefix_cache_takes_only_true_or_false(tiny_model):
     from lm_eval_evidential.errors import InvalidValueError
 
-    with pytest.raises(InvalidValueError, match="prefix_cache must be True or False"):
+    with pytest.raises(
+        InvalidValueError,
+        match=r"prefix_cache='sometimes' must be True or False \(True runs a prefix .*; e\.g\. prefix_cache=False",
+    ):
         make_lm(tiny_model, prefix_cache="sometimes")
 
 

@@ -210,6 +210,21 @@ def test_classify_k_sensitivity():
     assert sep == {"reciprocal_vacuity": "K-invariant"}
     with pytest.raises(ValueError, match="NaN delta"):
         KA.classify_k_sensitivity([{**rows[0], "delta_auroc": float("nan")}])
+    for atol in (-1e-12, float("nan"), float("inf"), True):
+        with pytest.raises(
+            ValueError, match=r"atol=.* must be a finite number >= 0 \(the largest move of a K-invariant"
+        ):
+            KA.classify_k_sensitivity(rows, atol=atol)
+
+
+@pytest.mark.parametrize("extra", [-1, 1.0, True, "1"])
+def test_expand_classes_and_the_phantom_scores_refuse_an_extra_that_is_not_a_count(extra):
+    """One declaration (dirichlet.EXTRA) for the options appended, by expand_classes and by the K sweep's scores."""
+    alpha = synthetic_alphas(2)[0][:2]
+    for call in (lambda: D.expand_classes(alpha, extra), lambda: KA.phantom_scores(alpha, extra)):
+        with pytest.raises(ValueError, match=r"extra=.* must be an integer >= 0 \(options appended to each row\)"):
+            call()
+    assert D.expand_classes(alpha, np.int64(1))[1].tolist() == [5, 5]
 
 
 def test_ksweep_mixed_side_and_validation():

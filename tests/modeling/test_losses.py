@@ -242,8 +242,14 @@ def test_target_outside_its_row_is_rejected():
 def test_bad_inputs_are_rejected():
     with pytest.raises(ValueError, match="mask must be a bool tensor"):
         losses.softmax_ce_loss(torch.zeros(2, 4), torch.tensor([0, 1]), mask=torch.ones(2, 4))
-    with pytest.raises(ValueError, match="reduction must be one of"):
+    with pytest.raises(
+        ValueError, match="unknown reduction 'avg'; choose one of mean, sum, none; e.g. reduction='none'"
+    ):
         losses.softmax_ce_loss(torch.zeros(2, 4), torch.tensor([0, 1]), reduction="avg")
+    for loss in (losses.ib_edl_loss, losses.ib_edl_loss_terms):  # the head's declaration: training refuses alike
+        kwargs = {"beta": 0.1} if loss is losses.ib_edl_loss else {}
+        with pytest.raises(ValueError, match=r"num_noises=0 must be an integer >= 1 \(IB-EDL's noise draws"):
+            loss(torch.zeros(2, 4), torch.zeros(2, 4), torch.tensor([0, 1]), num_noises=0, **kwargs)
     with pytest.raises(ValueError, match="integer class indices"):
         losses.softmax_ce_loss(torch.zeros(2, 4), torch.tensor([0.0, 1.0]))
     with pytest.raises(ValueError, match="sigma_logits must have"):

@@ -112,8 +112,12 @@ def test_the_target_k_follows_the_id_task_named_in_k_from():
         ({"k_from": "arc_c_edl"}, "has mixed K"),
         ({"k_from": "no_such_task"}, "not one of this package's tasks"),
         ({"k_from": None}, "needs metadata.k_from"),
-        ({"target_k": 1}, "metadata.target_k must be an integer >= 2"),
-        ({"removal_seed": "x"}, "metadata.removal_seed must be an integer"),
+        ({"target_k": 1}, r"metadata\.target_k=1 must be an integer >= 2 \(the options each question keeps\)"),
+        ({"removal_seed": "x"}, r"metadata\.removal_seed='x' must be an integer >= 0 \(which wrong options go\)"),
+        (
+            {"removal_seed": -1},
+            r"metadata\.removal_seed=-1 must be an integer >= 0 .*; fix the task YAML or --metadata",
+        ),
     ],
 )
 def test_bad_control_settings_are_refused_with_the_fix(metadata, message):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import string
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -111,3 +112,17 @@ def test_converter_counts_kept_reduced_and_excluded_with_reasons():
     assert (s["n_questions"], s["n_kept"], s["n_reduced"], s["n_excluded"]) == (4, 3, 2, 1)
     assert s["excluded"] == {"K=3 < 4: fewer options than the target K (never padded)": 1}
     assert [e.source_id for e in removal.excluded] == ["c"]
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"k": 1}, r"k=1 must be an integer >= 2 \(the options each question keeps\)"),
+        ({"k": 4.0}, r"k=4\.0 must be an integer >= 2"),
+        ({"k": 4, "seed": True}, r"seed=True must be an integer >= 0 \(which wrong options go\)"),
+    ],
+)
+def test_a_removal_refuses_settings_outside_its_declaration(kwargs, message):
+    """The Python API meets the declarations a task's metadata is checked against (TARGET_K, REMOVAL_SEED)."""
+    with pytest.raises(ValueError, match=message):
+        DistractorRemoval(lambda row, index: None, **kwargs)
