@@ -124,6 +124,7 @@ def split_calibration(records: Records, fraction: float, seed: int = 0) -> tuple
     return subset_records(records, keep), subset_records(records, ~keep)
 
 
+@refuses_permuted
 def check_calibration_k(
     calibration: Records, description: str, records: Records, *, role: str, k_policy: str = "assert"
 ):
