@@ -134,7 +134,7 @@ def test_audit_commands_share_one_exit_code_map(out, tmp_path, capsys, command, 
         (["nope"], "invalid choice: 'nope'"),
         (["train", "--task", "obqa_edl"], "the following arguments are required: --pretrained"),
         (["train", "--pretrained", "base", "--task", "obqa_edl"], "the following arguments are required: --output-dir"),
-        (["demo", "--max-steps", "many"], "invalid int value: 'many'"),
+        (["demo", "--max-steps", "many"], "max_steps='many' must be an integer >= 1"),
     ],
 )
 def test_usage_errors_and_invalid_settings_exit_1(capsys, argv, message):
