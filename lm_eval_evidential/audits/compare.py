@@ -19,14 +19,13 @@ Every OOD row says its protocol:
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from lm_eval_evidential.audits.ood import OODRow, k_check, ood_rows, resolve_scores
-from lm_eval_evidential.audits.table import AuditRow, column
+from lm_eval_evidential.audits.table import AuditRow, column, row_with
 from lm_eval_evidential.metrics.calibration import brier, ece, nll
 from lm_eval_evidential.records import Records
 from lm_eval_evidential.records.orders import refuses_permuted
@@ -67,21 +66,9 @@ class MethodCalibrationRow(AuditRow):
 
 #: One method's OOD row: the method and the protocol (K-matched, its subset, or K-MISMATCHED) before the
 #: :class:`~lm_eval_evidential.audits.ood.OODRow` it labels, whose columns it keeps as declared there.
-MethodOODRow = dataclasses.make_dataclass(
-    "MethodOODRow",
-    [
-        ("method", str, column("method")),
-        ("protocol", str, column("protocol")),
-        *(
-            (f.name, f.type, dataclasses.field(default=f.default, metadata=f.metadata))
-            for f in dataclasses.fields(OODRow)
-        ),
-    ],
-    bases=(AuditRow,),
-    frozen=True,
-    eq=False,
+MethodOODRow = row_with(
+    "MethodOODRow", OODRow, __name__, before=[("method", str, column("method")), ("protocol", str, column("protocol"))]
 )
-MethodOODRow.__module__ = __name__  # pickle finds the class here (make_dataclass's module= is Python 3.12+)
 
 #: The printed columns (every key is in --json).
 CALIBRATION_COLUMNS = MethodCalibrationRow.columns()

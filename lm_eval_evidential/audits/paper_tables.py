@@ -29,17 +29,21 @@ References
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from lm_eval_evidential.audits.ood import (
     CardinalityMismatchError,
+    KSweepRow,
     k_check,
     ksweep_rows,
     ood_rows,
     subset_records,
 )
+from lm_eval_evidential.audits.table import AuditRow, column, reason_field, row_with
 from lm_eval_evidential.records import Records
 from lm_eval_evidential.records.orders import refuses_permuted
 
-__all__ = ["PUBLISHED", "PUBLISHED_TABLE1", "DATASETS", "paper_tables"]
+__all__ = ["PUBLISHED", "PUBLISHED_TABLE1", "DATASETS", "Table1Row", "ImplementationRow", "paper_tables"]
 
 #: Our task for each of the paper's datasets (CSQA's "removed E" row is its control ``csqa4_edl``).
 DATASETS = {"arc_c_edl": "ARC-C", "arc_e_edl": "ARC-E", "csqa_edl": "CSQA", "mmlu_math_edl": "MMLU Math"}
@@ -99,6 +103,39 @@ PUBLISHED_TABLE1 = {
 TABLE_OF = {("A", "ib_edl"): 3, ("A", "edl"): 4, ("B", "ib_edl"): 5, ("B", "edl"): 6}
 _PHANTOM_OF = {"A": "model", "B": "count"}
 _SCORES = ("max_prob", "reciprocal_vacuity")
+
+
+#: One step of Table 1's K sweep: the :class:`~lm_eval_evidential.audits.ood.KSweepRow`, with the published
+#: ``(AUROC, AUPR)`` of that step where the setting is the paper's (None elsewhere).
+Table1Row = row_with(
+    "Table1Row", KSweepRow, __name__, after=[("published", "tuple[float, float] | None", column("paper AUROC, AUPR"))]
+)
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class ImplementationRow(AuditRow):
+    """One row of Tables 3-6 (Implementation A or B): one OOD dataset at the mismatched K ("mismatch") or the
+    correct one ("correct"); the second row of a dataset carries the deltas (second minus first, the paper's
+    "drop"), the first none. Keys in the order ``tables --json`` has always written them."""
+
+    aupr_base: float = column("AUPR base")
+    mp_auroc: float = column("MP AUROC")
+    mp_aupr: float = column("MP AUPR")
+    um_auroc: float = column("UM AUROC")
+    um_aupr: float = column("UM AUPR")
+    n_ood: int = column("n OOD")
+    k_ood: int | dict | None = column("K_OOD", "k")
+    reason: str | None = reason_field()
+    row: str = column("row")
+    dataset: str = column("Dataset")
+    task: str = column("task")
+    k_label: str = column("K")
+    published: dict[str, float] | None = column("paper")
+    delta_aupr_base: float | None = column("Δ", "delta", omit_none=True)
+    delta_mp_auroc: float | None = column("Δ", "delta", omit_none=True)
+    delta_mp_aupr: float | None = column("Δ", "delta", omit_none=True)
+    delta_um_auroc: float | None = column("Δ", "delta", omit_none=True)
+    delta_um_aupr: float | None = column("Δ", "delta", omit_none=True)
 
 
 def _scores(records: Records) -> tuple[str, ...]:
@@ -212,15 +249,18 @@ def _table1(id_records: Records, task: str, records: Records, matches_id: bool, 
     published = matches_id and task == "arc_c_edl" and id_records.method == "edl" and phantom == "zero"
     return {
         "rows": [
-            {**r, "published": PUBLISHED_TABLE1.get((r["condition"], r["extra"])) if published else None} for r in rows
+            Table1Row(**r, published=PUBLISHED_TABLE1.get((r["condition"], r["extra"])) if published else None)
+            for r in rows
         ]
     }
 
 
-def _implementation(id_records: Records, ood: dict[str, Records], implementation: str, k_id, table) -> list[dict]:
+def _implementation(
+    id_records: Records, ood: dict[str, Records], implementation: str, k_id, table
+) -> list[ImplementationRow]:
     """One implementation's rows ("mismatch" and "correct" per dataset), with the published values of ``table``
     (None: the setting is not the paper's) and the second row's deltas."""
-    rows: list[dict] = []
+    rows: list[ImplementationRow] = []
     for task, dataset in DATASETS.items():
         if task not in ood or (implementation == "A" and task == "mmlu_math_edl"):
             continue
@@ -260,7 +300,7 @@ def _implementation(id_records: Records, ood: dict[str, Records], implementation
         first, second = pair
         for m in METRICS:
             second[f"delta_{m}"] = second[m] - first[m]
-        rows += pair
+        rows += [ImplementationRow(**r) for r in pair]
     return rows
 
 

@@ -45,11 +45,20 @@ class Column(NamedTuple):
     parts: tuple[Column, ...] = ()
 
 
-def column(header: str, format: str = "value", *, digits: int | None = None, default: Any = dataclasses.MISSING) -> Any:
-    """A row field that is a table column: ``header`` for documents, ``format`` one of :data:`FORMATS`."""
+def column(
+    header: str,
+    format: str = "value",
+    *,
+    digits: int | None = None,
+    default: Any = dataclasses.MISSING,
+    omit_none: bool = False,
+) -> Any:
+    """A row field that is a table column: ``header`` for documents, ``format`` one of :data:`FORMATS`
+    (``omit_none``: the row has no such key where the value is None, as a ``reason``)."""
     if format not in FORMATS:
         raise KeyError(f"unknown column format {format!r}; one of {', '.join(FORMATS)}")
-    return dataclasses.field(default=default, metadata={"header": header, "format": format, "digits": digits})
+    metadata = {"header": header, "format": format, "digits": digits, **({"omit_none": True} if omit_none else {})}
+    return dataclasses.field(default=None if omit_none else default, metadata=metadata)
 
 
 def per_parameter(key: str, header: str, format: str = "value", *, digits: int | None = None) -> Any:
@@ -86,7 +95,20 @@ def combined(key: str, header: str, join: str | Callable, *parts: Column) -> Col
 def reason_field() -> Any:
     """A row's ``reason``: why a number of it is NaN; the key is absent (not None) when every number is defined,
     as :func:`~lm_eval_evidential.audits._common.finish_row` leaves it."""
-    return dataclasses.field(default=None, metadata={"header": "reason", "format": "value", "omit_none": True})
+    return column("reason", omit_none=True)
+
+
+def row_with(name: str, base: type, module: str, *, before=(), after=()) -> type:
+    """A row type that is ``base``'s fields, their columns as declared there, with the fields ``before`` first
+    and ``after`` last (each ``(name, type, column(...))``): a row that labels or annotates ``base``'s row."""
+    inherited = [
+        (f.name, f.type, dataclasses.field(default=f.default, metadata=f.metadata)) for f in dataclasses.fields(base)
+    ]
+    cls = dataclasses.make_dataclass(
+        name, [*before, *inherited, *after], bases=(AuditRow,), frozen=True, eq=False, kw_only=True
+    )
+    cls.__module__ = module  # pickle finds the class there (make_dataclass's module= is Python 3.12+)
+    return cls
 
 
 class AuditRow(dict):
@@ -232,7 +254,8 @@ def _interval(v, style: Style) -> str:
 
 #: How a column's value is written, by the name a :func:`column` gives:
 #:
-#: - ``value``: by type, numbers to the medium's decimals; ``signed``: a number with its sign;
+#: - ``value``: by type, numbers to the medium's decimals; ``signed``: a number with its sign; ``delta``: a
+#:   signed move from a base row, empty on the base row itself (None);
 #: - ``interval``: ``[lo, hi]``; ``k``: a class count or its histogram (``format_k``; none: ``—`` in Markdown);
 #: - ``optional``: a value some rows have by design (the others' None: ``—`` in Markdown);
 #: - ``matched``: a K match, yes/NO, a mismatch stressed in Markdown; ``condition``: a K sweep's side,
@@ -242,6 +265,7 @@ def _interval(v, style: Style) -> str:
 FORMATS = {
     "value": _value,
     "signed": lambda v, s: format_number(v, s.digits, signed=True, nan=s.nan) if isinstance(v, float) else _value(v, s),
+    "delta": lambda v, s: "" if v is None else FORMATS["signed"](v, s),
     "interval": _interval,
     "k": lambda v, s: (
         format_k(v) if isinstance(v, (int, dict)) else NOT_APPLICABLE if v is None and s.markdown else _value(v, s)
@@ -280,12 +304,16 @@ JOINS = {
 _ABSENT = object()
 
 
-def _get(row: Mapping, key: str | tuple[str, ...]):
-    """``row[key]``, following a path of keys into nested mappings; :data:`_ABSENT` where the row lacks it."""
+def _get(row: Mapping, key: str | tuple[str | int, ...]):
+    """``row[key]``, following a path of keys into nested mappings (an int: a place in a sequence);
+    :data:`_ABSENT` where the row lacks it."""
     for k in (key,) if isinstance(key, str) else key:
-        if not isinstance(row, Mapping) or k not in row:
+        if isinstance(row, Mapping) and k in row:
+            row = row[k]
+        elif isinstance(k, int) and isinstance(row, (list, tuple)) and -len(row) <= k < len(row):
+            row = row[k]
+        else:
             return _ABSENT
-        row = row[k]
     return row
 
 
@@ -296,7 +324,8 @@ def _write(value, column: Column, style: Style) -> str:
 
 def _cell(row: Mapping, column: Column, style: Style) -> str:
     if not column.parts:
-        return _write(row.get(column.key), column, style)
+        value = _get(row, column.key)
+        return _write(None if value is _ABSENT else value, column, style)
     present = [(p, v) for p in column.parts if (v := _get(row, p.key)) is not _ABSENT]
     if not present:
         return style.none
@@ -349,7 +378,8 @@ def rows_text(rows: Sequence[Mapping], columns: Sequence[Column | str]) -> str:
     return text_table([c.key for c in columns], cells(rows, columns, TEXT))
 
 
-def rows_markdown(rows: Sequence[Mapping], columns: Sequence[Column | str]) -> list[str]:
-    """The report's table of ``rows``: the columns' headers, numbers to 3 decimals, NaN as ``n/a``."""
+def rows_markdown(rows: Sequence[Mapping], columns: Sequence[Column | str], style: Style = MARKDOWN) -> list[str]:
+    """The report's table of ``rows``: the columns' headers, numbers to 3 decimals, NaN as ``n/a`` (``style``:
+    a document that writes them otherwise, as the published tables' dash)."""
     columns = _as_columns(columns)
-    return markdown_table([c.header for c in columns], cells(rows, columns, MARKDOWN))
+    return markdown_table([c.header for c in columns], cells(rows, columns, style))

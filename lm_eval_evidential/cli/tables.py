@@ -9,7 +9,7 @@ shown beside ours where the ID task is ``obqa_edl`` and the method is the table'
 
 from __future__ import annotations
 
-from lm_eval_evidential.audits.table import format_number, markdown_table
+from lm_eval_evidential.audits.table import Column, Style, rows_markdown
 from lm_eval_evidential.errors import InvalidValueError
 from lm_eval_evidential.files import write_json
 
@@ -40,15 +40,45 @@ def add_parser(sub) -> None:
 
 #: How the tables write an undefined value (the published tables' dash).
 UNDEFINED = "–"
+#: The tables' medium: Markdown, 3 decimals, an undefined or missing value as the published tables' dash.
+PAPER = Style(digits=3, nan=UNDEFINED, none=UNDEFINED, markdown=True)
 
 
-def _num(value) -> str:
-    return format_number(value, nan=UNDEFINED)
+def table1_columns(published: bool) -> tuple[Column, ...]:
+    """Table 1's columns: the sweep's step and its AUROC/AUPR-In moves (``published``: the paper's beside)."""
+    from lm_eval_evidential.audits.paper_tables import Table1Row
+
+    def delta(key: str) -> Column:
+        return Table1Row.columns(key)[0]._replace(header="Δ")
+
+    paper = (Column(("published", 0), "paper AUROC"), Column(("published", 1), "paper AUPR")) if published else ()
+    return Table1Row.columns(
+        Table1Row.columns("condition")[0]._replace(format="value"),  # the JSON's name of the side, as in --json
+        "k_id",
+        "k_ood",
+        "auroc",
+        delta("delta_auroc"),
+        "aupr_in",
+        delta("delta_aupr"),
+        "phantom_evidence_ood",
+        "invariant_evidence_ood",
+        *paper,
+    )
 
 
-def _delta(value) -> str:
-    """A move from the base row, signed; nothing on the base row itself (None)."""
-    return "" if value is None else format_number(value, signed=True, nan=UNDEFINED)
+def implementation_columns() -> tuple[Column, ...]:
+    """Tables 3-6's columns: each number with the paper's in brackets where the setting matches, then its Δ."""
+    from lm_eval_evidential.audits.paper_tables import METRICS, ImplementationRow
+
+    def ours(metric: str) -> Column:
+        return ImplementationRow.combined(
+            ImplementationRow.columns(metric)[0].header, "published", metric, Column(("published", metric), "paper")
+        )
+
+    moves = ((ours(m), f"delta_{m}") for m in METRICS[1:])
+    return ImplementationRow.columns(
+        "dataset", "k_label", "n_ood", ours(METRICS[0]), *(c for pair in moves for c in pair)
+    )
 
 
 def table1_markdown(id_task: str, task: str, entry: dict) -> list[str]:
@@ -62,27 +92,7 @@ def table1_markdown(id_task: str, task: str, entry: dict) -> list[str]:
         if published
         else "No published values for this setting (Table 1 is standard EDL, obqa_edl → arc_c_edl, zero evidence)."
     )
-    lines = [head, "", note, ""]
-    cols = ["condition", "K_ID", "K_OOD", "AUROC", "Δ", "AUPR-In", "Δ", "phantom e (OOD)", "S_K/K − λ (OOD)"]
-    if published:
-        cols += ["paper AUROC", "paper AUPR"]
-    body = []
-    for r in entry["rows"]:
-        cells = [
-            r["condition"],
-            str(r["k_id"]),
-            str(r["k_ood"]),
-            _num(r["auroc"]),
-            _delta(r["delta_auroc"]),
-            _num(r["aupr_in"]),
-            _delta(r["delta_aupr"]),
-            _num(r["phantom_evidence_ood"]),
-            _num(r["invariant_evidence_ood"]),
-        ]
-        if published:
-            cells += [_num(v) for v in (r["published"] or (None, None))]
-        body.append(cells)
-    return lines + markdown_table(cols, body)
+    return [head, "", note, "", *rows_markdown(entry["rows"], table1_columns(published), PAPER)]
 
 
 def implementation_markdown(data: dict, implementation: str, pretrained: str) -> list[str]:
@@ -98,21 +108,8 @@ def implementation_markdown(data: dict, implementation: str, pretrained: str) ->
     else:
         lines.append(f"No published table matches (ID task {data['id_task']}, method {data['method']}): ours only.")
     lines.append("")
-    cols = ["Dataset", "K", "n OOD", "AUPR base", "MP AUROC", "Δ", "MP AUPR", "Δ", "UM AUROC", "Δ", "UM AUPR", "Δ"]
-    body, reasons = [], []
-    for r in rows:
-        paper = r["published"] or {}
-
-        def cell(m, r=r, paper=paper):
-            return _num(r[m]) + (f" ({_num(paper[m])})" if m in paper else "")
-
-        cells = [r["dataset"], r["k_label"], str(r["n_ood"]), cell("aupr_base")]
-        for m in ("mp_auroc", "mp_aupr", "um_auroc", "um_aupr"):
-            cells += [cell(m), _delta(r.get(f"delta_{m}"))]
-        body.append(cells)
-        if r.get("reason"):
-            reasons.append(f"- {r['dataset']} {r['k_label']}: not computed: {r['reason']}")
-    return lines + markdown_table(cols, body) + reasons + ([""] if reasons else [])
+    reasons = [f"- {r['dataset']} {r['k_label']}: not computed: {r['reason']}" for r in rows if r.get("reason")]
+    return lines + rows_markdown(rows, implementation_columns(), PAPER) + reasons + ([""] if reasons else [])
 
 
 def run(args) -> int:

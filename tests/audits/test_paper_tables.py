@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from lm_eval_evidential.audits.ood import ksweep_rows, ood_rows, subset_records
+from lm_eval_evidential.audits.ood import KSWEEP_ROW_KEYS, ksweep_rows, ood_rows, subset_records
 from lm_eval_evidential.audits.paper_tables import PUBLISHED, paper_tables
 from lm_eval_evidential.cli import main
 from lm_eval_evidential.records import Records, load_run, make_record, records_path, write_records
@@ -113,3 +113,43 @@ def test_report_takes_the_phantom_mode(run_dir, tmp_path):
     else:
         (skipped,) = [s for s in report["skipped"] if s["section"].startswith("Implementation A (the published bug")]
         assert "IB-EDL records keep no sigma" in skipped["reason"]
+
+
+def test_rows_are_typed_and_keep_the_key_order_tables_json_has_always_had(run_dir, tmp_path):
+    from lm_eval_evidential.audits.paper_tables import ImplementationRow, Table1Row
+
+    root, method = run_dir
+    out = tmp_path / "t.json"
+    ood = "arc_c_edl,arc_e_edl,csqa_edl,mmlu_math_edl"  # no csqa4_edl: CSQA's second row is undefined, with a reason
+    assert main(["tables", str(root), "--id", "obqa_edl", "--ood", ood, "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    metrics = ["aupr_base", "mp_auroc", "mp_aupr", "um_auroc", "um_aupr", "n_ood", "k_ood"]
+    labels = ["row", "dataset", "task", "k_label", "published"]
+    deltas = [f"delta_{m}" for m in metrics[:5]]
+    for implementation in ("A", "B"):
+        for first, second in zip(data[implementation][::2], data[implementation][1::2]):
+            assert list(first) == metrics + (["reason"] if "reason" in first else []) + labels, first
+            assert list(second) == metrics + (["reason"] if "reason" in second else []) + labels + deltas, second
+    assert any("reason" in r for r in data["B"])
+    sweep = data["table1"]["arc_c_edl"]["rows"]
+    assert list(sweep[0]) == [*KSWEEP_ROW_KEYS, "published"]
+    run = load_run(root, list(TASKS))
+    typed = paper_tables(run["obqa_edl"], {t: run[t] for t in ("arc_c_edl", "csqa_edl")})
+    assert all(type(r) is ImplementationRow for r in typed["A"] + typed["B"])
+    assert all(type(r) is Table1Row for r in typed["table1"]["arc_c_edl"]["rows"])
+
+
+def test_the_tables_cells_are_ours_then_the_papers_and_the_move(run_dir, capsys):
+    root, method = run_dir
+    assert main(["tables", str(root), "--id", "obqa_edl", "--ood", "arc_c_edl"]) == 0
+    data = paper_tables(*(lambda run: (run["obqa_edl"], {"arc_c_edl": run["arc_c_edl"]}))(load_run(root, list(TASKS))))
+    text = capsys.readouterr().out.splitlines()
+    first, second = data["B"]
+    paper = PUBLISHED[5 if method == "ib_edl" else 6][("ARC-C", "correct")]
+    header = [i for i, x in enumerate(text) if x.startswith("| Dataset")][-1]  # Implementation B's table
+    line = text[header + 3]
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    assert cells[:4] == ["ARC-C", "4 (correct)", str(second["n_ood"]), f"{second['aupr_base']:.3f} ({paper[0]:.3f})"]
+    assert cells[4:6] == [f"{second['mp_auroc']:.3f} ({paper[1]:.3f})", f"{second['delta_mp_auroc']:+.3f}"]
+    first_line = text[text.index(line) - 1]
+    assert first_line.endswith("|  |") and first_line.count("|  |") == 4  # the first row of a pair has no move

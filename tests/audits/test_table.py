@@ -190,7 +190,7 @@ def test_every_row_type_declares_each_of_its_columns_once_in_its_fields():
 
     from lm_eval_evidential.audits.table import AuditRow
 
-    for module in ("compare", "conformal", "ood_groups", "permutations", "quality", "temperature"):
+    for module in ("compare", "conformal", "ood_groups", "paper_tables", "permutations", "quality", "temperature"):
         importlib.import_module(f"lm_eval_evidential.audits.{module}")
     importlib.import_module("lm_eval_evidential.report.types")  # the controls' rows
     found, todo = set(), list(AuditRow.__subclasses__())
@@ -203,6 +203,7 @@ def test_every_row_type_declares_each_of_its_columns_once_in_its_fields():
             assert f.metadata.get("header") and f.metadata.get("format") in FORMATS, (cls.__name__, f.name)
     assert {"OODRow", "SelectiveRow", "ConformalRow", "TemperatureRow", "GroupRow", "MethodOODRow"} <= found
     assert {"ScoreSpreadRow", "PermutationOODRow", "DeLongTest", "ControlRow", "MethodCalibrationRow"} <= found
+    assert {"ForcedKRow", "Table1Row", "ImplementationRow"} <= found
 
 
 def test_a_combined_cell_writes_each_part_by_its_own_format_and_joins_them():
