@@ -374,7 +374,7 @@ def unknown_arg_error(exc: TypeError) -> Exception:
     found = re.search(r"unexpected keyword argument '([^']+)'", str(exc))
     if not found:
         return exc
-    known = (set(inspect.signature(HFLM.__init__).parameters) | set(SCORING_ARGS) | {"prefix_cache"}) - {
+    known = (set(inspect.signature(HFLM.__init__).parameters) | set(SCORING_ARGS) | {"prefix_cache", "threads"}) - {
         "self",
         "kwargs",
     }

@@ -41,10 +41,26 @@ from lm_eval_evidential.modeling.encoding import last_position_logits, left_pad
 from lm_eval_evidential.modeling.prefix_cache import PREFIX_CACHE, SharedPrefix, padded_width
 from lm_eval_evidential.modeling.prefix_plan import plan_batches
 from lm_eval_evidential.modeling.quiet import progress_options
+from lm_eval_evidential.params import Integral, Interval, Param
 
 logger = logging.getLogger(__name__)
 # Lines a user reads in the harness's own log (lm_eval configures its namespace, honouring --verbosity).
 harness_logger = logging.getLogger("lm_eval.evidential")
+
+
+#: ``threads`` in --model_args: torch's CPU thread count (None: measured for a small model, see EvidentialLM).
+THREADS = Param(
+    None,
+    Interval(Integral, 1, None),
+    must="a whole number of threads >= 1",
+    why="torch's CPU threads; drop it to time 1 thread against torch's default for a small model",
+    example="threads=1",
+)
+
+
+def _whole_number(value):
+    """lm_eval's model_args parser gives ``2`` as an int and ``2.0`` as a float: a whole float is taken as an int."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 # Launchers' world-size variables, as accelerate reads them (torchrun, MPI implementations).
@@ -60,9 +76,13 @@ class EvidentialLM(EvidentialScoring, HFLM):
     is a folder written by ``lm-eval-evidential train`` (it holds ``evidential_config.json``),
     the stored head settings default to the values trained with; model_args given explicitly win.
     ``prefix_cache`` (True): run a prefix shared by a batch's prompts once where it pays
-    (:mod:`lm_eval_evidential.modeling.prefix_cache`); False runs every prompt whole."""
+    (:mod:`lm_eval_evidential.modeling.prefix_cache`); False runs every prompt whole.
+    ``threads`` (None): the CPU threads torch runs on; by default a model under 200M parameters on the
+    CPU is timed on 1 thread and on torch's default and runs on the faster, as training does
+    (:mod:`lm_eval_evidential.modeling.threads`; a count set in ``LM_EVAL_EVIDENTIAL_THREADS`` or
+    ``OMP_NUM_THREADS`` is kept), said in the log; ``threads=N`` sets N without timing."""
 
-    def __init__(self, pretrained: Any = None, prefix_cache: bool = True, **kwargs) -> None:
+    def __init__(self, pretrained: Any = None, prefix_cache: bool = True, threads: Any = None, **kwargs) -> None:
         from lm_eval_evidential.integration.error_lines import install_one_line_errors
         from lm_eval_evidential.integration.hooks import check_harness
 
@@ -70,6 +90,9 @@ class EvidentialLM(EvidentialScoring, HFLM):
         check_harness()  # before gigabytes of weights load
         check_load_args(pretrained, kwargs)
         self.prefix_cache = PREFIX_CACHE.check("prefix_cache", prefix_cache)
+        threads = _whole_number(threads)
+        if not THREADS.allows(threads):  # as the scoring's model_args are refused (loading_checks.scoring_option)
+            raise EvidentialInputError(THREADS.message("threads", threads))
         # Validate the head before loading gigabytes of weights.
         self.init_scoring(
             kwargs,  # the scoring's model_args taken out, HFLM's left
@@ -93,6 +116,27 @@ class EvidentialLM(EvidentialScoring, HFLM):
         self.model.eval()
         if isinstance(pretrained, str) and not kwargs.get("tp_plan"):
             self._rank, self._world_size = self._global_rank()
+        self._pick_threads(threads)
+
+    def _pick_threads(self, threads: int | None) -> None:
+        """Set torch's CPU thread count: ``threads`` where given, else the faster of 1 and torch's default for a
+        small model on the CPU (:func:`~lm_eval_evidential.modeling.threads.pick_threads_for`), timed on a forward
+        pass of a batch of up to 4 prompts of 48 tokens (one timed run after a warm-up on each count: a count
+        that stalls stops at its first run). SmolLM2-135M ran about 10x slower on torch's 2 threads than on 1 on
+        2 shared cores (modeling/threads.py); only this backend does this, ``--model hf`` keeps torch's default."""
+        from lm_eval_evidential.modeling.threads import pick_threads_for
+
+        if threads is not None:
+            torch.set_num_threads(threads)
+            harness_logger.info("%d CPU thread%s (threads=%d in --model_args)", threads, "s" * (threads != 1), threads)
+            return
+        rows = min(self.batch_size, 4) if isinstance(self.batch_size, int) else 4
+        vocab = self.model.get_input_embeddings().weight.shape[0]
+        batch = torch.tensor([[(7 * i + 3 * r + 5) % vocab for i in range(48)] for r in range(rows)])
+        inputs = {k: v.to(self.device) for k, v in left_pad(batch.tolist(), 0).items()}
+        said = pick_threads_for(self.model, lambda: last_position_logits(self.model, **inputs), repeats=1)
+        if said:
+            harness_logger.info("%s", said)
 
     def _global_rank(self) -> tuple[int, int]:
         """(rank, world size) by the GLOBAL process index, for sharding the docs.

@@ -82,10 +82,11 @@ def fastest_threads(run: Callable[[], object], candidates, *, repeats: int = 3) 
     return chosen, seconds
 
 
-def pick_threads_for(model, forward: Callable[[], object]) -> str | None:
+def pick_threads_for(model, forward: Callable[[], object], *, repeats: int = 3) -> str | None:
     """For a small model on the CPU: time ``forward()`` (a forward pass, no gradients) on 1 thread and on
-    torch's default, keep the faster, and return the sentence that says so (None where nothing was
-    measured: a large model, a GPU, one core); a count the user set is kept and said."""
+    torch's default (best of ``repeats`` after a warm-up each), keep the faster, and return the sentence that
+    says so (None where nothing was measured: a large model, a GPU, one core); a count the user set is kept and
+    said."""
     import torch
 
     parameters = sum(p.numel() for p in model.parameters())
@@ -103,7 +104,7 @@ def pick_threads_for(model, forward: Callable[[], object]) -> str | None:
     model.eval()
     try:
         with torch.no_grad():
-            chosen, seconds = fastest_threads(forward, [1, default])
+            chosen, seconds = fastest_threads(forward, [1, default], repeats=repeats)
     finally:
         model.train(was_training)
     times = ", ".join(f"{_short(seconds[n])} on {n}" for n in sorted(seconds))

@@ -1727,6 +1727,15 @@ CATALOGUE = [
             r"pass the base model the adapter was trained on",
         ),
     ),
+    (
+        M,
+        "threads-zero",
+        TINY + ",threads=0",
+        Refused(
+            IE,
+            r"threads=0 must be a whole number of threads >= 1 \(torch's CPU threads; .*\); e\.g\. threads=1",
+        ),
+    ),
     # -- ensembles (peft=DIR of member folders) and MC dropout (mc_samples=N): refused before the weights load
     (
         M,
