@@ -58,6 +58,9 @@ def main(argv=None) -> int:
     from lm_eval_evidential.testing.tiny import build_lora_adapter, build_tiny_model
 
     torch.set_num_threads(int(os.environ.get("BENCH_THREADS", "1")))
+    from lm_eval_evidential.modeling.threads import THREADS_ENV
+
+    os.environ[THREADS_ENV] = str(torch.get_num_threads())  # the model's load keeps it (it would time 1 against 2)
     root = Path(tempfile.mkdtemp(prefix="bench_members_"))
     base = build_tiny_model(root / "model", hidden_size=args.hidden, num_layers=args.layers, seed=0)
     for i in range(args.members):

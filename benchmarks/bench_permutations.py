@@ -205,6 +205,9 @@ def main(argv=None) -> None:
         import torch
 
         torch.set_num_threads(args.threads)
+        from lm_eval_evidential.modeling.threads import THREADS_ENV
+
+        os.environ[THREADS_ENV] = str(args.threads)  # the model's load keeps it (it would time 1 against 2)
     with tempfile.TemporaryDirectory() as tmp:
         first, pretrained = _model(args.model, Path(tmp), settings[0])
         models = {settings[0]: (first, pretrained)}

@@ -289,6 +289,9 @@ def main(argv=None) -> int:
 
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
+    from lm_eval_evidential.modeling.threads import THREADS_ENV
+
+    os.environ[THREADS_ENV] = str(args.threads)  # the model's load keeps it (it would time 1 against 2)
     with tempfile.TemporaryDirectory() as tmp:
         model, model_name = checkpoint(args.model, Path(tmp))
         print(f"# model {model}, {args.threads} thread(s)")

@@ -336,6 +336,9 @@ def worker(args) -> dict:
         logging.getLogger(name).setLevel(logging.ERROR)
     if args.threads:
         torch.set_num_threads(args.threads)
+        from lm_eval_evidential.modeling.threads import THREADS_ENV
+
+        os.environ[THREADS_ENV] = str(args.threads)  # (b)'s load keeps it (it would time 1 against 2)
     device = torch.device(args.device)
 
     def sync():
