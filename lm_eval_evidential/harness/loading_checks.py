@@ -50,6 +50,10 @@ def _looks_local(value: str) -> bool:
     return parent != Path(".") and parent.is_dir()  # "ckpt/adapter" with ckpt/ here: a local path
 
 
+#: ``--model_args max_length=`` (HFLM's): the longest prompt in tokens, never more than the model's context.
+MAX_LENGTH = Param(None, Interval(Integral, 1), must="a positive whole number of tokens", example="max_length=2048")
+
+
 def check_load_args(pretrained, kwargs: dict) -> None:
     """Model_args that would fail only after the weights load, or obscurely: checked first, with the fix.
 
@@ -104,11 +108,8 @@ def check_load_args(pretrained, kwargs: dict) -> None:
     dtype = kwargs.get("dtype")
     if isinstance(dtype, str) and dtype != "auto" and not isinstance(getattr(torch, dtype, None), torch.dtype):
         raise EvidentialInputError(f"dtype={dtype} is not a torch dtype; use float32, bfloat16, float16 or auto")
-    max_length = kwargs.get("max_length")
-    if max_length is not None and (isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1):
-        raise EvidentialInputError(
-            f"max_length={max_length!r} must be a positive whole number of tokens, e.g. max_length=2048"
-        )
+    if not MAX_LENGTH.allows(kwargs.get("max_length")):
+        raise EvidentialInputError(MAX_LENGTH.message("max_length", kwargs["max_length"]))
 
 
 def model_context(config) -> int:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from lm_eval_evidential.errors import InvalidValueError
+from lm_eval_evidential.params import Integral, Interval, Param, validate_params
 
 __all__ = [
     "MIN_SAVED_TOKENS",
@@ -244,6 +244,11 @@ def _group_batches(
     return best
 
 
+#: ``batch_size`` of a plan: the prompts one forward pass takes.
+BATCH_SIZE = Param(Interval(Integral, 1), why="prompts per forward pass", example="batch_size=8")
+
+
+@validate_params({"batch_size": BATCH_SIZE})
 def plan_batches(
     prompts: Sequence[Sequence[int]], batch_size: int, *, reuse: bool = True, min_saved: int = MIN_SAVED_TOKENS
 ) -> list[Batch]:
@@ -281,8 +286,6 @@ def plan_batches(
     >>> [(b.rows, b.prefix_length, b.inner) for b in plan_batches(orders, 4)]
     [([0, 1, 2, 3], 80, (120, 120, 120, 120))]
     """
-    if batch_size < 1:
-        raise InvalidValueError(f"batch_size must be >= 1, got {batch_size}")
 
     def longest_first(rows: list[int]) -> list[int]:
         return sorted(rows, key=lambda i: (-len(prompts[i]), i))  # ties in the order given, as without reuse

@@ -19,21 +19,11 @@ from __future__ import annotations
 import logging
 
 from lm_eval_evidential.errors import InvalidValueError
-from lm_eval_evidential.params import Param
 from lm_eval_evidential.tasks import datasets as mcqa_datasets
 from lm_eval_evidential.tasks.distractors import REMOVAL_SEED, TARGET_K, DistractorRemoval
 from lm_eval_evidential.tasks.evidential_task import EvidentialMCQATask
 
 logger = logging.getLogger(__name__)
-
-
-def _setting(task: str, name: str, value, param: Param):
-    """``metadata.<name>`` of a control task, checked against its declaration (:mod:`.distractors`)."""
-    if not param.allows(value):
-        raise mcqa_datasets.DatasetError(
-            f"task {task!r}: metadata.{param.message(name, value)}; fix the task YAML or --metadata"
-        )
-    return value
 
 
 class KMatchedControlTask(EvidentialMCQATask):
@@ -45,7 +35,7 @@ class KMatchedControlTask(EvidentialMCQATask):
         """``metadata.target_k`` if set, else the single K of the ``metadata.k_from`` task's docs."""
         task, meta = self.config.task, self.config.metadata or {}
         if meta.get("target_k") is not None:
-            return _setting(task, "target_k", meta["target_k"], TARGET_K)
+            return mcqa_datasets.metadata_value(task, "target_k", meta["target_k"], TARGET_K)
         id_task = meta.get("k_from")
         if not id_task:
             raise mcqa_datasets.DatasetError(
@@ -77,7 +67,7 @@ class KMatchedControlTask(EvidentialMCQATask):
         source = self._convert.convert if isinstance(self._convert, DistractorRemoval) else self._convert
         if source is None:
             raise InvalidValueError(f"task {task!r}: process_docs (a converter) is missing from its YAML")
-        seed = _setting(task, "removal_seed", meta.get("removal_seed", 0), REMOVAL_SEED)
+        seed = mcqa_datasets.metadata_value(task, "removal_seed", meta.get("removal_seed", 0), REMOVAL_SEED)
         removal = DistractorRemoval(source, k=self.target_k(), seed=seed)
         self._convert = removal
         super().download(dataset_kwargs, **kwargs)

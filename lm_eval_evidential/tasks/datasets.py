@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from lm_eval_evidential.errors import DatasetError, MirrorFileNotFound
+from lm_eval_evidential.params import Param
 
 MIRROR_ENV = "EVIDENTIAL_DATA_DIR"
 #: The bundled sample mirror (package data: questions written from templates, in the hub datasets' schemas).
@@ -365,3 +366,11 @@ def data_source(config, docs: Sequence[dict], rows_sha256: str | None = None) ->
         "sha256": content_sha256(docs),
         "rows_sha256": rows_sha256,
     }
+
+
+def metadata_value(task: str, name: str, value, param: Param, error: type[DatasetError] = DatasetError):
+    """``metadata.<name>`` of ``task`` if its declaration ``param`` accepts ``value``, else ``error``: one line
+    naming the task, the value, what it must be and where to fix it (the task's YAML or ``--metadata``)."""
+    if not param.allows(value):
+        raise error(f"task {task!r}: metadata.{param.message(name, value)}; fix the task YAML or --metadata")
+    return value

@@ -44,6 +44,7 @@ import string
 from collections.abc import Callable
 from typing import Any
 
+from lm_eval_evidential.params import Integral, Interval, Param
 from lm_eval_evidential.tasks import datasets as mcqa_datasets
 from lm_eval_evidential.tasks.distractors import removal_order
 from lm_eval_evidential.tasks.evidential_task import EvidentialMCQATask
@@ -65,6 +66,10 @@ SHUFFLE_RULE = (
 # A last line that is the stock prompt's own answer cue ("Answer:", "A:").
 _ANSWER_CUE = re.compile(r"(?:^|\n)[ \t]*(?:Answer|A)[ \t]*:[ \t]*\Z")
 _ONE_LETTER = re.compile(r"\(?[A-Za-z0-9]\)?\.?")
+
+
+#: ``metadata.shuffle_seed``: any integer (it is hashed with each question's id).
+SHUFFLE_SEED = Param(Interval(Integral), example="0")
 
 
 class LetteredViewError(mcqa_datasets.DatasetError):
@@ -274,11 +279,7 @@ class LetteredViewTask(EvidentialMCQATask):
     @property
     def shuffle_seed(self) -> int:
         seed = (self.config.metadata or {}).get("shuffle_seed", 0)
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise LetteredViewError(
-                f"task {self.config.task!r}: metadata.shuffle_seed must be an integer, got {seed!r}"
-            )
-        return seed
+        return mcqa_datasets.metadata_value(self.config.task, "shuffle_seed", seed, SHUFFLE_SEED, LetteredViewError)
 
     def load_docs(self, split: str) -> list[dict]:
         stock = self.stock

@@ -33,6 +33,8 @@ import re
 from collections.abc import Sequence
 
 from lm_eval_evidential.errors import DatasetError
+from lm_eval_evidential.params import Integral, Interval, Param
+from lm_eval_evidential.tasks.datasets import metadata_value
 
 #: The metadata key that asks for permuted evaluation (the issue's fixed interface).
 METADATA_KEY = "permutations"
@@ -135,11 +137,14 @@ def permuted_doc(doc: dict, order: Sequence[int], question_id: int) -> dict:
     return out
 
 
+#: ``metadata.permutation_seed``: any integer (it is hashed with each question's id).
+PERMUTATION_SEED = Param(Interval(Integral), example="0")
+
+
 def permute_docs(docs: Sequence[dict], spec, *, task: str, seed=0) -> list[dict]:
     """Every doc of ``docs`` under every order of ``spec``, question by question (identity first)."""
     kind, n = parse_spec(spec, task=task)
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise PermutationError(f"task {task!r}: metadata.permutation_seed must be an integer, got {seed!r}")
+    metadata_value(task, "permutation_seed", seed, PERMUTATION_SEED, PermutationError)
     out = []
     for position, doc in enumerate(docs):
         where = f" doc {doc.get('source_id', position)!r}"

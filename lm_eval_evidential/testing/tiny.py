@@ -25,6 +25,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from lm_eval_evidential.errors import InputNotFoundError, InvalidValueError, NotAFolderError, OutputExistsError
+from lm_eval_evidential.params import Integral, Interval, Options, Param, Real
 from lm_eval_evidential.records.provenance import ILLUSTRATIVE_MARKER
 
 __all__ = ["build_tiny_model", "build_lora_adapter", "sample_data_dir", "ANSWER_LETTERS", "FAMILIES"]
@@ -267,13 +268,17 @@ def build_tiny_model(
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+#: What :func:`build_tiny_model` and :func:`build_tiny_adapter` can build, declared once.
+FAMILY = Param(Options(tuple(FAMILIES)), noun="tiny model family")
+POSITIVE_INT = Param(Interval(Integral, 1))
+INIT_STD = Param(Interval(Real, 0, None, closed="neither"), why="a zero B makes the adapter an identity")
+
+
 def _check_shape(family: str, hidden_size, num_layers, num_heads, num_kv_heads) -> int:
     """Refuse a family or shape :func:`build_tiny_model` cannot build; returns the key/value head count."""
-    if family not in FAMILIES:
-        raise InvalidValueError(f"family must be one of {', '.join(FAMILIES)}, got {family!r}")
+    FAMILY.check("family", family)
     for name, value in (("hidden_size", hidden_size), ("num_layers", num_layers), ("num_heads", num_heads)):
-        if not isinstance(value, int) or value < 1:
-            raise InvalidValueError(f"{name} must be a positive int, got {value!r}")
+        POSITIVE_INT.check(name, value)
     if hidden_size % num_heads:
         raise InvalidValueError(f"hidden_size ({hidden_size}) must be divisible by num_heads ({num_heads})")
     kv = num_heads if num_kv_heads is None else num_kv_heads
@@ -368,10 +373,8 @@ def build_lora_adapter(
     base_dir = Path(base_dir)
     if not (base_dir / "config.json").is_file():
         raise InputNotFoundError(f"no config.json in base_dir {base_dir}; pass a folder written by build_tiny_model")
-    if not isinstance(r, int) or r < 1:
-        raise InvalidValueError(f"r must be a positive int, got {r!r}")
-    if not init_std > 0:
-        raise InvalidValueError(f"init_std must be > 0 (a zero B makes the adapter an identity), got {init_std!r}")
+    POSITIVE_INT.check("r", r)
+    INIT_STD.check("init_std", init_std)
 
     tmp = _fresh_dir(out_dir, overwrite)
     try:

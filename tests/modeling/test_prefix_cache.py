@@ -335,3 +335,9 @@ def test_prefix_and_inner_prefix_runs_project_no_position_through_the_output_lay
     torch.testing.assert_close(cached, want, rtol=0, atol=TOL)
     # three calls (the prefix, the batch's inner prefix, its suffixes), then the uncached batch
     assert projected == [0, 0, 3, 3]
+
+
+@pytest.mark.parametrize("batch_size", [0, 2.0, True])
+def test_a_plan_refuses_a_batch_size_that_is_not_a_count(batch_size):
+    with pytest.raises(ValueError, match=r"batch_size=.* must be an integer >= 1 \(prompts per forward pass\)"):
+        plan_batches([[1, 2, 3]], batch_size)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from lm_eval_evidential.tasks.permutations import MAX_ORDERS, PermutationError, orders_for, parse_spec
+from lm_eval_evidential.tasks.permutations import MAX_ORDERS, PermutationError, orders_for, parse_spec, permute_docs
 from tests.harness.test_model import evaluate, make_lm, our_tasks
 
 pytestmark = pytest.mark.usefixtures("use_mirror")
@@ -53,6 +53,10 @@ def test_all_and_random_orders_are_distinct_permutations_with_the_identity_first
         (lambda: parse_spec("shuffle", task="t"), r"must be 'cyclic' .*'random:N'.* got 'shuffle'"),
         (lambda: parse_spec("random:1", task="t"), r"give N from 2 to"),
         (lambda: parse_spec(f"random:{MAX_ORDERS + 1}", task="t"), r"give N from 2 to"),
+        (
+            lambda: permute_docs([], "cyclic", task="t", seed=1.5),
+            r"task 't': metadata\.permutation_seed=1\.5 must be an integer; e\.g\. 0; fix the task YAML or --metadata",
+        ),
     ],
 )
 def test_bad_settings_are_one_line_naming_task_and_fix(call, message):

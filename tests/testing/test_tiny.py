@@ -164,6 +164,31 @@ def test_builders_are_seeded_and_vocab_can_be_padded(tmp_path, tok):
         build_tiny_model(tmp_path / "e", hidden_size=30, num_heads=4)
 
 
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"family": "bert"}, r"unknown tiny model family 'bert'; choose one of llama, mistral, qwen2, gemma2, gemma3"),
+        ({"hidden_size": 0}, r"hidden_size=0 must be an integer >= 1"),
+        ({"num_layers": 1.0}, r"num_layers=1\.0 must be an integer >= 1"),
+    ],
+)
+def test_a_shape_the_builder_cannot_build_is_refused_before_anything_is_written(tmp_path, kwargs, message):
+    from lm_eval_evidential.testing.tiny import build_tiny_model
+
+    with pytest.raises(ValueError, match=message):
+        build_tiny_model(tmp_path / "m", **kwargs)
+    assert not (tmp_path / "m").exists()
+
+
+def test_adapter_settings_are_refused_with_their_declared_words(tiny_model, tmp_path):
+    from lm_eval_evidential.testing.tiny import build_lora_adapter
+
+    with pytest.raises(ValueError, match=r"r=0 must be an integer >= 1"):
+        build_lora_adapter(tiny_model, tmp_path / "a", r=0)
+    with pytest.raises(ValueError, match=r"init_std=0 must be a finite number > 0 \(a zero B makes the adapter an"):
+        build_lora_adapter(tiny_model, tmp_path / "a", init_std=0)
+
+
 def test_answer_tokens_survive_any_corpus(tmp_path):
     from transformers import AutoTokenizer
 
