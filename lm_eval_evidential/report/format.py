@@ -1,15 +1,15 @@
-"""How the report writes p-values, reasons and figure links; numbers, intervals, K and tables are written by the
-audits' one renderer (:mod:`lm_eval_evidential.audits.table`), re-exported here."""
+"""How the report writes p-values, reasons and figure links; numbers, intervals and K in its prose are written as
+the audits' one renderer writes them (:mod:`lm_eval_evidential.audits.table`, re-exported here), and every table
+by that renderer (``rows_markdown``)."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
 
-from lm_eval_evidential.audits.table import (  # noqa: F401 (the one writing of numbers and tables, re-exported)
+from lm_eval_evidential.audits.table import (  # noqa: F401 (the one writing of numbers, re-exported)
     format_ci,
     format_number,
-    markdown_table,
 )
 from lm_eval_evidential.metrics.cardinality import format_k  # noqa: F401 (the one rendering of K, re-exported)
 from lm_eval_evidential.metrics.scores import OOD_DEFAULT_SCORES

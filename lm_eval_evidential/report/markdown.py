@@ -4,10 +4,11 @@ ready to paste into a paper). A number said in two places is formatted by one fu
 
 from __future__ import annotations
 
+from lm_eval_evidential.audits.table import Column, rows_markdown
 from lm_eval_evidential.metrics.cardinality import phantom_options
 from lm_eval_evidential.report.comparison import md_compare
 from lm_eval_evidential.report.field import md_conformal, md_groups, md_temperature
-from lm_eval_evidential.report.format import APPENDIX_FILE, format_ci, format_k, format_number, markdown_table
+from lm_eval_evidential.report.format import APPENDIX_FILE, format_k, format_number
 from lm_eval_evidential.report.sections import (
     delong_text,
     md_answer_order,
@@ -23,7 +24,7 @@ from lm_eval_evidential.report.sections import (
     md_selective,
 )
 from lm_eval_evidential.report.summary import chance_counts
-from lm_eval_evidential.report.types import Report
+from lm_eval_evidential.report.types import Report, ValidComparison
 
 ILLUSTRATIVE_NOTE = (
     "These records come from the bundled tiny model (random weights, a few fine-tuning steps) on sample questions "
@@ -168,6 +169,22 @@ def _takeaway(report: Report) -> str:
     return text + "."
 
 
+def _sizes(cells, values, style) -> str:
+    """Parts ``(n_id, n_ood, n_dropped_ood)``: ``n ID / n OOD``, and how many OOD questions were dropped, if any."""
+    return f"{cells[0]} / {cells[1]}" + (f" ({cells[2]} dropped)" if values[2] else "")
+
+
+#: The summary's table of valid comparisons (rows with the report's ID task beside each).
+_VALID_COLUMNS = ValidComparison.columns(
+    ValidComparison.combined("ID → OOD", "arrow", Column("id_task", "ID task"), "ood_task"),
+    "k",
+    "policy",
+    ValidComparison.combined("n ID / OOD", _sizes, "n_id", "n_ood", "n_dropped_ood"),
+    ValidComparison.combined("AUROC [95% CI]", "estimate", "auroc", "auroc_ci"),
+    ValidComparison.combined("AUPR-In [95% CI]", "estimate", "aupr_in", "aupr_in_ci"),
+)
+
+
 def _md_summary(report: Report) -> list[str]:
     s, idt = report["summary"], report["id_task"]
     lines = ["## Summary", ""]
@@ -187,20 +204,7 @@ def _md_summary(report: Report) -> list[str]:
             f"**Valid comparisons** (ID and OOD have the same number of options K; score: {s['headline_score']}):",
             "",
         ]
-        lines += markdown_table(
-            ["ID → OOD", "K", "k_policy", "n ID / OOD", "AUROC [95% CI]", "AUPR-In [95% CI]"],
-            [
-                [
-                    f"{idt} → {v['ood_task']}",
-                    format_k(v["k"]),
-                    v["policy"],
-                    f"{v['n_id']} / {v['n_ood']}" + (f" ({v['n_dropped_ood']} dropped)" if v["n_dropped_ood"] else ""),
-                    f"{format_number(v['auroc'])} {format_ci(v['auroc_ci'])}",
-                    f"{format_number(v['aupr_in'])} {format_ci(v['aupr_in_ci'])}",
-                ]
-                for v in s["valid"]
-            ],
-        )
+        lines += rows_markdown([{"id_task": idt, **v} for v in s["valid"]], _VALID_COLUMNS)
     else:
         lines += ["**No valid comparison**: no OOD task has the ID task's K under the policies given.", ""]
     for m in s.get("mismatched", []):

@@ -27,11 +27,9 @@ from lm_eval_evidential.report.field import md_conformal, md_groups, md_temperat
 from lm_eval_evidential.report.format import (
     APPENDIX_FILE,
     figure_lines,
-    format_k,
     format_number,
     format_p,
     headline_rows,
-    markdown_table,
     undefined_lines,
 )
 from lm_eval_evidential.report.types import AuditRow, ControlRow, ForcedKRow, Report
@@ -69,23 +67,26 @@ def _figure(report: Report, name: str, caption: str) -> list[str]:
     return figure_lines(report["figures"], name, caption)
 
 
+#: The class-count table: each task's K histogram, and whether it is the ID task's one K (— on the ID task).
+_K_COUNT_COLUMNS = (
+    Column("task", "task"),
+    Column("role", "role"),
+    Column("n", "n"),
+    Column("k", "K histogram {K: n}", "k"),
+    Column("same_k", "same K as ID", "optional"),
+)
+
+
 def md_k_counts(report: Report) -> list[str]:
     idt = report["id_task"]
     id_hist = report["k_histograms"][idt]
     lines = ["## Class counts (K)", ""]
-    lines += markdown_table(
-        ["task", "role", "n", "K histogram {K: n}", "same K as ID"],
-        [
-            [
-                t,
-                "ID" if t == idt else "OOD",
-                sum(h.values()),
-                format_k(h),
-                "—" if t == idt else format_number(set(h) == set(id_hist) and len(h) == 1),
-            ]
-            for t, h in report["k_histograms"].items()
-        ],
-    )
+    rows = [
+        {"task": t, "role": "ID" if t == idt else "OOD", "n": sum(h.values()), "k": h,
+         "same_k": None if t == idt else set(h) == set(id_hist) and len(h) == 1}
+        for t, h in report["k_histograms"].items()
+    ]  # fmt: skip
+    lines += rows_markdown(rows, _K_COUNT_COLUMNS)
     return lines + ["**What a K mismatch means.** " + report["mismatch_statement"], ""]
 
 

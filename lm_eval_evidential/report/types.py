@@ -169,20 +169,21 @@ class CompareSection(TypedDict):
     refused: list[CompareRefusal]
 
 
-class ValidComparison(TypedDict):
-    """A K-matched comparison and its headline numbers."""
+@dataclass(frozen=True, eq=False)
+class ValidComparison(TableRow):
+    """A K-matched comparison and its headline numbers (the summary's ``valid``)."""
 
-    ood_task: str
-    policy: str
-    k: Any
-    n_id: int
-    n_ood: int
-    n_dropped_ood: int
-    score: str
-    auroc: float
-    auroc_ci: list[float]
-    aupr_in: float
-    aupr_in_ci: list[float]
+    ood_task: str = column("OOD task")
+    policy: str = column("k_policy")
+    k: Any = column("K", "k")
+    n_id: int = column("n ID")
+    n_ood: int = column("n OOD")
+    n_dropped_ood: int = column("dropped OOD")
+    score: str = column("score")
+    auroc: float = column("AUROC")
+    auroc_ci: list[float] = column("AUROC 95% CI", "interval")
+    aupr_in: float = column("AUPR-In")
+    aupr_in_ci: list[float] = column("AUPR-In 95% CI", "interval")
 
 
 class MismatchedComparison(TypedDict):
