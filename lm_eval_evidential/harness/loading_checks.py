@@ -421,11 +421,11 @@ def reference_head_settings(adapter_dir) -> dict | None:
         if not (isinstance(cfg, dict) and isinstance(cfg.get("model"), dict) and "train_cfg" in cfg):
             continue  # not a reference run config
         vib = cfg.get("vib")
-        if isinstance(vib, dict):
+        if isinstance(vib, dict):  # a setting the run config leaves out: the head's own default
             settings = {
                 "method": "ib_edl",
-                "num_noises": int(vib.get("num_noises", 20)),
-                "sigma_mult": float(vib.get("sigma_mult", 0.0) or 0.0),
+                "num_noises": int(vib.get("num_noises", HeadConfig.num_noises)),
+                "sigma_mult": float(vib.get("sigma_mult", HeadConfig.sigma_mult) or 0.0),
             }
         else:
             settings = {"method": "edl" if "edl_loss_cfg" in cfg else "softmax"}
