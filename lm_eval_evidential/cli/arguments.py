@@ -129,17 +129,20 @@ def param_help(text: str, param: Param) -> str:
     return f"{text}; {param.words()}"
 
 
-def add_param(parser, flag: str, param: Param, *, help: str, name: str | None = None, **kwargs) -> None:
-    """The option ``flag`` of a parameter declared once as ``param``: its choices (a choice among names, listed by
-    argparse) or its :func:`param_type` and its constraint said in the help (:func:`param_help`). ``name``: the
-    parameter's name in the refusal (default: the flag's, ``--n-boot`` -> ``n_boot``)."""
+def add_param(
+    parser, flag: str, param: Param, *, help: str, name: str | None = None, aliases: tuple = (), **kwargs
+) -> None:
+    """The option ``flag`` (and its ``aliases``) of a parameter declared once as ``param``: its choices (a choice
+    among names, listed by argparse) or its :func:`param_type` and its constraint said in the help
+    (:func:`param_help`). ``name``: the parameter's name in the refusal (default: the flag's, ``--n-boot`` ->
+    ``n_boot``)."""
     name = name or flag.lstrip("-").replace("-", "_")
     names = [c for c in param.accepts if c is not None]
     if len(names) == 1 and isinstance(names[0], Options) and all(isinstance(x, str) for x in names[0].choices):
         kwargs["choices"] = names[0].choices
     else:
         kwargs["type"], help = param_type(name, param), param_help(help, param)
-    parser.add_argument(flag, help=help, **kwargs)
+    parser.add_argument(flag, *aliases, help=help, **kwargs)
 
 
 def add_bootstrap(

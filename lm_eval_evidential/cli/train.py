@@ -27,7 +27,7 @@ def _field_type(annotation) -> type:
 
 
 def add_parser(sub) -> None:
-    from lm_eval_evidential.params import Options
+    from lm_eval_evidential.cli.arguments import add_param
     from lm_eval_evidential.training.config import TrainConfig
 
     p = sub.add_parser(
@@ -61,9 +61,19 @@ def add_parser(sub) -> None:
             )
             continue
         extra = {k: f.metadata[k] for k in ("nargs", "const") if k in f.metadata}
-        accepts = f.metadata["param"].accepts if f.metadata.get("param") else ()
-        if len(accepts) == 1 and isinstance(accepts[0], Options):  # a choice among names: argparse lists them
-            extra["choices"] = accepts[0].choices
+        if f.metadata.get("param") is not None:  # refused by argparse in the field's declared words
+            add_param(
+                p,
+                flag,
+                f.metadata["param"],
+                aliases=flags[1:],
+                dest=f.name,
+                default=default,
+                name=f.name,
+                **extra,
+                help=f.metadata["help"],
+            )
+            continue
         if f.name == "output_dir":  # the one field train() cannot do without
             extra["required"] = True
         p.add_argument(*flags, dest=f.name, type=kind, default=default, help=f.metadata["help"], **extra)

@@ -48,7 +48,9 @@ def test_train_help_marks_what_is_required_and_shows_table_7_defaults():
     text = " ".join(SUBCOMMANDS["train"].format_help().split())
     usage = " ".join(SUBCOMMANDS["train"].format_usage().split())
     assert "--output-dir OUTPUT_DIR" in usage and "[--output-dir" not in usage
-    assert "peak learning rate (default: 5e-05)" in text and "LoRA rank (default: 8)" in text
+    # each option's declared constraint (TrainConfig's Params) is said before its default
+    assert "peak learning rate; a finite number > 0 (default: 5e-05)" in text
+    assert "LoRA rank; an integer >= 1 (default: 8)" in text
     assert "arXiv:2605.06382" in text
 
 
