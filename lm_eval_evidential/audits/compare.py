@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from lm_eval_evidential.audits.ood import OODRow, k_check, ood_rows, resolve_scores
-from lm_eval_evidential.audits.table import AuditRow, column, row_with
+from lm_eval_evidential.audits.table import AuditRow, column, k_column, row_with
 from lm_eval_evidential.metrics.calibration import brier, ece, nll
 from lm_eval_evidential.records import Records
 from lm_eval_evidential.records.orders import refuses_permuted
@@ -52,7 +52,7 @@ class MethodCalibrationRow(AuditRow):
     method: str = column("method")
     kind: str = column("kind")
     task: str = column("task")
-    k: int | list[int] = column("K", "k")
+    k: int | list[int] = k_column()
     n: int = column("n")
     acc: float = column("accuracy")
     acc_ci: list[float] = column("accuracy CI", "interval")

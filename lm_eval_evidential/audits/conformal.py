@@ -42,7 +42,7 @@ from lm_eval_evidential.records.orders import refuses_permuted
 
 from ._common import collect, finish_row
 from .ood import k_summary, subset_records
-from .table import AuditRow, column, reason_field
+from .table import AuditRow, column, k_column, matched_column, reason_field
 
 __all__ = [
     "ConformalRow",
@@ -70,12 +70,12 @@ class ConformalRow(AuditRow):
     role: str = column("role")
     method: str = column("method")
     alpha: float = column("alpha")
-    k: int | dict = column("K", "k")
+    k: int | dict = k_column()
     k_cal: int | dict = column("calibration K", "k")
     n: int = column("n")
     n_cal: int = column("n calibration")
     n_dropped: int = column("dropped")
-    matched: bool = column("K matched", "matched")
+    matched: bool = matched_column()
     qhat: float = column("qhat")
     coverage: float = column("coverage")
     coverage_ci: list[float] = column("coverage CI", "interval")

@@ -66,7 +66,7 @@ from .ood_scores import (
     shared_prior_weight,
     subset_records,
 )
-from .table import AuditRow, column
+from .table import AuditRow, column, k_column, matched_column
 
 __all__ = [
     "POLICIES",
@@ -97,12 +97,12 @@ class OODRow(AuditRow):
     id_task: str = column("ID task")
     ood_task: str = column("OOD task")
     score: str = column("score")
-    k_id: int | dict[int, int] = column("K_ID", "k")
-    k_ood: int | dict[int, int] = column("K_OOD", "k")
+    k_id: int | dict[int, int] = k_column("K_ID")
+    k_ood: int | dict[int, int] = k_column("K_OOD")
     n_id: int = column("n_ID")
     n_ood: int = column("n_OOD")
     n_dropped: dict[str, int] = column("dropped ID/OOD", "dropped")
-    matched: bool = column("K matched", "matched")
+    matched: bool = matched_column()
     auroc: float = column("AUROC")
     auroc_ci: list[float] = column("95% CI (DeLong)", "interval")
     aupr_in: float = column("AUPR-In")
@@ -124,8 +124,8 @@ class KSweepRow(AuditRow):
 
     condition: str = column("condition", "condition")
     extra: int = column("x")
-    k_id: int | dict[int, int] = column("K_ID", "k")
-    k_ood: int | dict[int, int] = column("K_OOD", "k")
+    k_id: int | dict[int, int] = k_column("K_ID")
+    k_ood: int | dict[int, int] = k_column("K_OOD")
     score: str = column("score")
     auroc: float = column("AUROC")
     aupr_in: float = column("AUPR-In")

@@ -38,7 +38,7 @@ from lm_eval_evidential.records.orders import refuses_permuted
 
 from ._common import collect, finish_row, record_scores
 from .ood import k_check, k_summary, resolve_scores
-from .table import AuditRow, column, reason_field
+from .table import AuditRow, column, k_column, matched_column, reason_field
 
 __all__ = ["GroupRow", "FPR95", "FPR95_DIRECTIONS", "GROUP_ROW_KEYS", "METRIC_KEYS", "group_rows"]
 
@@ -63,12 +63,12 @@ class GroupRow(AuditRow):
     group: str = column("group")
     set: str = column("set")
     score: str = column("score")
-    k_id: int | dict | None = column("K_ID", "k")
-    k_ood: int | dict | None = column("K_OOD", "k")
+    k_id: int | dict | None = k_column("K_ID")
+    k_ood: int | dict | None = k_column("K_OOD")
     n_id: int = column("n ID")
     n_ood: int = column("n OOD")
     n_sets: int = column("sets")
-    matched: bool = column("K matched", "matched")
+    matched: bool = matched_column()
     id_acc: float = column("ID acc")
     fpr95: float = column("FPR@95")
     auroc: float = column("AUROC")

@@ -39,7 +39,7 @@ from lm_eval_evidential.audits.ood import (
     ood_rows,
     subset_records,
 )
-from lm_eval_evidential.audits.table import AuditRow, column, reason_field, row_with
+from lm_eval_evidential.audits.table import AuditRow, column, k_column, reason_field, row_with
 from lm_eval_evidential.records import Records
 from lm_eval_evidential.records.orders import refuses_permuted
 
@@ -112,6 +112,11 @@ Table1Row = row_with(
 )
 
 
+def _drop():
+    """A number's move from its dataset's first row to its second (the paper's "drop"); the first row has none."""
+    return column("Δ", "delta", omit_none=True)
+
+
 @dataclass(frozen=True, eq=False, kw_only=True)
 class ImplementationRow(AuditRow):
     """One row of Tables 3-6 (Implementation A or B): one OOD dataset at the mismatched K ("mismatch") or the
@@ -124,18 +129,18 @@ class ImplementationRow(AuditRow):
     um_auroc: float = column("UM AUROC")
     um_aupr: float = column("UM AUPR")
     n_ood: int = column("n OOD")
-    k_ood: int | dict | None = column("K_OOD", "k")
+    k_ood: int | dict | None = k_column("K_OOD")
     reason: str | None = reason_field()
     row: str = column("row")
     dataset: str = column("Dataset")
     task: str = column("task")
     k_label: str = column("K")
     published: dict[str, float] | None = column("paper")
-    delta_aupr_base: float | None = column("Δ", "delta", omit_none=True)
-    delta_mp_auroc: float | None = column("Δ", "delta", omit_none=True)
-    delta_mp_aupr: float | None = column("Δ", "delta", omit_none=True)
-    delta_um_auroc: float | None = column("Δ", "delta", omit_none=True)
-    delta_um_aupr: float | None = column("Δ", "delta", omit_none=True)
+    delta_aupr_base: float | None = _drop()
+    delta_mp_auroc: float | None = _drop()
+    delta_mp_aupr: float | None = _drop()
+    delta_um_auroc: float | None = _drop()
+    delta_um_aupr: float | None = _drop()
 
 
 def _scores(records: Records) -> tuple[str, ...]:

@@ -37,7 +37,7 @@ from lm_eval_evidential.params import Interval, Param, Real, validate_params
 from lm_eval_evidential.records import Records, check_same_producer
 
 from ._common import collect, finish_row, record_scores
-from .table import AuditRow, column, reason_field
+from .table import AuditRow, column, k_column, matched_column, reason_field
 
 __all__ = [
     "PERMUTATION_KEYS",
@@ -100,9 +100,9 @@ class PermutationOODRow(AuditRow):
     ood_task: str = column("OOD task")
     score: str = column("score")
     permutations: str | None = column("permutations")
-    k_id: int | dict = column("K_ID", "k")
-    k_ood: int | dict = column("K_OOD", "k")
-    matched: bool = column("K matched", "matched")
+    k_id: int | dict = k_column("K_ID")
+    k_ood: int | dict = k_column("K_OOD")
+    matched: bool = matched_column()
     n_id_questions: int = column("n ID questions")
     n_ood_questions: int = column("n OOD questions")
     n_orders: int = column("orders")

@@ -92,23 +92,44 @@ def combined(key: str, header: str, join: str | Callable, *parts: Column) -> Col
     return Column(key, header, join, parts=tuple(parts))
 
 
+def k_column(header: str = "K") -> Any:
+    """A row's class count K (an int, or ``{K: n}`` where its questions have several), as every audit writes it."""
+    return column(header, "k")
+
+
+def matched_column() -> Any:
+    """Whether a row compares records of one K (the K check's verdict), as every audit writes it."""
+    return column("K matched", "matched")
+
+
 def reason_field() -> Any:
     """A row's ``reason``: why a number of it is NaN; the key is absent (not None) when every number is defined,
     as :func:`~lm_eval_evidential.audits._common.finish_row` leaves it."""
     return column("reason", omit_none=True)
 
 
-def row_with(name: str, base: type, module: str, *, before=(), after=()) -> type:
-    """A row type that is ``base``'s fields, their columns as declared there, with the fields ``before`` first
-    and ``after`` last (each ``(name, type, column(...))``): a row that labels or annotates ``base``'s row."""
-    inherited = [
-        (f.name, f.type, dataclasses.field(default=f.default, metadata=f.metadata)) for f in dataclasses.fields(base)
+def declared(base: type, *names: str) -> list[tuple]:
+    """The fields ``names`` of the row type ``base`` (default: all), their columns as declared there, as
+    :func:`row_type` takes them: a row that restates another's numbers declares none of their columns again."""
+    fields = {f.name: f for f in dataclasses.fields(base)}
+    return [
+        (f.name, f.type, dataclasses.field(default=f.default, metadata=f.metadata))
+        for f in (fields[n] for n in names or fields)
     ]
-    cls = dataclasses.make_dataclass(
-        name, [*before, *inherited, *after], bases=(AuditRow,), frozen=True, eq=False, kw_only=True
-    )
+
+
+def row_type(name: str, module: str, fields: Sequence[tuple]) -> type:
+    """A frozen row type of ``fields`` (each ``(name, type, column(...))``, or from :func:`declared`), keyword-only
+    so that its field order is free; defined in ``module``."""
+    cls = dataclasses.make_dataclass(name, list(fields), bases=(AuditRow,), frozen=True, eq=False, kw_only=True)
     cls.__module__ = module  # pickle finds the class there (make_dataclass's module= is Python 3.12+)
     return cls
+
+
+def row_with(name: str, base: type, module: str, *, before=(), after=()) -> type:
+    """A row type that is ``base``'s fields, their columns as declared there, with the fields ``before`` first
+    and ``after`` last: a row that labels or annotates ``base``'s row."""
+    return row_type(name, module, [*before, *declared(base), *after])
 
 
 class AuditRow(dict):

@@ -41,7 +41,7 @@ from lm_eval_evidential.records.orders import refuses_permuted
 from ._common import collect, finish_row
 from .conformal import check_calibration_k
 from .ood import k_summary, subset_records
-from .table import AuditRow, column, reason_field
+from .table import AuditRow, column, k_column, matched_column, reason_field
 
 __all__ = ["TemperatureRow", "TEMPERATURE_KEYS", "K_MISMATCH_REASON", "Fit", "fit", "temperature_rows"]
 
@@ -61,9 +61,9 @@ class TemperatureRow(AuditRow):
     role: str = column("role")
     probs: str = column("probs")
     temperature: float | None = column("T", "temperature")
-    k: int | dict = column("K", "k")
+    k: int | dict = k_column()
     n: int = column("n")
-    matched: bool = column("K matched", "matched")
+    matched: bool = matched_column()
     acc: float = column("acc")
     ece: float = column("ECE")
     nll: float = column("NLL")

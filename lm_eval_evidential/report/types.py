@@ -13,8 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NotRequired, TypedDict
 
+from lm_eval_evidential.audits.ood import OODRow
 from lm_eval_evidential.audits.table import AuditRow as TableRow
-from lm_eval_evidential.audits.table import column
+from lm_eval_evidential.audits.table import column, declared, k_column, matched_column, row_type
 
 #: A row of an audit (:func:`~lm_eval_evidential.audits.ood.ood_rows`, ``ksweep_rows``, the
 #: :mod:`~lm_eval_evidential.audits.quality` rows), as the audit returns it.
@@ -57,7 +58,7 @@ class ControlRow(TableRow):
     n_kept: int | None = column("kept")
     n_excluded: int | None = column("excluded")
     excluded: dict[str, int] = column("excluded, why")
-    matched: bool | None = column("K matched", "matched")
+    matched: bool | None = matched_column()
     error: str | None = column("error")
     auroc: dict[str, AUROCWithCI] = column("AUROC (DeLong CI)")
 
@@ -169,21 +170,20 @@ class CompareSection(TypedDict):
     refused: list[CompareRefusal]
 
 
-@dataclass(frozen=True, eq=False)
-class ValidComparison(TableRow):
-    """A K-matched comparison and its headline numbers (the summary's ``valid``)."""
-
-    ood_task: str = column("OOD task")
-    policy: str = column("k_policy")
-    k: Any = column("K", "k")
-    n_id: int = column("n ID")
-    n_ood: int = column("n OOD")
-    n_dropped_ood: int = column("dropped OOD")
-    score: str = column("score")
-    auroc: float = column("AUROC")
-    auroc_ci: list[float] = column("AUROC 95% CI", "interval")
-    aupr_in: float = column("AUPR-In")
-    aupr_in_ci: list[float] = column("AUPR-In 95% CI", "interval")
+#: A K-matched comparison and its headline numbers (the summary's ``valid``): the numbers of the
+#: :class:`~lm_eval_evidential.audits.ood.OODRow` it quotes, their columns as declared there.
+ValidComparison = row_type(
+    "ValidComparison",
+    __name__,
+    [
+        *declared(OODRow, "ood_task"),
+        ("policy", str, column("k_policy")),
+        ("k", Any, k_column()),
+        *declared(OODRow, "n_id", "n_ood"),
+        ("n_dropped_ood", int, column("dropped OOD")),
+        *declared(OODRow, "score", "auroc", "auroc_ci", "aupr_in", "aupr_in_ci"),
+    ],
+)
 
 
 class MismatchedComparison(TypedDict):
