@@ -11,7 +11,7 @@ import pickle
 import pytest
 
 from lm_eval_evidential.audits.ood import OOD_ROW_KEYS, OODRow
-from lm_eval_evidential.audits.table import FORMATS, Column, rows_markdown, rows_text
+from lm_eval_evidential.audits.table import FORMATS, Column, column, rows_markdown, rows_text
 from lm_eval_evidential.files import write_json
 
 NAN = float("nan")
@@ -203,7 +203,23 @@ def test_every_row_type_declares_each_of_its_columns_once_in_its_fields():
             assert f.metadata.get("header") and f.metadata.get("format") in FORMATS, (cls.__name__, f.name)
     assert {"OODRow", "SelectiveRow", "ConformalRow", "TemperatureRow", "GroupRow", "MethodOODRow"} <= found
     assert {"ScoreSpreadRow", "PermutationOODRow", "DeLongTest", "ControlRow", "MethodCalibrationRow"} <= found
-    assert {"ForcedKRow", "Table1Row", "ImplementationRow"} <= found
+    assert {"ForcedKRow", "Table1Row", "ImplementationRow", "ValidComparison"} <= found
+
+
+def test_a_row_that_quotes_another_rows_numbers_takes_their_declarations():
+    from lm_eval_evidential.audits.ood import KSweepRow
+    from lm_eval_evidential.audits.paper_tables import Table1Row
+    from lm_eval_evidential.audits.table import declared, row_type
+    from lm_eval_evidential.report.types import ValidComparison
+
+    quoted = ("ood_task", "n_id", "n_ood", "score", "auroc", "auroc_ci", "aupr_in", "aupr_in_ci")
+    assert ValidComparison.columns(*quoted) == OODRow.columns(*quoted)
+    assert Table1Row.columns(*KSweepRow.field_names()) == KSweepRow.columns()
+    assert Table1Row.field_names() == (*KSweepRow.field_names(), "published")
+    Pair = row_type("Pair", __name__, [*declared(OODRow, "score", "auroc"), ("note", str, column("note"))])
+    assert Pair.field_names() == ("score", "auroc", "note") and Pair.columns("auroc") == OODRow.columns("auroc")
+    with pytest.raises(TypeError):  # keyword-only: a field order of another row never shifts positional meaning
+        Pair("max_prob", 0.5, "x")
 
 
 def test_a_combined_cell_writes_each_part_by_its_own_format_and_joins_them():
