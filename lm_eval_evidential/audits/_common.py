@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import math
 import warnings
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
@@ -84,12 +85,61 @@ def score_inputs(records: Records, keep=None) -> dict:
 
 def record_scores(records: Records, names: Sequence[str], keep=None) -> dict[str, np.ndarray]:
     """``{score: values}`` for the examples of ``records`` selected by ``keep`` (default all):
-    the one way every audit and figure computes a record's scores."""
+    the one way every audit and figure computes a record's scores.
+
+    A score of all the examples is computed once per :class:`Records` object and kept, read-only, while the
+    object lives: ``report`` reads each score in several sections (about eight times over, 2M records each)."""
+    if keep is not None and np.all(keep):
+        keep = None
+    if keep is not None:
+        return _computed_scores(records, names, keep)
+    kept = _kept(records)["scores"]
+    missing = [name for name in names if name not in kept]
+    if missing:
+        for name, values in _computed_scores(records, missing, None).items():
+            values.setflags(write=False)
+            kept[name] = values
+    return {name: kept[name] for name in names}
+
+
+def _computed_scores(records: Records, names: Sequence[str], keep) -> dict[str, np.ndarray]:
     inputs = score_inputs(records, keep)
     logits = answer_logits(records, names)
     if logits is not None:
-        inputs["logits"] = logits if keep is None or np.all(keep) else logits[keep]
+        inputs["logits"] = logits if keep is None else logits[keep]
     return {name: compute_score(name, **inputs) for name in names}
+
+
+def keep_dense_ranks(records: Records, name: str, ranking) -> None:
+    """Keep the dense ranks of ``records``' score ``name`` from ``ranking``, the
+    :class:`~lm_eval_evidential.metrics.rejection.Ranking` of :func:`record_scores`' values, for one later
+    :func:`taken_dense_ranks` (the order audit's ranks without sorting the score again). A score with NaN is not
+    kept: a Ranking puts each NaN in a group of its own, ``np.unique`` all of them in one."""
+    values = _kept(records)["scores"].get(name)
+    if values is not None and ranking.order.size == values.size and not np.isnan(values).any():
+        _kept(records)["dense_ranks"][name] = ranking.dense_ranks()
+
+
+def taken_dense_ranks(records: Records) -> dict[str, np.ndarray]:
+    """The dense ranks kept by :func:`keep_dense_ranks`, handed over once (no longer kept: they are 8 bytes
+    a record per score)."""
+    kept = _kept(records)
+    taken, kept["dense_ranks"] = kept["dense_ranks"], {}
+    return taken
+
+
+#: ``id(records) -> {"scores": {score: values}, "dense_ranks": {score: ranks}}`` of the live Records objects
+#: (Records is a frozen dataclass of arrays, so neither hashable nor to be written on); each entry leaves with
+#: its object.
+_KEPT: dict[int, dict[str, dict[str, np.ndarray]]] = {}
+
+
+def _kept(records: Records) -> dict[str, dict[str, np.ndarray]]:
+    key = id(records)
+    if key not in _KEPT:
+        _KEPT[key] = {"scores": {}, "dense_ranks": {}}
+        weakref.finalize(records, _KEPT.pop, key, None)
+    return _KEPT[key]
 
 
 def answer_logits(records: Records, names: Sequence[str]):

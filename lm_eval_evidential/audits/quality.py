@@ -32,9 +32,10 @@ import numpy as np
 
 from lm_eval_evidential.records.orders import refuses_permuted
 
-from ..metrics.accuracy_estimation import atc_by_score, doc_estimate
+from ..metrics.accuracy_estimation import atc, atc_by_score, doc_estimate
 from ..metrics.calibration import adaptive_ece, brier, ece, nll
-from ..metrics.score_orders import score_order_audit
+from ..metrics.rejection import Ranking
+from ..metrics.score_orders import order_audit
 from ..metrics.scores import available_scores, computable_scores
 from ..metrics.selective import selective_report
 from ._common import (
@@ -43,9 +44,11 @@ from ._common import (
     check_scores,
     collect,
     finish_row,
+    keep_dense_ranks,
     no_alpha_reason,
     record_scores,
     score_inputs,
+    taken_dense_ranks,
     without_k1_undefined,
 )
 from .table import AuditRow, column, per_parameter, reason_field
@@ -245,8 +248,14 @@ def selective_rows(
                 continue
             s = record_scores(r, [name])[name]
             reasons: list[str] = []
-            # One sort of the score for every metric (the metrics one by one sorted it 8 times).
-            row.update(collect(reasons, selective_report, s, r.correct, prr_caps=PRR_CAPS, coverage=coverage))
+            # One sort of the score for every metric (the metrics one by one sorted it 8 times), and for the
+            # order audit's dense ranks of this task (order_rows).
+            ranking = Ranking(s) if s.dtype == np.float64 and s.ndim == 1 else None
+            row.update(
+                collect(reasons, selective_report, s, r.correct, prr_caps=PRR_CAPS, coverage=coverage, ranking=ranking)
+            )
+            if ranking is not None:
+                keep_dense_ranks(r, name, ranking)
             rows.append(finish_row(row, reasons))
     return [SelectiveRow.of(row) for row in rows]
 
@@ -326,6 +335,10 @@ def _atc_doc_estimates(id_records, target, usable: Sequence[str], lacking: list[
     """:func:`atc_rows`'s ``{(score, method): estimate}`` of one target: ATC for every usable score, DoC for the
     probability scores; what could not be computed is added to ``reasons``."""
     both_alpha = not lacking
+    if both_alpha:  # atc_by_score on the kept scores (record_scores: the same inputs), not computed again
+        s_id, s_t = record_scores(id_records, usable), record_scores(target, usable)
+        estimates = {(name, "atc"): collect(reasons, atc, s_id[name], id_records.correct, s_t[name]) for name in usable}
+        return _with_doc_estimates(estimates, id_records, target, usable, reasons)
     id_in, t_in = (
         score_inputs(r) if both_alpha else {**score_inputs(r), "probs": r.probs, "alpha": None, "member_logits": None}
         for r in (id_records, target)
@@ -350,6 +363,10 @@ def _atc_doc_estimates(id_records, target, usable: Sequence[str], lacking: list[
             target_logits=answer_logits(target, usable),
         ).items()
     }
+    return _with_doc_estimates(estimates, id_records, target, usable, reasons)
+
+
+def _with_doc_estimates(estimates: dict, id_records, target, usable: Sequence[str], reasons: list[str]) -> dict:
     for name in (n for n in usable if n in PROBABILITY_SCORES):
         s_id, s_t = (record_scores(r, [name])[name] for r in (id_records, target))
         estimates[name, "doc"] = collect(reasons, doc_estimate, s_id, id_records.correct, s_t)
@@ -368,7 +385,7 @@ def order_rows(records_by_task, scores: Sequence[str] | None = None) -> list[Ord
     not discordant). ``order_equivalent``: True iff no pair is discordant *and* no pair is tied
     under exactly one of them, i.e. the scores are order-isomorphic on this task (Maaz et al. 2023,
     Definition 1), so AUROC, AUPR, PRR, AURC and ATC are identical for both. The numbers are
-    :func:`lm_eval_evidential.metrics.score_orders.score_order_audit`'s. ``scores`` defaults to
+    :func:`lm_eval_evidential.metrics.score_orders.order_audit`'s. ``scores`` defaults to
     every score the task's records can give (alpha scores requested of softmax records are
     skipped, with NaN rows and a reason). The tasks must come from one producer (unless
     checked together before).
@@ -384,8 +401,8 @@ def order_rows(records_by_task, scores: Sequence[str] | None = None) -> list[Ord
         if len(r) < 2:
             reasons.append(f"task {task!r} has {len(r)} example(s); comparing orders needs at least one pair")
         elif len(usable) >= 2:
-            inputs = score_inputs(r)
-            audit = collect(reasons, score_order_audit, inputs.pop("probs"), inputs.pop("k"), names=usable, **inputs)
+            # order_audit on the kept scores (record_scores) is score_order_audit without computing them again.
+            audit = collect(reasons, order_audit, record_scores(r, usable), ranks=taken_dense_ranks(r))
             audited = {(a["score_a"], a["score_b"]): a for a in audit}
         for i, a in enumerate(wanted):
             for b in wanted[i + 1 :]:

@@ -46,6 +46,14 @@ class Ranking:
         self.group = np.cumsum(self.new_group) - 1
         self.sizes = np.bincount(self.group)
 
+    def dense_ranks(self) -> np.ndarray:
+        """Each example's dense rank in ascending score order, 0 for the lowest: ``np.unique(score,
+        return_inverse=True)[1]`` of a score without NaN, read off this sort instead of sorting again (NaNs would
+        each be a group of their own here, one group there)."""
+        ranks = np.empty(self.order.size, dtype=np.int64)
+        ranks[self.order] = self.group[-1] - self.group
+        return ranks
+
     def means(self, quality: np.ndarray) -> np.ndarray:
         """``quality`` ordered from most to least confident, tie groups replaced by their group mean."""
         means = np.bincount(self.group, weights=quality[self.order]) / self.sizes

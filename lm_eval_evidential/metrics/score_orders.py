@@ -193,7 +193,7 @@ def discordant_fraction(score_a, score_b) -> float:
     return _pair_counts(ra, rb, _tied_ranks(ra), _tied_ranks(rb))[0] / (n * (n - 1) // 2)
 
 
-def order_audit(scores: dict) -> list[dict]:
+def order_audit(scores: dict, *, ranks: dict | None = None) -> list[dict]:
     r"""Pairwise order comparison of named scores on the same examples.
 
     For each unordered pair of names, the share of example pairs ordered oppositely
@@ -212,6 +212,9 @@ def order_audit(scores: dict) -> list[dict]:
     ----------
     scores : dict of str to array-like of shape (n_samples,)
         Named scores of the same examples.
+    ranks : dict of str to ndarray of int, optional
+        The dense ranks of some of the scores (``np.unique(score, return_inverse=True)[1]``), where the caller
+        has them from an earlier sort of the same values; the others are ranked here.
 
     Returns
     -------
@@ -234,7 +237,8 @@ def order_audit(scores: dict) -> list[dict]:
     arrays = {str(name): as_1d_float(s, f"scores[{name!r}]") for name, s in scores.items()}
     n = check_same_length(**arrays) if arrays else 0
     total = n * (n - 1) // 2
-    ranks = {name: _dense_ranks(s) for name, s in arrays.items()}
+    given = ranks or {}
+    ranks = {name: given[name] if name in given else _dense_ranks(s) for name, s in arrays.items()}
     # Scores with identical dense ranks are order-isomorphic (no discordant pair, the same ties), exactly:
     # each class of them is compared with every other class once (Kendall runs are the cost at large n).
     same_as: dict[str, str] = {}

@@ -366,7 +366,7 @@ def _spearman(s: np.ndarray, y: np.ndarray, ranking: Ranking | None = None) -> f
     return float(np.corrcoef(np.vstack((rank_s, rank_y)))[1, 0])
 
 
-def selective_report(score, correct, *, prr_caps=(0.5, 0.75), coverage: float = 0.8) -> dict:
+def selective_report(score, correct, *, prr_caps=(0.5, 0.75), coverage: float = 0.8, ranking=None) -> dict:
     r"""Every selective-prediction metric of one score from a single sort, as a flat dict.
 
     The values equal those of :func:`prr` (at each cap), :func:`prr_normalized`, :func:`aurc`,
@@ -392,6 +392,10 @@ def selective_report(score, correct, *, prr_caps=(0.5, 0.75), coverage: float = 
         The rejection caps of the ``prr_<cap>`` entries.
     coverage : float in (0, 1], default=0.8
         The coverage of the ``risk_at_<coverage>`` entry.
+    ranking : Ranking, optional
+        :class:`~lm_eval_evidential.metrics.rejection.Ranking` of this very score (as float64), when the caller
+        made it to share the sort with others (:meth:`~lm_eval_evidential.metrics.rejection.Ranking.dense_ranks`);
+        made here otherwise.
 
     Returns
     -------
@@ -424,7 +428,7 @@ def selective_report(score, correct, *, prr_caps=(0.5, 0.75), coverage: float = 
             risk_key: risk_at_coverage(s, y, cov),
             "spearman": spearman(s, y),
         }
-    ranking = Ranking(s)
+    ranking = Ranking(s) if ranking is None else ranking
     row = {f"prr_{c}": prr_unchecked(s, y, cap, ranking) for c, cap in zip(prr_caps, caps)}
     q = minmax_normalize(y)  # prr_normalized's quality: y itself, or 0.5 everywhere when y is constant
     row["prr_normalized"] = prr_normalized_unchecked(s, q, n, area_of(descending_two_valued(q), n), ranking)
