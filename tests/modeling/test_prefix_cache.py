@@ -315,7 +315,7 @@ def test_an_inner_prefix_must_lie_within_its_row(family_models):
         SharedPrefix(model, 0).logits([[1, 2, 3, 4], [1, 2, 5]], 2, (2, 3))
 
 
-def test_prefix_and_inner_prefix_runs_project_no_position_through_the_output_layer(family_models):
+def test_prefix_and_inner_prefix_runs_project_no_position_through_the_output_layer(family_models, monkeypatch):
     # their keys and values are what is kept; the output layer (a 128k-row head costs as much for one row as for a
     # batch) sees only the suffix rows' last positions
     from transformers import AutoModelForCausalLM
@@ -335,6 +335,14 @@ def test_prefix_and_inner_prefix_runs_project_no_position_through_the_output_lay
     torch.testing.assert_close(cached, want, rtol=0, atol=TOL)
     # three calls (the prefix, the batch's inner prefix, its suffixes), then the uncached batch
     assert projected == [0, 0, 3, 3]
+    # the same logits, bit for bit, as when those runs projected their last position (the keys and values are
+    # all that is kept of them)
+    from lm_eval_evidential.modeling import prefix_cache
+
+    monkeypatch.setattr(prefix_cache, "_no_positions", lambda device: 1)
+    with torch.inference_mode():
+        projecting = SharedPrefix(model, 0).logits(rows, len(prefix), inner)
+    assert projected[4:] == [1, 1, 3] and torch.equal(projecting, cached)
 
 
 @pytest.mark.parametrize("batch_size", [0, 2.0, True])
