@@ -30,13 +30,13 @@ GOAL = 1.1
 def _requests(n: int):
     from lm_eval.api.instance import Instance
 
-    from lm_eval_evidential.testing.tiny import ANSWER_LETTERS, _render, _sample_records
+    from lm_eval_evidential.testing.tiny import ANSWER_LETTERS, render_prompt, sample_questions
 
-    rows = list(_sample_records())
+    rows = list(sample_questions())
     out = []
     for q in range(n):
         question, options, _ = rows[q % len(rows)]
-        prompt = _render(f"{question} ({q})", options)  # distinct prompts: every question forwarded
+        prompt = render_prompt(f"{question} ({q})", options)  # distinct prompts: every question forwarded
         for j in range(len(options)):
             out.append(Instance("loglikelihood", {}, (prompt, " " + ANSWER_LETTERS[j]), j, metadata=("bench", q, 1)))
     return out

@@ -82,10 +82,10 @@ GOAL_OWN_MS = 0.2
 
 # ---------------------------------------------------------------------------- setup (parent)
 def _word_pool() -> list[str]:
-    from lm_eval_evidential.testing.tiny import _sample_records
+    from lm_eval_evidential.testing.tiny import sample_questions
 
     words = set()
-    for question, options, _ in _sample_records():
+    for question, options, _ in sample_questions():
         for text in [question, *options]:
             words.update(w.strip("?,.!;:\"'()").lower() for w in text.split())
     return sorted(w for w in words if w.isalpha())

@@ -316,10 +316,10 @@ def measure(model_dir: Path, method: str, args, device, work: Path) -> dict:
     bare = BareStep(model_dir, config, device, bare_timer, pad)
     run = Interleaved(bare, bare_timer, sync, PeakMemory(device), steps, rounds, warmup)
     patches = {
-        "_make_trainer_class": instrumented_trainer(run, train_module._make_trainer_class),
+        "trainer_classes": instrumented_trainer(run, train_module.trainer_classes),
         "LeftPadCollator": recording_collator(run, train_module.LeftPadCollator),
         "encode_examples": run.once.wrap("tokenisation", train_module.encode_examples),
-        "_save_final": run.once.wrap("final save", train_module._save_final),
+        "save_final_adapter": run.once.wrap("final save", train_module.save_final_adapter),
     }
     saved = {name: getattr(train_module, name) for name in patches}
     for name, value in patches.items():

@@ -60,14 +60,14 @@ def sample_data_dir() -> Path:
     return path
 
 
-def _render(question: str, options: list[str]) -> str:
+def render_prompt(question: str, options: list[str]) -> str:
     lines = [_INSTRUCTION, "", f"Question: {question}", "Choices:"]
     lines += [f"{ANSWER_LETTERS[i]}) {text}" for i, text in enumerate(options)]
     lines.append("Answer:")
     return "\n".join(lines)
 
 
-def _sample_records() -> Iterator[tuple[str, list[str], int]]:
+def sample_questions() -> Iterator[tuple[str, list[str], int]]:
     """(question, options, index of the right option) for every bundled sample record."""
     for path in sorted(sample_data_dir().rglob("*.jsonl")):
         with open(path, encoding="utf-8") as fh:
@@ -85,8 +85,8 @@ def _sample_records() -> Iterator[tuple[str, list[str], int]]:
 
 
 def _default_corpus() -> Iterator[str]:
-    for question, options, answer in _sample_records():
-        yield _render(question, options) + " " + ANSWER_LETTERS[answer]
+    for question, options, answer in sample_questions():
+        yield render_prompt(question, options) + " " + ANSWER_LETTERS[answer]
 
 
 def _train_tokenizer(corpus: Iterable[str]):
@@ -301,7 +301,7 @@ def _tokenizer(tokenizer_from, corpus):
     hf_tok = _wrap_tokenizer(_train_tokenizer(texts))
     # Strip the answers back off to get bare prompts for the boundary check.
     prompts = [t.rsplit(" ", 1)[0] for t in texts if t.rsplit(" ", 1)[0].endswith("Answer:")][:64]
-    prompts = prompts or [_render("Which is heavier?", ["a feather", "a brick"])]
+    prompts = prompts or [render_prompt("Which is heavier?", ["a feather", "a brick"])]
     _check_tokenizer(hf_tok, prompts)
     return hf_tok
 

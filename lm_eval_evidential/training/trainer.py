@@ -48,7 +48,7 @@ from lm_eval_evidential.training.lora_targets import lora_config, resolve_target
 from lm_eval_evidential.training.schedule import describe_kl_schedule, describe_run, steps_per_epoch
 
 
-def _make_trainer_class():
+def trainer_classes():
     """(the Trainer subclass, its metadata callback, its schedule clock): transformers is imported when a run
     starts, not when this module is."""
     from lm_eval_evidential.training import evidential_trainer
@@ -103,7 +103,7 @@ def _metadata(
     }
 
 
-def _save_final(trainer, output_dir: Path, metadata: dict) -> None:
+def save_final_adapter(trainer, output_dir: Path, metadata: dict) -> None:
     # The adapter is saved beside the final folder and moved in file by file; the metadata
     # goes last, so a folder with evidential_config.json has a complete adapter.
     tmp = output_dir / ".final.tmp"  # one name on every rank: sharded saves write it together
@@ -184,14 +184,14 @@ def _with_lora(model, config: TrainConfig, targets: tuple[str, ...]):
 
 def _finish(trainer, on_signal, output_dir: Path, metadata: dict) -> None:
     """After ``trainer.train``: stop with :class:`TrainingInterrupted` where a signal cut the run short, else save
-    the final adapter (:func:`_save_final`), rescuing the checkpoint where the output folder refuses it."""
+    the final adapter (:func:`save_final_adapter`), rescuing the checkpoint where the output folder refuses it."""
     from lm_eval_evidential.training.evidential_trainer import rescue_checkpoint
 
     step = trainer.state.global_step
     if on_signal.received is not None and step < trainer.state.max_steps:
         raise TrainingInterrupted(on_signal.received, output_dir / f"checkpoint-{step}", step)
     try:
-        _save_final(trainer, output_dir, metadata)
+        save_final_adapter(trainer, output_dir, metadata)
     except OSError as exc:  # the folder refused the adapter (made read-only, a full disk): keep the run's work
         from lm_eval_evidential.files import write_error
 
@@ -252,7 +252,7 @@ def train(pretrained, task, config: TrainConfig) -> Path:
     for note in notes:
         say_on_main(args, note)
     say_on_main(args, f"LoRA on {', '.join(targets)}; {describe_kl_schedule(config, epoch_steps)}")
-    trainer_cls, callback_cls, clock_cls = _make_trainer_class()
+    trainer_cls, callback_cls, clock_cls = trainer_classes()
     on_signal = make_save_on_signal()()
     trainer = trainer_cls(
         model=model,

@@ -378,18 +378,27 @@ def test_the_module_check_reports_a_long_module(tmp_path):
     assert long_modules(tmp_path) == ["lm_eval_evidential/sub/long.py: 501 lines, over 500; split it"]
 
 
+#: Folders outside the package that use it as any caller does: through its public names only.
+CONSUMERS = ("benchmarks", "tools")
+
+
 def private_imports(root: Path = PACKAGE.parent) -> list[str]:
     """``"path imports module._name"`` for each private name a module of the package takes from another module of
     the package: imported (``from .b import _name``) or reached through an imported module or class (``b._name``,
     ``Records._name``). Modules meet only through public names (issue 31): a private name used by a sibling is a
-    boundary nobody declared; give it a public name in the module that owns it, or move it where it is used."""
+    boundary nobody declared; give it a public name in the module that owns it, or move it where it is used. The
+    scripts of :data:`CONSUMERS` are held to the same rule for the package's names."""
+    files = [(file, True) for file in (root / NAME).rglob("*.py")]
+    files += [(file, False) for folder in CONSUMERS for file in (root / folder).rglob("*.py")]
     found = []
-    for file in sorted((root / NAME).rglob("*.py")):
+    for file, inside in sorted(files):
         where = file.relative_to(root).as_posix()
         tree = ast.parse(file.read_text(encoding="utf-8"))
         bound = {}  # names this module binds to something of the package: name -> what it imported
         for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith(NAME)):
+            if isinstance(node, ast.ImportFrom) and (
+                inside if node.level else (node.module or "").startswith(NAME)  # a script's own modules: not ours
+            ):
                 source = "." * node.level + (node.module or "")
                 for alias in node.names:
                     name = source + ("" if source.endswith(".") else ".") + alias.name
@@ -422,12 +431,19 @@ def test_the_private_import_check_reports_a_planted_one(tmp_path):
     (tmp_path / NAME / "report" / "a.py").write_text(
         f"from {NAME}.report.b import _hidden, shown\nfrom .c import __all__\n"
     )
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "benchmarks" / "bench_x.py").write_text(
+        f"from {NAME}.testing.tiny import _render\nfrom .measure import _timer\nimport {NAME}.training.trainer as t\n"
+        "t._save_final\n"
+    )
     (tmp_path / NAME / "metrics").mkdir(parents=True)
     (tmp_path / NAME / "metrics" / "d.py").write_text(
         f"from {NAME}.records.container import Records\nfrom . import ranking\n"
         "def f(t):\n    return Records._from_table(t), ranking._blocks, ranking.auroc, Records.__name__\n"
     )
     assert private_imports(tmp_path) == [
+        f"benchmarks/bench_x.py imports {NAME}.testing.tiny._render",
+        f"benchmarks/bench_x.py imports {NAME}.training.trainer._save_final",
         f"{NAME}/metrics/d.py imports .ranking._blocks",
         f"{NAME}/metrics/d.py imports {NAME}.records.container.Records._from_table",
         f"{NAME}/report/a.py imports {NAME}.report.b._hidden",

@@ -17,7 +17,7 @@ LETTERS = "ABCDE"
 
 
 def _prompt(question, options):
-    # Written out independently of tiny._render: the paper's Table 7 template.
+    # Written out independently of tiny.render_prompt: the paper's Table 7 template.
     body = "".join(f"{LETTERS[i]}) {o}\n" for i, o in enumerate(options))
     return (
         "Return the label of the correct answer for the question below.\n\n"

@@ -27,7 +27,7 @@ def obqa(tasks):
 def _instrument(monkeypatch, callback_factory):
     """Adds ``callback_factory(trainer)`` to the Trainer ``train`` builds; records every collated batch."""
     batches = []
-    make = train_mod._make_trainer_class
+    make = train_mod.trainer_classes
 
     def instrumented():
         base, *callbacks = make()
@@ -44,7 +44,7 @@ def _instrument(monkeypatch, callback_factory):
             batches.append(list(rows))
             return super().__call__(rows)
 
-    monkeypatch.setattr(train_mod, "_make_trainer_class", instrumented)
+    monkeypatch.setattr(train_mod, "trainer_classes", instrumented)
     monkeypatch.setattr(train_mod, "LeftPadCollator", Recording)
     return batches
 
