@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import sys
 from pathlib import Path
 
 import pytest
+
+# One CPU thread for every model the suite loads, in this process and the commands it starts (-n 2 on 2 cores
+# wants no more): --model evidential and the trainer would otherwise time 1 thread against torch's default at each
+# load (modeling/threads.py), about half a second a tiny model under load, hundreds of times. The tests of that
+# timing (tests/harness/test_model_threads.py, tests/modeling/test_threads.py) unset it.
+os.environ.setdefault("LM_EVAL_EVIDENTIAL_THREADS", "1")
 
 
 class _CurrentStderr:
