@@ -47,6 +47,22 @@ def _follow_stderr() -> None:
                 handler.stream = _CURRENT_STDERR  # not setStream(): it would flush the closed stream
 
 
+@pytest.fixture
+def two_cores(monkeypatch):
+    """A machine of 2 cores on which no thread count is set (the suite's LM_EVAL_EVIDENTIAL_THREADS=1 unset): what
+    modeling/threads.py times 1 thread against; torch's count put back after."""
+    import torch
+
+    from lm_eval_evidential.modeling import threads
+
+    for name in (threads.THREADS_ENV, "OMP_NUM_THREADS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(threads, "machine_threads", lambda: 2)
+    before = torch.get_num_threads()
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(autouse=True)
 def _handlers_follow_stderr():
     _follow_stderr()

@@ -14,16 +14,6 @@ from lm_eval_evidential.modeling import threads
 from .test_model import make_lm
 
 
-@pytest.fixture
-def two_cores(monkeypatch):
-    for name in (threads.THREADS_ENV, "OMP_NUM_THREADS"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(threads, "machine_threads", lambda: 2)
-    before = torch.get_num_threads()
-    yield
-    torch.set_num_threads(before)
-
-
 def _forward_threads(monkeypatch) -> list[tuple[int, int]]:
     """(torch's thread count, rows) of every forward pass the model's loading times from now on."""
     from lm_eval_evidential.harness import model

@@ -20,16 +20,6 @@ class _Sized(torch.nn.Module):
         yield self.weight.expand(self.n)
 
 
-@pytest.fixture
-def two_cores(monkeypatch):
-    for name in (threads.THREADS_ENV, "OMP_NUM_THREADS"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(threads, "machine_threads", lambda: 2)
-    before = torch.get_num_threads()
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.mark.parametrize("n, measured", [(481_000, True), (134_515_008, True), (360_000_000, False)])
 def test_models_up_to_smollm2_size_are_measured_larger_ones_keep_torchs_default(two_cores, n, measured):
     calls = []
