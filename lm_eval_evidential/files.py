@@ -7,7 +7,9 @@ old file intact. A folder of files written together (a report) goes through
 :func:`atomic_folder`: built beside its destination and swapped in whole. Outputs never
 replace data: :func:`check_output_file` refuses a folder, a records or other Parquet file and a
 harness results file, and :func:`atomic_write_bytes` itself refuses to replace a folder or a
-Parquet file with anything but records. Reading, writing and naming records files is
+Parquet file with anything but records. An output that is a symbolic link is written through to
+its target, as ``cp`` and shell redirection do (:func:`output_target`): the target is replaced
+atomically and the link stays. Reading, writing and naming records files is
 :mod:`lm_eval_evidential.records.parquet`.
 """
 
@@ -42,6 +44,46 @@ def _is_parquet(path: Path) -> bool:
         return False
 
 
+def output_target(path, option: str = "output") -> Path:
+    """Where an output at ``path`` lands: ``path`` itself, or, where it is a symbolic link, the file or folder
+    the link leads to, so that the target is replaced (atomically, beside it) and the link stays — what ``cp``
+    and shell redirection (``>``) do. A dangling link creates its target if the target's folder exists.
+
+    Refused (:class:`OutputPathError`): a link that leads back to itself, and a dangling link into a
+    folder that does not exist (redirection fails there too).
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> d = Path(tempfile.mkdtemp())
+    >>> (d / "real.json").write_text("{}")
+    2
+    >>> os.symlink("real.json", d / "link.json")
+    >>> output_target(d / "link.json") == (d / "real.json").resolve()
+    True
+    """
+    path = Path(path)
+    if not path.is_symlink():
+        return path
+    try:
+        return Path(os.path.realpath(path, strict=True))
+    except FileNotFoundError:
+        target = Path(os.path.realpath(path))
+        if target.parent.is_dir():
+            return target
+        raise OutputPathError(
+            f"{option} {path}: it is a symbolic link to {os.readlink(path)}, whose folder {target.parent} does not "
+            "exist; create that folder, point the link elsewhere, or name another file"
+        ) from None
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            raise
+        raise OutputPathError(
+            f"{option} {path}: it is a symbolic link that leads back to itself (a loop); remove the link or point "
+            "it at a real file"
+        ) from None
+
+
 def _check_no_file_above(path: Path, option: str) -> None:
     """A path under an existing file cannot be created (``notes.txt/out.json``): said before any work."""
     blocking = next((parent for parent in path.parents if parent.exists() and not parent.is_dir()), None)
@@ -61,8 +103,9 @@ def check_output_file(path, *, option: str = "output") -> Path:
     if p.is_dir():
         raise OutputPathError(f"{option} {p}: it is a folder; name a file")
     _check_no_file_above(p, option)
+    target = output_target(p, option)
     _check_regular_target(p, option)
-    if RECORDS_FILE_RE.match(p.name) or (p.is_file() and _is_parquet(p)):
+    if RECORDS_FILE_RE.match(p.name) or RECORDS_FILE_RE.match(target.name) or (p.is_file() and _is_parquet(p)):
         raise OutputPathError(
             f"{option} {p}: it is a records (Parquet) file; outputs never replace records — name another file"
         )
@@ -138,10 +181,11 @@ def atomic_write_bytes(path: Path, write, *, replaces_records: bool = False) -> 
 
     Refuses (:class:`OutputPathError`) to replace a folder, and a Parquet file unless
     ``replaces_records`` (only :func:`~lm_eval_evidential.records.parquet.write_records` says so). A
-    write that fails for a reason the user can fix (:func:`write_error`) raises
-    :class:`OutputWriteError`; the temp file is removed.
+    symbolic link is written through to its target (:func:`output_target`). A write that fails for
+    a reason the user can fix (:func:`write_error`) raises :class:`OutputWriteError`; the temp file
+    is removed.
     """
-    path = Path(path)
+    path = output_target(path)
     if path.is_dir() or (not replaces_records and path.is_file() and _is_parquet(path)):
         check_output_file(path)
     _check_regular_target(path)
@@ -279,11 +323,12 @@ def write_json(path: str | os.PathLike, rows) -> Path:
 
 
 def check_output_folder(path, *, replaceable: Callable[[Path], bool], option: str = "output folder") -> Path:
-    """``path`` if a folder output may be written there (new, empty, or ``replaceable``).
+    """``path`` (or, where it is a symbolic link, its target: :func:`output_target`) if a folder output may
+    be written there (new, empty, or ``replaceable``).
 
     Otherwise :class:`OutputPathError`.
     """
-    path = Path(path)
+    path = output_target(path, option)
     if path.exists() and not path.is_dir():
         raise OutputPathError(f"{option} {path} is a file, not a folder; name a new folder")
     _check_no_file_above(path, option)

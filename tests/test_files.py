@@ -41,3 +41,58 @@ def test_a_folder_that_takes_no_new_file_is_one_line():
     exc = write_error(FileNotFoundError(errno.ENOENT, "No such file or directory"), "/proc/x.json")
     assert isinstance(exc, OutputWriteError)
     assert "cannot write /proc/x.json: No such file or directory; nothing was replaced" in str(exc)
+
+
+def test_a_link_is_written_through_to_its_target_as_cp_does(tmp_path):
+    """An output that is a symbolic link replaces the link's target (atomically) and keeps the link, as `cp` and
+    shell redirection do; before, the link itself was replaced by a file and its target kept the old text."""
+    real = tmp_path / "real"
+    real.mkdir()
+    (real / "t.json").write_text("old")
+    link = tmp_path / "link.json"
+    link.symlink_to("real/t.json")
+    atomic_write_text(link, "new")
+    assert link.is_symlink() and os.readlink(link) == "real/t.json"
+    assert (real / "t.json").read_text() == "new"
+    assert sorted(p.name for p in real.iterdir()) == ["t.json"]  # no temporary file left beside the target
+    chain = tmp_path / "chain.json"  # a link to a link: the last target
+    chain.symlink_to(link)
+    atomic_write_text(chain, "newer")
+    assert chain.is_symlink() and link.is_symlink() and (real / "t.json").read_text() == "newer"
+    dangling = tmp_path / "dangling.json"  # a dangling link creates its target, as `>` does
+    dangling.symlink_to("real/new.json")
+    atomic_write_text(dangling, "created")
+    assert dangling.is_symlink() and (real / "new.json").read_text() == "created"
+
+
+def test_a_link_loop_and_a_link_into_a_missing_folder_are_refused(tmp_path):
+    loop = tmp_path / "loop.json"
+    loop.symlink_to("loop.json")
+    with pytest.raises(OutputPathError, match=r"--json .*loop\.json: it is a symbolic link that leads back to itself"):
+        check_output_file(loop, option="--json")
+    nowhere = tmp_path / "nowhere.json"
+    nowhere.symlink_to("missing/x.json")
+    with pytest.raises(OutputPathError, match=r"it is a symbolic link to missing/x\.json, whose folder .*missing does"):
+        atomic_write_text(nowhere, "{}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["loop.json", "nowhere.json"]
+    assert loop.is_symlink() and nowhere.is_symlink()
+
+
+def test_a_link_to_a_records_file_is_refused_by_its_target_name(tmp_path):
+    link = tmp_path / "out.json"
+    link.symlink_to("records_obqa_edl_2026-03-01T10-00-00.000001.parquet")  # dangling: no content to read yet
+    with pytest.raises(OutputPathError, match="it is a records"):
+        check_output_file(link, option="--json")
+
+
+def test_a_folder_output_through_a_link_is_swapped_at_its_target(tmp_path):
+    from lm_eval_evidential.files import atomic_folder
+
+    (tmp_path / "real").mkdir()
+    (tmp_path / "real" / "old.md").write_text("old")
+    link = tmp_path / "out"
+    link.symlink_to("real")
+    with atomic_folder(link, replaceable=lambda p: (p / "old.md").is_file()) as staging:
+        (staging / "new.md").write_text("new")
+    assert link.is_symlink() and sorted(p.name for p in (tmp_path / "real").iterdir()) == ["new.md"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "real"]

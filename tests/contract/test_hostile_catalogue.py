@@ -345,6 +345,23 @@ def unmatched_json(ctx: Ctx) -> None:
     assert rows and not any(r["matched"] for r in rows), rows
 
 
+def _link(ctx: Ctx, name: str, target: str | None = None) -> None:
+    (ctx.tmp / name).symlink_to(target or name)
+
+
+def _link_to_a_file(ctx: Ctx) -> None:
+    (ctx.tmp / "real").mkdir()
+    (ctx.tmp / "real" / "t.json").write_text("old")
+    _link(ctx, "link.json", "real/t.json")
+
+
+def _written_through(ctx: Ctx) -> None:
+    link = ctx.tmp / "link.json"
+    assert link.is_symlink() and os.readlink(link) == "real/t.json"
+    assert json.loads((ctx.tmp / "real" / "t.json").read_text())[0]["task"] == "id4"
+    assert sorted(p.name for p in (ctx.tmp / "real").iterdir()) == ["t.json"]
+
+
 def only_the_new_report(ctx: Ctx) -> None:
     folder = ctx.tmp / "old_report"
     report = json.loads((folder / "report.json").read_text())
@@ -2595,6 +2612,25 @@ CATALOGUE = [
         "json-onto-a-fifo",
         Cmd(["calibration", "{out}", "--task", "id4", "--json", "{tmp}/pipe"], lambda c: os.mkfifo(c.tmp / "pipe")),
         Exit(1, r"error: --json .*/pipe: it is a FIFO \(named pipe\), not a regular file; outputs are written whole"),
+    ),
+    # -- an output that is a symbolic link is written through to its target, as cp and `>` do (the link stays)
+    (
+        C,
+        "json-onto-a-link-writes-through-to-its-target",
+        Cmd(["calibration", "{out}", "--task", "id4", "--json", "{tmp}/link.json"], _link_to_a_file),
+        Exit(0, r"wrote", writes=("{tmp}/link.json", "{tmp}/real/t.json"), check=_written_through),
+    ),
+    (
+        C,
+        "json-onto-a-link-loop",
+        Cmd(["calibration", "{out}", "--task", "id4", "--json", "{tmp}/loop.json"], lambda c: _link(c, "loop.json")),
+        Exit(1, r"error: --json .*loop\.json: it is a symbolic link that leads back to itself \(a loop\)"),
+    ),
+    (
+        C,
+        "json-onto-a-dangling-link-into-a-missing-folder",
+        Cmd(["calibration", "{out}", "--task", "id4", "--json", "{tmp}/x.json"], lambda c: _link(c, "x.json", "no/x")),
+        Exit(1, r"error: --json .*x\.json: it is a symbolic link to no/x, whose folder .*/no does not exist"),
     ),
     (
         C,
