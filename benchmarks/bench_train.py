@@ -546,6 +546,9 @@ def main(argv=None) -> int:
 
     os.environ.setdefault("EVIDENTIAL_DATA_DIR", str(sample_data_dir()))
     torch.set_num_threads(args.threads)
+    from lm_eval_evidential.modeling.threads import THREADS_ENV
+
+    os.environ[THREADS_ENV] = str(args.threads)  # (b)'s train() keeps it (it would time 1 thread against 2)
     # (b) runs where transformers' Trainer puts it (the GPU when there is one); (a) follows
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     print(
