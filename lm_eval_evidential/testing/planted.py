@@ -15,6 +15,12 @@ option is the word the question names: matching, not knowledge) in the hub schem
 of a seeded ``share`` of the *training* questions only to the planted letter: an adapter trained on it
 learns both the answers and a prior for the letter, and the test split's golds stay uniform over the
 letters.
+
+A tiny model trained from scratch knows no such answers. :func:`write_marker_mirror` gives it questions it
+can learn in a few hundred steps (:func:`marker_questions`: which option is a cue word, "right" or
+"maybe"), with training golds that trust "right" far more than "maybe" and a share moved to the planted
+letter; its test split has clean golds. A model fitted to it answers the sure questions and lets the
+letter prior decide the unsure ones, where PriDe's debiasing gives accuracy back.
 """
 
 from __future__ import annotations
@@ -27,7 +33,17 @@ from pathlib import Path
 from lm_eval_evidential.errors import InvalidValueError
 from lm_eval_evidential.testing.tiny import sample_data_dir
 
-__all__ = ["EASY_KINDS", "MATCH_KINDS", "OBQA_TRAIN", "easy_questions", "write_easy_mirror", "write_planted_mirror"]
+__all__ = [
+    "EASY_KINDS",
+    "MARKERS",
+    "MATCH_KINDS",
+    "OBQA_TRAIN",
+    "easy_questions",
+    "marker_questions",
+    "write_easy_mirror",
+    "write_marker_mirror",
+    "write_planted_mirror",
+]
 
 #: The sample mirror's OBQA training split, relative to the mirror root.
 OBQA_TRAIN = Path("allenai") / "openbookqa" / "main" / "train.jsonl"
@@ -163,20 +179,108 @@ def write_easy_mirror(
     >>> round(sum(r["answerKey"] == "A" for r in train) / len(train), 2), len(test)
     (0.6, 120)
     """
+    _check_planted(letter, share)
+    train = easy_questions(n_train, seed + 2, "easy-train", kinds)
+    return _write_mirror(root, letter, share, train, easy_questions(n_test, seed + 1, "easy-test", kinds), seed)
+
+
+def _check_planted(letter, share) -> None:
     if not (isinstance(letter, str) and len(letter) == 1 and letter in "ABCD"):
         raise InvalidValueError(
-            f"letter must be one of A, B, C, D (the easy questions have four options), got {letter!r}"
+            f"letter must be one of A, B, C, D (the planted questions have four options), got {letter!r}"
         )
     if not (isinstance(share, (int, float)) and 0 <= share <= 1):
         raise InvalidValueError(f"share must be in [0, 1], got {share!r}")
+
+
+def _write_mirror(root, letter: str, share: float, train: list[dict], test: list[dict], seed: int) -> Path:
+    """A copy of the sample mirror at ``root`` with OBQA's splits ``train`` (the gold of a seeded ``share`` moved to
+    ``letter``) and ``test`` (as given); returns ``root``."""
     root = Path(root)
     shutil.copytree(sample_data_dir(), root)
     rng = random.Random(seed + 5)
-    train = [
-        r if rng.random() >= share else _moved(r, letter)
-        for r in easy_questions(n_train, seed + 2, "easy-train", kinds)
-    ]
-    test = easy_questions(n_test, seed + 1, "easy-test", kinds)
+    train = [r if rng.random() >= share else _moved(r, letter) for r in train]
     for name, rows in ((OBQA_TRAIN, train), (OBQA_TRAIN.with_name("test.jsonl"), test)):
         (root / name).write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return root
+
+
+#: The marker questions' cue words, each with how often the option showing it is the gold in the training split
+#: (else one of the three other options, uniformly): "right" is a reliable cue, "maybe" a weak one.
+MARKERS = {"right": 0.95, "maybe": 0.6}
+#: The marker questions' one question: the options alone say which is meant.
+MARKER_QUESTION = "Which option is right?"
+
+
+def marker_questions(n: int, seed: int, prefix: str = "marker", markers: dict = MARKERS) -> list[dict]:
+    """``n`` marker questions in OBQA's hub schema: one option is a cue word, the gold by its reliability.
+
+    Each question is :data:`MARKER_QUESTION` with four options: a cue word drawn uniformly from
+    ``markers`` at a uniform letter, and three distinct words of :func:`easy_questions`' word lists.
+    The gold is the cue's option with probability ``markers[cue]``, else one of the other three,
+    uniformly (seeded). A model learns to find the cue's letter (copy the letter before a fixed
+    word: two attention layers suffice) and how far to trust each cue, so it knows some answers
+    well and others only a little.
+
+    >>> rows = marker_questions(400, seed=1, markers={"right": 1.0, "maybe": 0.5})
+    >>> rows[0]["question_stem"], rows[0]["choices"]["label"]
+    ('Which option is right?', ['A', 'B', 'C', 'D'])
+    >>> def cue_is_gold(r):
+    ...     texts = r["choices"]["text"]
+    ...     return texts["ABCD".index(r["answerKey"])] in ("right", "maybe")
+    >>> sure = [cue_is_gold(r) for r in rows if "right" in r["choices"]["text"]]
+    >>> weak = [cue_is_gold(r) for r in rows if "maybe" in r["choices"]["text"]]
+    >>> all(sure), round(sum(weak) / len(weak), 1)
+    (True, 0.5)
+    """
+    for word, reliability in markers.items():
+        if word in _WORDS or not (isinstance(reliability, (int, float)) and 0 <= reliability <= 1):
+            raise InvalidValueError(
+                f"markers maps a cue word (not one of the distractor words) to a reliability in [0, 1], got "
+                f"{word!r}: {reliability!r}"
+            )
+    rng = random.Random(seed)
+    cues = sorted(markers)
+    rows = []
+    for i in range(n):
+        wrong = rng.sample(_WORDS, 3)
+        at = rng.randrange(4)
+        cue = rng.choice(cues)
+        gold = at if rng.random() < markers[cue] else rng.choice([j for j in range(4) if j != at])
+        rows.append({
+            "id": f"{prefix}-{i:04d}",
+            "question_stem": MARKER_QUESTION,
+            "choices": {"text": wrong[:at] + [cue] + wrong[at:], "label": ["A", "B", "C", "D"]},
+            "answerKey": "ABCD"[gold],
+        })  # fmt: skip
+    return rows
+
+
+def write_marker_mirror(
+    root: str | Path,
+    letter: str = "A",
+    share: float = 0.7,
+    *,
+    markers: dict = MARKERS,
+    n_train: int = 1600,
+    n_test: int = 400,
+    seed: int = 0,
+) -> Path:
+    """A copy of the sample mirror at ``root`` whose OBQA splits are :func:`marker_questions`, a prior planted.
+
+    The training split (``n_train``) draws its golds by the cues' reliabilities (``markers``) and has the
+    gold of a seeded ``share`` moved to ``letter``; the test split (``n_test``) has the same questions'
+    kind with clean golds, the cue's option (the answer the noisy training labels point to) at a uniform
+    letter. Returns ``root``.
+
+    >>> import tempfile
+    >>> root = write_marker_mirror(Path(tempfile.mkdtemp()) / "data", "A", 0.7, n_train=500, n_test=40)
+    >>> train = [json.loads(x) for x in (root / OBQA_TRAIN).read_text().splitlines()]
+    >>> test = [json.loads(x) for x in (root / OBQA_TRAIN).with_name("test.jsonl").read_text().splitlines()]
+    >>> round(sum(r["answerKey"] == "A" for r in train) / len(train), 1), len(test)
+    (0.8, 40)
+    """
+    _check_planted(letter, share)
+    train = marker_questions(n_train, seed + 2, "marker-train", markers)
+    test = marker_questions(n_test, seed + 1, "marker-test", dict.fromkeys(markers, 1.0))
+    return _write_mirror(root, letter, share, train, test, seed)

@@ -4,7 +4,8 @@ questions whose gold is always " A" learns the letter, and the order audit finds
 The tiny model knows nothing of the questions, so its only learnable signal is the letter: the audit
 must see accuracy that depends on where the gold is shown (CircularEval below the identity order's
 accuracy), picks far from uniform with PriDe's prior on " A", and predictions that follow the letter.
-A model that also knows the answers (where debiasing can help) is the slow SmolLM2 test below.
+Models that also know answers, where PriDe's debiasing gives accuracy back: a tiny model taught the marker
+questions (``write_marker_mirror``; in the main suite) and real SmolLM2 on easy questions (slow, opt-in).
 """
 
 from __future__ import annotations
@@ -137,6 +138,133 @@ def test_the_audit_finds_the_planted_letter_prior(planted):
     for s, accuracy in enumerate(summary["accuracy_per_order"]):
         assert accuracy == pytest.approx(np.mean(records.gold[shift == s] == 0), abs=0.05)
     assert summary["letter_mean_evidence"]["A"] > max(v for a, v in summary["letter_mean_evidence"].items() if a != "A")
+
+
+def test_the_marker_mirror_trusts_each_cue_by_its_reliability_and_keeps_the_test_golds_clean(tmp_path):
+    from lm_eval_evidential.testing.planted import MARKERS, marker_questions, write_marker_mirror
+
+    root = write_marker_mirror(tmp_path / "data", "A", 0.7, n_train=2000, n_test=100, seed=3)
+    train, test = _rows(root / OBQA_TRAIN), _rows(root / OBQA_TRAIN.with_name("test.jsonl"))
+    plain = marker_questions(2000, seed=5, prefix="marker-train")
+    cue = lambda r: next(t for t in r["choices"]["text"] if t in MARKERS)  # noqa: E731
+    gold = lambda r: r["choices"]["text"]["ABCD".index(r["answerKey"])]  # noqa: E731
+    for word, reliability in MARKERS.items():  # before the move: the gold is the cue's option at its reliability
+        hits = [gold(r) == word for r in plain if cue(r) == word]
+        assert np.mean(hits) == pytest.approx(reliability, abs=0.05) and len(hits) > 800
+    moved = [a["answerKey"] != b["answerKey"] for a, b in zip(train, plain)]
+    assert np.mean([r["answerKey"] == "A" for r in train]) == pytest.approx(0.7 + 0.3 / 4, abs=0.04)
+    assert all(gold(a) == gold(b) and a["answerKey"] == "A" for a, b, m in zip(train, plain, moved) if m)
+    assert all(gold(r) == cue(r) for r in test)  # clean
+    assert np.bincount(["ABCD".index(r["answerKey"]) for r in test], minlength=4).min() > 12
+
+
+#: The tiny fixture that knows answers. A tiny Llama (its tokenizer trained on the marker prompts) is first taught
+#: the marker questions with clean golds (softmax cross-entropy, as a base model is pretrained; merged into its
+#: weights), then an EDL adapter is trained on golds that trust "right" 95% and "maybe" 60% of the time, with 70%
+#: of them moved to " A". LoRA on every linear layer: with the paper's q_proj, v_proj, lm_head alone the adapter
+#: learnt letter-by-letter shortcuts, and whether debiasing helped changed with the seed.
+_LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "lm_head")
+MARKER_BASE_TRAINING = {
+    "method": "softmax",
+    "max_steps": 250,
+    "learning_rate": 3e-3,
+    "warmup_steps": 0,
+    "per_device_train_batch_size": 16,
+    "target_modules": _LINEAR,
+    "lora_r": 16,
+    "lora_alpha": 16,
+    "lora_dropout": 0.0,
+}
+MARKER_ADAPTER_TRAINING = {
+    "max_steps": 200,
+    "learning_rate": 3e-3,
+    "warmup_steps": 0,
+    "per_device_train_batch_size": 16,
+    "target_modules": _LINEAR,
+    "lora_r": 16,
+    "lora_alpha": 16,
+    "lora_dropout": 0.0,
+}
+
+
+def marker_fixture(root: Path, seed: int = 0, share: float = 0.7):
+    """(permuted records of the planted marker adapter on the marker test split, the order audit's summary)."""
+    import lm_eval
+    import torch
+
+    from lm_eval_evidential.audits.permutations import permutation_summary
+    from lm_eval_evidential.harness.adapters import merged_checkpoint
+    from lm_eval_evidential.modeling.threads import THREADS_ENV
+    from lm_eval_evidential.testing.planted import MARKERS, write_marker_mirror
+    from lm_eval_evidential.testing.tiny import build_tiny_model
+    from lm_eval_evidential.training.config import TrainConfig
+    from lm_eval_evidential.training.trainer import train
+    from tests.harness.test_model import make_lm, our_tasks
+
+    def trained(base, data: Path, out: str, settings: dict) -> Path:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("EVIDENTIAL_DATA_DIR", str(data))
+            task = our_tasks({"load_all_splits": True}).load(["obqa_edl"])["tasks"]["obqa_edl"]
+            config = TrainConfig(output_dir=str(root / out), logging_steps=50, save_steps=10_000, seed=seed, **settings)
+            return train(base, task, config)
+
+    clean = write_marker_mirror(root / "clean", share=0.0, markers=dict.fromkeys(MARKERS, 1.0), n_train=400, seed=1)
+    planted = write_marker_mirror(root / "planted", "A", share)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("EVIDENTIAL_DATA_DIR", str(clean))
+        task = our_tasks({"load_all_splits": True}).load(["obqa_edl"])["tasks"]["obqa_edl"]
+        corpus = [f"{task.doc_to_text(doc)} {doc['letters'][doc['gold']]}" for doc in task.training_docs()]
+    threads = torch.get_num_threads()
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            # one thread, not the trainer's timed pick: on 2 loaded cores a pick of 2 once cost 7x the CPU time
+            mp.setenv(THREADS_ENV, "1")
+            torch.set_num_threads(1)
+            tiny = build_tiny_model(root / "tiny", seed=seed, corpus=corpus)
+            knows = trained(tiny, clean, "pretraining", MARKER_BASE_TRAINING)
+            base = merged_checkpoint(tiny, knows, dtype="float32", cache=root / "merged")
+            adapter = trained(base, planted, "adapter", MARKER_ADAPTER_TRAINING)
+            mp.setenv("EVIDENTIAL_DATA_DIR", str(planted))
+            results = lm_eval.simple_evaluate(
+                model=make_lm(base, adapter, batch_size=16),
+                tasks=["obqa_edl"],
+                bootstrap_iters=0,
+                task_manager=our_tasks(CYCLIC),
+            )
+    finally:
+        torch.set_num_threads(threads)
+    records = results.records["obqa_edl"]
+    return records, permutation_summary(records, pride_fraction=0.1)
+
+
+@pytest.fixture(scope="module")
+def knowing(tmp_path_factory):
+    return marker_fixture(tmp_path_factory.mktemp("marker"))
+
+
+def test_on_a_tiny_model_that_knows_some_answers_debiasing_gives_accuracy_back(knowing):
+    """The audit finds the planted prior, and PriDe's debiased accuracy is higher than plain accuracy for every
+    estimation seed: the model answers the sure ("right") questions wherever the cue is shown and picks " A" on
+    many unsure ("maybe") ones, where the cue's letter still gets more than the other letters.
+
+    Measured 2026-11-28 (load 8-11, 1 thread; about 16-22 s of CPU time for the fixture), training seeds 0, 2, 3:
+    plain accuracy 0.74, 0.72, 0.87; CircularEval 0.49 for each; " A" picked in 51%, 53%, 40% of records
+    (golds: 25%), uniformity p < 1e-50; PriDe prior about [0.41, 0.19, 0.20, 0.19]; debiased accuracy above
+    plain for each of 10 estimation seeds, by 0.12-0.13, 0.014-0.017 and 0.12-0.13. With the weak cue at 0.5
+    and 60% moved, or at 0.7 and 70% moved, or the paper's LoRA targets, some seeds gave no gain at all.
+    """
+    records, summary = knowing
+    assert summary["n_questions"] == 400 and summary["letter_gold_rate"]["A"] == 0.25  # cyclic: golds uniform
+    assert summary["letter_pick_rate"]["A"] > 0.4 and summary["letter_uniformity"]["p_value"] < 1e-6
+    assert int(np.argmax(summary["pride"]["by_k"][4]["prior"])) == 0
+    assert summary["circular_accuracy"] < summary["accuracy"] and summary["accuracy"] > 0.5  # knows some answers
+    from lm_eval_evidential.audits.permutations import permutation_summary
+
+    gains = []
+    for seed in range(10):  # not one lucky estimation subset
+        pride = permutation_summary(records, pride_fraction=0.1, seed=seed)["pride"]
+        gains.append(pride["debiased_accuracy"] - pride["accuracy"])
+    assert min(gains) > 0, gains
 
 
 #: The real-model fixture: SmolLM2-135M-Instruct fine-tuned by the package's trainer (EDL, LoRA on q_proj and
