@@ -149,9 +149,10 @@ class EvidentialMCQATask(ConfigurableTask):
         from lm_eval_evidential.tasks import permutations
 
         self._question_of = None
+        meta = self.config.metadata or {}
+        permutations.check_metadata(meta, task=self.config.task)
         if self.permutations is None:
             return docs
-        meta = self.config.metadata or {}
         out = permutations.permute_docs(
             docs, self.permutations, task=self.config.task, seed=meta.get("permutation_seed", 0)
         )
@@ -375,8 +376,10 @@ class EvidentialMCQATask(ConfigurableTask):
             "data_source": getattr(self, "_data_source", None),
         }
         if self.permutations is not None:  # only then: an unpermuted run's metadata stays what it was
+            from lm_eval_evidential.tasks.permutations import canonical_spec
+
             out["permutations"] = {
-                "spec": self.permutations,
+                "spec": canonical_spec(self.permutations, task=self.config.task),
                 "seed": (self.config.metadata or {}).get("permutation_seed", 0),
             }
         return out

@@ -22,15 +22,19 @@ docs are exactly what they always were.
 
 Refused, naming the task and the doc: a question with one option (no other order exists), and
 more than :data:`MAX_ORDERS` orders of one question (``"all"`` at K = 7 and beyond, or N above it).
+Refused, naming the task and the key: a metadata key that is a near miss of ``permutations`` or
+``permutation_seed`` (``permutation``, ``Permutations``, ``permutation-seed``): as written, the run
+would quietly be another than the one asked for (:func:`check_metadata`).
 """
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import itertools
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from lm_eval_evidential.errors import DatasetError
 from lm_eval_evidential.params import Integral, Interval, Param
@@ -38,6 +42,8 @@ from lm_eval_evidential.tasks.datasets import metadata_value
 
 #: The metadata key that asks for permuted evaluation (the issue's fixed interface).
 METADATA_KEY = "permutations"
+#: The metadata key of the seed of ``random:N``'s orders.
+SEED_KEY = "permutation_seed"
 #: The most orders of one question a run may ask for (6! = 720: "all" up to K = 6).
 MAX_ORDERS = 720
 #: The doc fields a permuted doc adds: its order, and the position of its question among the unpermuted docs.
@@ -71,6 +77,63 @@ def parse_spec(spec, *, task: str) -> tuple[str, int | None]:
             f"N from 2 to {MAX_ORDERS} (the bound on orders of one question)"
         )
     raise PermutationError(f"task {task!r}: metadata.permutations must be {_FORMS}, got {spec!r}")
+
+
+def canonical_spec(spec, *, task: str) -> str:
+    """The spec as records store it: ``cyclic``, ``all`` or ``random:N`` (``" Cyclic "`` is ``cyclic``).
+
+    Examples
+    --------
+    >>> canonical_spec(" Random:05 ", task="t")
+    'random:5'
+    """
+    kind, n = parse_spec(spec, task=task)
+    return kind if n is None else f"{kind}:{n}"
+
+
+def check_metadata(meta: Mapping, *, task: str) -> None:
+    """Refuse a key of ``meta`` (a task's metadata, ``--metadata`` merged in) that is a near miss of
+    :data:`METADATA_KEY` or :data:`SEED_KEY`: lm-eval passes every key on, so a typo would evaluate
+    the task without permutations (or at seed 0), with exit status 0. A seed where nothing is drawn
+    (no permutations, or ``cyclic``/``all``) is a logged warning.
+
+    Examples
+    --------
+    >>> check_metadata({"version": 1.0, "permutations": "cyclic"}, task="t")
+    >>> check_metadata({"permutation": "cyclic"}, task="t")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    lm_eval_evidential.tasks.permutations.PermutationError: task 't': metadata key 'permutation' is not one ...
+    """
+    keys = (METADATA_KEY, SEED_KEY)
+    spec = meta.get(METADATA_KEY)
+    if SEED_KEY in meta and (spec is None or parse_spec(spec, task=task)[0] != "random"):
+        import logging
+
+        logging.getLogger(__name__).warning(
+            "task %r: metadata.%s=%r draws nothing %s; it is left out of the run",
+            task,
+            SEED_KEY,
+            meta[SEED_KEY],
+            "without metadata.permutations (the options are shown in their own order)"
+            if spec is None
+            else f"under permutations {spec!r} (only 'random:N' draws its orders)",
+        )
+    for key in meta:
+        if not isinstance(key, str) or key in keys:
+            continue
+        close = difflib.get_close_matches(key.strip().lower().replace("-", "_"), keys, n=1, cutoff=0.85)
+        if close:
+            raise PermutationError(
+                f"task {task!r}: metadata key {key!r} is not one this package reads, so as written it would be "
+                f'ignored; did you mean {close[0]!r}? (e.g. --metadata \'{{"{close[0]}": '
+                f"{_example(close[0])}}}')"
+            )
+
+
+def _example(key: str) -> str:
+    """An example value of a permutation metadata key, as JSON."""
+    return '"cyclic"' if key == METADATA_KEY else "1"
 
 
 def orders_for(

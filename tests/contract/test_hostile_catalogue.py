@@ -419,6 +419,37 @@ def word_choices(ctx: Ctx) -> None:
     )
 
 
+def _permuted_eval(metadata: str, task: str = "obqa_edl") -> Cmd:
+    """``eval`` of ``task`` on 2 questions with ``--metadata`` (``cyclic_obqa_edl``: obqa_edl whose YAML asks for
+    cyclic orders, in {tmp}/tasks)."""
+
+    def prepare(ctx: Ctx) -> None:
+        from lm_eval_evidential.tasks import tasks_dir
+
+        folder = ctx.tmp / "tasks"
+        folder.mkdir(exist_ok=True)
+        (folder / "cyclic.yaml").write_text(
+            f"include: {tasks_dir() / 'obqa_edl.yaml'}\ntask: cyclic_obqa_edl\nmetadata:\n  version: 1.0\n"
+            "  answer_tokens: [' A', ' B', ' C', ' D']\n  permutations: cyclic\n"
+        )
+
+    argv = ["--model", "evidential", "--model_args", TINY, "--device", "cpu", "--limit", "2", "--output_path"]
+    argv += ["{tmp}/o", "--include_path", "{tmp}/tasks", "--tasks", task, "--metadata", metadata]
+    return Cmd(argv, prepare)
+
+
+def permuted_as(spec: str, orders: int):
+    """After the run: its records say ``spec`` and hold ``orders`` orders of each of its 2 questions."""
+
+    def check(ctx: Ctx) -> None:
+        [path] = (ctx.tmp / "o").rglob("records_*.parquet")
+        records = read_records_file(path)
+        assert records.meta["permutations"]["spec"] == spec, records.meta["permutations"]
+        assert len(records) == 2 * orders, len(records)
+
+    return check
+
+
 def options_task(name: str, k: int):
     """An EDL task ``name`` in {tmp}/tasks whose questions have ``k`` options (local JSON, metadata.fields)."""
 
@@ -2203,6 +2234,58 @@ CATALOGUE = [
         ],
         Exit(1, r"error: task 'obqa_edl': metadata.permutations must be 'cyclic' .* got 'shuffle'"),
     ),  # fmt: skip
+    (
+        E,
+        "eval-permutations-key-misspelt",
+        _permuted_eval('{{"permutation": "cyclic"}}'),
+        Exit(
+            1,
+            r"error: task 'obqa_edl': metadata key 'permutation' is not one this package reads, so as written it "
+            r"would be ignored; did you mean 'permutations'\?",
+        ),
+    ),
+    (
+        E,
+        "eval-permutation-seed-key-misspelt",
+        _permuted_eval('{{"permutations": "random:3", "Permutation-Seed": 4}}'),
+        Exit(1, r"error: task 'obqa_edl': metadata key 'Permutation-Seed' .* did you mean 'permutation_seed'\?"),
+    ),
+    (
+        E,
+        "eval-permutations-random-zero",
+        _permuted_eval('{{"permutations": "random:0"}}'),
+        Exit(1, r"error: task 'obqa_edl': metadata.permutations 'random:0' asks for 0 orders per question; give N"),
+    ),
+    (
+        E,
+        "eval-permutations-random-negative",
+        _permuted_eval('{{"permutations": "random:-1"}}'),
+        Exit(1, r"error: task 'obqa_edl': metadata.permutations must be 'cyclic' .* got 'random:-1'"),
+    ),
+    (
+        E,
+        "eval-permutations-not-a-string",
+        _permuted_eval('{{"permutations": 5}}'),
+        Exit(1, r"error: task 'obqa_edl': metadata.permutations must be 'cyclic' .* got 5"),
+    ),
+    (
+        E,
+        "eval-permutation-seed-not-an-integer",
+        _permuted_eval('{{"permutations": "random:3", "permutation_seed": 1.5}}'),
+        Exit(1, r"error: task 'obqa_edl': metadata.permutation_seed=1\.5 must be an integer; e\.g\. 0"),
+    ),
+    (
+        E,
+        "eval-permutations-spec-stored-in-its-one-spelling",
+        _permuted_eval('{{"permutations": " Cyclic "}}'),
+        Exit(0, r"obqa_edl", writes=("{tmp}/o/*", "{tmp}/o/*/*"), check=permuted_as("cyclic", 4)),
+    ),
+    (
+        E,
+        "eval-permutations-of-the-yaml-overridden-by-metadata",
+        _permuted_eval('{{"permutations": "random:3"}}', task="cyclic_obqa_edl"),
+        Exit(0, r"cyclic_obqa_edl", writes=("{tmp}/o/*", "{tmp}/o/*/*"), check=permuted_as("random:3", 3)),
+    ),
     (
         E,
         "eval-permutations-of-one-option",

@@ -102,6 +102,26 @@ def test_a_task_without_the_setting_is_unchanged():
     assert "permutations" not in load("obqa_edl").fingerprint
 
 
+@pytest.mark.parametrize("key", ["permutation", "Permutations", "permutaions", "permutation-seed", "Permutation_Seed"])
+def test_a_near_miss_of_a_permutation_key_is_refused_not_ignored(key):
+    """lm-eval passes every metadata key on: a misspelt key used to evaluate the task unpermuted, exit 0."""
+    with pytest.raises(PermutationError, match=rf"task 'obqa_edl': metadata key '{key}' is not one this package"):
+        load("obqa_edl", {key: "cyclic"}).test_docs()
+
+
+def test_a_seed_that_draws_nothing_is_a_warning(caplog):
+    with caplog.at_level("WARNING"):
+        docs = load("obqa_edl", {"permutations": "cyclic", "permutation_seed": 3}).test_docs()
+    assert "metadata.permutation_seed=3 draws nothing under permutations 'cyclic'" in caplog.text
+    assert len(docs) == 4 * len(load("obqa_edl").test_docs())
+
+
+def test_the_records_store_the_spec_in_its_one_spelling():
+    from lm_eval_evidential.tasks.permutations import canonical_spec
+
+    assert [canonical_spec(s, task="t") for s in (" Cyclic ", "ALL", "random:03")] == ["cyclic", "all", "random:3"]
+
+
 def test_k_1_questions_are_refused_naming_task_and_doc(tmp_path, use_mirror):
     import json
 
