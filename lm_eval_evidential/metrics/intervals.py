@@ -367,9 +367,9 @@ def _aupr_in_ij_from(b: TieBlocks, level: float):
     var = spread / float(b.n_id) ** 2
     if not var > 1e-300 or ap >= 1.0:  # no spread: every ID example above every OOD one, or one tie
         return ap, (ap, ap), None
-    half = float(ndtri(0.5 + level / 2)) * np.sqrt(var) / (ap * (1.0 - ap))
-    logit = np.log(ap / (1.0 - ap))
-    return ap, (float(expit(logit - half)), float(expit(logit + half))), None
+    half, logit = float(ndtri(0.5 + level / 2)) * np.sqrt(var) / (ap * (1.0 - ap)), np.log(ap / (1.0 - ap))
+    lo, hi = float(expit(logit - half)), float(expit(logit + half))
+    return ap, ((ap, ap) if lo == hi else (lo, hi)), None  # lo == hi: a rounding-size spread, the point itself
 
 
 @validate_params({"level": LEVEL})

@@ -336,6 +336,14 @@ def test_aupr_in_ij_variance_is_the_derivative_of_scikit_learns_weighted_ap(data
     assert 0 < lo < ap < hi < 1
 
 
+def test_aupr_in_ij_interval_of_one_tie_is_the_point_itself():
+    """All examples in one tie: the spread is zero up to rounding (about 1e-33 here), and the interval is the
+    estimate itself, not the estimate moved by an ulp through the logit round trip (hypothesis found it)."""
+    y = np.array([0, 0, 1, 0, 0, 0, 0, 0, 0, 1, 0, 0])
+    ap, lo, hi = M.aupr_in_ij_ci(y, np.zeros(y.size))
+    assert ap == average_precision_score(y, np.zeros(y.size)) and lo == ap == hi
+
+
 def test_aupr_in_ij_interval_agrees_with_the_bootstrap_on_a_few_thousand_examples():
     rng = np.random.default_rng(3)
     y = np.r_[np.ones(3000, int), np.zeros(2000, int)]
