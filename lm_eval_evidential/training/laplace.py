@@ -148,6 +148,22 @@ def _check_adapter(peft: Path) -> dict:
     return meta
 
 
+def _check_base(pretrained, peft: Path) -> None:
+    """The base model exists and the adapter fits it, said before the task and the weights load: a missing local
+    path would be the hub client's ``HFValidationError``, and an adapter of another base a ``state_dict``
+    ``RuntimeError`` after the model loaded."""
+    from lm_eval_evidential.harness.loading_checks import check_adapter_fits, check_load_args
+
+    check_load_args(pretrained, {})
+    try:
+        from transformers import AutoConfig
+
+        config = AutoConfig.from_pretrained(pretrained)
+    except Exception:  # noqa: BLE001 - the model's own load says what is wrong with pretrained
+        return
+    check_adapter_fits(peft, config, pretrained)
+
+
 def _posterior_tensors(la, structure: str) -> dict:
     """What :mod:`lm_eval_evidential.modeling.laplace` needs of a fitted ``la`` to draw its samples."""
     import torch
@@ -175,14 +191,16 @@ def fit_laplace(pretrained, peft, task, output_dir, settings: LaplaceSettings | 
     """Fit a Laplace-LoRA posterior on the MAP adapter ``peft`` over ``task``'s training questions and write
     ``output_dir``: the adapter's files and the posterior (``peft=output_dir`` then scores it). Returns the folder.
     """
-    from lm_eval_evidential.files import atomic_folder, check_output_folder
+    from lm_eval_evidential.files import atomic_folder, check_output_folder, check_writable_folder
     from lm_eval_evidential.training.data import load_task, task_name_of
 
     settings = settings or LaplaceSettings()
     peft = Path(str(peft))
     meta = _check_adapter(peft)
-    laplace = _laplace_library()
+    _check_base(pretrained, peft)
     output = check_output_folder(Path(str(output_dir)), replaceable=has_posterior, option="--output-dir")
+    check_writable_folder(output)  # before the fit, not after it
+    laplace = _laplace_library()
     task_obj = load_task(task) if isinstance(task, str) else task
     tokenizer, examples = _one_k_examples(task_obj, pretrained, settings)
     model = _lora_model(pretrained, peft)

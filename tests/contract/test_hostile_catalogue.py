@@ -362,6 +362,17 @@ def _written_through(ctx: Ctx) -> None:
     assert sorted(p.name for p in (ctx.tmp / "real").iterdir()) == ["t.json"]
 
 
+#: ``laplace`` on the tiny model with the adapter {tmp}/sm (:func:`_softmax_copy`), into {tmp}/lap.
+_LAPLACE_FIT = ["laplace", "--pretrained", "{model}", "--peft", "{tmp}/sm", "--task", "obqa_edl", "--output-dir"]
+_LAPLACE_FIT += ["{tmp}/lap"]
+
+
+def _softmax_copy(ctx: Ctx, adapter) -> None:
+    """A copy of ``adapter`` at {tmp}/sm marked as trained with --method softmax (what laplace fits)."""
+    shutil.copytree(adapter, ctx.tmp / "sm")
+    (ctx.tmp / "sm" / "evidential_config.json").write_text(json.dumps({"method": "softmax"}))
+
+
 def only_the_new_report(ctx: Ctx) -> None:
     folder = ctx.tmp / "old_report"
     report = json.loads((folder / "report.json").read_text())
@@ -2658,6 +2669,29 @@ CATALOGUE = [
         "laplace-fit-peft-missing",
         ["laplace", "--pretrained", "{tmp}/m", "--peft", "{tmp}/a", "--task", "obqa_edl", "--output-dir", "{tmp}/o"],
         Exit(1, r"error: --peft .*/a: no such folder; pass the folder of a trained adapter"),
+    ),
+    # -- lm-eval-evidential laplace: the base model and the output folder, checked before the task and the weights load
+    (
+        T,
+        "laplace-fit-adapter-of-another-base",
+        Cmd(_LAPLACE_FIT, lambda c: _softmax_copy(c, c.extra["other_adapter"])),
+        Exit(1, r"error: the adapter peft=.*sm does not fit the base model pretrained=.*: its \S+ has in_features=32"),
+    ),
+    (
+        T,
+        "laplace-fit-pretrained-missing-adapter",
+        Cmd([*_LAPLACE_FIT[:2], "{tmp}/nosuch", *_LAPLACE_FIT[3:]], lambda c: _softmax_copy(c, c.adapter)),
+        Exit(1, r"error: pretrained=.*nosuch: no such file or folder"),
+    ),
+    (
+        S,
+        "laplace-fit-into-a-read-only-folder-adapter",
+        Child(
+            [*_LAPLACE_FIT[:-1], "{tmp}/ro/lap"],
+            read_only="{tmp}/ro",
+            prepare=lambda c: _softmax_copy(c, c.adapter) or (c.tmp / "ro").mkdir(),
+        ),
+        Exit(1, r"cannot write .*ro: Permission denied"),
     ),
     # -- issue 34: conformal sets and the selective coverage
     (
