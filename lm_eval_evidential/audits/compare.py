@@ -31,6 +31,7 @@ from lm_eval_evidential.records import Records
 from lm_eval_evidential.records.orders import refuses_permuted
 
 __all__ = [
+    "refuse_one_run_twice",
     "MethodCalibrationRow",
     "MethodOODRow",
     "COMPARE_SCORES",
@@ -133,6 +134,30 @@ def _calibration(records: Records, n_bins: int, n_boot: int, level: float, seed:
     return row
 
 
+def refuse_one_run_twice(runs: Mapping[str, Mapping[str, Records]], id_task: str) -> None:
+    """Two methods whose ID records are the same predictions (one folder given twice, or a copy of it) are one
+    method compared with itself: every row would tie, and the takeaway would name a leader among equals."""
+    import hashlib
+
+    from lm_eval_evidential.errors import InvalidValueError
+
+    seen: dict[str, str] = {}
+    for name, by_task in runs.items():
+        r = by_task[id_task]
+        digest = hashlib.sha256()
+        for part in (r.doc_id, r.logits, r.alpha if r.has_alpha else None):
+            if part is not None:
+                digest.update(np.ascontiguousarray(part).tobytes())
+        key = digest.hexdigest()
+        if key in seen:
+            raise InvalidValueError(
+                f"methods {seen[key]!r} and {name!r} hold the same predictions on {id_task} (the same run given twice, "
+                f"or a copy of it: {by_task[id_task].path or 'records'}); comparing a method with itself ties every "
+                "row — pass each method's own output folder once"
+            )
+        seen[key] = name
+
+
 @refuses_permuted
 def compare_methods(
     runs: Mapping[str, Mapping[str, Records]],
@@ -156,6 +181,7 @@ def compare_methods(
     the ID task's K (``K-matched subset``). ``remedy``: the option that computes a refused pair marked, as the
     refusal names it (``compare``'s ``--k-mismatched``; the report's ``--k-policy …,report``).
     """
+    refuse_one_run_twice(runs, id_task)
     calibration, ood, refused = [], [], []
     for name, by_task in runs.items():
         id_records = by_task[id_task]

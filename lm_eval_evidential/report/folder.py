@@ -140,6 +140,10 @@ def _checked_inputs(
     checked = _checked_records(id_records, ood_records, out_dir, allow_fingerprint_mismatch, average_orders, compared)
     id_records, ood_records, permuted = checked
     runs = {own: [id_records, *ood_records], **others} if others else None
+    if runs:  # before any work: a run given twice would tie every row of "Methods side by side"
+        from lm_eval_evidential.audits.compare import refuse_one_run_twice
+
+        refuse_one_run_twice({m: {r.task: r for r in records} for m, records in runs.items()}, id_records.task)
     return id_records, ood_records, groups, permuted, runs
 
 

@@ -373,6 +373,16 @@ def _softmax_copy(ctx: Ctx, adapter) -> None:
     (ctx.tmp / "sm" / "evidential_config.json").write_text(json.dumps({"method": "softmax"}))
 
 
+def _another_method(ctx: Ctx) -> None:
+    """{tmp}/other: the run's folder with other predictions on id4 (another method's run of the same tasks)."""
+    shutil.copytree(ctx.out, ctx.tmp / "other")
+    write_records(records_path(ctx.tmp / "other" / "synthetic-llm", "id4", DATE), _records("id4", 60, 4, 0.5, 11))
+
+
+def _run_copy(ctx: Ctx) -> None:
+    shutil.copytree(ctx.out, ctx.tmp / "copy")
+
+
 def only_the_new_report(ctx: Ctx) -> None:
     folder = ctx.tmp / "old_report"
     report = json.loads((folder / "report.json").read_text())
@@ -1490,7 +1500,7 @@ CATALOGUE = [
         "compare-a-k-mismatched-pair",
         Cmd(
             ["compare", "{out}", "{tmp}/other", "--names", "a,b", "--id", "id4", "--ood", "ood4,ood5", "--n-boot", "0"],
-            lambda c: shutil.copytree(c.out, c.tmp / "other"),
+            _another_method,
         ),
         Exit(
             2,
@@ -1526,7 +1536,7 @@ CATALOGUE = [
                 "--compare-names",
                 "a,b",
             ],
-            lambda c: shutil.copytree(c.out, c.tmp / "other"),
+            _another_method,
         ),
         Exit(
             2,
@@ -2692,6 +2702,20 @@ CATALOGUE = [
             prepare=lambda c: _softmax_copy(c, c.adapter) or (c.tmp / "ro").mkdir(),
         ),
         Exit(1, r"cannot write .*ro: Permission denied"),
+    ),
+    # -- methods side by side: one run given as two methods ties every row (it used to name a leader among equals)
+    (
+        C,
+        "compare-one-run-given-twice",
+        Cmd(["compare", "{out}", "{tmp}/copy", "--id", "id4", "--ood", "ood4", "--names", "A,B"], _run_copy),
+        Exit(1, r"error: methods 'A' and 'B' hold the same predictions on id4 \(the same run given twice, or a copy"),
+    ),
+    (
+        C,
+        "report-compare-given-its-own-run",
+        ["report", "{out}", "--id", "id4", "--ood", "ood4", "--n-boot", "0", "--max-extra", "1", "--compare", "{out}"]
+        + ["--compare-names", "A,B", "--out", "{tmp}/r"],
+        Exit(1, r"error: methods 'A' and 'B' hold the same predictions on id4"),
     ),
     # -- issue 34: conformal sets and the selective coverage
     (
