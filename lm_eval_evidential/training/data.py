@@ -52,6 +52,13 @@ def training_docs(task, split: str | None = None) -> list[dict]:
     if split == task.config.validation_split and task.has_validation_docs():
         return list(task.validation_docs())
     dataset = getattr(task, "dataset", None) or {}
+    config = task.config
+    declared = sorted({config.training_split, config.validation_split, config.test_split} - {None} | set(dataset))
+    if split not in dataset and split not in declared:  # a typo, not a split left unloaded
+        raise InvalidValueError(
+            f"task {name!r} has no split {split!r}; its splits are {', '.join(declared)}: pass one of them to "
+            "--train-split"
+        )
     if split not in dataset:
         raise InvalidValueError(
             f"task {name!r}: split {split!r} is not loaded (loaded: {sorted(dataset)}); load the task with "

@@ -45,6 +45,16 @@ def _loss(model, batch, config):
 
 
 # ------------------------------------------------------------------ data
+def test_a_split_the_task_lacks_is_named_with_the_splits_it_has(tasks):
+    """`train`/`laplace --train-split trian` named a Python remedy (TaskManager metadata, train()) for a typo."""
+    from lm_eval_evidential.errors import InvalidValueError
+
+    with pytest.raises(
+        InvalidValueError, match=r"task 'obqa_edl' has no split 'trian'; its splits are test, train, va"
+    ):
+        training_docs(tasks["obqa_edl"], "trian")
+
+
 def test_examples_are_what_the_evaluator_scores(tasks, tokenizer):
     task = tasks["obqa_edl"]
     docs = training_docs(task)
