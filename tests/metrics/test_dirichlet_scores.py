@@ -172,7 +172,7 @@ def test_expand_classes_ragged_and_row_subset():
     assert np.isnan(out[0, 4]) and np.isnan(out[1, 4])
     same, k0 = D.expand_classes(alpha, 0)
     np.testing.assert_array_equal(same, alpha)
-    with pytest.raises(ValueError, match="non-negative integer"):
+    with pytest.raises(ValueError, match=r"extra=-1 must be an integer >= 0"):
         D.expand_classes(alpha, -1)
     with pytest.raises(ValueError, match="boolean mask"):
         D.expand_classes(alpha, 1, rows=np.array([1, 0, 1]))
