@@ -164,9 +164,8 @@ def test_the_marker_mirror_trusts_each_cue_by_its_reliability_and_keeps_the_test
 #: of them moved to " A". LoRA on every linear layer: with the paper's q_proj, v_proj, lm_head alone the adapter
 #: learnt letter-by-letter shortcuts, and whether debiasing helped changed with the seed.
 _LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "lm_head")
-MARKER_BASE_TRAINING = {
-    "method": "softmax",
-    "max_steps": 250,
+#: What both trainings share: full-rank-enough LoRA on every linear layer, no warm-up, no dropout.
+_MARKER_LORA = {
     "learning_rate": 3e-3,
     "warmup_steps": 0,
     "per_device_train_batch_size": 16,
@@ -175,16 +174,8 @@ MARKER_BASE_TRAINING = {
     "lora_alpha": 16,
     "lora_dropout": 0.0,
 }
-MARKER_ADAPTER_TRAINING = {
-    "max_steps": 200,
-    "learning_rate": 3e-3,
-    "warmup_steps": 0,
-    "per_device_train_batch_size": 16,
-    "target_modules": _LINEAR,
-    "lora_r": 16,
-    "lora_alpha": 16,
-    "lora_dropout": 0.0,
-}
+MARKER_BASE_TRAINING = {"method": "softmax", "max_steps": 250, **_MARKER_LORA}
+MARKER_ADAPTER_TRAINING = {"max_steps": 200, **_MARKER_LORA}
 
 
 def marker_fixture(root: Path, seed: int = 0, share: float = 0.7):
