@@ -28,8 +28,8 @@ def load_task(task_name: str):
         close = difflib.get_close_matches(task_name, list(manager.all_tasks), n=3, cutoff=0.7)
         hint = f"did you mean {' or '.join(close)}? " if close else ""
         raise InputNotFoundError(
-            f"--task {task_name!r}: no such task; {hint}`lm_eval ls tasks` lists them, --include_path is not "
-            "read by train (name a task of lm-eval or of this package)"
+            f"--task {task_name!r}: no such task; {hint}`lm_eval ls tasks` lists them; train and laplace "
+            "read no --include_path (name a task of lm-eval or of this package)"
         )
     loaded = manager.load([task_name])["tasks"]
     if task_name not in loaded:

@@ -3490,7 +3490,7 @@ CATALOGUE = [
         T,
         "train-unknown-task",
         ["train", "--pretrained", "{model}", "--task", "obqa_edl_typo", "--output-dir", "{tmp}/t"],
-        Exit(1, r"--task 'obqa_edl_typo': no such task; did you mean obqa_edl"),
+        Exit(1, r"--task 'obqa_edl_typo': no such task; did you mean obqa_edl.*laplace read no --include_path"),
     ),
     (
         T,
