@@ -178,19 +178,33 @@ MARKER_BASE_TRAINING = {"method": "softmax", "max_steps": 250, **_MARKER_LORA}
 MARKER_ADAPTER_TRAINING = {"max_steps": 200, **_MARKER_LORA}
 
 
-def marker_fixture(root: Path, seed: int = 0, share: float = 0.7):
-    """(permuted records of the planted marker adapter on the marker test split, the order audit's summary)."""
+def cyclic_summary(base, adapter, *, batch_size: int, limit=None):
+    """(records, the order audit's summary) of ``obqa_edl`` under cyclic orders, with the PriDe prior estimated
+    on a tenth of the questions; the caller points EVIDENTIAL_DATA_DIR at the mirror."""
     import lm_eval
-    import torch
 
     from lm_eval_evidential.audits.permutations import permutation_summary
+    from tests.harness.test_model import make_lm, our_tasks
+
+    model = make_lm(base, adapter, batch_size=batch_size)
+    results = lm_eval.simple_evaluate(
+        model=model, tasks=["obqa_edl"], limit=limit, bootstrap_iters=0, task_manager=our_tasks(CYCLIC)
+    )
+    records = results.records["obqa_edl"]
+    return records, permutation_summary(records, pride_fraction=0.1)
+
+
+def marker_fixture(root: Path, seed: int = 0, share: float = 0.7):
+    """(permuted records of the planted marker adapter on the marker test split, the order audit's summary)."""
+    import torch
+
     from lm_eval_evidential.harness.adapters import merged_checkpoint
     from lm_eval_evidential.modeling.threads import THREADS_ENV
     from lm_eval_evidential.testing.planted import MARKERS, write_marker_mirror
     from lm_eval_evidential.testing.tiny import build_tiny_model
     from lm_eval_evidential.training.config import TrainConfig
     from lm_eval_evidential.training.trainer import train
-    from tests.harness.test_model import make_lm, our_tasks
+    from tests.harness.test_model import our_tasks
 
     def trained(base, data: Path, out: str, settings: dict) -> Path:
         with pytest.MonkeyPatch.context() as mp:
@@ -216,16 +230,9 @@ def marker_fixture(root: Path, seed: int = 0, share: float = 0.7):
             base = merged_checkpoint(tiny, knows, dtype="float32", cache=root / "merged")
             adapter = trained(base, planted, "adapter", MARKER_ADAPTER_TRAINING)
             mp.setenv("EVIDENTIAL_DATA_DIR", str(planted))
-            results = lm_eval.simple_evaluate(
-                model=make_lm(base, adapter, batch_size=16),
-                tasks=["obqa_edl"],
-                bootstrap_iters=0,
-                task_manager=our_tasks(CYCLIC),
-            )
+            return cyclic_summary(base, adapter, batch_size=16)
     finally:
         torch.set_num_threads(threads)
-    records = results.records["obqa_edl"]
-    return records, permutation_summary(records, pride_fraction=0.1)
 
 
 @pytest.fixture(scope="module")
@@ -354,12 +361,9 @@ def planted_smollm2_adapter(mirror: dict = EASY_MIRROR, training: dict = EASY_TR
 
 def planted_smollm2_summary(tmp_path: Path, mirror: dict = EASY_MIRROR, training: dict = EASY_TRAINING, limit=60):
     """(records, the order audit's summary) of the planted adapter on the easy test split under cyclic orders."""
-    import lm_eval
     import torch
 
-    from lm_eval_evidential.audits.permutations import permutation_summary
     from lm_eval_evidential.testing.smollm2 import smollm2_checkpoint
-    from tests.harness.test_model import make_lm, our_tasks
 
     adapter = planted_smollm2_adapter(mirror, training)
     threads = torch.get_num_threads()
@@ -367,17 +371,9 @@ def planted_smollm2_summary(tmp_path: Path, mirror: dict = EASY_MIRROR, training
     try:
         with pytest.MonkeyPatch.context() as mp:
             mp.setenv("EVIDENTIAL_DATA_DIR", str(write_easy_mirror(tmp_path / "data", **mirror)))
-            results = lm_eval.simple_evaluate(
-                model=make_lm(smollm2_checkpoint(), adapter, batch_size=8),
-                tasks=["obqa_edl"],
-                limit=limit,
-                bootstrap_iters=0,
-                task_manager=our_tasks(CYCLIC),
-            )
+            return cyclic_summary(smollm2_checkpoint(), adapter, batch_size=8, limit=limit)
     finally:
         torch.set_num_threads(threads)
-    records = results.records["obqa_edl"]
-    return records, permutation_summary(records, pride_fraction=0.1)
 
 
 @pytest.mark.slow
