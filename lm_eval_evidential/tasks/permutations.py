@@ -32,6 +32,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import itertools
+import logging
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -39,6 +40,8 @@ from collections.abc import Mapping, Sequence
 from lm_eval_evidential.errors import DatasetError
 from lm_eval_evidential.params import Integral, Interval, Param
 from lm_eval_evidential.tasks.datasets import metadata_value
+
+logger = logging.getLogger(__name__)
 
 #: The metadata key that asks for permuted evaluation (the issue's fixed interface).
 METADATA_KEY = "permutations"
@@ -108,16 +111,15 @@ def check_metadata(meta: Mapping, *, task: str) -> None:
     keys = (METADATA_KEY, SEED_KEY)
     spec = meta.get(METADATA_KEY)
     if SEED_KEY in meta and (spec is None or parse_spec(spec, task=task)[0] != "random"):
-        import logging
-
-        logging.getLogger(__name__).warning(
-            "task %r: metadata.%s=%r draws nothing %s; it is left out of the run",
+        logger.warning(
+            "task %r: metadata.%s=%r draws nothing %s",
             task,
             SEED_KEY,
             meta[SEED_KEY],
-            "without metadata.permutations (the options are shown in their own order)"
+            "without metadata.permutations (the options are shown in their own order); the records do not depend on it"
             if spec is None
-            else f"under permutations {spec!r} (only 'random:N' draws its orders)",
+            else f"under permutations {spec!r} (only 'random:N' draws its orders); the orders do not depend on it, "
+            "though the records' metadata keep it as given",
         )
     for key in meta:
         if not isinstance(key, str) or key in keys:

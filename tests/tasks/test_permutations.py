@@ -109,11 +109,28 @@ def test_a_near_miss_of_a_permutation_key_is_refused_not_ignored(key):
         load("obqa_edl", {key: "cyclic"}).test_docs()
 
 
-def test_a_seed_that_draws_nothing_is_a_warning(caplog):
+def test_a_seed_that_draws_nothing_is_a_warning_that_says_what_happens(caplog):
+    """The warning's two claims hold: the orders are those of seed 0, and the records' metadata keep the seed."""
     with caplog.at_level("WARNING"):
-        docs = load("obqa_edl", {"permutations": "cyclic", "permutation_seed": 3}).test_docs()
-    assert "metadata.permutation_seed=3 draws nothing under permutations 'cyclic'" in caplog.text
-    assert len(docs) == 4 * len(load("obqa_edl").test_docs())
+        task = load("obqa_edl", {"permutations": "cyclic", "permutation_seed": 3})
+        docs = task.test_docs()
+    assert (
+        "metadata.permutation_seed=3 draws nothing under permutations 'cyclic' (only 'random:N' draws its orders); "
+        "the orders do not depend on it, though the records' metadata keep it as given"
+    ) in caplog.text
+    assert docs == load("obqa_edl", {"permutations": "cyclic"}).test_docs()
+    assert task.fingerprint["permutations"] == {"spec": "cyclic", "seed": 3}
+
+
+def test_a_seed_without_permutations_is_a_warning_and_changes_no_record(caplog):
+    with caplog.at_level("WARNING"):
+        task = load("obqa_edl", {"permutation_seed": 3})
+        docs = task.test_docs()
+    assert (
+        "metadata.permutation_seed=3 draws nothing without metadata.permutations (the options are shown in their "
+        "own order); the records do not depend on it"
+    ) in caplog.text
+    assert docs == load("obqa_edl").test_docs() and task.fingerprint == load("obqa_edl").fingerprint
 
 
 def test_the_records_store_the_spec_in_its_one_spelling():
