@@ -18,6 +18,7 @@ from pathlib import Path
 from lm_eval_evidential.errors import EvidentialInputError, InvalidValueError
 from lm_eval_evidential.modeling.config import MAX_MEMBERS, HeadConfig
 from lm_eval_evidential.modeling.encoding import PHANTOM_COUNT
+from lm_eval_evidential.modeling.laplace import WEIGHT_SAMPLE_RANGE
 from lm_eval_evidential.params import Integral, Interval, Param, declared_params
 
 logger = logging.getLogger(__name__)
@@ -313,8 +314,8 @@ SCORING_OPTIONS = {
         None,
         Param(
             None,
-            Interval(Integral, 2, MAX_MEMBERS),
-            must=f"an integer number of weight samples from 2 to {MAX_MEMBERS}",
+            WEIGHT_SAMPLE_RANGE,
+            must=f"an integer number of weight samples from {WEIGHT_SAMPLE_RANGE.low} to {WEIGHT_SAMPLE_RANGE.high}",
             why="a Laplace posterior, one forward pass of every question each; drop laplace_samples for the number "
             "saved with it",
             example="laplace_samples=10",

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lm_eval_evidential.errors import EvidentialInputError
+from lm_eval_evidential.modeling.config import MAX_MEMBERS
 from lm_eval_evidential.params import Integral, Interval, Param
 
 if TYPE_CHECKING:  # torch is imported where it is used: every command's parser reads STRUCTURES
@@ -129,6 +130,9 @@ def save_posterior(folder: Path, config: dict, tensors: dict[str, torch.Tensor])
 SEED_RANGE = (-(2**63), 2**64 - 1)
 #: ``seed`` of the weight samples, declared once (the fit's setting, :class:`~.training.laplace.LaplaceSettings`).
 TORCH_SEED = Param(Interval(Integral, *SEED_RANGE), why="torch's seeds", example="seed=0")
+#: How many weight samples a posterior is scored with, declared once: the fit's ``samples`` (saved with the
+#: posterior, :class:`~.training.laplace.LaplaceSettings`) and ``laplace_samples`` in --model_args.
+WEIGHT_SAMPLE_RANGE = Interval(Integral, 2, MAX_MEMBERS)
 
 
 def check_seed(seed, where: str) -> int:

@@ -35,9 +35,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lm_eval_evidential.errors import EvidentialInputError
-from lm_eval_evidential.modeling.config import MAX_MEMBERS, read_metadata
-from lm_eval_evidential.modeling.laplace import STRUCTURES, TORCH_SEED, has_posterior, save_posterior
-from lm_eval_evidential.params import Integral, Interval, Options, Param, Real, check_fields, param_field
+from lm_eval_evidential.modeling.config import read_metadata
+from lm_eval_evidential.modeling.laplace import (
+    STRUCTURES,
+    TORCH_SEED,
+    WEIGHT_SAMPLE_RANGE,
+    has_posterior,
+    save_posterior,
+)
+from lm_eval_evidential.params import Interval, Options, Param, Real, check_fields, param_field
 from lm_eval_evidential.training.config import AT_LEAST_ONE_OR_NONE, POSITIVE_INT
 
 #: What ``pip`` needs for the fit (docs/training.md): laplace-torch and the two curvature backends without their
@@ -58,7 +64,7 @@ PRIOR_PRECISION = Param(
     example="prior_precision=1",
 )
 WEIGHT_SAMPLES = Param(
-    Interval(Integral, 2, MAX_MEMBERS),
+    WEIGHT_SAMPLE_RANGE,
     why="the posterior is scored by sampling, one forward pass of every question per weight sample",
     example="samples=10",
 )

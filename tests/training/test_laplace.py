@@ -142,6 +142,19 @@ def test_refusals(tiny_model, tiny_adapter, softmax_adapter, tasks, tmp_path, mo
     assert not (tmp_path / "out").exists()
 
 
+def test_the_fit_and_model_args_take_the_same_sample_counts():
+    """The fit's ``samples`` and ``laplace_samples`` in --model_args are checked against one declared range."""
+    from lm_eval_evidential.harness.loading_checks import SCORING_OPTIONS
+    from lm_eval_evidential.modeling.config import MAX_MEMBERS
+    from lm_eval_evidential.training.laplace import WEIGHT_SAMPLES
+
+    scored = SCORING_OPTIONS["laplace_samples"][1]
+    counts = [-1, 0, 1, 2, 3, MAX_MEMBERS - 1, MAX_MEMBERS, MAX_MEMBERS + 1, 2.0, True]
+    assert [WEIGHT_SAMPLES.allows(n) for n in counts] == [scored.allows(n) for n in counts]
+    assert [n for n in counts if WEIGHT_SAMPLES.allows(n)] == [2, 3, MAX_MEMBERS - 1, MAX_MEMBERS]
+    assert scored.allows(None) and not WEIGHT_SAMPLES.allows(None)  # model_args: None keeps the saved number
+
+
 def test_the_install_line_is_the_docs(tmp_path):
     """The refusal's install command is docs/training.md's install block (which .ci/run runs), line for line."""
     from lm_eval_evidential.training.laplace import INSTALL
