@@ -55,7 +55,19 @@ def _looks_local(value: str) -> bool:
 MAX_LENGTH = Param(None, Interval(Integral, 1), must="a positive whole number of tokens", example="max_length=2048")
 
 
-def check_load_args(pretrained, kwargs: dict) -> None:
+def said(name: str, value, *, cli: bool = False) -> str:
+    """A setting as the user typed it, for a refusal: ``pretrained=X`` in --model_args, ``--pretrained X`` as a
+    command's option (``cli``: ``lm-eval-evidential laplace``, ``train``).
+
+    Examples
+    --------
+    >>> said("pretrained", "m"), said("pretrained", "m", cli=True)
+    ('pretrained=m', '--pretrained m')
+    """
+    return f"--{name.replace('_', '-')} {value}" if cli else f"{name}={value}"
+
+
+def check_load_args(pretrained, kwargs: dict, *, cli: bool = False) -> None:
     """Model_args that would fail only after the weights load, or obscurely: checked first, with the fix.
 
     A local ``pretrained``/``peft`` path that does not exist (the hub client would say ``Repo id
@@ -63,6 +75,7 @@ def check_load_args(pretrained, kwargs: dict) -> None:
     inside ``pretrained``, a ``peft`` folder without ``adapter_config.json``, a ``dtype`` torch
     does not have, a ``max_length`` that is not a positive whole number. (A ``max_length`` above
     the model's context is refused as soon as its config is read: :func:`check_context`.)
+    ``cli``: the settings are a command's options (:func:`said`), which take no ``gguf_file``.
     """
     import torch
 
@@ -70,13 +83,14 @@ def check_load_args(pretrained, kwargs: dict) -> None:
     for name, value in (("pretrained", pretrained), ("peft", peft)):
         if isinstance(value, str) and value and not Path(value).expanduser().exists() and _looks_local(value):
             raise EvidentialInputError(
-                f"{name}={value}: no such file or folder (the path does not exist, and it is not a hub id "
-                "'namespace/name' either); pass an existing local folder or a hub id"
+                f"{said(name, value, cli=cli)}: no such file or folder (the path does not exist, and it is not a hub "
+                "id 'namespace/name' either); pass an existing local folder or a hub id"
             )
     if isinstance(pretrained, str) and Path(pretrained).is_file() and not gguf_file:
         raise EvidentialInputError(
-            f"pretrained={pretrained} is a file; pass the model's folder (config.json, weights, tokenizer), "
-            "or, for a GGUF file, its folder as pretrained= and the file name as gguf_file="
+            f"{said('pretrained', pretrained, cli=cli)} is a file; pass the model's folder (config.json, weights, "
+            "tokenizer)"
+            + ("" if cli else ", or, for a GGUF file, its folder as pretrained= and the file name as gguf_file=")
         )
     if gguf_file and isinstance(pretrained, str) and Path(pretrained).is_dir():
         if not (Path(pretrained) / str(gguf_file)).is_file():
@@ -236,13 +250,13 @@ ADAPTER_FIT_HINT = (
 )
 
 
-def check_adapter_fits(peft, config, pretrained) -> None:
+def check_adapter_fits(peft, config, pretrained, *, cli: bool = False) -> None:
     """Refuse, before the weights load, a LoRA adapter whose matrices do not fit the base model.
 
     The base is built on the meta device from ``config`` (no memory, no weights) and each saved
     ``lora_A`` is compared with its layer's input features (never the output side: an adapter that
     added tokens resizes the output layer before it loads). Only a definite mismatch is refused;
-    anything this check cannot read is left to PEFT's own load.
+    anything this check cannot read is left to PEFT's own load. ``cli``: the refusal names a command's options.
     """
     files = sorted(Path(str(peft)).glob("adapter_model*.safetensors")) if peft and Path(str(peft)).is_dir() else []
     if not files:
@@ -265,7 +279,8 @@ def check_adapter_fits(peft, config, pretrained) -> None:
         want = getattr(modules.get(name), "in_features", None)
         if isinstance(want, int) and len(shape) == 2 and shape[1] != want:
             raise EvidentialInputError(
-                f"the adapter peft={peft} does not fit the base model pretrained={pretrained}: its {name} has "
+                f"the adapter {said('peft', peft, cli=cli)} does not fit the base model "
+                f"{said('pretrained', pretrained, cli=cli)}: its {name} has "
                 f"in_features={shape[1]}, the model's has {want}; {ADAPTER_FIT_HINT}"
             )
 

@@ -160,14 +160,14 @@ def _check_base(pretrained, peft: Path) -> None:
     ``RuntimeError`` after the model loaded."""
     from lm_eval_evidential.harness.loading_checks import check_adapter_fits, check_load_args
 
-    check_load_args(pretrained, {})
+    check_load_args(pretrained, {}, cli=True)
     try:
         from transformers import AutoConfig
 
         config = AutoConfig.from_pretrained(pretrained)
     except Exception:  # noqa: BLE001 - the model's own load says what is wrong with pretrained
         return
-    check_adapter_fits(peft, config, pretrained)
+    check_adapter_fits(peft, config, pretrained, cli=True)
 
 
 def _posterior_tensors(la, structure: str) -> dict:

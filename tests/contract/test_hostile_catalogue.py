@@ -2685,13 +2685,26 @@ CATALOGUE = [
         T,
         "laplace-fit-adapter-of-another-base",
         Cmd(_LAPLACE_FIT, lambda c: _softmax_copy(c, c.extra["other_adapter"])),
-        Exit(1, r"error: the adapter peft=.*sm does not fit the base model pretrained=.*: its \S+ has in_features=32"),
+        Exit(1, r"error: the adapter --peft .*sm does not fit the base model --pretrained .*: its \S+ has in_featu"),
     ),
     (
         T,
         "laplace-fit-pretrained-missing-adapter",
         Cmd([*_LAPLACE_FIT[:2], "{tmp}/nosuch", *_LAPLACE_FIT[3:]], lambda c: _softmax_copy(c, c.adapter)),
-        Exit(1, r"error: pretrained=.*nosuch: no such file or folder"),
+        Exit(1, r"error: --pretrained .*nosuch: no such file or folder"),
+    ),
+    (
+        T,
+        "laplace-fit-pretrained-a-file-adapter",
+        Cmd(
+            [*_LAPLACE_FIT[:2], "{tmp}/weights.bin", *_LAPLACE_FIT[3:]],
+            lambda c: _softmax_copy(c, c.adapter) or (c.tmp / "weights.bin").write_bytes(b"\0"),
+        ),
+        Exit(
+            1,
+            r"error: --pretrained .*weights\.bin is a file; pass the model's folder \(config\.json, weights, "
+            r"tokenizer\)(?!, or, for a GGUF)",  # laplace takes no gguf_file
+        ),
     ),
     (
         S,
