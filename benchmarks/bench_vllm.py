@@ -30,28 +30,59 @@ from measure import command_line, write_result
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 
 
-def build_requests(questions: int, shots: int):
-    """Instances (4 per question) of obqa_edl's sample questions, behind a fixed ``shots``-question prefix."""
-    from lm_eval.api.instance import Instance
+def render_questions(questions: int, shots: int) -> dict:
+    """obqa_edl's first ``questions`` sample questions and its first ``shots`` training questions with their
+    answers, rendered by the task (lm-eval's ``TaskManager``, which needs ``datasets``) into plain strings and
+    its two delimiters: what :func:`requests_from` builds the requests of, and what
+    ``gpu_check.py --save-requests`` writes for a machine without ``datasets``."""
     from lm_eval.tasks import TaskManager
 
     from lm_eval_evidential.tasks import tasks_dir
     from lm_eval_evidential.testing.tiny import sample_data_dir
 
+    unset = "EVIDENTIAL_DATA_DIR" not in os.environ
     os.environ.setdefault("EVIDENTIAL_DATA_DIR", str(sample_data_dir()))
-    task = TaskManager(include_path=str(tasks_dir()), include_defaults=False).load(["obqa_edl"])["tasks"]["obqa_edl"]
-    train = task.fewshot_pool()[:shots] if shots else []
-    prefix = "".join(f"{task.doc_to_text(d)}{task.doc_to_choice(d)[task.doc_to_target(d)]}\n\n" for d in train)
-    docs = list(task.eval_docs)[:questions]
+    try:
+        task = TaskManager(include_path=str(tasks_dir()), include_defaults=False).load(["obqa_edl"])["tasks"]
+        task = task["obqa_edl"]
+        between, before = task.config.fewshot_delimiter, task.config.target_delimiter
+        train = task.fewshot_pool()[:shots] if shots else []
+        return {
+            "task": "obqa_edl",
+            "fewshot_delimiter": between,
+            "target_delimiter": before,
+            "shots": [f"{task.doc_to_text(d)}{before}{task.doc_to_choice(d)[task.doc_to_target(d)]}" for d in train],
+            "questions": [
+                {"doc": doc, "text": task.doc_to_text(doc), "choices": list(task.doc_to_choice(doc))}
+                for doc in list(task.eval_docs)[:questions]
+            ],
+        }
+    finally:  # the mirror was this call's to choose, not the process's
+        if unset:
+            del os.environ["EVIDENTIAL_DATA_DIR"]
+
+
+def requests_from(rendered: dict, questions: int, shots: int):
+    """The requests (K per question) lm-eval builds for the first ``questions`` rendered questions behind
+    one fixed prefix of the first ``shots`` rendered training questions (its ``first_n`` sampler), and the
+    number of questions."""
+    from lm_eval.api.instance import Instance
+
+    if shots > len(rendered["shots"]):
+        raise ValueError(f"{shots} shots asked, {len(rendered['shots'])} rendered")
+    prefix = "".join(shot + rendered["fewshot_delimiter"] for shot in rendered["shots"][:shots])
+    docs = rendered["questions"][:questions]
     requests = []
-    for i, doc in enumerate(docs):
-        for j, choice in enumerate(task.doc_to_choice(doc)):
-            requests.append(
-                Instance(
-                    "loglikelihood", doc, (prefix + task.doc_to_text(doc), choice), idx=j, metadata=("obqa_edl", i, 1)
-                )
-            )
+    for i, q in enumerate(docs):
+        for j, choice in enumerate(q["choices"]):
+            arguments = (prefix + q["text"], rendered["target_delimiter"] + choice)
+            requests.append(Instance("loglikelihood", q["doc"], arguments, idx=j, metadata=(rendered["task"], i, 1)))
     return requests, len(docs)
+
+
+def build_requests(questions: int, shots: int):
+    """Instances (4 per question) of obqa_edl's sample questions, behind a fixed ``shots``-question prefix."""
+    return requests_from(render_questions(questions, shots), questions, shots)
 
 
 def load(kind: str, model: str, dtype: str, kv_bytes: int, batch_size: int):

@@ -28,16 +28,28 @@ heads, MLP 14,336, vocabulary 128,256 (16 GB of weights in bfloat16; an 80 GB ca
 from __future__ import annotations
 
 import argparse
+import contextlib
+import gc
+import importlib.util
 import json
 import os
 import sys
 import tempfile
 import time
+import traceback
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_vllm's request builder, when imported as a module
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))  # bench_vllm's request builder and measure's record, when imported as a module
 
-from bench_vllm import build_requests  # noqa: E402 (after the path above)
+from bench_vllm import render_questions, requests_from  # noqa: E402 (after the path above)
+from measure import command_line, write_result  # noqa: E402
+
+#: obqa_edl's sample questions as the task renders them (``--save-requests`` wrote it; a test checks it is
+#: what the task renders now), for machines without ``datasets``: every one of the 120, and 25 training
+#: questions with their answers for the few-shot prefix.
+QUESTIONS = HERE / "gpu_check_questions.json"
+RENDERED_QUESTIONS, RENDERED_SHOTS = 120, 25
 
 SHAPES = {
     # Meta-Llama-3-8B's config.json, weights aside.
@@ -150,72 +162,194 @@ def measure(name: str, score, requests, n: int, device: str, repeats: int, **ext
     return row
 
 
+def save_requests(path: Path) -> None:
+    """Render obqa_edl's sample questions by the task (this needs ``datasets``) and write them to ``path``."""
+    from lm_eval_evidential.files import atomic_write_text
+
+    rendered = render_questions(RENDERED_QUESTIONS, RENDERED_SHOTS)
+    atomic_write_text(path, json.dumps(rendered, indent=1, ensure_ascii=False) + "\n")
+    print(f"written: {path} ({len(rendered['questions'])} questions, {len(rendered['shots'])} shots)")
+
+
+@contextlib.contextmanager
+def harness_check_for_this_machine():
+    """``--model evidential``'s start-up check of lm-eval, narrowed where ``datasets`` cannot be imported.
+
+    The check imports lm-eval's task manager and evaluator, which need ``datasets`` (and ``dill``); this
+    script calls ``lm.loglikelihood`` on the model itself and uses neither. Without ``datasets`` the check
+    covers the part of its inventory this script's path uses (``lm_eval.models.*``) and says so; with it,
+    the whole check runs as in every evaluation.
+    """
+    from unittest import mock
+
+    from lm_eval_evidential.errors import HarnessVersionError
+    from lm_eval_evidential.integration import hooks
+    from lm_eval_evidential.lm_eval_compat import INTERNALS, PUBLIC, missing_internals
+
+    if importlib.util.find_spec("datasets") is not None:
+        yield
+        return
+    used = tuple(entry for entry in (*INTERNALS, *PUBLIC) if entry.startswith("lm_eval.models."))
+
+    def check_models_only(extra: tuple[str, ...] = ()) -> None:
+        missing = missing_internals(used + extra)
+        if missing:
+            raise HarnessVersionError(f"lm-eval lacks {', '.join(missing)}: install lm-eval 0.4.13")
+
+    print(f"# no datasets here: the harness check covers {len(used)} lm_eval.models names", flush=True)
+    with mock.patch.object(hooks, "check_harness", check_models_only):
+        yield
+
+
+def _measure_ways(args, model, tok, runs: dict, record) -> list[str]:
+    """Every way of ``args.ways`` on ``runs`` ({shots: (requests, questions)}); a way that fails prints its
+    traceback and the others still run. Returns the failed ways."""
+    import torch
+
+    from lm_eval_evidential.harness.model import EvidentialLM
+
+    def evidential(cache: bool) -> None:
+        with harness_check_for_this_machine():
+            lm = EvidentialLM(pretrained=model, tokenizer=tok, batch_size=args.batch_size, prefix_cache=cache)
+        for s, (requests, n) in runs.items():
+            if s or not cache:  # zero-shot prompts share nothing worth caching
+                name = "evidential cached" if cache else "evidential"
+                record(measure(name, lm.loglikelihood, requests, n, args.device, args.repeats, shots=s))
+            lm.evidence.take()
+
+    def hf() -> None:
+        from lm_eval.models.huggingface import HFLM
+
+        lm = HFLM(pretrained=model, tokenizer=tok, batch_size=args.batch_size)
+        requests, n = runs[args.shots]
+        record(measure("hf", lm.loglikelihood, requests, n, args.device, args.repeats, shots=args.shots))
+
+    def bare() -> None:
+        for s, (requests, n) in runs.items():
+            score = bare_forward(model, tok, requests, args.batch_size)
+            record(measure("bare", score, requests, n, args.device, args.repeats, shots=s))
+
+    steps = {"bare": [bare], "evidential": [lambda: evidential(False), lambda: evidential(True)], "hf": [hf]}
+    failed = []
+    for way in args.ways.split(","):
+        for step in steps[way]:
+            try:
+                step()
+            except Exception:  # the other ways still run: their figures are what the run is for
+                traceback.print_exc()
+                failed.append(way)
+            gc.collect()
+            if args.device.startswith("cuda"):
+                torch.cuda.empty_cache()
+    return failed
+
+
+RATIOS = (  # (label, numerator, denominator); "{s}" is the few-shot prefix's length
+    ("evidential / bare, zero-shot", ("evidential", 0), ("bare", 0)),
+    ("evidential / bare, {s}-shot", ("evidential", "s"), ("bare", "s")),
+    ("evidential {s}-shot / zero-shot", ("evidential", "s"), ("evidential", 0)),
+    ("evidential {s}-shot, prefix cache on / off", ("evidential cached", "s"), ("evidential", "s")),
+    ("evidential {s}-shot cached / zero-shot", ("evidential cached", "s"), ("evidential", 0)),
+    ("evidential / hf, {s}-shot", ("evidential", "s"), ("hf", "s")),
+)
+
+
+def ratios(rows: list[dict], shots: int) -> dict[str, float]:
+    """The ratios of questions per second that both of whose ways were measured."""
+    qps = {(r["way"], r["shots"]): r["q_per_s"] for r in rows}
+    found = {}
+    for label, *pair in RATIOS:
+        a, b = ((way, shots if s == "s" else s) for way, s in pair)
+        if a in qps and b in qps:
+            found[label.format(s=shots)] = qps[a] / qps[b]
+    return found
+
+
+def figures_of(rows: list[dict], shots: int, repeats: int) -> list[dict]:
+    """The record's figures: each measurement's questions per second, then the ratios."""
+    figures = []
+    for r in rows:
+        note = f"{r['seconds']:.3f} s for {r['questions']} questions, best of {repeats}"
+        if r["peak_mb"] is not None:
+            note += f"; peak {r['peak_mb']:.0f} MiB"
+        figures.append({"what": f"{r['way']}, {r['shots']}-shot", "value": round(r["q_per_s"], 3), "unit": "q/s"})
+        figures[-1]["note"] = note
+    figures += [{"what": k, "value": round(v, 3), "unit": "x"} for k, v in ratios(rows, shots).items()]
+    return figures
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shape", choices=sorted(SHAPES), default="llama3-8b")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--dtype", default="bfloat16")
     ap.add_argument("--questions", type=int, default=120, help="OBQA-format sample questions (at most 120)")
-    ap.add_argument("--shots", type=int, default=5, help="questions in the fixed few-shot prefix")
+    ap.add_argument(
+        "--shots", type=int, default=5, help=f"questions in the fixed few-shot prefix (at most {RENDERED_SHOTS})"
+    )
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--ways", default="bare,evidential,hf")
+    ap.add_argument(
+        "--requests", type=Path, default=QUESTIONS, help="the rendered questions (default: the bundled file)"
+    )
+    ap.add_argument(
+        "--save-requests", type=Path, default=None, help="render the questions by the task, write them, stop"
+    )
+    ap.add_argument("--json", type=Path, default=None, help="write the run's record here, after every measurement")
     args = ap.parse_args(argv)
+    unknown = set(args.ways.split(",")) - {"bare", "evidential", "hf"}
+    if unknown:
+        ap.error(f"--ways: unknown {sorted(unknown)}; choose among bare, evidential, hf")
+    if args.save_requests is not None:
+        save_requests(args.save_requests)
+        return 0
 
     import torch
+    import transformers
 
-    import lm_eval_evidential  # noqa: F401 (--model evidential registered)
-    from lm_eval_evidential.harness.model import EvidentialLM
-
-    ways = args.ways.split(",")
+    rendered = json.loads(args.requests.read_text(encoding="utf-8"))
+    runs = {s: requests_from(rendered, args.questions, s) for s in (0, args.shots)}
     if args.device.startswith("cuda"):
         card = torch.cuda.get_device_name(torch.device(args.device))
     else:
         card = args.device
-    print(f"# device {card}, shape {args.shape}, dtype {args.dtype}, batch size {args.batch_size}")
-    print(f"# load before: {os.getloadavg()}")
-    rows = []
+    versions = f"torch {torch.__version__}, transformers {transformers.__version__}, lm_eval {_version('lm_eval')}"
+    print(f"# device {card}, shape {args.shape}, dtype {args.dtype}, batch size {args.batch_size}; {versions}")
+    print(f"# load before: {os.getloadavg()}", flush=True)
+    rows: list[dict] = []
+    shape = f"{args.shape} (random weights), {args.dtype} on {card}, batch {args.batch_size}, "
+    shape += f"{runs[0][1]} obqa_edl questions, 0- and {args.shots}-shot"
+
+    def record(row: dict) -> None:
+        rows.append(row)
+        if args.json is not None:  # after every measurement: a run cut short keeps what it measured
+            figures = figures_of(rows, args.shots, args.repeats)
+            write_result(
+                "gpu_check", command=command_line(), shape=shape, figures=figures, path=args.json, notes=versions
+            )
+
     with tempfile.TemporaryDirectory(prefix="gpu_check.") as tmp:
         start = time.perf_counter()
         model, tok = build_model(args.shape, args.device, args.dtype, Path(tmp), args.seed)
         print(f"# model built on {model.device} in {time.perf_counter() - start:.1f} s", flush=True)
-        runs = {s: build_requests(args.questions, s) for s in (0, args.shots)}
-        if "bare" in ways:
-            for s, (requests, n) in runs.items():
-                bare = bare_forward(model, tok, requests, args.batch_size)
-                rows.append(measure("bare", bare, requests, n, args.device, args.repeats, shots=s))
-        if "evidential" in ways:
-            for cache in (False, True):
-                lm = EvidentialLM(pretrained=model, tokenizer=tok, batch_size=args.batch_size, prefix_cache=cache)
-                for s, (requests, n) in runs.items():
-                    if s or not cache:  # zero-shot prompts share nothing worth caching
-                        name = "evidential cached" if cache else "evidential"
-                        rows.append(measure(name, lm.loglikelihood, requests, n, args.device, args.repeats, shots=s))
-                    lm.evidence.take()
-                del lm
-        if "hf" in ways:
-            from lm_eval.models.huggingface import HFLM
-
-            lm = HFLM(pretrained=model, tokenizer=tok, batch_size=args.batch_size)
-            requests, n = runs[args.shots]
-            rows.append(measure("hf", lm.loglikelihood, requests, n, args.device, args.repeats, shots=args.shots))
-            del lm
-    qps = {(r["way"], r["shots"]): r["q_per_s"] for r in rows}
-
-    def ratio(label: str, a, b) -> None:
-        if a in qps and b in qps:
-            print(f"{label}: {qps[a] / qps[b]:.2f}")
-
-    s = args.shots
-    ratio("evidential / bare, zero-shot", ("evidential", 0), ("bare", 0))
-    ratio(f"evidential / bare, {s}-shot", ("evidential", s), ("bare", s))
-    ratio(f"evidential {s}-shot / zero-shot", ("evidential", s), ("evidential", 0))
-    ratio(f"evidential {s}-shot, prefix cache on / off", ("evidential cached", s), ("evidential", s))
-    ratio(f"evidential {s}-shot cached / zero-shot", ("evidential cached", s), ("evidential", 0))
-    ratio(f"evidential / hf, {s}-shot", ("evidential", s), ("hf", s))
+        failed = _measure_ways(args, model, tok, runs, record)
+    for label, value in ratios(rows, args.shots).items():
+        print(f"{label}: {value:.2f}")
     print(f"# load after: {os.getloadavg()}")
-    return 0
+    if failed:
+        print(f"# failed: {', '.join(failed)} (tracebacks above)", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def _version(dist: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return "?"
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ from lm_eval_evidential.modeling.encoding import (
     phantom_labels,
     phantom_token_ids,
     prompt_tail,
+    shared_prefix_split,
 )
 
 # Stock lm_eval tasks whose choices are answer texts, and this package's task with the same
@@ -44,7 +45,7 @@ LETTERS_BEYOND_TOKENS_FIX = (
     "stock task with --model hf"
 )
 
-# The differing token of "(A)"-style labels: a letter or digit or two (tasks/lettered.py: shared_prefix_split).
+# The differing token of "(A)"-style labels: a letter or digit or two (modeling/encoding.py: shared_prefix_split).
 _LABEL_TOKEN = re.compile(r"[A-Za-z0-9]{1,2}")
 
 #: A (prompt tail, choices) whose answer ids are checked on every whole prompt (QuestionPlanner.answer_ids_at_tail).
@@ -272,11 +273,9 @@ class QuestionPlanner:
         """``(prefix ids, answer ids)``: single-token choices (no prefix), else "(A)"-style labels.
 
         Labels that share a token prefix and differ in exactly one token, a letter or digit
-        (:func:`~lm_eval_evidential.tasks.lettered.shared_prefix_split`), are read at that token,
+        (:func:`~lm_eval_evidential.modeling.encoding.shared_prefix_split`), are read at that token,
         after the prompt plus the prefix; anything else is refused with the single-token message.
         """
-        from lm_eval_evidential.tasks.lettered import shared_prefix_split
-
         try:
             return [], self.answer_ids_at_tail(context, context_ids, continuations, task, where)
         except EvidentialInputError as error:

@@ -26,6 +26,7 @@ __all__ = [
     "phantom_labels",
     "phantom_token_ids",
     "prompt_tail",
+    "shared_prefix_split",
     "left_pad",
     "last_position_logits",
 ]
@@ -161,6 +162,36 @@ def prompt_tail(prompt: str) -> str | None:
     """
     cut = prompt.rstrip().rfind("\n") + 1
     return prompt[cut:] if 0 < cut and len(prompt) - cut <= MAX_TAIL_CHARS else None
+
+
+def shared_prefix_split(continuations_ids: list[list[int]]) -> tuple[list[int], list[int]] | None:
+    """``(prefix, answer ids)`` where every choice is ``prefix + [its own token] + a shared tail``, else None.
+
+    " (A)", " (B)" are three tokens each for most tokenizers (" (", "A", ")"): they share the
+    prefix " (" and the tail ")", and differ in one token. The prefix then belongs to the
+    prompt, and the choice's evidence is read at the differing token: the K-class classifier
+    over answer labels is the model's next-token logits after ``prompt + prefix``. The tail is
+    not scored (it is the same for every choice). None where the choices differ in more than
+    one token, or in none, or share a differing token.
+
+    Examples
+    --------
+    >>> shared_prefix_split([[506, 36, 12], [506, 37, 12], [506, 38, 12]])
+    ([506], [36, 37, 38])
+    >>> shared_prefix_split([[506, 36, 12], [506, 37, 40, 12]]) is None
+    True
+    """
+    if len(continuations_ids) < 2 or any(not ids for ids in continuations_ids):
+        return None
+    n = min(len(ids) for ids in continuations_ids)
+    start = 0
+    while start < n and len({ids[start] for ids in continuations_ids}) == 1:
+        start += 1
+    tails = {tuple(ids[start + 1 :]) for ids in continuations_ids}
+    answers = [ids[start] for ids in continuations_ids if len(ids) > start]
+    if len(tails) != 1 or len(answers) != len(continuations_ids) or len(set(answers)) != len(answers):
+        return None
+    return list(continuations_ids[0][:start]), answers
 
 
 def left_pad(rows: Sequence[Sequence[int]], pad_token_id: int | None) -> dict[str, torch.Tensor]:
