@@ -4,22 +4,35 @@ bounded numbers), the options every audit shares and the help formatter that sta
 from __future__ import annotations
 
 import argparse
+import re
 
 from lm_eval_evidential.params import Integral, Interval, Options, Param, Real
+
+#: How a help text states its option's default itself: ``(default: X)``, ``(default 4)``, ``assert (default)``,
+#: ``zero (default; …)``, ``Default: …``. "the default" in another sense ("saved as the default") does not count.
+_STATES_DEFAULT = re.compile(r"\(default\b|\bdefault:", re.IGNORECASE)
 
 
 class HelpFormatter(argparse.HelpFormatter):
     """Every subcommand's help: an option's real default, said once.
 
-    ``(default: X)`` is appended unless the help text already speaks of its default, the option
-    is required or positional, or it has no default (None, False, empty).
+    ``(default: X)`` is appended unless the help text already states its default, the option
+    is required or positional, or it has no default (None, empty, or False for a flag that is off
+    unless given). A default of 0 is a default (a seed's); a ``--x/--no-x`` flag's is said as
+    the flag that holds unless the other is given.
     """
 
     def _get_help_string(self, action) -> str:
         text = action.help or ""
-        if "default" in text.lower() or action.required or not action.option_strings:
+        if _STATES_DEFAULT.search(text) or action.required or not action.option_strings:
             return text
-        if action.default in (None, False, "", argparse.SUPPRESS):
+        default = action.default
+        if default is None or default is argparse.SUPPRESS or (isinstance(default, (str, list, tuple)) and not default):
+            return text
+        if isinstance(action, argparse.BooleanOptionalAction):  # said as the flag that holds: --x or --no-x
+            flag = next(o for o in action.option_strings if o.startswith("--no-") != bool(default))
+            return text + f" (default: {flag})"
+        if default is False:
             return text
         return text + " (default: %(default)s)"
 

@@ -102,14 +102,16 @@ class TrainConfig:
         param=NON_NEGATIVE_INT_OR_NONE,
     )
     num_noises: int = _opt(
-        20, "ib_edl: noise draws per question (training and evaluation default)", param=HEAD["num_noises"]
+        20,
+        "ib_edl: noise draws per question, in training and (saved with the adapter) at evaluation",
+        param=HEAD["num_noises"],
     )
     beta: float = _opt(
         1e-5, "ib_edl: weight of the information loss (reference OBQA/Llama-3 config: 1e-5)", param=NON_NEGATIVE
     )
     sigma_mult: float = _opt(
         0.0,
-        "ib_edl: post-hoc alpha -= sigma_mult*sigma at evaluation (stored as the default)",
+        "ib_edl: post-hoc alpha -= sigma_mult*sigma at evaluation (saved with the adapter)",
         param=HEAD["sigma_mult"],
     )
     # Data and model

@@ -51,7 +51,18 @@ def test_train_help_marks_what_is_required_and_shows_table_7_defaults():
     # each option's declared constraint (TrainConfig's Params) is said before its default
     assert "peak learning rate; a finite number > 0 (default: 5e-05)" in text
     assert "LoRA rank; an integer >= 1 (default: 8)" in text
+    # a default help would otherwise hide: 0 (0 == False), a --x/--no-x flag's False, a help that says "saved"
+    assert "an integer >= 1 (default: 20)" in text and "a finite number >= 0 (default: 0.0)" in text
+    assert "on A100) (default: --no-bf16)" in text and "(default: --group-by-length)" in text
     assert "arXiv:2605.06382" in text
+
+
+@pytest.mark.parametrize("name", ["ood", "report", "conformal", "temperature", "permutations", "compare", "laplace"])
+def test_a_seed_option_shows_its_default_of_0(name):
+    """0 == False, so a rule that skipped "no default" values by equality used to hide every seed's default."""
+    text = " ".join(SUBCOMMANDS[name].format_help().split())
+    seed = next(a for a in SUBCOMMANDS[name]._actions if "--seed" in a.option_strings)
+    assert seed.default == 0 and text.count("(default: 0)") == 1, text
 
 
 # ---- third-party noise
