@@ -193,6 +193,19 @@ class AuditRow(dict):
         return combined(parts[0].key, header, join, *parts)
 
     @classmethod
+    def written(cls, key: str, value, style: Style | None = None) -> str:
+        """``value`` as this row type's column ``key`` writes it in ``style`` (default Markdown): a sentence that
+        quotes a table's quantity writes it as the table does, from the one declaration.
+
+        >>> from lm_eval_evidential.audits.ood import KSweepRow
+        >>> KSweepRow.written("auroc", 0.61234), KSweepRow.written("delta_auroc", 0.25)
+        ('0.612', '+0.250')
+        >>> KSweepRow.written("auroc", float("nan")), KSweepRow.written("auroc", 0.61234, TEXT)
+        ('n/a', '0.6123')
+        """
+        return _write(value, cls.columns(key)[0], MARKDOWN if style is None else style)
+
+    @classmethod
     def columns(cls, *keys: str | Column) -> tuple[Column, ...]:
         """The columns ``keys`` (default: every field that is one column), in that order, as the fields declare
         them; a :func:`per_parameter` field's column is named by its key (``prr_0.5``); a column given (a

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from lm_eval_evidential.audits.ood import KSweepRow
-from lm_eval_evidential.audits.table import format_number
+from lm_eval_evidential.audits.ood import DeLongTest, KSweepRow
+from lm_eval_evidential.audits.table import TEXT, format_number
 from lm_eval_evidential.files import write_json
 
 from .arguments import add_audit_parser, add_param, add_phantom, one_task
@@ -74,18 +74,20 @@ def add_parser(sub) -> None:
 
 
 def delong_line(test: Mapping) -> str:
-    """The DeLong test (:class:`~lm_eval_evidential.audits.ood.DeLongTest`) as one sentence, numbers to 4 decimals
-    (z to 3), as the table above it."""
+    """The DeLong test (:class:`~lm_eval_evidential.audits.ood.DeLongTest`) as one sentence: the AUROCs and their
+    difference as its columns declare them, in the text table's style (4 decimals, as the table above it); z to 3
+    decimals and p to 3 significant digits, which no column declares (the column's 4 decimals would write
+    p = 8.41e-06 as 0.0000)."""
     p = test["p_value"]
     ptxt = "undefined" if p != p else f"{p:.3g}"
 
-    def num(key: str, digits: int = 4, signed: bool = False) -> str:
-        return format_number(test[key], digits, signed=signed, nan="nan")
+    def num(key: str) -> str:  # as DeLongTest declares it, in the text table's style
+        return DeLongTest.written(key, test[key], TEXT)
 
     return (
         f"DeLong test, {test['score']} OOD-only x={test['extra']} vs x=0 (same examples): AUROC "
-        f"{num('auroc_base')} -> {num('auroc_expanded')} (diff {num('diff', signed=True)}, z {num('z', 3)}, p "
-        f"{ptxt})"
+        f"{num('auroc_base')} -> {num('auroc_expanded')} (diff {num('diff')}, "
+        f"z {format_number(test['z'], 3, nan='nan')}, p {ptxt})"
     )
 
 

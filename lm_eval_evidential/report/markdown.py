@@ -4,11 +4,13 @@ ready to paste into a paper). A number said in two places is formatted by one fu
 
 from __future__ import annotations
 
+from lm_eval_evidential.audits.ood import KSweepRow, OODRow
+from lm_eval_evidential.audits.permutations import PermutationOODRow
 from lm_eval_evidential.audits.table import Column, rows_markdown
 from lm_eval_evidential.metrics.cardinality import phantom_options
 from lm_eval_evidential.report.comparison import md_compare
 from lm_eval_evidential.report.field import md_conformal, md_groups, md_temperature
-from lm_eval_evidential.report.format import APPENDIX_FILE, format_k, format_number
+from lm_eval_evidential.report.format import APPENDIX_FILE, format_k
 from lm_eval_evidential.report.sections import (
     delong_text,
     md_answer_order,
@@ -130,10 +132,13 @@ def _epistemic_move(arts) -> str:
     moves = [a["epistemic_delta_auroc"] for a in arts if "epistemic_delta_auroc" in a]
     if not moves:
         return ""
-    size = format_number(min(moves), signed=True)
-    if format_number(max(moves), signed=True) != size:
-        size += f" to {format_number(max(moves), signed=True)}"
-    return f" and this {arts[0]['members']} baseline's mutual information AUROC by {size}"
+    return f" and this {arts[0]['members']} baseline's mutual information AUROC by {_moves(moves)}"
+
+
+def _moves(moves) -> str:
+    """AUROC moves of the K sweep as its table writes them (ΔAUROC): the one, or the smallest to the largest."""
+    low, high = (KSweepRow.written("delta_auroc", m) for m in (min(moves), max(moves)))
+    return low if high == low else f"{low} to {high}"
 
 
 def _takeaway(report: Report) -> str:
@@ -155,14 +160,10 @@ def _takeaway(report: Report) -> str:
         text = "No comparison was K-matched, so none of them measures OOD detection"
     arts = s.get("artefact") or []
     if arts:
-        lo, hi = min(a["delta_auroc"] for a in arts), max(a["delta_auroc"] for a in arts)
-        size = format_number(lo, signed=True)
-        if format_number(hi, signed=True) != size:
-            size += f" to {format_number(hi, signed=True)}"
         text += (
             f"; one {phantom_options(arts[0]['phantom'])} appended to the OOD side alone, a change of K and not of the "
             "model, moves "
-            f"{arts[0]['score']}'s AUROC by {size}"
+            f"{arts[0]['score']}'s AUROC by {_moves([a['delta_auroc'] for a in arts])}"
             + _epistemic_move(arts)
             + ": a comparison across K reports a difference that is not there"
         )
@@ -211,7 +212,8 @@ def _md_summary(report: Report) -> list[str]:
         lines += [
             f"- **Not valid**: {idt} → {m['ood_task']} was compared across K {format_k(m['k_id'])} "
             f"vs {format_k(m['k_ood'])} "
-            f"(k_policy={m['policy']}; {m['score']} AUROC {format_number(m['auroc'])}): that number partly measures K."
+            f"(k_policy={m['policy']}; {m['score']} AUROC {OODRow.written('auroc', m['auroc'])}): that number partly "
+            "measures K."
         ]
     for ref in s.get("refused", []):
         lines += [
@@ -226,7 +228,7 @@ def _md_summary(report: Report) -> list[str]:
             both = "appended to both sides, it leaves every one exactly unchanged"
         else:
             both = "appended to both sides: " + ", ".join(
-                f"{a['ood_task']} {format_number(a['matched_delta_auroc'], signed=True)}" for a in arts
+                f"{a['ood_task']} {KSweepRow.written('delta_auroc', a['matched_delta_auroc'])}" for a in arts
             )
         lines += [
             f"- **K artefact** ({arts[0]['score']} AUROC, one {phantom_options(arts[0]['phantom'])} appended to the "
@@ -247,15 +249,19 @@ def _order_line(s) -> str:
     """The order audit in one sentence: how far reordering alone moves the headline AUROC, against the K artefact."""
     spreads = s["order"]
     first = spreads[0]
+
+    def auroc(o, key: str) -> str:  # as the answer-order table writes it
+        return PermutationOODRow.written(key, o[key])
+
     per_task = "; ".join(
-        f"{o['ood_task']} {format_number(o['auroc_min'])} to {format_number(o['auroc_max'])} "
-        f"(range {format_number(o['auroc_range'])}, order-averaged {format_number(o['auroc_order_averaged'])})"
+        f"{o['ood_task']} {auroc(o, 'auroc_min')} to {auroc(o, 'auroc_max')} "
+        f"(range {auroc(o, 'auroc_range')}, order-averaged {auroc(o, 'auroc_order_averaged')})"
         for o in spreads
     )
     arts = [a for a in s.get("artefact") or [] if a["score"] == first["score"]]
     against = (
         "against a K artefact of "
-        + ", ".join(format_number(a["delta_auroc"], signed=True) for a in arts)
+        + ", ".join(KSweepRow.written("delta_auroc", a["delta_auroc"]) for a in arts)
         + " from one zero-evidence option"
         if arts
         else "(no K sweep to set it against)"
@@ -263,7 +269,7 @@ def _order_line(s) -> str:
     return (
         f"- **Answer order** ({first['score']} AUROC over the {first['n_orders']} orders of each question, the "
         f"same model and questions): {per_task} — reordering the options alone moves it by up to "
-        f"{format_number(max(o['auroc_range'] for o in spreads))}, {against}."
+        f"{PermutationOODRow.written('auroc_range', max(o['auroc_range'] for o in spreads))}, {against}."
     )
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from lm_eval_evidential.audits.ood import KSweepRow, OODRow, phantom_evidence_line, sensitivity_lines
+from lm_eval_evidential.audits.ood import DeLongTest, KSweepRow, OODRow, phantom_evidence_line, sensitivity_lines
 from lm_eval_evidential.audits.permutations import PermutationOODRow
 from lm_eval_evidential.audits.quality import (
     ORDER_KEYS,
@@ -51,10 +51,13 @@ __all__ = [
 
 
 def delong_text(auroc_base, auroc_expanded, diff, p_value) -> str:
-    """The one way the report writes a K-sweep DeLong result (the summary quotes the K-sweep section's)."""
+    """The one way the report writes a K-sweep DeLong result (the summary quotes the K-sweep section's): each
+    number as :class:`~lm_eval_evidential.audits.ood.DeLongTest` declares it, the p-value as the report writes
+    p-values (two significant digits: the column's 3 decimals would write p = 8.4e-06 as 0.000)."""
+    auroc = DeLongTest.written
     return (
-        f"{format_number(auroc_base)} → {format_number(auroc_expanded)} (Δ = {format_number(diff, signed=True)}, "
-        f"p = {format_p(p_value)})"
+        f"{auroc('auroc_base', auroc_base)} → {auroc('auroc_expanded', auroc_expanded)} "
+        f"(Δ = {DeLongTest.written('diff', diff)}, p = {format_p(p_value)})"
     )
 
 

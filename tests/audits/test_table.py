@@ -269,3 +269,17 @@ def test_a_groups_mean_row_is_named_in_bold_in_markdown_only():
     # a set without one K (a group's mean over sets of several): not applicable in a document, empty in the CLI
     assert rows_markdown([{"k_ood": None}], GroupRow.columns("k_ood"))[2] == "| — |"
     assert rows_text([{"k_ood": None}], GroupRow.columns("k_ood")).splitlines()[2] == "     "
+
+
+@pytest.mark.parametrize("key", ["auroc", "delta_auroc", "extra"])
+@pytest.mark.parametrize("value", [0.61234, -1e-17, 0.25, float("nan"), None, 3])
+def test_a_sentence_writes_a_quantity_as_its_table_column_does(key, value):
+    """``written`` is the table's own cell: a sentence quoting a ΔAUROC gets its sign, an AUROC its decimals."""
+    from lm_eval_evidential.audits.ood import KSweepRow
+    from lm_eval_evidential.audits.table import TEXT
+
+    row = {"score": "s", key: value}
+    markdown_cell = rows_markdown([row], KSweepRow.columns(key))[2].strip("| ")
+    text_cell = rows_text([row], KSweepRow.columns(key)).splitlines()[-1].strip()
+    assert KSweepRow.written(key, value) == markdown_cell
+    assert KSweepRow.written(key, value, TEXT) == text_cell
