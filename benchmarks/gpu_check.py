@@ -1,14 +1,32 @@
 """The GPU check: a Llama-3-8B-shaped model with random weights, scored four ways in one run.
 
-Prepared for the day an accelerator is at hand; nothing is downloaded (the model is built from
-its config on the device, the tokenizer trained on the bundled sample questions, the questions
-are the bundled OpenBookQA-format sample), and it carries nothing but this repository::
+Prepared for an offline machine with an accelerator, Python, torch and transformers (peft, accelerate,
+tokenizers, numpy, scipy, scikit-learn, pandas, pyarrow, pyyaml, jinja2, requests, psutil, tqdm) but
+nothing else of ours: nothing is downloaded there. The model is built from its config on the device,
+the tokenizer is trained on the bundled sample questions, and the questions are read from
+``gpu_check_questions.json`` beside this script: obqa_edl's 120 bundled OpenBookQA-format questions and
+25 training questions with their answers, rendered by the task here (``--save-requests``; a test keeps
+the file equal to what the task renders now, and the requests built from it equal lm-eval's own, its
+``first_n`` sampler for the fixed prefix). So the machine needs neither ``datasets`` nor the rest of
+lm-eval's dependencies; it needs this repository and one wheel, lm-eval 0.4.13's
+(``lm_eval-0.4.13-py3-none-any.whl``, 9 MB, pure Python), installed without its dependencies::
 
-    python benchmarks/gpu_check.py                         # on the GPU: Llama-3-8B shape, bfloat16, cuda
-    python benchmarks/gpu_check.py --shape small --device cpu --dtype float32 --questions 8   # the test's
+    pip download --no-deps -d wheels lm_eval==0.4.13                      # where there is an index
+    # copy the repository and wheels/ to the machine, then in the repository's root there:
+    python3 -m pip install --no-deps --no-index --target /tmp/site wheels/lm_eval-0.4.13-py3-none-any.whl
+    HF_HUB_OFFLINE=1 PYTHONPATH=/tmp/site:$PWD python3 benchmarks/gpu_check.py --json gpu_check.json
+
+Estimated at 1 to 3 minutes on one 80 GB card, not yet measured: start-up and the model's random
+initialisation, then about 5 PFLOP of forwards (16 GFLOP a token; 120 prompts of 58 tokens zero-shot
+and 374 behind the 5-shot prefix, each way's warm-up and 2 repeats); 16 GB of weights in
+bfloat16. On the CPU, at the test's shape (``tests/benchmarks/test_gpu_check.py`` runs it so, with
+``datasets`` and the others made unimportable)::
+
+    python benchmarks/gpu_check.py --shape small --device cpu --dtype float32 --questions 8 --threads 1
 
 Ways, each timed as the harness's ``lm.loglikelihood(requests)`` (best of ``--repeats``, after one
-warm-up call), on the same questions zero-shot and behind one fixed ``--shots``-question prefix:
+warm-up call), on the same questions zero-shot and behind one fixed ``--shots``-question prefix, all on
+one torch CPU thread count (``--threads``):
 
 - ``bare``: the model's forward on each question's prompt, tokenised and batched before the clock
   (left-padded, position ids, longest first, ``logits_to_keep=1``), answer logits gathered on the
@@ -18,11 +36,15 @@ warm-up call), on the same questions zero-shot and behind one fixed ``--shots``-
 - ``hf``: lm-eval's own ``--model hf`` (``HFLM``), few-shot only.
 
 Both models are given the same model object (``pretrained=<model>``; the harness's path for an
-already-built model), so no weights are written or read. Prints one JSON line per measurement
-(questions per second and, on CUDA, peak device memory), then the ratios, the device's name and
-the machine's load. The Llama-3-8B shape is 32 layers, hidden 4,096, 32 query and 8 key/value
-heads, MLP 14,336, vocabulary 128,256 (16 GB of weights in bfloat16; an 80 GB card holds it and
-``--model hf``'s full-vocabulary logits at the default batch size).
+already-built model), so no weights are written or read. ``--model evidential``'s start-up check of
+lm-eval imports lm-eval's task manager and evaluator, which need ``datasets``; where it is missing the
+check is narrowed to the ``lm_eval.models`` names this script's path uses, and a ``#`` line says so.
+Prints one JSON line per measurement (questions per second and, on CUDA, peak device memory), then the
+ratios, the device's name, the versions and the machine's load; ``--json PATH`` writes the run's record
+(``measure.write_result``, the format of ``results/``) after every measurement, so a run cut short keeps
+what it measured. A way that fails prints its traceback and the others still run (exit status 1). The
+Llama-3-8B shape is 32 layers, hidden 4,096, 32 query and 8 key/value heads, MLP 14,336, vocabulary
+128,256 (an 80 GB card holds it and ``--model hf``'s full-vocabulary logits at the default batch size).
 """
 
 from __future__ import annotations
@@ -210,7 +232,13 @@ def _measure_ways(args, model, tok, runs: dict, record) -> list[str]:
 
     def evidential(cache: bool) -> None:
         with harness_check_for_this_machine():
-            lm = EvidentialLM(pretrained=model, tokenizer=tok, batch_size=args.batch_size, prefix_cache=cache)
+            lm = EvidentialLM(
+                pretrained=model,
+                tokenizer=tok,
+                batch_size=args.batch_size,
+                prefix_cache=cache,
+                threads=torch.get_num_threads(),  # the count every way runs on, not a count of its own picking
+            )
         for s, (requests, n) in runs.items():
             if s or not cache:  # zero-shot prompts share nothing worth caching
                 name = "evidential cached" if cache else "evidential"
@@ -292,6 +320,9 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--ways", default="bare,evidential,hf")
     ap.add_argument(
+        "--threads", type=int, default=None, help="torch's CPU threads, the same for every way (default: torch's)"
+    )
+    ap.add_argument(
         "--requests", type=Path, default=QUESTIONS, help="the rendered questions (default: the bundled file)"
     )
     ap.add_argument(
@@ -309,14 +340,20 @@ def main(argv=None) -> int:
     import torch
     import transformers
 
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
     rendered = json.loads(args.requests.read_text(encoding="utf-8"))
     runs = {s: requests_from(rendered, args.questions, s) for s in (0, args.shots)}
     if args.device.startswith("cuda"):
         card = torch.cuda.get_device_name(torch.device(args.device))
     else:
         card = args.device
+    threads = torch.get_num_threads()
     versions = f"torch {torch.__version__}, transformers {transformers.__version__}, lm_eval {_version('lm_eval')}"
-    print(f"# device {card}, shape {args.shape}, dtype {args.dtype}, batch size {args.batch_size}; {versions}")
+    print(
+        f"# device {card}, shape {args.shape}, dtype {args.dtype}, batch size {args.batch_size}, "
+        f"{threads} CPU thread{'s' * (threads != 1)}; {versions}"
+    )
     print(f"# load before: {os.getloadavg()}", flush=True)
     rows: list[dict] = []
     shape = f"{args.shape} (random weights), {args.dtype} on {card}, batch {args.batch_size}, "

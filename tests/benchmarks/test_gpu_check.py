@@ -59,7 +59,7 @@ def test_gpu_check_runs_every_way_without_the_packages_an_accelerator_machine_la
     record = tmp_path / "out" / "gpu_check.json"
     cmd = [sys.executable, "-c", WITHOUT, ",".join(ABSENT), str(ROOT / "benchmarks" / "gpu_check.py")]
     cmd += ["--shape", "small", "--device", "cpu", "--dtype", "float32", "--questions", "4", "--shots", "2"]
-    cmd += ["--batch-size", "4", "--repeats", "1", "--json", str(record)]
+    cmd += ["--batch-size", "4", "--repeats", "1", "--threads", "1", "--json", str(record)]
     proc = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert "# no datasets here" in proc.stdout  # the block above held: the run had no datasets
