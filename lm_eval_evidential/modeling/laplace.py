@@ -59,7 +59,7 @@ def has_posterior(folder) -> bool:
 class LaplacePosterior:
     """A saved posterior: ``names``/``shapes`` of the LoRA parameters in order, ``mean`` (θ_MAP flattened),
     ``structure`` and its factors (``scale``: diag; ``blocks``: kron, one ``(Q₁, Q₂, scale)`` or
-    ``(Q, scale)`` per parameter), and ``config`` (the JSON as saved)."""
+    ``(Q, scale)`` per parameter), ``config`` (the JSON as saved) and the ``folder`` it was read from."""
 
     names: tuple[str, ...]
     shapes: tuple[tuple[int, ...], ...]
@@ -68,6 +68,7 @@ class LaplacePosterior:
     scale: torch.Tensor | None
     blocks: tuple[tuple[torch.Tensor, ...], ...]
     config: dict
+    folder: Path | None = None
 
     @property
     def n_params(self) -> int:
@@ -75,7 +76,13 @@ class LaplacePosterior:
 
     @property
     def samples(self) -> int:
-        return int(self.config["samples"])
+        """The number of weight samples saved with the posterior (:data:`WEIGHT_SAMPLE_RANGE`), checked where it
+        is read: ``laplace_samples=N`` stands in for a bad one without reading it."""
+        samples = self.config.get("samples")
+        if not WEIGHT_SAMPLE_RANGE.accepts(samples):
+            where = LAPLACE_CONFIG if self.folder is None else self.folder / LAPLACE_CONFIG
+            raise _damaged(where, f"samples={samples!r} is not {WEIGHT_SAMPLE_RANGE} (or pass laplace_samples=N)")
+        return samples
 
     @property
     def seed(self) -> int:
@@ -167,9 +174,6 @@ def _read_config(folder: Path) -> dict:
     params = config.get("parameters")
     if not isinstance(params, list) or not params or not all(_is_parameter(p) for p in params):
         raise _damaged(path, "'parameters' is not a list of {name, shape} (the LoRA weights it covers)")
-    samples = config.get("samples")
-    if isinstance(samples, bool) or not isinstance(samples, int) or samples < 2:
-        raise _damaged(path, f"samples={samples!r} is not a whole number >= 2 (or pass laplace_samples=N)")
     check_seed(config.get("seed"), str(path))
     prior = config.get("prior_precision")
     if isinstance(prior, bool) or not isinstance(prior, (int, float)) or not 0 < prior < float("inf"):
@@ -239,6 +243,7 @@ def load_posterior(folder) -> LaplacePosterior:
         scale=scale,
         blocks=tuple(blocks),
         config=config,
+        folder=folder,
     )
 
 

@@ -1908,7 +1908,13 @@ CATALOGUE = [
         M,
         "laplace-posterior-config-of-one-sample",
         Cmd(TINY + ",peft={tmp}/lap", posterior_edited(config={"samples": 1})),
-        Refused(IE, r"laplace_config\.json: samples=1 is not a whole number >= 2 \(or pass laplace_samples=N\)"),
+        Refused(IE, r"laplace_config\.json: samples=1 is not an integer in 2\.\.1000 \(or pass laplace_samples=N\)"),
+    ),
+    (
+        M,
+        "laplace-posterior-config-beyond-the-bound",  # the fit refuses --samples 5000; an edited file used to pass
+        Cmd(TINY + ",peft={tmp}/lap", posterior_edited(config={"samples": 5000})),
+        Refused(IE, r"laplace_config\.json: samples=5000 is not an integer in 2\.\.1000 \(or pass laplace_samples=N\)"),
     ),
     (
         M,

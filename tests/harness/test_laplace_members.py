@@ -180,6 +180,21 @@ def test_a_saved_kron_posterior_loads_back(tmp_path):
     torch.testing.assert_close(post.blocks[1][0], q3)
 
 
+@pytest.mark.parametrize("saved", [1, 5000, "ten", None])
+def test_a_bad_saved_sample_count_is_refused_unless_laplace_samples_stands_in(tmp_path, saved):
+    """The saved count is checked against the fit's range where it is read: ``laplace_samples=N``, which the
+    refusal offers, replaces it (it used to be refused whatever laplace_samples said)."""
+    from lm_eval_evidential.harness.members import members_from_args
+
+    config = {"structure": "diag", "parameters": [{"name": "a", "shape": [4]}], "prior_precision": 1.0, "seed": 0}
+    save_posterior(tmp_path, {**config, "samples": saved}, {"mean": torch.zeros(4), "scale": torch.ones(4)})
+    (tmp_path / "evidential_config.json").write_text(json.dumps({"method": "softmax"}), encoding="utf-8")
+    want = rf"{tmp_path}/laplace_config\.json: samples={saved!r} is not an integer in 2\.\.1000 \(or pass laplace_"
+    with pytest.raises(EvidentialInputError, match=want):
+        members_from_args(None, str(tmp_path), "softmax")
+    assert members_from_args(None, str(tmp_path), "softmax", laplace_samples=4).samples == 4
+
+
 def test_weight_samples_beyond_the_free_memory_are_refused(tiny_model, hand_posterior, monkeypatch):
     import psutil
 
