@@ -26,6 +26,7 @@ from lm_eval_evidential.records.validation import (
     validate_edl_alpha,
     validate_evidence,
     validate_limit,
+    validate_member_count,
     validate_member_phantoms,
     validate_members,
     validate_orders,
@@ -229,6 +230,7 @@ class Records(Sequence):
         validate_evidence(path, meta, k, evidence, alpha, col)
         if columns.get("member_logits") is None:
             validate_edl_alpha(path, meta, k, logits, alpha)  # one member: alpha follows from its logits
+        validate_member_count(path, meta, columns.get("member_logits"))
         validate_members(path, meta, k, logits, alpha, columns.get("member_logits"))
         validate_derived(path, meta, k, logits, alpha, col)
         validate_task_column(path, table.column("task"), task)

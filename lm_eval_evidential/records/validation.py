@@ -85,6 +85,35 @@ def validate_members(path, meta: dict, k: np.ndarray, logits: np.ndarray, alpha:
                 )
 
 
+def validate_member_count(path, meta: dict, members) -> None:
+    """The members a file's metadata names (``members``: an ensemble's folder names, or the number of MC-dropout
+    passes or Laplace weight samples) are the members its ``member_logits`` hold, one per question: a file of
+    another ensemble's rows under this metadata would be compared as this run's (the producer check reads the
+    metadata)."""
+    told = meta.get("members")
+    redo = "the file was edited or its rows come from another run — re-run the evaluation"
+    if told is None:
+        return
+    if not isinstance(told, dict) or told.get("source") not in ("ensemble", "mc_dropout", "laplace"):
+        raise RecordsError(f"{path}: metadata members={told!r} names no ensemble, MC dropout or Laplace run; {redo}")
+    count = len(told["names"]) if isinstance(told.get("names"), list) else told.get("samples")
+    if members is None:
+        raise RecordsError(
+            f"{path}: the metadata names {told['source']} members ({count}) but the file has no member_logits; {redo}"
+        )
+    if count != members.shape[1]:
+        raise RecordsError(
+            f"{path}: member_logits holds {members.shape[1]} members per question, but the metadata's "
+            f"{told['source']} members are {count} ({_members_said(told)}); {redo}"
+        )
+
+
+def _members_said(told: dict) -> str:
+    if isinstance(told.get("names"), list):
+        return ", ".join(map(str, told["names"]))
+    return f"samples={told.get('samples')!r}"
+
+
 def validate_phantoms(path, phantom: np.ndarray, lengths: np.ndarray, meta: dict, k: np.ndarray) -> None:
     """Phantom logits, where a file has them, are finite numbers (NaN is only the right padding beyond each
     row's own list), at most the run's ``phantom_count`` per row, and name letters that exist: K plus the

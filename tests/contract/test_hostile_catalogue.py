@@ -49,6 +49,7 @@ from lm_eval_evidential.records import (
     Records,
     RecordsError,
     make_record,
+    make_records,
     read_records_file,
     records_path,
     write_records,
@@ -923,6 +924,68 @@ def one_single_option_question(ctx: Ctx) -> None:
 
 
 K1_NOTE = r"neg_norm_entropy left out: some questions have K = 1 \(ood4: 1\), where it is undefined"
+
+
+# -------------------------------------------------------------------- inputs: records of several members
+
+
+def _member_records(task: str, n: int, k: int, shift: float, seed: int, m: int = 3, source: str = "ensemble"):
+    """Records of ``m`` softmax members per question (an ensemble's, or MC dropout's with ``source``)."""
+    rng = np.random.default_rng(seed)
+    members = [rng.normal(shift, 1.5, size=(1, k)) + rng.normal(0, 0.7, size=(m, k)) for _ in range(n)]
+    rows = make_records(
+        task=task,
+        doc_ids=range(n),
+        labels=[list(LETTERS[:k])] * n,
+        gold=rng.integers(k, size=n).tolist(),
+        logits=None,
+        alpha=None,
+        optional={"member_logits": members},
+        members_method="softmax",
+    )
+    said = {"source": "ensemble", "names": [f"member_{i}" for i in range(m)]}
+    if source != "ensemble":
+        said = {"source": source, "samples": m, "seed": 0}
+    meta = {"method": "softmax", "prior_weight": 1.0, "pretrained": "synthetic-llm", "members": said}
+    return Records.from_rows(rows, task=task, meta=meta)
+
+
+def member_file(*, m: int = 3, edit: Callable | None = None, meta: dict | None = None, drop: str | None = None):
+    """ens4: the records of a 3-member ensemble beside the run (``m`` members a question), then its
+    ``member_logits`` lists changed by ``edit(rows)``, its metadata by ``meta`` or a column dropped."""
+
+    def make(ctx: Ctx) -> Path:
+        write_records(ctx.rec("ens4"), _member_records("ens4", 30, 4, 1.0, 21, m=m))
+        table = pq.read_table(ctx.rec("ens4"))
+        if edit is not None:
+            index = table.schema.get_field_index("member_logits")
+            values = edit(table.column("member_logits").to_pylist())
+            table = table.set_column(index, table.schema.field(index), pa.array(values, table.schema.field(index).type))
+        pq.write_table(table, ctx.rec("ens4"))
+        if meta is not None or drop is not None:
+            edited("ens4", meta={**(meta or {})} if meta is not None else None, drop=drop)(ctx)
+        return ctx.rec("ens4")
+
+    return make
+
+
+def in_row(row: int, change: Callable):
+    """An edit of ``member_logits`` lists: row ``row``'s members changed by ``change(members)``."""
+    return lambda rows: [change(members) if i == row else members for i, members in enumerate(rows)]
+
+
+def member_runs(ood_source: str = "ensemble", ood_members: bool = True):
+    """ens4 (ID) and ensood4 (OOD) records of one 3-member ensemble; the OOD side scored by ``ood_source``
+    instead, or (``ood_members`` False) by one model."""
+
+    def make(ctx: Ctx) -> None:
+        write_records(ctx.rec("ens4"), _member_records("ens4", 40, 4, 1.0, 22))
+        ood = _member_records("ensood4", 40, 4, 0.0, 23, source=ood_source)
+        if not ood_members:
+            ood = _records("ensood4", 40, 4, 0.0, 23, softmax=True)
+        write_records(ctx.rec("ensood4"), ood)
+
+    return make
 
 
 # ----------------------------------------------------------------------------- the catalogue
@@ -3617,6 +3680,71 @@ CATALOGUE = [
         "phantom-logit-null",
         with_phantoms([1.0, None, 2.0, 3.0]),
         Refused(RecordsError, r"row 0: 1 of its 4 phantom logits are NaN or null"),
+    ),
+    # -- records of several members (ensembles, MC dropout, Laplace samples): each question's members agree
+    (
+        L,
+        "members-other-than-the-metadata-names",
+        member_file(m=5, meta={"members": {"source": "ensemble", "names": ["member_0", "member_1", "member_2"]}}),
+        Refused(
+            RecordsError,
+            r"member_logits holds 5 members per question, but the metadata's ensemble members are 3 \(member_0, "
+            r"member_1, member_2\); the file was edited or its rows come from another run",
+        ),
+    ),
+    (
+        L,
+        "mc-dropout-samples-other-than-the-members",
+        member_file(meta={"members": {"source": "mc_dropout", "samples": 10, "seed": 0}}),
+        Refused(RecordsError, r"3 members per question, but the metadata's mc_dropout members are 10 \(samples=10\)"),
+    ),
+    (
+        L,
+        "members-named-without-member-logits",
+        member_file(drop="member_logits"),
+        Refused(RecordsError, r"the metadata names ensemble members \(3\) but the file has no member_logits"),
+    ),
+    (
+        L,
+        "member-of-another-k",
+        member_file(edit=in_row(0, lambda ms: [ms[0][:-1], *ms[1:]])),
+        Refused(RecordsError, r"row 0 has k=4 but 3 member_logits \(member rows, 3 per question\)"),
+    ),
+    (
+        L,
+        "member-missing-in-one-question",
+        member_file(edit=in_row(3, lambda ms: ms[:-1])),
+        Refused(RecordsError, r"row 3 has 2 member_logits rows, row 0 has 3; every question of a run is scored by"),
+    ),
+    (
+        L,
+        "member-logit-nan",
+        member_file(edit=in_row(2, lambda ms: [[float("nan"), *ms[0][1:]], *ms[1:]])),
+        Refused(RecordsError, r"row 2: a non-finite member logit; the file was edited"),
+    ),
+    (
+        L,
+        "member-logit-inf",
+        member_file(edit=in_row(2, lambda ms: [ms[0], [*ms[1][:3], float("inf")], *ms[2:]])),
+        Refused(RecordsError, r"row 2: a non-finite member logit; the file was edited"),
+    ),
+    (
+        L,
+        "member-logits-beside-another-summary",
+        member_file(edit=in_row(4, lambda ms: [[ms[0][0] + 0.5, *ms[0][1:]], *ms[1:]])),
+        Refused(RecordsError, r"row 4: stored logits .* does not follow from the record's member_logits"),
+    ),
+    (
+        C,
+        "members-of-an-ensemble-against-mc-dropout",
+        Cmd(["ood", "{out}", "--id", "ens4", "--ood", "ensood4"], member_runs("mc_dropout")),
+        Exit(2, r"(?s)refused: these records were produced by different models or settings.*members: ens4=.*ensemble"),
+    ),
+    (
+        C,
+        "members-against-one-model",
+        Cmd(["ood", "{out}", "--id", "ens4", "--ood", "ensood4"], member_runs(ood_members=False)),
+        Exit(2, r"(?s)refused: these records were produced by different models or settings.*members: ens4="),
     ),
     # -- issue 36, class 4: `tables` reports what is there
     (
