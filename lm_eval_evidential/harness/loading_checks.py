@@ -57,13 +57,7 @@ MAX_LENGTH = Param(None, Interval(Integral, 1), must="a positive whole number of
 
 def said(name: str, value, *, cli: bool = False) -> str:
     """A setting as the user typed it, for a refusal: ``pretrained=X`` in --model_args, ``--pretrained X`` as a
-    command's option (``cli``: ``lm-eval-evidential laplace``, ``train``).
-
-    Examples
-    --------
-    >>> said("pretrained", "m"), said("pretrained", "m", cli=True)
-    ('pretrained=m', '--pretrained m')
-    """
+    command's option (``cli``: ``lm-eval-evidential laplace``)."""
     return f"--{name.replace('_', '-')} {value}" if cli else f"{name}={value}"
 
 
@@ -251,16 +245,26 @@ ADAPTER_FIT_HINT = (
 
 
 def check_adapter_fits(peft, config, pretrained, *, cli: bool = False) -> None:
-    """Refuse, before the weights load, a LoRA adapter whose matrices do not fit the base model.
+    """Refuse, before the weights load, an adapter that does not fit the base model (:func:`adapter_misfit`)."""
+    misfit = adapter_misfit(peft, config)
+    if misfit:
+        raise EvidentialInputError(
+            f"the adapter {said('peft', peft, cli=cli)} does not fit the base model "
+            f"{said('pretrained', pretrained, cli=cli)}: {misfit}; {ADAPTER_FIT_HINT}"
+        )
+
+
+def adapter_misfit(peft, config) -> str | None:
+    """How the LoRA adapter folder ``peft`` does not fit the base model of ``config``, or None.
 
     The base is built on the meta device from ``config`` (no memory, no weights) and each saved
     ``lora_A`` is compared with its layer's input features (never the output side: an adapter that
-    added tokens resizes the output layer before it loads). Only a definite mismatch is refused;
-    anything this check cannot read is left to PEFT's own load. ``cli``: the refusal names a command's options.
+    added tokens resizes the output layer before it loads). Only a definite mismatch is reported;
+    anything this check cannot read is left to PEFT's own load.
     """
     files = sorted(Path(str(peft)).glob("adapter_model*.safetensors")) if peft and Path(str(peft)).is_dir() else []
     if not files:
-        return
+        return None
     try:
         import torch
         from safetensors import safe_open
@@ -273,16 +277,13 @@ def check_adapter_fits(peft, config, pretrained, *, cli: bool = False) -> None:
             with safe_open(str(file), "pt") as fh:
                 shapes.update({key: fh.get_slice(key).get_shape() for key in fh.keys()})
     except Exception:  # noqa: BLE001 - a check that cannot run must never block a load PEFT may accept
-        return
+        return None
     for key, shape in shapes.items():
         name = key.split(".lora_A.")[0].removeprefix("base_model.model.") if ".lora_A." in key else None
         want = getattr(modules.get(name), "in_features", None)
         if isinstance(want, int) and len(shape) == 2 and shape[1] != want:
-            raise EvidentialInputError(
-                f"the adapter {said('peft', peft, cli=cli)} does not fit the base model "
-                f"{said('pretrained', pretrained, cli=cli)}: its {name} has "
-                f"in_features={shape[1]}, the model's has {want}; {ADAPTER_FIT_HINT}"
-            )
+            return f"its {name} has in_features={shape[1]}, the model's has {want}"
+    return None
 
 
 #: The words for each type a head setting may have, as a refusal of a --model_args string says them.

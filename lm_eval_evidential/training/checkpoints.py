@@ -118,8 +118,7 @@ def check_resume_fits(checkpoint: str, pretrained, config: TrainConfig, task_nam
     ``evidential_config.json``: method, task, prior weight, …) — the rest would be trained differently."""
     import json
 
-    from lm_eval_evidential.errors import EvidentialError
-    from lm_eval_evidential.harness.loading_checks import check_adapter_fits
+    from lm_eval_evidential.harness.loading_checks import ADAPTER_FIT_HINT, adapter_misfit
 
     folder = Path(checkpoint)
     saved = folder / METADATA_FILE
@@ -149,13 +148,12 @@ def check_resume_fits(checkpoint: str, pretrained, config: TrainConfig, task_nam
         model_config = AutoConfig.from_pretrained(pretrained)
     except Exception:  # noqa: BLE001 - the model's own load says what is wrong with pretrained
         return
-    try:
-        check_adapter_fits(folder, model_config, pretrained)
-    except EvidentialError as exc:
+    misfit = adapter_misfit(folder, model_config)
+    if misfit:
         raise CheckpointError(
-            f"checkpoint {folder} was trained on another base model than --pretrained {pretrained}: {exc}; "
-            "or train into a new --output-dir"
-        ) from exc
+            f"checkpoint {folder} was trained on another base model than --pretrained {pretrained}: {misfit}; "
+            f"{ADAPTER_FIT_HINT}, or train into a new --output-dir"
+        )
 
 
 def clear_old_checkpoints(output_dir: Path) -> list[Path]:

@@ -3596,7 +3596,11 @@ CATALOGUE = [
         T,
         "train-resume-another-base",
         Cmd([*resume()[:2], "{other_model}", *resume()[3:]], trained_copy()),
-        Exit(1, r"checkpoint .*checkpoint-2 was trained on another base model than --pretrained .*in_features="),
+        Exit(
+            1,
+            r"checkpoint .*checkpoint-2 was trained on another base model than --pretrained \S+: its \S+ has "
+            r"in_features=\d+, the model's has \d+; pass the base model the adapter was trained on \(.*\), or train",
+        ),
     ),
     (
         T,
