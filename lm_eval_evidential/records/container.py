@@ -26,7 +26,6 @@ from lm_eval_evidential.records.validation import (
     validate_edl_alpha,
     validate_evidence,
     validate_limit,
-    validate_member_count,
     validate_member_phantoms,
     validate_members,
     validate_orders,
@@ -221,7 +220,7 @@ class Records(Sequence):
         validate_values(path, meta, k, logits, alpha, columns["gold"])
         doc_id = columns["doc_id"]
         if columns["order"] is not None:
-            validate_orders(path, doc_id, k, columns["gold"], columns["order"])
+            validate_orders(path, doc_id, k, columns["gold"], columns["order"], meta)
         elif len(np.unique(doc_id)) != n:
             values, counts = np.unique(doc_id, return_counts=True)
             raise RecordsError(
@@ -230,7 +229,6 @@ class Records(Sequence):
         validate_evidence(path, meta, k, evidence, alpha, col)
         if columns.get("member_logits") is None:
             validate_edl_alpha(path, meta, k, logits, alpha)  # one member: alpha follows from its logits
-        validate_member_count(path, meta, columns.get("member_logits"))
         validate_members(path, meta, k, logits, alpha, columns.get("member_logits"))
         validate_derived(path, meta, k, logits, alpha, col)
         validate_task_column(path, table.column("task"), task)

@@ -5,15 +5,21 @@ row and the value, and says the file was edited or comes from a broken run."""
 
 from __future__ import annotations
 
+import math
+import re
+
 import numpy as np
 
 from lm_eval_evidential.errors import RecordsError
 from lm_eval_evidential.records.make import predictive_probs
 
 
-def validate_orders(path, doc_id: np.ndarray, k: np.ndarray, gold: np.ndarray, order: np.ndarray) -> None:
-    """A permuted run's records: each order a permutation of range(K), each (question, order) once, and the
-    orders of one question agree on its K and on which option is gold (``order[gold]``)."""
+def validate_orders(
+    path, doc_id: np.ndarray, k: np.ndarray, gold: np.ndarray, order: np.ndarray, meta: dict | None = None
+) -> None:
+    """A permuted run's records: each order a permutation of range(K), each (question, order) once, the
+    orders of one question agree on its K and on which option is gold (``order[gold]``), and, where the run's
+    setting is in ``meta``, every question has the orders the run shows it in (:func:`validate_order_set`)."""
     n = len(doc_id)
     if n == 0:
         return
@@ -46,11 +52,67 @@ def validate_orders(path, doc_id: np.ndarray, k: np.ndarray, gold: np.ndarray, o
                 f"{path}: doc_id {question}: its orders disagree on the {name}; the gold must follow its option — "
                 "the file was edited or records of two runs were mixed; re-run the evaluation"
             )
+    setting = (meta or {}).get("permutations")
+    if isinstance(setting, dict) and setting.get("spec") is not None:
+        validate_order_set(path, doc_id, k, order, setting["spec"])
+
+
+#: ``metadata.permutations`` as records store it (``tasks.permutations.canonical_spec``).
+_SPEC = re.compile(r"(cyclic|all)|random:(\d+)")
+
+
+def order_count(kind: str, n: int | None, k: int) -> int:
+    """How many orders a question of ``k`` options is shown in under ``kind`` (``cyclic``, ``all``, ``random``
+    with ``n`` orders): the one count of the evaluation (tasks.permutations) and of the records' check.
+
+    >>> order_count("cyclic", None, 4), order_count("all", None, 4), order_count("random", 5, 2)
+    (4, 24, 2)
+    """
+    return {"cyclic": k, "all": math.factorial(k), "random": min(n or 0, math.factorial(k))}[kind]
+
+
+def validate_order_set(path, doc_id: np.ndarray, k: np.ndarray, order: np.ndarray, spec: str) -> None:
+    """Every question of a permuted run holds the orders its setting shows it in: the identity (the audit's
+    "accuracy (identity order)" is read from it), as many orders as ``spec`` gives its K, and under ``cyclic``
+    only cyclic shifts. A question missing an order would be counted right under every order by CircularEval
+    and would put other orders in one slot of the per-order accuracy."""
+    match = _SPEC.fullmatch(spec) if isinstance(spec, str) else None
+    if match is None:
+        return
+    kind, n = (match.group(1), None) if match.group(1) else ("random", int(match.group(2)))
+    redo = "an order is missing or records of two runs were mixed — re-run the evaluation"
+    width = order.shape[1]
+    real = np.arange(width)[None, :] < k[:, None]
+    identity = ~(real & (order != np.arange(width)[None, :])).any(axis=1)
+    questions, first, inverse, counts = np.unique(doc_id, return_index=True, return_inverse=True, return_counts=True)
+    has_identity = np.zeros(len(questions), dtype=bool)
+    np.logical_or.at(has_identity, inverse, identity)
+    want = np.array([order_count(kind, n, int(x)) for x in k[first]], dtype=np.int64)
+    for bad, what in (
+        (counts != want, lambda q: f"{counts[q]} orders, but permutations {spec!r} shows a question of K = "
+                                   f"{int(k[first[q]])} options in {want[q]}"),
+        (~has_identity, lambda q: f"no identity order {list(range(int(k[first[q]])))}, which permutations "
+                                  f"{spec!r} shows every question in (the order audit's accuracy is read from it)"),
+    ):  # fmt: skip
+        if bad.any():
+            q = int(np.flatnonzero(bad)[0])
+            raise RecordsError(f"{path}: doc_id {int(questions[q])}: {what(q)}; {redo}")
+    if kind == "cyclic":
+        shifted = (np.arange(width)[None, :] + order[:, :1]) % np.maximum(k, 1)[:, None]
+        off = (real & (order != shifted)).any(axis=1)
+        if off.any():
+            row = int(np.flatnonzero(off)[0])
+            raise RecordsError(
+                f"{path}: doc_id {int(doc_id[row])}: order {order[row, : k[row]].tolist()} is not a cyclic shift, "
+                f"but the run's permutations are 'cyclic'; {redo}"
+            )
 
 
 def validate_members(path, meta: dict, k: np.ndarray, logits: np.ndarray, alpha: np.ndarray, members) -> None:
-    """Records of M members: ``logits`` is log p̄ of the member logits and, for EDL members, ``alpha`` the
-    summary Dirichlet (:func:`lm_eval_evidential.metrics.members.member_summary`); members are finite."""
+    """Records of M members: as many as the metadata names (:func:`validate_member_count`), finite, ``logits``
+    log p̄ of the member logits and, for EDL members, ``alpha`` the summary Dirichlet
+    (:func:`lm_eval_evidential.metrics.members.member_summary`)."""
+    validate_member_count(path, meta, members)
     if members is None or len(k) == 0:
         return
     from lm_eval_evidential.metrics.members import MEMBER_METHODS, member_summary

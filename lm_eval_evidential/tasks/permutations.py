@@ -39,6 +39,7 @@ from collections.abc import Mapping, Sequence
 
 from lm_eval_evidential.errors import DatasetError
 from lm_eval_evidential.params import Integral, Interval, Param
+from lm_eval_evidential.records.validation import order_count
 from lm_eval_evidential.tasks.datasets import metadata_value
 
 logger = logging.getLogger(__name__)
@@ -155,7 +156,7 @@ def orders_for(
             f"task {task!r}{where}: K = {k}: a question with one option has no other order to show; drop the "
             "question or evaluate the task without metadata.permutations"
         )
-    count = {"cyclic": k, "all": math.factorial(k), "random": min(n or 0, math.factorial(k))}[kind]
+    count = order_count(kind, n, k)
     if count > MAX_ORDERS:
         raise PermutationError(
             f"task {task!r}{where}: permutations {kind!r} gives {count} orders for its K = {k} options "

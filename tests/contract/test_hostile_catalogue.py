@@ -492,14 +492,17 @@ def options_task(name: str, k: int):
     return make
 
 
-def permuted_run(ctx: Ctx, task: str = "p4", date: str = DATE, permuted: bool = True) -> Path:
-    """Records of ``task`` as a permuted (cyclic) run writes them, in the synthetic run's folder."""
+def permuted_run(
+    ctx: Ctx, task: str = "p4", date: str = DATE, permuted: bool = True, orders=None, spec: str = "cyclic"
+) -> Path:
+    """Records of ``task`` as a permuted (cyclic) run writes them, in the synthetic run's folder (``orders``:
+    question 0's orders instead, under the run's setting ``spec``)."""
     rng = np.random.default_rng(9)
     rows = []
     for q in range(12):
         gold = int(rng.integers(4))
-        for shift in range(4 if permuted else 1):
-            order = [(j + shift) % 4 for j in range(4)]
+        cyclic = [[(j + shift) % 4 for j in range(4)] for shift in range(4 if permuted else 1)]
+        for order in orders if orders is not None and q == 0 else cyclic:
             z = rng.normal(0, 1.5, size=4)
             rows.append(
                 make_record(task=task, doc_id=q, labels=list("ABCD"), gold=order.index(gold), logits=z,
@@ -507,8 +510,25 @@ def permuted_run(ctx: Ctx, task: str = "p4", date: str = DATE, permuted: bool = 
             )  # fmt: skip
     meta = {"method": "edl", "prior_weight": 1.0, "pretrained": "synthetic-llm"}
     if permuted:
-        meta["permutations"] = {"spec": "cyclic", "seed": 0}
+        meta["permutations"] = {"spec": spec, "seed": 0}
     return write_records(records_path(ctx.folder, task, date), Records.from_rows(rows, task=task, meta=meta))
+
+
+def permuted_question_0(orders, spec: str = "cyclic"):
+    """p4's permuted records whose question 0 is shown in ``orders`` (the others in the 4 cyclic shifts)."""
+    return lambda ctx: permuted_run(ctx, orders=orders, spec=spec)
+
+
+def permuted_row_dropped(row: int):
+    """p4's permuted records without row ``row`` (one (question, order) record)."""
+
+    def make(ctx: Ctx) -> Path:
+        path = permuted_run(ctx)
+        table = pq.read_table(path)
+        pq.write_table(table.take([i for i in range(table.num_rows) if i != row]), path)
+        return path
+
+    return make
 
 
 def permuted_file_edited(edit):
@@ -3749,6 +3769,37 @@ CATALOGUE = [
         "members-against-one-model",
         Cmd(["ood", "{out}", "--id", "ens4", "--ood", "ensood4"], member_runs(ood_members=False)),
         Exit(2, r"(?s)refused: these records were produced by different models or settings.*members: ens4="),
+    ),
+    # -- permuted records: every question holds the orders its run's setting shows it in
+    (
+        L,
+        "permuted-question-missing-an-order",
+        permuted_row_dropped(3 * 4 + 2),
+        Refused(
+            RecordsError,
+            r"doc_id 3: 3 orders, but permutations 'cyclic' shows a question of K = 4 options in 4; an order is "
+            r"missing or records of two runs were mixed",
+        ),
+    ),
+    (
+        L,
+        "permuted-question-without-its-identity-order",
+        permuted_question_0([[1, 2, 3, 0], [2, 3, 0, 1], [3, 0, 1, 2], [1, 0, 3, 2]], spec="random:4"),
+        Refused(RecordsError, r"doc_id 0: no identity order \[0, 1, 2, 3\], which permutations 'random:4' shows"),
+    ),
+    (
+        L,
+        "permuted-cyclic-run-with-an-order-that-is-no-shift",
+        permuted_question_0([[0, 1, 2, 3], [1, 2, 3, 0], [2, 3, 0, 1], [1, 0, 3, 2]]),
+        Refused(RecordsError, r"doc_id 0: order \[1, 0, 3, 2\] is not a cyclic shift, but the run's permutations"),
+    ),
+    (
+        L,
+        "permuted-random-run-with-fewer-orders",
+        permuted_question_0([[0, 1, 2, 3], [1, 0, 3, 2]], spec="random:4"),
+        Refused(
+            RecordsError, r"doc_id 0: 2 orders, but permutations 'random:4' shows a question of K = 4 options in 4"
+        ),
     ),
     # -- issue 36, class 4: `tables` reports what is there
     (
