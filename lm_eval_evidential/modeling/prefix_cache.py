@@ -52,6 +52,7 @@ __all__ = [
     "cache_blocker",
     "padded_width",
     "SharedPrefix",
+    "suffix_inputs",
     "prefix_cached_logits",
 ]
 
@@ -258,7 +259,11 @@ class SharedPrefix:
         self.runs += 1
 
     def logits(
-        self, rows: Sequence[Sequence[int]], prefix_length: int, inner: Sequence[int] | None = None
+        self,
+        rows: Sequence[Sequence[int]],
+        prefix_length: int,
+        inner: Sequence[int] | None = None,
+        suffix: dict[str, torch.Tensor] | None = None,
     ) -> torch.Tensor:
         """Last-position logits (B, V) of ``rows``, whose first ``prefix_length`` tokens are the same,
         against that prefix's keys and values (run now unless they are the ones held); equal to
@@ -266,7 +271,8 @@ class SharedPrefix:
 
         ``inner`` (:attr:`~.prefix_plan.Batch.inner`): row j's first ``inner[j]`` tokens, where longer than the
         prefix, are an inner prefix shared with other rows; each distinct one runs once, in one call for
-        the batch against the prefix, and its rows run against both."""
+        the batch against the prefix, and its rows run against both. ``suffix``: :func:`suffix_inputs` of the
+        same arguments where the caller built them already (on the host, before the forward calls)."""
         if prefix_length < 1 or any(len(r) <= prefix_length for r in rows):
             raise InvalidValueError(f"every row must be longer than the shared prefix ({prefix_length} tokens)")
         inner = [prefix_length] * len(rows) if inner is None else list(inner)
@@ -282,9 +288,8 @@ class SharedPrefix:
         layers = self.cache.layers
         try:
             inner_mask = self._run_inner(rows, prefix_length, inner)
-            suffix = left_pad([r[n:] for r, n in zip(rows, inner)], self.pad_token_id)
-            offset = torch.tensor(inner, dtype=torch.long)[:, None]
-            suffix["position_ids"] = suffix["position_ids"] + offset  # after the prefix and the row's inner prefix
+            if suffix is None:
+                suffix = suffix_inputs(rows, prefix_length, inner, self.pad_token_id)
             suffix = {k: v.to(device, non_blocking=True) for k, v in suffix.items()}
             mask = suffix["attention_mask"]
             before = mask.new_ones((mask.shape[0], prefix_length))
@@ -336,6 +341,26 @@ class SharedPrefix:
             layer.captured = None
         # a row without an inner prefix reads the first one's keys, all masked out
         return mask.index_select(0, rows_index) * has.to(device, non_blocking=True)[:, None]
+
+
+def suffix_inputs(
+    rows: Sequence[Sequence[int]], prefix_length: int, inner: Sequence[int] | None, pad_token_id
+) -> dict[str, torch.Tensor]:
+    """The host-side inputs of a batch's suffix call (:meth:`SharedPrefix.logits`): each row after its inner
+    prefix (``inner``; None: after the shared ``prefix_length`` tokens) left-padded, its position ids counting on
+    from there. On the CPU; nothing here needs the model, so a caller can build them ahead of the forward calls.
+
+    Examples
+    --------
+    >>> out = suffix_inputs([[1, 2, 3, 4], [1, 2, 5]], 2, None, 0)
+    >>> out["input_ids"].tolist(), out["attention_mask"].tolist(), out["position_ids"].tolist()
+    ([[3, 4], [0, 5]], [[1, 1], [0, 1]], [[2, 3], [2, 2]])
+    """
+    inner = [prefix_length] * len(rows) if inner is None else list(inner)
+    suffix = left_pad([r[n:] for r, n in zip(rows, inner)], pad_token_id)
+    offset = torch.tensor(inner, dtype=torch.long)[:, None]
+    suffix["position_ids"] = suffix["position_ids"] + offset  # after the prefix and the row's inner prefix
+    return suffix
 
 
 def prefix_cached_logits(model, rows: Sequence[Sequence[int]], prefix_length: int, pad_token_id) -> torch.Tensor:

@@ -54,10 +54,10 @@ def test_evidential_files_the_same_evidence_with_the_cache_on_and_off(tiny_model
     cached_calls, prefix_runs, inner_rows = [], [], []
     real_logits, real_run = SharedPrefix.logits, SharedPrefix._run
 
-    def counted(self, rows, prefix_length, inner=None):
+    def counted(self, rows, prefix_length, inner=None, suffix=None):
         cached_calls.append((len(rows), prefix_length))
         inner_rows.extend(tuple(r[:n]) for r, n in zip(rows, inner or ()) if n > prefix_length)
-        return real_logits(self, rows, prefix_length, inner)
+        return real_logits(self, rows, prefix_length, inner, suffix)
 
     def run(self, ids):
         prefix_runs.append(tuple(ids))
