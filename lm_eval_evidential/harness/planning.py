@@ -71,6 +71,34 @@ class QuestionPlan:
     phantom_ids: tuple[int, ...] = ()  # the next labels' tokens (" E".." H" after " A".." D")
 
 
+def fast_backend(tokenizer: Any):
+    """The 🤗 tokenizers ``Tokenizer`` behind ``tokenizer`` where calling ``tokenizer(texts)`` is its
+    ``encode_batch`` and nothing more, else None.
+
+    That is transformers' own call of it (``TokenizersBackend`` not overriding the call or its ``_encode_plus``,
+    as it does for a chat-marked or pretokenised text), with no truncation or padding set on the backend (the
+    call would switch them off first) and special tokens split as the call would split them.
+    """
+    try:
+        from transformers.tokenization_utils_base import PreTrainedTokenizerBase
+        from transformers.tokenization_utils_tokenizers import TokenizersBackend
+    except ImportError:  # transformers before 5
+        return None
+    kind = type(tokenizer)
+    if not (
+        isinstance(tokenizer, TokenizersBackend)
+        and kind.__call__ is PreTrainedTokenizerBase.__call__
+        and kind._encode_plus is TokenizersBackend._encode_plus
+    ):
+        return None
+    backend = tokenizer.backend_tokenizer
+    if not hasattr(backend, "encode_batch_fast") or backend.truncation is not None or backend.padding is not None:
+        return None
+    if backend.encode_special_tokens != bool(getattr(tokenizer, "split_special_tokens", False)):
+        return None
+    return backend
+
+
 def too_long_fix(max_length: int, context: int) -> str:
     """What to do about a prompt longer than ``max_length``: raise it while the model's ``context`` allows."""
     if not context or max_length < context:
@@ -178,9 +206,24 @@ class QuestionPlanner:
         out: list[list[int]] = [[] for _ in contexts]
         for starts_with_bos, members in groups.items():
             kwargs = {"add_special_tokens": False} if starts_with_bos else default
-            for i, ids in zip(members, self.tokenizer([contexts[i] for i in members], **kwargs)["input_ids"]):
+            for i, ids in zip(members, self.encode_batch([contexts[i] for i in members], **kwargs)):
                 out[i] = list(ids)
         return out
+
+    def encode_batch(self, texts: list[str], **kwargs) -> list[list[int]]:
+        """``tokenizer(texts, **kwargs)["input_ids"]`` (``kwargs``: ``add_special_tokens`` or nothing).
+
+        Where the tokenizer is transformers' wrapper of a 🤗 tokenizers ``Tokenizer`` whose call adds nothing to
+        the backend's (:func:`fast_backend`), the backend's ``encode_batch_fast``: the same ids, without the
+        character offsets and transformers' conversion of each text's encoding, which were about a tenth of
+        the call on benchmarks/bench_throughput.py's prompts.
+        """
+        backend = fast_backend(self.tokenizer)
+        if backend is None or set(kwargs) - {"add_special_tokens"}:
+            return self.tokenizer(texts, **kwargs)["input_ids"]
+        return [
+            e.ids for e in backend.encode_batch_fast(texts, add_special_tokens=kwargs.get("add_special_tokens", True))
+        ]
 
     def answer_ids(self, context: str, context_ids: list[int], continuations, task, where: str) -> tuple[int, ...]:
         """The answer ids by the rule training uses too (``modeling.encoding.answer_token_ids``): the full check."""

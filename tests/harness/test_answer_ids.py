@@ -30,6 +30,35 @@ def test_prompts_are_encoded_as_tok_encode_does(tiny_model, add_bos_token):
     assert lm.planner.encode_prompts(contexts) == [lm.tok_encode(c) for c in contexts]
 
 
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    texts=st.lists(
+        st.lists(st.sampled_from(["<s>", "</s>", " ", "\n", "a", "Answer:", "é", "7", "🙂"]), max_size=8).map("".join),
+        max_size=5,
+    ),
+    special=st.sampled_from([None, True, False]),
+)
+def test_the_backend_path_gives_the_tokenizer_calls_ids(lm, texts, special):
+    from lm_eval_evidential.harness.planning import fast_backend
+
+    assert fast_backend(lm.tokenizer) is not None  # the tiny tokenizer takes the backend's encode_batch_fast
+    kwargs = {} if special is None else {"add_special_tokens": special}
+    want = [list(ids) for ids in lm.tokenizer(texts, **kwargs)["input_ids"]] if texts else []
+    assert lm.planner.encode_batch(texts, **kwargs) == want
+
+
+def test_a_backend_that_truncates_is_called_through_the_tokenizer(tiny_model):
+    # truncation set on the backend itself: transformers' call switches it off, the backend's own encode would not
+    from lm_eval_evidential.harness.planning import fast_backend
+
+    lm = make_lm(tiny_model)
+    contexts = ["Question: why is the sky blue on a clear day?\nAnswer:", "one line"]
+    want = [lm.tok_encode(c) for c in contexts]
+    lm.tokenizer.backend_tokenizer.enable_truncation(max_length=3)
+    assert fast_backend(lm.tokenizer) is None
+    assert lm.planner.encode_prompts(contexts) == want
+
+
 # Prompts from a small alphabet of what sits around a line break (spaces, newlines, colons,
 # letters, digits, a chat marker), so that tails, blank lines and merges across the break occur.
 PIECES = ["\n", " ", "  ", ":", "A", "Answer", "ab", "7", ")", ".", "<s>", "x\n", "\n\n", " \n"]
