@@ -70,6 +70,21 @@ def _handlers_follow_stderr():
     _follow_stderr()
 
 
+@pytest.fixture(autouse=True)
+def _lm_eval_logger_restored():
+    """Put the ``lm_eval`` logger back as it was after each test.
+
+    A test that runs lm_eval's CLI in this process calls its ``setup_logging``, which sets
+    ``propagate = False`` on ``lm_eval`` for the rest of the process. Under xdist, every later test in
+    that worker that reads ``lm_eval.evidential``'s records through ``caplog`` (a handler on the root
+    logger) then sees none, and fails or passes depending on how the tests were scheduled.
+    """
+    logger = logging.getLogger("lm_eval")
+    saved = logger.propagate, logger.level, list(logger.handlers)
+    yield
+    logger.propagate, logger.level, logger.handlers[:] = saved[0], saved[1], saved[2]
+
+
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory) -> Path:
     from lm_eval_evidential.testing.tiny import build_tiny_model
