@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 
 
 def add_parser(sub) -> None:
@@ -43,9 +44,14 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from lm_eval_evidential.training.interrupt import FitInterrupted
     from lm_eval_evidential.training.laplace import LaplaceSettings, fit_laplace
 
     settings = LaplaceSettings(**{f.name: getattr(args, f.name) for f in dataclasses.fields(LaplaceSettings)})
-    out = fit_laplace(args.pretrained, args.peft, args.task, args.output_dir, settings)
+    try:
+        out = fit_laplace(args.pretrained, args.peft, args.task, args.output_dir, settings)
+    except FitInterrupted as stopped:  # SIGTERM/SIGINT: say what the output folder holds, exit as signalled
+        print(f"lm-eval-evidential laplace: {stopped}", file=sys.stderr, flush=True)
+        return stopped.exit_status
     print(f"laplace ({settings.structure}): adapter and posterior in {out}")
     return 0

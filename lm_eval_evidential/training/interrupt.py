@@ -8,11 +8,19 @@ process as usual); at the end of the optimizer step in progress the Trainer save
 :func:`lm_eval_evidential.training.trainer.train` then raises :class:`TrainingInterrupted` naming it;
 ``--resume-from-checkpoint latest`` continues from there to the same final adapter as an
 uninterrupted run.
+
+A fit that has no step to end at (``laplace``'s curvature and prior search) stops at once instead:
+:func:`stop_on_signal` turns the first SIGTERM or SIGINT into :class:`FitInterrupted`, which says
+what the output folder holds (its previous output, or nothing: the result is written whole at the
+end, :func:`lm_eval_evidential.files.atomic_folder`) and that the same command starts again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import signal
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from lm_eval_evidential.errors import EvidentialError
@@ -37,6 +45,59 @@ class TrainingInterrupted(EvidentialError):
     def exit_status(self) -> int:
         """The shell's status for a process ended by this signal (130 for SIGINT, 143 for SIGTERM)."""
         return 128 + self.signum
+
+
+class FitInterrupted(EvidentialError):
+    """A fit stopped on a signal before it wrote its output; ``signum`` is the signal received.
+
+    Expected (the user or a scheduler stopped it), so one line; the command exits with :attr:`exit_status`."""
+
+    def __init__(self, signum: int, command: str, output: Path, kept: bool):
+        self.signum = signum
+        held = "keeps its previous output" if kept else "was not written"
+        super().__init__(
+            f"stopped by {signal.Signals(signum).name} during the fit; {output} {held} (the result is written whole "
+            f"at the end, never in part) — run the same {command} command again to fit from the start"
+        )
+
+    @property
+    def exit_status(self) -> int:
+        """The shell's status for a process ended by this signal (130 for SIGINT, 143 for SIGTERM)."""
+        return 128 + self.signum
+
+
+@contextlib.contextmanager
+def stop_on_signal(make_error: Callable[[int], EvidentialError]) -> Iterator[None]:
+    """While the block runs, the first SIGTERM or SIGINT stops it with ``make_error(signum)`` (the handlers
+    before are put back at once, so a second signal acts as without this; outside the main thread, where
+    handlers cannot be set, nothing changes)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {}
+
+    def restore() -> None:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        previous.clear()
+
+    def handle(signum, frame) -> None:
+        restore()
+        # A KeyboardInterrupt (a BaseException: no library's ``except Exception`` on the way swallows it) that
+        # knows its signal; turned into make_error(signum) below.
+        stop = KeyboardInterrupt(signal.Signals(signum).name)
+        stop.signum = signum
+        raise stop
+
+    previous.update({s: signal.signal(s, handle) for s in SIGNALS})
+    try:
+        yield
+    except KeyboardInterrupt as stop:
+        if getattr(stop, "signum", None) is None:
+            raise  # a second Ctrl-C, after the handlers before were put back: as without this
+        raise make_error(stop.signum) from None
+    finally:
+        restore()
 
 
 def make_save_on_signal():

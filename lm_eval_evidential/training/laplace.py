@@ -30,6 +30,7 @@ References
 
 from __future__ import annotations
 
+import functools
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +46,7 @@ from lm_eval_evidential.modeling.laplace import (
 )
 from lm_eval_evidential.params import Interval, Options, Param, Real, check_fields, param_field
 from lm_eval_evidential.training.config import AT_LEAST_ONE_OR_NONE, POSITIVE_INT
+from lm_eval_evidential.training.interrupt import FitInterrupted, stop_on_signal
 
 #: What ``pip`` needs for the fit (docs/training.md): laplace-torch and the two curvature backends without their
 #: torchvision (never imported; pip would fetch one built for another torch), then the rest of their dependencies.
@@ -197,8 +199,7 @@ def fit_laplace(pretrained, peft, task, output_dir, settings: LaplaceSettings | 
     """Fit a Laplace-LoRA posterior on the MAP adapter ``peft`` over ``task``'s training questions and write
     ``output_dir``: the adapter's files and the posterior (``peft=output_dir`` then scores it). Returns the folder.
     """
-    from lm_eval_evidential.files import atomic_folder, check_output_folder, check_writable_folder
-    from lm_eval_evidential.training.data import load_task, task_name_of
+    from lm_eval_evidential.files import check_output_folder, check_writable_folder
 
     settings = settings or LaplaceSettings()
     peft = Path(str(peft))
@@ -207,6 +208,16 @@ def fit_laplace(pretrained, peft, task, output_dir, settings: LaplaceSettings | 
     output = check_output_folder(Path(str(output_dir)), replaceable=has_posterior, option="--output-dir")
     check_writable_folder(output)  # before the fit, not after it
     laplace = _laplace_library()
+    stopped = functools.partial(FitInterrupted, command="laplace", output=output, kept=has_posterior(output))
+    with stop_on_signal(stopped):  # Ctrl-C or SIGTERM: one line; the output is written whole at the end or not
+        return _fit_and_save(laplace, pretrained, peft, meta, task, output, settings)
+
+
+def _fit_and_save(laplace, pretrained, peft: Path, meta: dict, task, output: Path, settings: LaplaceSettings) -> Path:
+    """The fit of :func:`fit_laplace` once its inputs are checked, and its output written (atomically)."""
+    from lm_eval_evidential.files import atomic_folder
+    from lm_eval_evidential.training.data import load_task, task_name_of
+
     task_obj = load_task(task) if isinstance(task, str) else task
     tokenizer, examples = _one_k_examples(task_obj, pretrained, settings)
     model = _lora_model(pretrained, peft)

@@ -11,8 +11,11 @@ refusals without it run everywhere.
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -194,3 +197,44 @@ def test_the_docs_laplace_commands_run(tiny_model, tmp_path):
 
     rec = load_records(tmp_path / "out-laplace", "obqa_edl")
     assert rec.n_members == config["samples"] and rec.meta["members"]["source"] == "laplace"
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("previous", [False, True], ids=["new-folder", "previous-posterior"])
+def test_a_fit_stopped_by_a_signal_says_so_in_one_line_and_leaves_the_output_as_it_was(
+    tiny_model, softmax_adapter, use_mirror, tmp_path, monkeypatch, capsys, signum, previous
+):
+    """Ctrl-C or SIGTERM during the fit (laplace-torch stood in for: the signal arrives where the fit runs): one
+    line naming the signal and what the output folder holds, the shell's status for the signal, the folder as it
+    was (a previous posterior byte for byte, or none), no temporary folder left, the handlers put back."""
+    from lm_eval_evidential.cli.main import main
+    from lm_eval_evidential.training import laplace as fit
+
+    out = tmp_path / "lap"
+    if previous:
+        shutil.copytree(softmax_adapter, out)
+        (out / "laplace_config.json").write_text('{"an earlier fit": true}', encoding="utf-8")
+    before = {p.name: p.read_bytes() for p in out.iterdir()} if previous else None
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+
+    def fitted(*args, **kwargs):
+        os.kill(os.getpid(), signum)
+        time.sleep(30)  # the handler stops the sleep
+        raise AssertionError("the signal did not stop the fit")
+
+    monkeypatch.setattr(fit, "_laplace_library", lambda: None)
+    monkeypatch.setattr(fit, "_fitted", fitted)
+    argv = ["laplace", "--pretrained", str(tiny_model), "--peft", str(softmax_adapter), "--task", "obqa_edl"]
+    status = main([*argv, "--max-train-docs", "4", "--output-dir", str(out)])
+    assert status == 128 + signum
+    err = capsys.readouterr().err
+    line = err.strip().splitlines()[-1]  # after the progress bars of the encoding and the weights
+    assert "Traceback" not in err
+    held = "keeps its previous output" if previous else "was not written"
+    assert line == (
+        f"lm-eval-evidential laplace: stopped by {signal.Signals(signum).name} during the fit; {out} {held} (the "
+        "result is written whole at the end, never in part) — run the same laplace command again to fit from the start"
+    )
+    assert ({p.name: p.read_bytes() for p in out.iterdir()} if out.exists() else None) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == (["lap"] if previous else [])
+    assert {s: signal.getsignal(s) for s in handlers} == handlers
