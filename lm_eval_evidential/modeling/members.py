@@ -27,6 +27,7 @@ References
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import re
 from collections.abc import Iterator, Sequence
@@ -114,7 +115,41 @@ def ensemble_members(peft) -> list[Path] | None:
                 f"peft={peft}: its members were trained with different {what} ({listed}); an ensemble's members "
                 "share one base model and one method — put members of one run in their own folder"
             )
+    _check_distinct(peft, members)
     return members
+
+
+def _check_distinct(peft, members: list[Path]) -> None:
+    """Refuse two members with the same weights (a member folder copied under another name): the copies agree
+    on every question, so the ensemble's disagreement (mutual information, variance) would be understated
+    and its mixture weighted towards the copied member."""
+    seen: dict[str, str] = {}
+    for member in members:
+        digest = _weights_sha256(member)
+        if digest is None:
+            continue  # no weights: refused by the adapter checks that follow, naming the member
+        if digest in seen:
+            raise EvidentialInputError(
+                f"peft={peft}: {seen[digest]} and {member.name} hold the same weights (adapter_model files "
+                f"sha256 {digest[:16]}), a copy of one member: the ensemble would understate its members' "
+                "disagreement (mutual information, variance) and weigh that member twice; train each member with "
+                "its own seed (lm-eval-evidential train --ensemble N) or remove the copy"
+            )
+        seen[digest] = member.name
+
+
+def _weights_sha256(folder: Path) -> str | None:
+    """One sha256 of an adapter folder's weight files (``adapter_model*``, names and bytes), None without any."""
+    files = sorted(p for p in folder.iterdir() if p.is_file() and p.name.startswith("adapter_model"))
+    if not files:
+        return None
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.name.encode() + b"\0")
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
 
 
 def _lora_differences(configs: dict[str, dict]) -> dict[str, str]:

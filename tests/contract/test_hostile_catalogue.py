@@ -2081,6 +2081,14 @@ CATALOGUE = [
     ),
     (
         M,
+        "ensemble-of-a-member-and-its-copy-adapter",
+        Cmd(TINY + ",peft={tmp}/ens", lambda c: _adapter_copy(c, "ens/member_0") or _adapter_copy(c, "ens/member_1")),
+        Refused(
+            IE, r"peft=.*ens: member_0 and member_1 hold the same weights \(adapter_model files sha256 [0-9a-f]+\)"
+        ),
+    ),
+    (
+        M,
         "ensemble-members-of-other-ranks-name-the-difference-adapter",
         Cmd(
             TINY + ",peft={tmp}/ens",

@@ -8,8 +8,6 @@ change with the batch size; the predictive distribution is the mean of the membe
 
 from __future__ import annotations
 
-import shutil
-
 import numpy as np
 import pytest
 import torch
@@ -123,7 +121,7 @@ def test_refusals_before_weights_load(tiny_model, tiny_adapter, tmp_path):
         make_lm(tiny_model, None, mc_samples=2)
     ens = tmp_path / "ens"
     for i in range(2):
-        shutil.copytree(tiny_adapter, ens / f"member_{i}")
+        build_lora_adapter(tiny_model, ens / f"member_{i}", seed=i)
     with pytest.raises(EvidentialInputError, match="IB-EDL"):
         make_lm(tiny_model, ens, method="ib_edl")
     with pytest.raises(EvidentialInputError, match="either"):

@@ -89,12 +89,14 @@ def test_mc_samples_refused(bad):
     assert scoring_option("mc_samples", "4") == 4 and scoring_option("mc_samples", None) is None
 
 
-def test_ensemble_folders(tiny_adapter, tmp_path):
+def test_ensemble_folders(tiny_model, tiny_adapter, tmp_path):
+    from lm_eval_evidential.testing.tiny import build_lora_adapter
+
     assert mm.ensemble_members(tiny_adapter) is None  # one adapter: no ensemble
     assert mm.ensemble_members(None) is None
     ens = tmp_path / "ens"
-    for name in ("member_1", "member_0", "member_10"):
-        shutil.copytree(tiny_adapter, ens / name)
+    for seed, name in enumerate(("member_1", "member_0", "member_10")):
+        build_lora_adapter(tiny_model, ens / name, seed=seed)
     (ens / "notes").mkdir()  # not an adapter: ignored
     assert [p.name for p in mm.ensemble_members(ens)] == ["member_0", "member_1", "member_10"]  # sorted names
 
@@ -113,4 +115,24 @@ def test_ensemble_folders(tiny_adapter, tmp_path):
     config.write_text(json.dumps(data))
     (ens / "member_10" / "evidential_config.json").write_text(json.dumps({"method": "softmax"}))
     with pytest.raises(EvidentialInputError, match="different methods .*member_10: softmax"):
+        mm.ensemble_members(ens)
+
+
+def test_a_member_copied_under_another_name_is_refused(tiny_model, tmp_path):
+    """Two members with the same weights (one folder copied) are refused naming both, whatever their configs say
+    of dropout; members of their own seeds are an ensemble."""
+    from lm_eval_evidential.testing.tiny import build_lora_adapter
+
+    ens = tmp_path / "ens"
+    for i in range(2):
+        build_lora_adapter(tiny_model, ens / f"member_{i}", seed=i)
+    assert [p.name for p in mm.ensemble_members(ens)] == ["member_0", "member_1"]
+    shutil.copytree(ens / "member_0", ens / "member_2")
+    config = ens / "member_2" / "adapter_config.json"
+    config.write_text(json.dumps({**json.loads(config.read_text()), "lora_dropout": 0.3}))  # not a LoRA setting
+    with pytest.raises(
+        EvidentialInputError,
+        match=r"ens: member_0 and member_2 hold the same weights \(adapter_model files sha256 [0-9a-f]{16}\), a copy "
+        r"of one member: .* --ensemble N\) or remove the copy",
+    ):
         mm.ensemble_members(ens)
