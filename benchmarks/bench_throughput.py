@@ -29,7 +29,10 @@ model's does on a GPU, so the host work shows; ``smollm2`` is the real SmolLM2-1
 (fetched on first use, see ``lm_eval_evidential.testing.smollm2``). ``--loads 0,2`` runs every
 measurement quiet and again next to 2 busy-looping processes started by the benchmark.
 
-``--no-hf`` leaves (c) out; ``--no-prefix-cache`` runs (b) with ``prefix_cache=False``.
+``--no-hf`` leaves (c) out; ``--no-prefix-cache`` runs (b) with ``prefix_cache=False``; ``--steady-malloc``
+runs the workers with glibc's malloc thresholds raised (:data:`STEADY_MALLOC`): the same work in both ways,
+without the page faults glibc's adaptive thresholds cause in some batches and not others (the table's
+faults/q column: minor page faults per question, marginal), which are most of the rounds' spread.
 
 A round is one run of each size by each way, (a) and (b) alternating run by run in one process
 on one model with a fixed thread count, (a) first in even rounds and (b) first in odd ones; the
@@ -61,6 +64,7 @@ import math
 import os
 import platform
 import random
+import resource
 import statistics
 import subprocess
 import sys
@@ -87,6 +91,11 @@ GOAL_OWN_MS = 0.2
 #: The confidence of the interval given for the median a/b of the rounds: "reliably met" when its low end is
 #: above the goal. Rounds vary by +-15% on the shared 2-core machine, even in CPU time.
 CONFIDENCE = 0.9
+#: ``--steady-malloc``: the workers' glibc malloc thresholds. With glibc's adaptive defaults the cheap shape's
+#: 4 MB output-layer buffers (8 rows x 128,256 floats) are mapped and unmapped, or trimmed off the heap, from batch
+#: to batch depending on what ran before: 80-170 page faults a question, about 0.5 ms of (b)'s 2.8, a different
+#: number in each round, which is most of the rounds' spread. Raised, both ways reuse freed memory.
+STEADY_MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(64 * 2**20), "MALLOC_TRIM_THRESHOLD_": str(256 * 2**20)}
 
 
 # ---------------------------------------------------------------------------- setup (parent)
@@ -300,7 +309,7 @@ def measure_once(ctx: SimpleNamespace, size: int, way: str) -> dict:
     clock, fwd = ctx.clock, ctx.fwd
     before, before_cpu = dict(clock.wall), dict(clock.cpu)
     fwd_before, cpu_before, calls_before = fwd["s"], fwd["cpu"], fwd["calls"]
-    c0 = time.process_time()
+    c0, faults0 = time.process_time(), resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     if way == "bare":
         out = run_bare(ctx.model, ctx.tok, ctx.task_manager, ctx.args.batch_size, ctx.device, size // 2)
     else:
@@ -320,6 +329,7 @@ def measure_once(ctx: SimpleNamespace, size: int, way: str) -> dict:
         )
 
     out.setdefault("c_run", time.process_time() - c0)
+    out["faults"] = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults0  # page faults: fresh memory touched
     out["load1"] = os.getloadavg()[0]
     out.update(size=size, t_forward=t_forward, c_forward=c_forward, forwards=fwd["calls"] - calls_before)
     out.update(own=own("", t_forward), c_own=own("cpu_", c_forward), c_tok=spent.get("cpu_encode_prompts", 0.0))
@@ -447,6 +457,8 @@ def spawn(
     if args.no_prefix_cache:
         cmd.append("--no-prefix-cache")
     env = {**os.environ, "EVIDENTIAL_DATA_DIR": str(mirror), "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
+    if args.steady_malloc:
+        env.update(STEADY_MALLOC)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
@@ -474,6 +486,7 @@ def summarise(result: dict) -> dict:
         "tok_cpu_ms": med("c_tok"),
         "tok_ms": med("tok"),
         "added_mb": statistics.median((b["rss_peak"] - b["rss_base"]) / 2**20 for _, b in pairs),
+        "faults": statistics.median(marginal(s, b, "faults") for s, b in pairs) if "faults" in runs[0] else math.nan,
         "forwards": pairs[0][1]["forwards"],
         "sizes": (pairs[0][0]["n"], pairs[0][1]["n"]),
     }
@@ -519,6 +532,12 @@ def parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("--no-hf", action="store_true", help="leave (c) out: (a) and (b) only, side by side")
     ap.add_argument("--no-prefix-cache", action="store_true", help="(b) with prefix_cache=False")
+    ap.add_argument(
+        "--steady-malloc",
+        action="store_true",
+        help="run the workers with glibc's mmap and trim thresholds raised (STEADY_MALLOC), so that memory freed "
+        "is reused without page faults in both ways alike (default: glibc's own, adaptive thresholds)",
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", type=Path, default=None, help="also write every run's raw figures here")
     ap.add_argument("--record", type=Path, default=None, help="the run's record (default: in benchmarks/results/)")
@@ -599,14 +618,16 @@ def run_shapes(ap: argparse.ArgumentParser, args) -> tuple[dict, list]:
 def print_table(args, table: dict, raw: list) -> list:
     """The table, one line per way and one ratio line per (shape, load); the verdicts' figures."""
     first = raw[0]
+    steady = ", ".join(f"{k}={v}" for k, v in STEADY_MALLOC.items())
+    malloc = f"steady ({steady})" if args.steady_malloc else "glibc defaults"
     print(
         f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, device {args.device}, dtype "
         f"{args.dtype}, torch threads {first['threads']}, batch size {args.batch_size}, {args.repeats} repeat(s) "
-        f"after a warm-up; peak RSS via {first['runs'][0]['peak_method']}"
+        f"after a warm-up; peak RSS via {first['runs'][0]['peak_method']}; malloc: {malloc}"
     )
     head = (
         f"{'shape':<9}{'load':>5}  {'way':<24}{'ms/q':>8}{'q/s':>9}{'cpu ms/q':>10}{'fwd ms/q':>10}"
-        f"{'own ms/q':>10}{'own cpu':>9}{'added MB':>10}{'forwards':>9}  sizes"
+        f"{'own ms/q':>10}{'own cpu':>9}{'added MB':>10}{'faults/q':>9}{'forwards':>9}  sizes"
     )
     print(head)
     print("-" * len(head))
@@ -617,7 +638,8 @@ def print_table(args, table: dict, raw: list) -> list:
             own = f"{r['own_ms']:>10.3f}{r['own_cpu_ms']:>9.3f}" if way == "evidential" else f"{'':>19}"
             print(
                 f"{shape:<9}{load:>5}  {LABELS[way]:<24}{r['ms']:>8.3f}{1000 / r['ms']:>9.1f}{r['cpu_ms']:>10.3f}"
-                f"{r['fwd_ms']:>10.3f}{own}{r['added_mb']:>10.1f}{r['forwards']:>9d}  {r['sizes'][0]}/{r['sizes'][1]} q"
+                f"{r['fwd_ms']:>10.3f}{own}{r['added_mb']:>10.1f}{r['faults']:>9.0f}{r['forwards']:>9d}"
+                f"  {r['sizes'][0]}/{r['sizes'][1]} q"
             )
         missing = {"ms": float("nan"), "cpu_ms": float("nan")}
         a, b, c = (row.get(w, missing)["ms"] for w in WAYS)
@@ -746,6 +768,9 @@ def write_record(args, table: dict) -> None:
                 figures.append(
                     {"what": f"{where}: {LABELS[way]}, {clock} per question", "value": round(r[key], 3), "unit": "ms"}
                 )
+            if not math.isnan(r["faults"]):
+                what = f"{where}: {LABELS[way]}, minor page faults per question"
+                figures.append({"what": what, "value": round(r["faults"]), "unit": ""})
         if "bare" in row and "evidential" in row:
             wall, cpu, rounds = bare_ratios(row)
             limit = f">= {GOAL_BARE_RATIO}"
@@ -791,6 +816,7 @@ def write_record(args, table: dict) -> None:
                 {"what": f"{where}: our own host work, CPU per question", "value": own, "unit": "ms", "limit": limit}
             )
     shape = f"{args.shapes}; batch {args.batch_size}, {args.dtype} on {args.device}, {args.repeats} repeat(s)"
+    shape += "; steady malloc" if args.steady_malloc else ""
     written = write_result(
         "bench_throughput",
         command=command_line(),
