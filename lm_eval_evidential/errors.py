@@ -42,6 +42,7 @@ __all__ = [
     "InputFileError",
     "FingerprintMismatchError",
     "OrderMismatchError",
+    "QuestionMismatchError",
     "PermutedRecordsError",
     "EvidentialInputError",
     "AnswerTokenError",
@@ -166,6 +167,11 @@ class FingerprintMismatchError(RefusalError, ValueError):
 class OrderMismatchError(RefusalError, ValueError):
     """Records shown in different answer orders (a permuted against an unpermuted run, or two permutation
     settings) were about to be compared order by order; the message names both and the fix."""
+
+
+class QuestionMismatchError(RefusalError, ValueError):
+    """Methods whose records of one task hold different questions (another ``--limit``, another subset) were about
+    to be laid side by side; the message names the task, both methods, a question only one has, and the fix."""
 
 
 class PermutedRecordsError(RefusalError, ValueError):

@@ -32,6 +32,7 @@ from lm_eval_evidential.records.orders import refuses_permuted
 
 __all__ = [
     "refuse_one_run_twice",
+    "refuse_other_questions",
     "MethodCalibrationRow",
     "MethodOODRow",
     "COMPARE_SCORES",
@@ -158,6 +159,29 @@ def refuse_one_run_twice(runs: Mapping[str, Mapping[str, Records]], id_task: str
         seen[key] = name
 
 
+def refuse_other_questions(runs: Mapping[str, Mapping[str, Records]], tasks: Sequence[str]) -> None:
+    """Methods side by side must answer the same questions of each task: a run evaluated with another ``--limit``
+    or on another subset would differ by its questions as well as by its method, and the takeaway would name a
+    leader for that difference."""
+    from lm_eval_evidential.errors import QuestionMismatchError
+
+    for task in tasks:
+        first, *others = ((name, by_task[task]) for name, by_task in runs.items() if task in by_task)
+        ids = np.unique(first[1].doc_id)
+        for name, records in others:
+            theirs = np.unique(records.doc_id)
+            if len(theirs) == len(ids) and (theirs == ids).all():
+                continue
+            only = np.setdiff1d(ids, theirs)
+            holder, doc = (first[0], only[0]) if only.size else (name, np.setdiff1d(theirs, ids)[0])
+            raise QuestionMismatchError(
+                f"{task}: methods {first[0]!r} and {name!r} were evaluated on different questions ({first[0]}: "
+                f"{len(ids)}, {name}: {len(theirs)}; doc_id {int(doc)} only in {holder}'s records): side by side "
+                "their numbers would differ by the questions as well as by the method — evaluate every method on "
+                "the same questions (the same task data and --limit)"
+            )
+
+
 @refuses_permuted
 def compare_methods(
     runs: Mapping[str, Mapping[str, Records]],
@@ -182,6 +206,7 @@ def compare_methods(
     refusal names it (``compare``'s ``--k-mismatched``; the report's ``--k-policy …,report``).
     """
     refuse_one_run_twice(runs, id_task)
+    refuse_other_questions(runs, [id_task, *ood_tasks])
     calibration, ood, refused = [], [], []
     for name, by_task in runs.items():
         id_records = by_task[id_task]

@@ -141,9 +141,11 @@ def _checked_inputs(
     id_records, ood_records, permuted = checked
     runs = {own: [id_records, *ood_records], **others} if others else None
     if runs:  # before any work: a run given twice would tie every row of "Methods side by side"
-        from lm_eval_evidential.audits.compare import refuse_one_run_twice
+        from lm_eval_evidential.audits.compare import refuse_one_run_twice, refuse_other_questions
 
-        refuse_one_run_twice({m: {r.task: r for r in records} for m, records in runs.items()}, id_records.task)
+        by_method = {m: {r.task: r for r in records} for m, records in runs.items()}
+        refuse_one_run_twice(by_method, id_records.task)
+        refuse_other_questions(by_method, [id_records.task, *(r.task for r in ood_records)])
     return id_records, ood_records, groups, permuted, runs
 
 

@@ -27,6 +27,7 @@ BUILTIN = {
     "InputFileError": (OSError, False),
     "FingerprintMismatchError": (ValueError, True),
     "OrderMismatchError": (ValueError, True),
+    "QuestionMismatchError": (ValueError, True),
     "PermutedRecordsError": (ValueError, True),
     "EvidentialInputError": (ValueError, False),
     "AnswerTokenError": (ValueError, False),

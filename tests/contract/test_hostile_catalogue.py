@@ -380,6 +380,12 @@ def _another_method(ctx: Ctx) -> None:
     write_records(records_path(ctx.tmp / "other" / "synthetic-llm", "id4", DATE), _records("id4", 60, 4, 0.5, 11))
 
 
+def _another_method_on_fewer_questions(ctx: Ctx) -> None:
+    """{tmp}/other: another method's run of the same tasks, its id4 evaluated on its first 40 questions (--limit 40)."""
+    _another_method(ctx)
+    write_records(records_path(ctx.tmp / "other" / "synthetic-llm", "id4", DATE), _records("id4", 40, 4, 0.5, 12))
+
+
 def _run_copy(ctx: Ctx) -> None:
     shutil.copytree(ctx.out, ctx.tmp / "copy")
 
@@ -1590,6 +1596,29 @@ CATALOGUE = [
             r"note: b / ood5: K_ID = \[4\] vs K_OOD = \[5\]: not compared \(the score moves with K itself\); "
             r"--k-mismatched computes it marked K-MISMATCHED, or compare a K-matched control",
         ),
+    ),
+    (
+        C,
+        "compare-methods-evaluated-on-other-questions",
+        Cmd(
+            ["compare", "{out}", "{tmp}/other", "--names", "a,b", "--id", "id4", "--ood", "ood4", "--n-boot", "0"],
+            _another_method_on_fewer_questions,
+        ),
+        Exit(
+            2,
+            r"refused: id4: methods 'a' and 'b' were evaluated on different questions \(a: 60, b: 40; doc_id 40 only "
+            r"in a's records\): .* evaluate every method on the same questions \(the same task data and --limit\)",
+        ),
+    ),
+    (
+        C,
+        "report-compare-a-method-evaluated-on-other-questions",
+        Cmd(
+            ["report", "{out}", "--id", "id4", "--ood", "ood4", "--n-boot", "0", "--max-extra", "1", "--out", "{tmp}/r"]
+            + ["--compare", "{tmp}/other", "--compare-names", "a,b"],
+            _another_method_on_fewer_questions,
+        ),
+        Exit(2, r"refused: id4: methods 'a' and 'b' were evaluated on different questions \(a: 60, b: 40"),
     ),
     (
         C,
