@@ -3838,6 +3838,15 @@ CATALOGUE = [
             RecordsError, r"doc_id 0: 2 orders, but permutations 'random:4' shows a question of K = 4 options in 4"
         ),
     ),
+    (
+        C,
+        "permuted-id-and-ood-with-other-few-shot-counts",
+        Cmd(
+            ["permutations", "{out}", "--task", "p4", "--id", "p4", "--ood", "q4"],
+            lambda c: permuted_run(c) and permuted_run(c, task="q4") and with_meta("q4", num_fewshot=5)(c),
+        ),
+        Exit(2, r"(?s)refused: these records were produced by different models or settings.*num_fewshot"),
+    ),
     # -- issue 36, class 4: `tables` reports what is there
     (
         C,
