@@ -27,7 +27,6 @@ References
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import re
 from collections.abc import Iterator, Sequence
@@ -40,6 +39,7 @@ from lm_eval_evidential.errors import EvidentialInputError
 from lm_eval_evidential.modeling.config import read_metadata
 from lm_eval_evidential.modeling.heads import question_seed
 from lm_eval_evidential.modeling.laplace import LAPLACE_CONFIG
+from lm_eval_evidential.records.provenance import adapter_weights_hash
 
 ADAPTER_CONFIG = "adapter_config.json"
 #: adapter_config.json fields that may differ between members of one ensemble (not the LoRA layers' shape).
@@ -125,9 +125,10 @@ def _check_distinct(peft, members: list[Path]) -> None:
     and its mixture weighted towards the copied member."""
     seen: dict[str, str] = {}
     for member in members:
-        digest = _weights_sha256(member)
-        if digest is None:
+        weights = adapter_weights_hash(member)
+        if weights is None:
             continue  # no weights: refused by the adapter checks that follow, naming the member
+        digest = weights.hexdigest()
         if digest in seen:
             raise EvidentialInputError(
                 f"peft={peft}: {seen[digest]} and {member.name} hold the same weights (adapter_model files "
@@ -136,20 +137,6 @@ def _check_distinct(peft, members: list[Path]) -> None:
                 "its own seed (lm-eval-evidential train --ensemble N) or remove the copy"
             )
         seen[digest] = member.name
-
-
-def _weights_sha256(folder: Path) -> str | None:
-    """One sha256 of an adapter folder's weight files (``adapter_model*``, names and bytes), None without any."""
-    files = sorted(p for p in folder.iterdir() if p.is_file() and p.name.startswith("adapter_model"))
-    if not files:
-        return None
-    digest = hashlib.sha256()
-    for path in files:
-        digest.update(path.name.encode() + b"\0")
-        with open(path, "rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
-    return digest.hexdigest()
 
 
 def _lora_differences(configs: dict[str, dict]) -> dict[str, str]:

@@ -370,12 +370,9 @@ def model_sha256(folder) -> str | None:
     return digest.hexdigest()[:_DIGEST_CHARS] if has_weights else None
 
 
-def adapter_sha256(folder) -> str | None:
-    """Content hash of a local PEFT adapter folder: its weight files whole and its
-    ``adapter_config.json`` without ``base_model_name_or_path``. None without a local adapter."""
-    root = Path(folder) if folder else None
-    if root is None or not root.is_dir():
-        return None
+def adapter_weights_hash(root: Path):
+    """A sha256 object over an adapter folder's weight files (``adapter_model*``: names and whole bytes), or None
+    when it has none: :func:`adapter_sha256` adds the config to it; an ensemble's copied-member check reads it alone."""
     files = sorted(p for p in root.iterdir() if p.is_file() and p.name.startswith("adapter_model"))
     if not files:
         return None
@@ -383,6 +380,18 @@ def adapter_sha256(folder) -> str | None:
     for path in files:
         digest.update(path.name.encode() + b"\0")
         _hash_whole_file(path, digest)
+    return digest
+
+
+def adapter_sha256(folder) -> str | None:
+    """Content hash of a local PEFT adapter folder: its weight files whole and its
+    ``adapter_config.json`` without ``base_model_name_or_path``. None without a local adapter."""
+    root = Path(folder) if folder else None
+    if root is None or not root.is_dir():
+        return None
+    digest = adapter_weights_hash(root)
+    if digest is None:
+        return None
     config = root / "adapter_config.json"
     if config.is_file():
         digest.update(b"adapter_config.json\0" + _canonical_json(config))
