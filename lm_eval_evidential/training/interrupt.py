@@ -29,41 +29,43 @@ from lm_eval_evidential.errors import EvidentialError
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
-class TrainingInterrupted(EvidentialError):
-    """Training stopped on a signal after saving ``checkpoint``; ``signum`` is the signal received.
+class StoppedBySignal(EvidentialError):
+    """A command stopped by the signal ``signum`` (SIGTERM or SIGINT). Expected (the user or a scheduler stopped
+    it), so one line; the command exits with :attr:`exit_status`, as a process ended by that signal would."""
 
-    Expected (the user stopped it), so one line; ``lm-eval-evidential train`` exits with :attr:`exit_status`."""
+    def __init__(self, signum: int, message: str):
+        self.signum = signum
+        super().__init__(message)
+
+    @property
+    def exit_status(self) -> int:
+        """The shell's status for a process ended by this signal (130 for SIGINT, 143 for SIGTERM)."""
+        return 128 + self.signum
+
+
+class TrainingInterrupted(StoppedBySignal):
+    """Training stopped on a signal after saving ``checkpoint``; ``lm-eval-evidential train`` exits with
+    :attr:`exit_status`."""
 
     def __init__(self, signum: int, checkpoint: Path, step: int):
-        self.signum, self.checkpoint, self.step = signum, Path(checkpoint), step
+        self.checkpoint, self.step = Path(checkpoint), step
         super().__init__(
+            signum,
             f"stopped by {signal.Signals(signum).name} at step {step}; saved a resumable checkpoint in "
-            f"{self.checkpoint} — continue with --resume-from-checkpoint latest (the same --output-dir)"
+            f"{self.checkpoint} — continue with --resume-from-checkpoint latest (the same --output-dir)",
         )
 
-    @property
-    def exit_status(self) -> int:
-        """The shell's status for a process ended by this signal (130 for SIGINT, 143 for SIGTERM)."""
-        return 128 + self.signum
 
-
-class FitInterrupted(EvidentialError):
-    """A fit stopped on a signal before it wrote its output; ``signum`` is the signal received.
-
-    Expected (the user or a scheduler stopped it), so one line; the command exits with :attr:`exit_status`."""
+class FitInterrupted(StoppedBySignal):
+    """A fit stopped on a signal before it wrote its output; the command exits with :attr:`exit_status`."""
 
     def __init__(self, signum: int, command: str, output: Path, kept: bool):
-        self.signum = signum
         held = "keeps its previous output" if kept else "was not written"
         super().__init__(
+            signum,
             f"stopped by {signal.Signals(signum).name} during the fit; {output} {held} (the result is written whole "
-            f"at the end, never in part) — run the same {command} command again to fit from the start"
+            f"at the end, never in part) — run the same {command} command again to fit from the start",
         )
-
-    @property
-    def exit_status(self) -> int:
-        """The shell's status for a process ended by this signal (130 for SIGINT, 143 for SIGTERM)."""
-        return 128 + self.signum
 
 
 @contextlib.contextmanager
@@ -121,8 +123,6 @@ def make_save_on_signal():
             self._previous = {}
 
         def on_train_begin(self, args, state, control, **kwargs):
-            import threading
-
             if threading.current_thread() is threading.main_thread():  # handlers can only be set there
                 self._previous = {s: signal.signal(s, self._handle) for s in SIGNALS}
             return control
