@@ -25,6 +25,7 @@ from lm_eval_evidential.modeling.encoding import (
     prompt_tail,
     shared_prefix_split,
 )
+from lm_eval_evidential.modeling.prefix_tokens import encode_shared_prefixes
 
 # Stock lm_eval tasks whose choices are answer texts, and this package's task with the same
 # questions answered by letter (named when the stock task is refused).
@@ -216,14 +217,13 @@ class QuestionPlanner:
         Where the tokenizer is transformers' wrapper of a 🤗 tokenizers ``Tokenizer`` whose call adds nothing to
         the backend's (:func:`fast_backend`), the backend's ``encode_batch_fast``: the same ids, without the
         character offsets and transformers' conversion of each text's encoding, which were about a tenth of
-        the call on benchmarks/bench_throughput.py's prompts.
+        the call on benchmarks/bench_throughput.py's prompts. Texts that share a long prefix (a few-shot block)
+        are tokenised with it once where that is exact (:mod:`~lm_eval_evidential.modeling.prefix_tokens`).
         """
         backend = fast_backend(self.tokenizer)
         if backend is None or set(kwargs) - {"add_special_tokens"}:
             return self.tokenizer(texts, **kwargs)["input_ids"]
-        return [
-            e.ids for e in backend.encode_batch_fast(texts, add_special_tokens=kwargs.get("add_special_tokens", True))
-        ]
+        return encode_shared_prefixes(backend, texts, add_special_tokens=kwargs.get("add_special_tokens", True))
 
     def answer_ids(self, context: str, context_ids: list[int], continuations, task, where: str) -> tuple[int, ...]:
         """The answer ids by the rule training uses too (``modeling.encoding.answer_token_ids``): the full check."""

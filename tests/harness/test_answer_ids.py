@@ -30,6 +30,19 @@ def test_prompts_are_encoded_as_tok_encode_does(tiny_model, add_bos_token):
     assert lm.planner.encode_prompts(contexts) == [lm.tok_encode(c) for c in contexts]
 
 
+@pytest.mark.parametrize("add_bos_token", [None, True, False])
+def test_few_shot_prompts_are_encoded_as_tok_encode_does(tiny_model, add_bos_token):
+    # a shared block tokenised once (modeling/prefix_tokens.py), with and without BOS text before it
+    from ..modeling.test_prefix_tokens import few_shot_prompts
+
+    lm = make_lm(tiny_model, **({} if add_bos_token is None else {"add_bos_token": add_bos_token}))
+    bos = lm.tokenizer.decode(lm.prefix_token_id)
+    prompts = few_shot_prompts(6)
+    block = prompts[0][: prompts[0].rindex("\n\n") + 2]
+    contexts = prompts + [bos + p for p in prompts] + [block, block + "Question", bos + block]
+    assert lm.planner.encode_prompts(contexts) == [lm.tok_encode(c) for c in contexts]
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     texts=st.lists(
