@@ -57,20 +57,23 @@ def _state(component) -> dict | None:
     return None if component is None else json.loads(component.__getstate__())
 
 
-def _normalizer_ok(state: dict | None) -> bool:
-    """Normalizers that map characters (or a single space run) one by one, never across a line break or a space
-    next to ASCII: Unicode forms (a line break, a space and ASCII letters are stable starters that compose with
-    nothing before them), lowercasing, BERT's cleaning, and Replace of one plain character."""
+def _normalizer_ok(state: dict | None, rule: str) -> bool:
+    """Normalizers that map each character alone and leave the cut's characters (a line break or a space, ASCII
+    letters and signs) as they are: Unicode forms (those characters are starters that compose with nothing
+    before them), lowercasing, accent stripping, BERT's (not under the line-break rule where it cleans text:
+    it makes the line break a space), and Replace of one non-ASCII character."""
     if state is None:
         return True
     kind = state["type"]
     if kind == "Sequence":
-        return all(_normalizer_ok(s) for s in state["normalizers"])
-    if kind in {"NFC", "NFD", "NFKC", "NFKD", "Lowercase", "BertNormalizer", "StripAccents"}:
+        return all(_normalizer_ok(s, rule) for s in state["normalizers"])
+    if kind in {"NFC", "NFD", "NFKC", "NFKD", "Lowercase", "StripAccents"}:
         return True
+    if kind == "BertNormalizer":
+        return rule == SPACE or not state["clean_text"]
     if kind == "Replace":
-        pattern = state["pattern"]
-        return len(pattern.get("String", "")) == 1 and pattern["String"] not in "\n "
+        pattern = state["pattern"].get("String", "")
+        return len(pattern) == 1 and ord(pattern) > 127
     return False  # Prepend (Llama-2's legacy "▁"), Strip, Precompiled, regex Replace, …: not shown local
 
 
@@ -160,7 +163,7 @@ def cut_rule(backend) -> tuple[str, int] | None:
     if getattr(model, "dropout", None):  # random merges: not even two full calls agree
         return None
     rule = _pre_tokenizer_rule(_state(backend.pre_tokenizer))
-    if rule is None or not _normalizer_ok(_state(backend.normalizer)) or not _added_tokens_ok(backend):
+    if rule is None or not _normalizer_ok(_state(backend.normalizer), rule) or not _added_tokens_ok(backend):
         return None
     right = _right_special_count(_state(backend.post_processor))
     return None if right is None else (rule, right)

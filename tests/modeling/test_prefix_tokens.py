@@ -55,8 +55,8 @@ def build(family: str):
     trainer = bpe_trainer
     if family == "gpt2":  # byte-level BPE, GPT-2's regex, BOS prepended (SmolLM2, Llama-style test tokenizer)
         tok.pre_tokenizer = byte_level
-    elif family == "llama3":  # Llama-3: a Split regex, then bytes; NFC as Qwen2 has
-        tok.normalizer = normalizers.NFC()
+    elif family == "llama3":  # Llama-3: a Split regex, then bytes; NFC as Qwen2 has, and a non-ASCII Replace
+        tok.normalizer = normalizers.Sequence([normalizers.NFC(), normalizers.Replace("\u00a0", " ")])
         split = pre_tokenizers.Split(Regex(prefix_tokens.LLAMA3_REGEX), behavior="isolated")
         tok.pre_tokenizer = pre_tokenizers.Sequence([split, bytes_only])
     elif family == "qwen2":
@@ -81,6 +81,9 @@ def build(family: str):
         tok.normalizer = normalizers.BertNormalizer(lowercase=True)
         tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
         trainer = trainers.WordPieceTrainer(vocab_size=400, special_tokens=SPECIALS)
+    elif family == "cleaned":  # BERT's cleaning makes line breaks spaces: GPT-2's regex then joins " Question"
+        tok.normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=False, lowercase=False)
+        tok.pre_tokenizer = byte_level
     elif family in {"legacy", "lstrip"}:
         if family == "legacy":  # Llama-2's legacy SentencePiece: "▁" prepended, one BPE over the whole text
             tok.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
@@ -108,7 +111,7 @@ def build(family: str):
 
 
 CUT_FAMILIES = ["gpt2", "llama3", "qwen2", "digits", "metaspace_bpe", "unigram", "bert"]
-WHOLE_FAMILIES = ["legacy", "lstrip"]
+WHOLE_FAMILIES = ["legacy", "lstrip", "cleaned"]
 
 
 def oracle(tok, texts, special):
