@@ -25,11 +25,13 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-__all__ = ["MIN_SHARED_CHARS", "cut_rule", "encode_shared_prefixes", "find_cut", "text_groups"]
+__all__ = ["MIN_SAVED_CHARS", "MIN_SHARED_CHARS", "cut_rule", "encode_shared_prefixes", "find_cut", "text_groups"]
 
-#: A group is tokenised with its prefix once when its prompts share at least this many characters
-#: before the cut (benchmarks/bench_prefix_tokens.py: below it, the bookkeeping costs what it saves).
-MIN_SHARED_CHARS = 256
+#: Prompts are grouped where neighbours (in sorted order) share at least this many characters, and a group is
+#: cut when that leaves at least MIN_SAVED_CHARS characters untokenised: (prompts - 1) x cut - the first prompt's
+#: text after the cut, which is tokenised twice (benchmarks/bench_prefix_tokens.py --sweep: below it, the
+#: bookkeeping costs what it saves).
+MIN_SHARED_CHARS, MIN_SAVED_CHARS = 64, 200
 
 # The Split regexes whose alternatives cannot match a line break followed by a letter and look ahead at
 # most one character, with no look-behind or anchor (docs/scaling.md): GPT-2's (also ByteLevel's own),
@@ -169,19 +171,19 @@ def cut_rule(backend) -> tuple[str, int] | None:
     return None if right is None else (rule, right)
 
 
-def find_cut(prefix: str, rule: str, *, start: int = 1) -> int | None:
-    """The last cut of ``rule`` inside ``prefix`` (with the characters it looks at inside ``prefix`` too), at
-    or after ``start``; None where there is none."""
+def find_cut(prefix: str, rule: str) -> int | None:
+    """The last cut of ``rule`` inside ``prefix``, with the characters it looks at inside ``prefix`` too; None
+    where there is none."""
     if rule == NEWLINE:  # prefix[c - 1] is a line break, prefix[c] an ASCII letter
         at = prefix.rfind("\n", 0, len(prefix) - 1)
-        while at >= 0 and at + 1 >= start:
+        while at >= 0:
             if prefix[at + 1] in _ASCII_LETTERS:
                 return at + 1
             at = prefix.rfind("\n", 0, at)
         return None
     # prefix[c] is one space between an ASCII non-space and an ASCII letter
     at = prefix.rfind(" ", 0, len(prefix) - 1)
-    while at >= 1 and at >= start:
+    while at >= 1:
         if prefix[at - 1] in _ASCII_GRAPHIC and prefix[at + 1] in _ASCII_LETTERS:
             return at
         at = prefix.rfind(" ", 0, at)
@@ -222,23 +224,30 @@ def text_groups(texts: Sequence[str], min_shared: int = MIN_SHARED_CHARS) -> lis
 
 
 def encode_shared_prefixes(
-    backend, texts: Sequence[str], *, add_special_tokens: bool = True, min_shared: int = MIN_SHARED_CHARS
+    backend,
+    texts: Sequence[str],
+    *,
+    add_special_tokens: bool = True,
+    min_shared: int = MIN_SHARED_CHARS,
+    min_saved: int = MIN_SAVED_CHARS,
 ) -> list[list[int]]:
     """``[e.ids for e in backend.encode_batch_fast(texts, add_special_tokens=...)]``, with each group of texts
-    that share a prefix (:func:`text_groups`) tokenised up to a cut inside it once (module docstring).
+    that share a prefix (:func:`text_groups`) tokenised up to a cut inside it once (module docstring), where
+    that leaves ``min_saved`` characters untokenised.
 
     Two batched calls: the texts outside groups and one whole text per group, with special tokens as asked;
     the groups' texts after their cut, without. Each group's first text is checked whole against its cut
     ids; a group whose check fails (not expected under :func:`cut_rule`'s pipelines) is tokenised whole.
     """
     texts = list(texts)
-    verdict = cut_rule(backend) if len(texts) > 1 else None
+    groups = text_groups(texts, min_shared)
+    verdict = cut_rule(backend) if groups else None
     cut_groups = []
     if verdict is not None:
         rule, right = verdict
-        for members, shared in text_groups(texts, min_shared):
-            c = find_cut(texts[members[0]][:shared], rule, start=min_shared)
-            if c is not None:
+        for members, shared in groups:
+            c = find_cut(texts[members[0]][:shared], rule)
+            if c is not None and (len(members) - 1) * c - (len(texts[members[0]]) - c) >= min_saved:
                 cut_groups.append((members, c))
     if not cut_groups:
         return [e.ids for e in backend.encode_batch_fast(texts, add_special_tokens=add_special_tokens)]
