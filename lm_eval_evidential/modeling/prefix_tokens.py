@@ -204,22 +204,37 @@ def _common_length(a: str, b: str) -> int:
 
 def text_groups(texts: Sequence[str], min_shared: int = MIN_SHARED_CHARS) -> list[tuple[list[int], int]]:
     """Groups of at least two texts sharing a prefix of at least ``min_shared`` characters: (indices, the
-    group's common prefix length). Texts sorted, so a group is a run of neighbours whose every adjacent pair
-    shares ``min_shared`` characters; its common prefix is the least of those."""
+    group's common prefix length).
+
+    Texts sorted, so texts sharing a prefix are neighbours and a run's common prefix is the least of its
+    neighbours' ones. A run either stays one group or splits where its neighbours share least (prompts of two
+    few-shot blocks that share only an instruction), whichever shares more characters in all: (texts - 1) x
+    common prefix, summed over the groups.
+    """
     order = sorted(range(len(texts)), key=texts.__getitem__)
+    common = [_common_length(texts[a], texts[b]) for a, b in zip(order, order[1:])]
+
+    def best(lo: int, hi: int, depth: int) -> tuple[int, list[tuple[list[int], int]]]:
+        """The grouping of order[lo..hi] (hi > lo) that shares most, and what it shares."""
+        least = min(common[lo:hi])
+        whole = ((hi - lo) * least, [(order[lo : hi + 1], least)]) if least >= min_shared else (0, [])
+        if depth > 100:  # deep nesting: one group (what it saves aside, the ids are the same)
+            return whole
+        split, groups, start = 0, [], lo
+        for end in [*(k for k in range(lo, hi) if common[k] == least), hi]:
+            if end > start:
+                saved, found = best(start, end, depth + 1)
+                split, groups = split + saved, groups + found
+            start = end + 1
+        return whole if whole[0] >= split and whole[1] else (split, groups)
+
     groups: list[tuple[list[int], int]] = []
-    run, shared = [order[0]] if order else [], 0
-    for previous, i in zip(order, order[1:]):
-        common = _common_length(texts[previous], texts[i])
-        if common >= min_shared:
-            shared = common if len(run) == 1 else min(shared, common)
-            run.append(i)
-            continue
-        if len(run) > 1:
-            groups.append((run, shared))
-        run = [i]
-    if len(run) > 1:
-        groups.append((run, shared))
+    start = 0
+    for k in range(len(common) + 1):
+        if k == len(common) or common[k] < min_shared:
+            if k > start:
+                groups += best(start, k, 0)[1]
+            start = k + 1
     return groups
 
 

@@ -189,9 +189,13 @@ def test_ids_equal_the_whole_texts_ids(family, texts, special, min_shared):
     assert counting.calls <= 2  # no group's check failed (a third call would tokenise it whole)
 
 
-@settings(max_examples=200, deadline=None)
-@given(texts=st.lists(st.text(st.sampled_from("ab\n "), max_size=8), max_size=8), min_shared=st.integers(1, 4))
-def test_groups_are_the_runs_that_share_a_prefix(texts, min_shared):
+def shared_chars(groups) -> int:
+    return sum((len(members) - 1) * shared for members, shared in groups)
+
+
+@settings(max_examples=300, deadline=None)
+@given(texts=st.lists(st.text(st.sampled_from("ab\n "), max_size=8), max_size=10), min_shared=st.integers(1, 4))
+def test_groups_share_their_prefix_and_at_least_as_much_as_runs_of_neighbours(texts, min_shared):
     import os
 
     grouped = text_groups(texts, min_shared)
@@ -200,11 +204,30 @@ def test_groups_are_the_runs_that_share_a_prefix(texts, min_shared):
     for members, shared in grouped:
         assert len(members) >= 2 and shared >= min_shared
         assert len(os.path.commonprefix([texts[i] for i in members])) == shared
-    # a text left out shares fewer than min_shared characters with every text of a different run
-    for i in set(range(len(texts))) - set(seen):
-        for j in range(len(texts)):
-            if j != i:
-                assert len(os.path.commonprefix([texts[i], texts[j]])) < min_shared
+    # the oracle: sorted texts cut wherever neighbours share fewer than min_shared characters, each run one group
+    order = sorted(range(len(texts)), key=texts.__getitem__)
+    runs, run = [], order[:1]
+    for a, b in zip(order, order[1:]):
+        if len(os.path.commonprefix([texts[a], texts[b]])) >= min_shared:
+            run.append(b)
+        else:
+            runs.append(run)
+            run = [b]
+    runs.append(run)
+    flat = [(r, len(os.path.commonprefix([texts[i] for i in r]))) for r in runs if len(r) > 1]
+    assert shared_chars(grouped) >= shared_chars(flat)
+
+
+def test_two_blocks_behind_one_instruction_are_two_groups():
+    # lm-eval's few-shot prompts of two blocks that share only the instruction before them
+    texts = few_shot_prompts(6)
+    other = [t.replace("\n\nQuestion:", "\n\nQuestion: (another block)", 1) for t in texts]
+    groups = text_groups(texts + other)
+    assert sorted(sorted(m) for m, _ in groups) == [list(range(6)), list(range(6, 12))]
+    tok = build("gpt2")
+    counting = Counting(tok)
+    assert encode_shared_prefixes(counting, texts + other) == oracle(tok, texts + other, True)
+    assert counting.chars < 0.4 * sum(len(t) for t in texts + other)
 
 
 @pytest.mark.parametrize(
