@@ -63,8 +63,9 @@ def build(family: str):
         tok.normalizer = normalizers.NFC()
         split = pre_tokenizers.Split(Regex(prefix_tokens.QWEN2_REGEX), behavior="isolated")
         tok.pre_tokenizer = pre_tokenizers.Sequence([split, bytes_only])
-    elif family == "digits":  # digits split off before GPT-2's regex
-        tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level])
+    elif family in {"digits", "digit_runs"}:  # digits split off (one by one, or runs) before GPT-2's regex
+        digits = pre_tokenizers.Digits(individual_digits=family == "digits")
+        tok.pre_tokenizer = pre_tokenizers.Sequence([digits, byte_level])
     elif family == "metaspace_bpe":  # SentencePiece-style BPE with a Metaspace that splits
         tok = Tokenizer(models.BPE(unk_token="<unk>"))
         tok.pre_tokenizer = pre_tokenizers.Metaspace(prepend_scheme="first", split=True)
@@ -110,7 +111,7 @@ def build(family: str):
     return tok
 
 
-CUT_FAMILIES = ["gpt2", "llama3", "qwen2", "digits", "metaspace_bpe", "unigram", "bert"]
+CUT_FAMILIES = ["gpt2", "llama3", "qwen2", "digits", "digit_runs", "metaspace_bpe", "unigram", "bert"]
 WHOLE_FAMILIES = ["legacy", "lstrip", "cleaned"]
 
 
