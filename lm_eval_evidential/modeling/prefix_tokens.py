@@ -164,10 +164,13 @@ def cut_rule(backend) -> tuple[str, int] | None:
         return None
     if getattr(model, "dropout", None):  # random merges: not even two full calls agree
         return None
-    rule = _pre_tokenizer_rule(_state(backend.pre_tokenizer))
-    if rule is None or not _normalizer_ok(_state(backend.normalizer), rule) or not _added_tokens_ok(backend):
+    try:
+        rule = _pre_tokenizer_rule(_state(backend.pre_tokenizer))
+        if rule is None or not _normalizer_ok(_state(backend.normalizer), rule) or not _added_tokens_ok(backend):
+            return None
+        right = _right_special_count(_state(backend.post_processor))
+    except (KeyError, TypeError):  # a component serialised in another tokenizers version's form: not known
         return None
-    right = _right_special_count(_state(backend.post_processor))
     return None if right is None else (rule, right)
 
 

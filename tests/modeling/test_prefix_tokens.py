@@ -9,6 +9,7 @@ inside the questions, a text that is the shared block itself).
 from __future__ import annotations
 
 import functools
+import json
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -217,6 +218,27 @@ def test_groups_share_their_prefix_and_at_least_as_much_as_runs_of_neighbours(te
     runs.append(run)
     flat = [(r, len(os.path.commonprefix([texts[i] for i in r]))) for r in runs if len(r) > 1]
     assert shared_chars(grouped) >= shared_chars(flat)
+
+
+def test_a_component_in_another_versions_form_is_tokenised_whole():
+    # tokenizers before 0.15 wrote Metaspace with add_prefix_space, not prepend_scheme: not a known form
+    tok = build("unigram")
+
+    class OldState:
+        def __init__(self, component, drop):
+            self.state = json.loads(component.__getstate__())
+            for stage in self.state.get("pretokenizers", []):
+                stage.pop(drop, None)
+
+        def __getstate__(self):
+            return json.dumps(self.state).encode()
+
+    class Old:
+        model, normalizer, post_processor = tok.model, tok.normalizer, tok.post_processor
+        pre_tokenizer = OldState(tok.pre_tokenizer, "prepend_scheme")
+        get_added_tokens_decoder = tok.get_added_tokens_decoder
+
+    assert cut_rule(tok) is not None and cut_rule(Old()) is None
 
 
 def test_two_blocks_behind_one_instruction_are_two_groups():
