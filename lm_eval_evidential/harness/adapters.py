@@ -138,7 +138,8 @@ def merged_checkpoint(pretrained, adapter, *, dtype: str = "auto", revision: str
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     from lm_eval_evidential.files import atomic_folder
-    from lm_eval_evidential.harness.loading_checks import local_folder, saved_embedding_rows
+    from lm_eval_evidential.harness.adapter_checks import saved_embedding_rows
+    from lm_eval_evidential.harness.loading_checks import local_folder
     from lm_eval_evidential.modeling.quiet import peft_wrapping
     from lm_eval_evidential.records.provenance import adapter_sha256, model_sha256
 

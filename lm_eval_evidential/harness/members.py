@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lm_eval_evidential.errors import EvidentialInputError
-from lm_eval_evidential.harness.loading_checks import scoring_option
+from lm_eval_evidential.harness.model_args import scoring_option
 from lm_eval_evidential.modeling.config import METADATA_FILE, read_metadata
 from lm_eval_evidential.modeling.laplace import LAPLACE_CONFIG, LAPLACE_POSTERIOR, LaplacePosterior, has_posterior
 from lm_eval_evidential.modeling.members import ADAPTER_CONFIG, ensemble_members

@@ -25,17 +25,15 @@ from lm_eval.models.huggingface import HFLM
 from tqdm import tqdm
 
 from lm_eval_evidential.errors import EvidentialInputError, InvalidValueError
-from lm_eval_evidential.harness.loading_checks import (
+from lm_eval_evidential.harness.adapter_checks import (
     ADAPTER_FIT_HINT,
     already_tied,
     check_adapter_fits,
-    check_context,
-    check_load_args,
-    gguf_error,
     saved_embedding_rows,
-    unknown_arg_error,
     wraps_tied_layer,
 )
+from lm_eval_evidential.harness.loading_checks import check_context, check_load_args, gguf_error
+from lm_eval_evidential.harness.model_args import unknown_arg_error
 from lm_eval_evidential.harness.scoring import EvidentialScoring
 from lm_eval_evidential.modeling.encoding import last_position_logits, left_pad
 from lm_eval_evidential.modeling.prefix_cache import PREFIX_CACHE, SharedPrefix, padded_width, suffix_inputs
@@ -77,7 +75,7 @@ _LAUNCHER_WORLD_SIZE = ("WORLD_SIZE", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_C
 class EvidentialLM(EvidentialScoring, HFLM):
     """See the module docstring. Extra model_args: the head's, one per field of
     :class:`~lm_eval_evidential.modeling.config.HeadConfig` (its help says each), and the
-    scoring's options (:data:`~lm_eval_evidential.harness.loading_checks.SCORING_OPTIONS`:
+    scoring's options (:data:`~lm_eval_evidential.harness.model_args.SCORING_OPTIONS`:
     ``phantom_count``, 4: the logits of up to that many labels after each question's last one,
     " E".." H" after " A".." D", kept in the records from the same forward pass). When ``peft``
     is a folder written by ``lm-eval-evidential train`` (it holds ``evidential_config.json``),
@@ -98,7 +96,7 @@ class EvidentialLM(EvidentialScoring, HFLM):
         check_load_args(pretrained, kwargs)
         self.prefix_cache = PREFIX_CACHE.check("prefix_cache", prefix_cache)
         threads = _whole_number(threads)
-        if not THREADS.allows(threads):  # as the scoring's model_args are refused (loading_checks.scoring_option)
+        if not THREADS.allows(threads):  # as the scoring's model_args are refused (model_args.scoring_option)
             raise EvidentialInputError(THREADS.message("threads", threads))
         # Validate the head before loading gigabytes of weights.
         self.init_scoring(

@@ -32,16 +32,15 @@ import numpy as np
 import torch
 
 from lm_eval_evidential.errors import EvidentialInputError, UnsupportedRequestError
-from lm_eval_evidential.harness.loading_checks import (
+from lm_eval_evidential.harness.loading_checks import local_folder, model_context
+from lm_eval_evidential.harness.members import ensemble_sha256, members_from_args
+from lm_eval_evidential.harness.model_args import (
     HEAD_ARGS,
     SCORING_OPTIONS,
     head_config,
-    local_folder,
-    model_context,
     reference_head_settings,
     scoring_option,
 )
-from lm_eval_evidential.harness.members import ensemble_sha256, members_from_args
 from lm_eval_evidential.harness.planning import QuestionPlan, QuestionPlanner
 from lm_eval_evidential.integration.evidence import EvidenceLedger, QuestionEvidence
 from lm_eval_evidential.metrics.members import member_summary
@@ -211,10 +210,10 @@ class EvidentialScoring(ABC):
     def init_scoring(
         self, model_args: dict, *, pretrained: Any, peft: str | None, revision: str, gguf_file: str | None = None
     ) -> None:
-        """Take the scoring's own model_args (:data:`~lm_eval_evidential.harness.loading_checks.SCORING_ARGS`)
+        """Take the scoring's own model_args (:data:`~lm_eval_evidential.harness.model_args.SCORING_ARGS`)
         out of ``model_args``, leaving the backend's loading arguments: the head (a head setting not
         given: the adapter's metadata, then HeadConfig's defaults, fill it in), each of
-        :data:`~lm_eval_evidential.harness.loading_checks.SCORING_OPTIONS` as an attribute, and what
+        :data:`~lm_eval_evidential.harness.model_args.SCORING_OPTIONS` as an attribute, and what
         the records say produced them; checked before any weights load."""
         given = {name: model_args.pop(name, None) for name in HEAD_ARGS}
         paths = ensemble_members(peft)  # an ensemble's head settings are its members' (checked equal)

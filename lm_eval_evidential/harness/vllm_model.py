@@ -118,7 +118,7 @@ def _ray_with_cpu_replicas(gpus: int) -> None:
 
 class EvidentialVLLM(EvidentialScoring, VLLM):
     """See the module docstring. Model_args: lm-eval's ``vllm`` ones, plus the scoring's, as for
-    ``--model evidential`` (:data:`~lm_eval_evidential.harness.loading_checks.SCORING_ARGS`: the
+    ``--model evidential`` (:data:`~lm_eval_evidential.harness.model_args.SCORING_ARGS`: the
     fields of :class:`~lm_eval_evidential.modeling.config.HeadConfig` and ``phantom_count``; the
     head's ``seed`` is IB-EDL's noise seed, not vLLM's sampling seed, which greedy one-token
     requests never use), and ``peft``. ``dtype`` defaults to ``auto`` (the checkpoint's)."""

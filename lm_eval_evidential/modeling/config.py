@@ -40,7 +40,7 @@ class HeadConfig:
     """How logits become evidence. Defaults are the paper's (Table 7; IB-EDL sigma_mult 0).
 
     The one declaration of the head's settings: each field is a ``--model_args`` argument of every
-    backend (``harness/loading_checks.HEAD_ARGS`` reads the fields), its help is what the CLI's
+    backend (``harness/model_args.HEAD_ARGS`` reads the fields), its help is what the CLI's
     help says of it, its ``param`` is the constraint checked on construction, and the fields marked
     ``stored`` are saved with a trained adapter (:data:`HEAD_KEYS`).
     """
@@ -117,7 +117,7 @@ def head_defaults(adapter_dir) -> dict:
     """Head settings (method, prior_weight, num_noises, sigma_mult) stored with an adapter; {} if none.
 
     From its ``evidential_config.json`` (for the IB-EDL reference code's checkpoints, see
-    ``harness.loading_checks.reference_head_settings``).
+    ``harness.model_args.reference_head_settings``).
     """
     meta = read_metadata(adapter_dir)
     if meta is None:

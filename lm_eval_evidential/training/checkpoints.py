@@ -76,7 +76,7 @@ def check_checkpoint_files(checkpoint, *, latest: bool = False) -> None:
 
     from lm_eval_evidential.errors import EvidentialInputError, InputFileError
     from lm_eval_evidential.files import read_regular_file
-    from lm_eval_evidential.harness.loading_checks import check_adapter_files
+    from lm_eval_evidential.harness.adapter_checks import check_adapter_files
 
     folder = Path(checkpoint)
     picked = " (picked as the latest)" if latest else ""
@@ -118,7 +118,7 @@ def check_resume_fits(checkpoint: str, pretrained, config: TrainConfig, task_nam
     ``evidential_config.json``: method, task, prior weight, …) — the rest would be trained differently."""
     import json
 
-    from lm_eval_evidential.harness.loading_checks import ADAPTER_FIT_HINT, adapter_misfit
+    from lm_eval_evidential.harness.adapter_checks import ADAPTER_FIT_HINT, adapter_misfit
 
     folder = Path(checkpoint)
     saved = folder / METADATA_FILE

@@ -160,7 +160,8 @@ def _check_base(pretrained, peft: Path) -> None:
     """The base model exists and the adapter fits it, said before the task and the weights load: a missing local
     path would be the hub client's ``HFValidationError``, and an adapter of another base a ``state_dict``
     ``RuntimeError`` after the model loaded."""
-    from lm_eval_evidential.harness.loading_checks import check_adapter_fits, check_load_args
+    from lm_eval_evidential.harness.adapter_checks import check_adapter_fits
+    from lm_eval_evidential.harness.loading_checks import check_load_args
 
     check_load_args(pretrained, {}, cli=True)
     try:

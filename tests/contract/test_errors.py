@@ -148,7 +148,7 @@ BUILTINS = {
 }
 #: ``raise <builtin>`` that are not expected conditions: (module path, exception) -> why it stays a builtin.
 NOT_EXPECTED = {
-    ("harness/loading_checks.py", "ValueError"): "control flow: caught two lines below, never escapes",
+    ("harness/model_args.py", "ValueError"): "control flow: caught two lines below, never escapes",
     ("integration/evaluation.py", "RuntimeError"): "a question with no evidence is a bug of the model's bookkeeping",
     ("tasks/stock.py", "KeyError"): "the mapping protocol: __missing__ of the task index raises KeyError",
     ("audits/table.py", "KeyError"): "the mapping protocol of typed rows; an unknown column or format is our bug",
@@ -156,7 +156,7 @@ NOT_EXPECTED = {
     ("modeling/members.py", "RuntimeError"): "a LoRA layer fed other than (rows, tokens, features) is a bug of ours",
     ("params.py", "TypeError"): "a declaration that cannot be checked (an unknown Interval kind, a name the function "
     "lacks) is a bug of ours, found on import",
-    ("harness/loading_checks.py", "TypeError"): "a HeadConfig field of a type --model_args cannot parse is a bug of "
+    ("harness/model_args.py", "TypeError"): "a HeadConfig field of a type --model_args cannot parse is a bug of "
     "ours, found on import",
 }
 

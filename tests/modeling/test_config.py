@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from lm_eval_evidential.errors import EvidentialInputError, InvalidValueError
-from lm_eval_evidential.harness.loading_checks import SCORING_ARGS, head_config
+from lm_eval_evidential.harness.model_args import SCORING_ARGS, head_config
 from lm_eval_evidential.harness.scoring import EvidentialScoring
 from lm_eval_evidential.modeling.config import HEAD_KEYS, HeadConfig
 from lm_eval_evidential.params import Interval, Options, Param

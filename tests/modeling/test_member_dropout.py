@@ -81,7 +81,7 @@ def test_no_dropout_refused(tiny_model, tmp_path):
 def test_mc_samples_refused(bad):
     import re
 
-    from lm_eval_evidential.harness.loading_checks import scoring_option
+    from lm_eval_evidential.harness.model_args import scoring_option
 
     said = rf"mc_samples=('?){re.escape(bad)}\1 must be an integer number of passes from 2 to 1000 \(MC dropout"
     with pytest.raises(ValueError, match=said):

@@ -147,7 +147,7 @@ def test_refusals(tiny_model, tiny_adapter, softmax_adapter, tasks, tmp_path, mo
 
 def test_the_fit_and_model_args_take_the_same_sample_counts():
     """The fit's ``samples`` and ``laplace_samples`` in --model_args are checked against one declared range."""
-    from lm_eval_evidential.harness.loading_checks import SCORING_OPTIONS
+    from lm_eval_evidential.harness.model_args import SCORING_OPTIONS
     from lm_eval_evidential.modeling.config import MAX_MEMBERS
     from lm_eval_evidential.training.laplace import WEIGHT_SAMPLES
 

@@ -68,7 +68,7 @@ def _same_records(got, want, tol=LOGIT_TOL, what=""):
 
 
 def _head(lm, **settings):
-    from lm_eval_evidential.harness.loading_checks import head_config
+    from lm_eval_evidential.harness.model_args import head_config
 
     lm.head = head_config(settings)
     return lm
