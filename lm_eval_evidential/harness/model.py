@@ -33,7 +33,7 @@ from lm_eval_evidential.harness.adapter_checks import (
     wraps_tied_layer,
 )
 from lm_eval_evidential.harness.loading_checks import check_context, check_load_args, gguf_error
-from lm_eval_evidential.harness.model_args import unknown_arg_error
+from lm_eval_evidential.harness.model_args import model_arg, unknown_arg_error
 from lm_eval_evidential.harness.scoring import EvidentialScoring
 from lm_eval_evidential.modeling.encoding import last_position_logits, left_pad
 from lm_eval_evidential.modeling.prefix_cache import PREFIX_CACHE, SharedPrefix, padded_width, suffix_inputs
@@ -63,11 +63,6 @@ THREADS = Param(
 )
 
 
-def _whole_number(value):
-    """lm_eval's model_args parser gives ``2`` as an int and ``2.0`` as a float: a whole float is taken as an int."""
-    return int(value) if isinstance(value, float) and value.is_integer() else value
-
-
 # Launchers' world-size variables, as accelerate reads them (torchrun, MPI implementations).
 _LAUNCHER_WORLD_SIZE = ("WORLD_SIZE", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE")
 
@@ -95,9 +90,7 @@ class EvidentialLM(EvidentialScoring, HFLM):
         check_harness()  # before gigabytes of weights load
         check_load_args(pretrained, kwargs)
         self.prefix_cache = PREFIX_CACHE.check("prefix_cache", prefix_cache)
-        threads = _whole_number(threads)
-        if not THREADS.allows(threads):  # as the scoring's model_args are refused (model_args.scoring_option)
-            raise EvidentialInputError(THREADS.message("threads", threads))
+        threads = model_arg("threads", threads, THREADS)
         # Validate the head before loading gigabytes of weights.
         self.init_scoring(
             kwargs,  # the scoring's model_args taken out, HFLM's left

@@ -82,19 +82,23 @@ SCORING_OPTIONS = {
 }
 
 
-def scoring_option(name: str, value):
-    """The scoring's option ``name`` from --model_args, checked against its declared Param: a whole number
-    given as text or a float (lm_eval's parser gives ``4``, ``2.5`` or ``'two'``) is taken as an int."""
+def model_arg(name: str, value, param: Param):
+    """--model_args ``name`` checked against its declared ``param``: a whole number given as text or a float
+    (lm_eval's parser gives ``4``, ``2.0``, ``2.5`` or ``'two'``) is taken as an int."""
     if not isinstance(value, (bool, type(None))):
         try:
             number = float(value)
             value = int(number) if number.is_integer() else value
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             pass  # not a number: the Param names it
-    param = SCORING_OPTIONS[name][1]
     if not param.allows(value):
         raise EvidentialInputError(param.message(name, value))
     return value
+
+
+def scoring_option(name: str, value):
+    """The scoring's option ``name`` from --model_args, checked as :func:`model_arg` against its declared Param."""
+    return model_arg(name, value, SCORING_OPTIONS[name][1])
 
 
 #: The --model_args every backend takes for the scoring (harness/scoring.EvidentialScoring.init_scoring).

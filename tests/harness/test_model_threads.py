@@ -60,6 +60,14 @@ def test_a_count_set_in_the_environment_is_kept(tiny_model, two_cores, monkeypat
     assert seen == [] and torch.get_num_threads() == 1
 
 
+@pytest.mark.parametrize("value", [1.0, "1"])
+def test_a_whole_thread_count_given_as_a_float_or_text_is_taken_as_an_int(tiny_model, two_cores, value):
+    # as the scoring's model_args are (model_args.model_arg, one home for both)
+    torch.set_num_threads(2)
+    make_lm(tiny_model, threads=value)
+    assert torch.get_num_threads() == 1
+
+
 @pytest.mark.parametrize("value", [0, -1, "two", 1.5, True])
 def test_a_bad_thread_count_is_refused_before_the_weights_load(tiny_model, value):
     with pytest.raises(
