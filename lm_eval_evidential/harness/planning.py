@@ -140,6 +140,8 @@ class QuestionPlanner:
         self._tail_phantoms: dict = {}
         #: continuations -> their phantom labels (:func:`phantom_labels`).
         self._phantom_labels: dict = {}
+        #: (tail, choices) -> (tail ids, "(A)" prefix ids, answer ids, checked on a whole prompt) or FULL_CHECK.
+        self._tail_splits: dict = {}
 
     # ------------------------------------------------------------------ the plan
     def plan(self, requests, *, max_length: int, model_context: Callable[[], int]) -> list[QuestionPlan]:
@@ -318,9 +320,26 @@ class QuestionPlanner:
         Labels that share a token prefix and differ in exactly one token, a letter or digit
         (:func:`~lm_eval_evidential.modeling.encoding.shared_prefix_split`), are read at that token,
         after the prompt plus the prefix; anything else is refused with the single-token message.
+
+        The split is resolved like single-token answers (:meth:`answer_ids_at_tail`): on the
+        prompt's tail alone once per (tail, choices) (:meth:`tail_split`), verified by the full path
+        on the first whole prompt that ends in the tail's own tokens, and reused for every further
+        such prompt, instead of 2K tokenisations of each prompt (K for the single-token check, K for
+        the split). Whatever is not shown that way takes the full path, which refuses exactly as before.
         """
+        tail = prompt_tail(context)
+        known = None
+        if tail is not None:
+            known = self._tail_splits.get((tail, continuations))
+            if known is None:
+                known = self._tail_splits[(tail, continuations)] = self.tail_split(tail, continuations)
+        at_tail = isinstance(known, tuple) and (
+            len(context_ids) > len(known[0]) and context_ids[len(context_ids) - len(known[0]) :] == known[0]
+        )
+        if at_tail and known[3]:
+            return list(known[1]), known[2]
         try:
-            return [], self.answer_ids_at_tail(context, context_ids, continuations, task, where)
+            prefix, answer_ids = [], self.answer_ids_at_tail(context, context_ids, continuations, task, where)
         except EvidentialInputError as error:
             wholes = [self.encode(context + c) for c in continuations]
             n = len(context_ids)
@@ -335,4 +354,21 @@ class QuestionPlanner:
                     f"{head}, nor do the choices share a token prefix and differ in exactly one token (as ' (A)', "
                     f"' (B)' do){dash}{fix}"
                 ) from None
-            return split[0], tuple(split[1])
+            prefix, answer_ids = split[0], tuple(split[1])
+        if at_tail:  # the first whole prompt with this tail: the tail's split holds only if it agrees
+            agrees = (prefix, answer_ids) == (known[1], known[2])
+            self._tail_splits[(tail, continuations)] = (*known[:3], True) if agrees else FULL_CHECK
+        return prefix, answer_ids
+
+    def tail_split(self, tail: str, continuations) -> tuple[list[int], list[int], tuple[int, ...], bool] | object:
+        """The "(A)"-label split on ``tail`` alone (no special tokens), one batched tokenizer call:
+        ``(tail ids, prefix ids, answer ids, False)``, or FULL_CHECK where the tail's tokens change,
+        the choices do not split, or every choice is one token (:meth:`answer_ids_at_tail`'s case).
+        """
+        encoded = self.tokenizer([tail, *(tail + c for c in continuations)], add_special_tokens=False)["input_ids"]
+        tail_ids, wholes = list(encoded[0]), [list(w) for w in encoded[1:]]
+        n = len(tail_ids)
+        if not n or not all(w[:n] == tail_ids for w in wholes) or all(len(w) == n + 1 for w in wholes):
+            return FULL_CHECK
+        split = shared_prefix_split([w[n:] for w in wholes])
+        return FULL_CHECK if split is None else (tail_ids, split[0], tuple(split[1]), False)
