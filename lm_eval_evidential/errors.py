@@ -198,7 +198,8 @@ class MirrorFileNotFound(DatasetError, FileNotFoundError):
 
 
 class HarnessVersionError(EvidentialError, RuntimeError):
-    """The installed lm_eval is not one this plugin can hook into."""
+    """The installed lm_eval is not one this plugin can hook into, or cannot be imported (a module it needs is not
+    installed: the message names it and the ``pip install`` that adds it)."""
 
 
 class CheckpointError(EvidentialError, ValueError):

@@ -102,6 +102,42 @@ def missing_internals(names=None) -> list[str]:
     return missing
 
 
+def missing_dependencies(module_names) -> dict[str, str]:
+    """The modules outside lm_eval that importing ``module_names`` (lm_eval's) lacks: each missing top-level
+    module (a dependency not installed, such as ``datasets``) -> the first of ``module_names`` that needs it.
+    A module that fails for any other reason is left to :func:`missing_internals`."""
+    found: dict[str, str] = {}
+    for name in dict.fromkeys(entry.partition(":")[0] for entry in module_names):
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            top = (exc.name or "").partition(".")[0]
+            if top and top != "lm_eval":
+                found.setdefault(top, name)
+        except ImportError:
+            continue
+    return found
+
+
+def dependency_install(modules, version: str) -> str:
+    """The pip command that installs the missing ``modules``: their names as lm_eval's own metadata requires
+    them (``datasets``), or, where a module is not one lm_eval names, lm_eval again (pip installs its missing
+    dependencies)."""
+    import re
+    from importlib.metadata import PackageNotFoundError, requires
+
+    def canonical(name: str) -> str:
+        return re.sub(r"[-_.]+", "-", name).lower()
+
+    try:
+        required = [re.split(r"[\s;<>=!~\[(]", line, maxsplit=1)[0] for line in requires("lm_eval") or ()]
+    except PackageNotFoundError:
+        required = []
+    by_name = {canonical(name): name for name in reversed(required)}
+    names = [by_name.get(canonical(module)) for module in modules]
+    return f"pip install {' '.join(names)}" if all(names) else f"pip install lm_eval=={version}"
+
+
 def load_yaml(path, **kwargs):
     """lm_eval's own YAML loader (``!function``, ``include:``), as its TaskManager reads task files."""
     from lm_eval.tasks._yaml_loader import load_yaml as _load_yaml

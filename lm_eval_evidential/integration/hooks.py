@@ -308,7 +308,13 @@ def check_harness(extra: tuple[str, ...] = ()) -> None:
 
     import lm_eval
 
-    from lm_eval_evidential.lm_eval_compat import missing_internals
+    from lm_eval_evidential.lm_eval_compat import (
+        INTERNALS,
+        PUBLIC,
+        dependency_install,
+        missing_dependencies,
+        missing_internals,
+    )
 
     missing = []
     for name, attribute in HOOKED.items():
@@ -325,6 +331,15 @@ def check_harness(extra: tuple[str, ...] = ()) -> None:
         if name not in RUN_POLICY.hooked:
             missing.append(f"{name} (not hooked)")
     missing += missing_internals() + (missing_internals(extra) if extra else [])
+    absent = missing_dependencies([*HOOKED, *INTERNALS, *PUBLIC, *extra]) if missing else {}
+    if absent:  # lm_eval is where it was, but cannot be imported here: name what to install, not a version
+        version = getattr(lm_eval, "__version__", "?")
+        needs = "; ".join(f"{module}, needed by {importer}" for module, importer in absent.items())
+        what = "a module it needs is" if len(absent) == 1 else "modules it needs are"
+        raise HarnessVersionError(
+            f"lm-eval {version} cannot be imported: {what} not installed ({needs}); install "
+            f"{'it' if len(absent) == 1 else 'them'}: {dependency_install(absent, version)}"
+        )
     if missing:
         raise HarnessVersionError(
             f"lm-eval-evidential cannot hook into lm-eval {getattr(lm_eval, '__version__', '?')} "

@@ -90,6 +90,35 @@ def test_expected_conditions_end_in_one_line_and_other_errors_keep_their_traceba
     assert bug.returncode == 1 and "Traceback" in bug.stderr and "ValueError: a bug" in bug.stderr
 
 
+def test_a_missing_dependency_of_lm_eval_is_named_with_its_install_command():
+    """lm_eval where it was but ``datasets`` not installed: one line naming the module and ``pip install datasets``,
+    not "cannot hook into lm-eval" with a list of names that did not move."""
+    proc = _python(
+        "import sys\n"
+        "sys.modules['datasets'] = None  # as if not installed: import raises ModuleNotFoundError\n"
+        "from lm_eval_evidential.errors import one_line\n"
+        "from lm_eval_evidential.integration.hooks import check_harness\n"
+        "try:\n"
+        "    check_harness()\n"
+        "except Exception as exc:\n"
+        "    print(type(exc).__name__, one_line(exc))\n"
+    )
+    said = proc.stdout.strip()
+    assert proc.returncode == 0 and "\n" not in said, proc.stderr
+    assert said.startswith("HarnessVersionError error: lm-eval ") and "cannot be imported" in said
+    assert "(datasets, needed by lm_eval." in said and said.endswith("install it: pip install datasets")
+    assert "cannot hook into" not in said and "TaskManager" not in said
+
+
+def test_the_install_command_names_lm_evals_own_requirement_or_lm_eval_itself():
+    from lm_eval_evidential.lm_eval_compat import dependency_install
+
+    assert dependency_install(["datasets", "rouge_score"], "0.4.13") == "pip install datasets rouge-score"
+    # a module that is not a name lm_eval requires (scikit-learn installs sklearn): lm_eval again, which pip
+    # completes with its missing dependencies
+    assert dependency_install(["datasets", "sklearn"], "0.4.13") == "pip install lm_eval==0.4.13"
+
+
 def test_importing_lm_eval_leaves_the_excepthook_alone():
     """A process that only imports lm_eval (the plugin's hooks run) keeps the interpreter's own excepthook."""
     proc = _python(
