@@ -251,11 +251,13 @@ class EvidentialLM(EvidentialScoring, HFLM):
         the batch. In an MC-dropout pass
         each row's masks are seeded by its own tokens (modeling/members.py) and cover its whole prompt,
         so no prefix is shared there. ``inputs``: :meth:`_batch_inputs` of the same arguments, where the
-        caller built them ahead."""
+        caller built them ahead (it then passes their ``shared`` too)."""
         with torch.inference_mode():
-            if prefix_length and shared is None:
-                shared = SharedPrefix(self.model, self.tokenizer.pad_token_id)
-            against_prefix, host = inputs or self._batch_inputs(batch, prefix_length, shared, inner)
+            if inputs is None:
+                if prefix_length and shared is None:
+                    shared = SharedPrefix(self.model, self.tokenizer.pad_token_id)
+                inputs = self._batch_inputs(batch, prefix_length, shared, inner)
+            against_prefix, host = inputs
             if against_prefix:
                 return shared.logits(batch, prefix_length, inner, host)
             # non_blocking: a blocking host-to-device copy synchronises the device's stream after it (torch),
@@ -265,18 +267,13 @@ class EvidentialLM(EvidentialScoring, HFLM):
                 return last_position_logits(self.model, **on_device)
 
     def _batch_inputs(
-        self,
-        batch: list[list[int]],
-        prefix_length: int = 0,
-        shared: SharedPrefix | None = None,
-        inner: tuple[int, ...] | None = None,
+        self, batch: list[list[int]], prefix_length: int, shared: SharedPrefix | None, inner: tuple[int, ...] | None
     ) -> tuple[bool, dict[str, torch.Tensor]]:
         """What :meth:`_last_logits` feeds the model for ``batch``, built on the host and needing no forward pass:
         ``(True, the suffix's inputs)`` where it runs against its shared prefix
         (:func:`~lm_eval_evidential.modeling.prefix_cache.suffix_inputs`), else ``(False, the whole rows
-        left-padded)``."""
+        left-padded)``. ``shared``: the prefix held for the batch's group, where ``prefix_length`` is not 0."""
         if prefix_length and getattr(self, "_mc_sample", None) is None:
-            shared = shared or SharedPrefix(self.model, self.tokenizer.pad_token_id)
             blocker = shared.blocker(padded_width(batch, prefix_length, inner))
             if blocker is None:
                 return True, suffix_inputs(batch, prefix_length, inner, self.tokenizer.pad_token_id)
@@ -372,6 +369,7 @@ class EvidentialLM(EvidentialScoring, HFLM):
         batches = plan_batches(prompts, int(batch_size), reuse=self.prefix_cache)
         order = [i for batch in batches for i in batch.rows]
         index = ids[order]
+        wanted = None  # index, negative ids counted from the output layer's last row, on the device: made once
         kept = []
         bar = tqdm(
             total=len(order), desc="evidential: prompts", disable=disable_tqdm or self.rank != 0, **progress_options()
@@ -385,8 +383,9 @@ class EvidentialLM(EvidentialScoring, HFLM):
             inputs = [self._batch_inputs(rows, b.prefix_length, shared, b.inner) for rows, b in window]
             for (rows, batch), ready in zip(window, inputs):
                 logits = self._last_logits(rows, batch.prefix_length, shared, batch.inner, ready)
-                wanted = index[start : start + len(rows)] % logits.shape[1]  # a negative id counts from the last row
-                kept.append(logits.gather(1, wanted.to(logits.device, non_blocking=True)))
+                if wanted is None:  # the output layer's width is known from the first batch's logits
+                    wanted = (index % logits.shape[1]).to(logits.device, non_blocking=True)
+                kept.append(logits.gather(1, wanted[start : start + len(rows)]))
                 start += len(rows)
                 bar.update(len(rows))
         shared.clear()

@@ -155,17 +155,22 @@ class QuestionPlanner:
         word a refusal).
         """
         grouped: dict[tuple, dict[int, list[int]]] = defaultdict(dict)
+        continuation: dict[int, str] = {}  # each request object's choice, read once
         for i, req in enumerate(requests):
-            context, _ = req.args
+            context, choice = req.args
             key = (getattr(req, "task_name", None), getattr(req, "doc_id", None), context)
-            grouped[key].setdefault(id(req), []).append(i)
+            copies = grouped[key].get(id(req))
+            if copies is None:
+                grouped[key][id(req)] = [i]
+                continuation[id(req)] = choice
+            else:
+                copies.append(i)
         contexts = list(dict.fromkeys(context for _, _, context in grouped))
         context_ids: dict[str, list[int]] = dict(zip(contexts, self.encode_prompts(contexts)))
         for task, doc_id, context in grouped:
-            where = f"task {task!r} doc {doc_id}"
             if len(context_ids[context]) > max_length:
                 raise EvidentialInputError(
-                    f"{where}: prompt is {len(context_ids[context])} tokens, longer than "
+                    f"task {task!r} doc {doc_id}: prompt is {len(context_ids[context])} tokens, longer than "
                     f"max_length={max_length}; "
                     f"{too_long_fix(max_length, model_context())} (the evidential model never truncates a question)"
                 )
@@ -173,7 +178,7 @@ class QuestionPlanner:
         for (task, doc_id, context), options in grouped.items():
             copies = list(options.values())
             where = f"task {task!r} doc {doc_id}"
-            continuations = tuple(requests[c[0]].args[1] for c in copies)
+            continuations = tuple(continuation[r] for r in options)
             ids = context_ids[context]
             prefix, answer_ids = self.split_answers(context, ids, continuations, task, where)
             if prefix:  # "(A)"-style labels: the prompt is scored with their shared prefix, as its own context

@@ -230,6 +230,7 @@ class SharedPrefix:
         self.runs = 0  # prefixes run so far (one per group)
         self._limits = None  # _model_limits, read on first use
         self._cache_argument = _cache_argument(model)  # read once: the model does not change, batches do
+        self.device = model.device  # read once too: a PEFT model's device is a chain of __getattr__ misses
 
     def clear(self) -> None:
         self.ids = self.cache = None
@@ -243,7 +244,7 @@ class SharedPrefix:
     def _run(self, ids: list[int]) -> None:
         self.clear()
         Cache, plain_layers, SharedPrefixLayer = _shared_layer_class()
-        device = self.model.device
+        device = self.device
         prefix = torch.tensor([ids], dtype=torch.long).to(device, non_blocking=True)
         out = self.model(
             input_ids=prefix,
@@ -281,7 +282,7 @@ class SharedPrefix:
         ids = list(rows[0][:prefix_length])
         if self.ids != ids:
             self._run(ids)
-        device = self.model.device
+        device = self.device
         if self.cache is None:
             padded = left_pad(rows, self.pad_token_id)
             return last_position_logits(self.model, **{k: v.to(device, non_blocking=True) for k, v in padded.items()})
@@ -318,7 +319,7 @@ class SharedPrefix:
             index.append(stems.setdefault(stem, len(stems)) if stem else -1)
         if not stems:
             return None
-        device = self.model.device
+        device = self.device
         padded = left_pad(list(stems), self.pad_token_id)
         padded["position_ids"] = padded["position_ids"] + prefix_length
         padded = {k: v.to(device, non_blocking=True) for k, v in padded.items()}
