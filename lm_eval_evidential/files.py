@@ -22,8 +22,10 @@ import math
 import os
 import re
 import shutil
+import signal
 import stat
 import tempfile
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
@@ -345,23 +347,67 @@ def _leftovers(path: Path) -> list[Path]:
     return [p for p in path.parent.glob(f".{path.name}.*") if p.is_dir() and p.name.endswith((".tmp", ".old"))]
 
 
+def _clear_leftovers(path: Path) -> None:
+    """Remove what a killed :func:`atomic_folder` left beside ``path``; a previous output it had moved aside
+    (``.old``) and not yet replaced (``path`` absent: killed between its two renames) is put back first."""
+    stale = _leftovers(path)
+    moved_aside = sorted((p for p in stale if p.name.endswith(".old")), key=lambda p: p.stat().st_mtime)
+    if moved_aside and not os.path.lexists(path):
+        os.replace(moved_aside[-1], path)
+        stale.remove(moved_aside[-1])
+    for folder in stale:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+#: The signals whose Python handlers :func:`_signals_held` holds back (Ctrl-C, and what schedulers send).
+_HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """Hold SIGINT's and SIGTERM's Python handlers back while the block runs; then run them for what arrived.
+
+    Python runs a signal's handler in the main thread only, between two bytecodes: swapping in a handler
+    that only notes the signal keeps a KeyboardInterrupt (or a handler's SystemExit) out of the block, on
+    whichever thread the operating system delivered it. Off the main thread no handler can interrupt the
+    block, and handlers cannot be set there: it runs as it is. A signal whose handler was not set from Python
+    (``getsignal`` None) is left alone. SIGKILL cannot be held; :func:`_clear_leftovers` repairs after it.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    arrived: list[int] = []
+    previous = {}
+    for signum in _HELD_SIGNALS:
+        if signal.getsignal(signum) is not None:
+            previous[signum] = signal.signal(signum, lambda number, frame: arrived.append(number))
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        for signum in dict.fromkeys(arrived):
+            signal.raise_signal(signum)  # now, to the handler it would have reached
+
+
 @contextlib.contextmanager
 def atomic_folder(path, *, replaceable: Callable[[Path], bool]) -> Iterator[Path]:
     """Yield a new empty folder beside ``path``; when the block succeeds, swap it in for ``path``.
 
     Readers see the old folder or the new one, never a mix of two runs: the new folder is
     complete before it is renamed into place, and the old one is then deleted. Between the two
-    renames ``path`` is briefly absent (never half-written). If the block raises (or the process
-    is interrupted), the new folder is removed and ``path`` is untouched; folders left by a
-    killed process (``.<name>.*.tmp`` / ``.old``) are removed by the next call. An existing
+    renames ``path`` is briefly absent (never half-written); SIGINT and SIGTERM are held back
+    across them (:func:`_signals_held`). If the block raises (or the process is interrupted), the
+    new folder is removed and ``path`` is untouched; folders left by a killed process
+    (``.<name>.*.tmp`` / ``.old``) are removed by the next call, which first puts back a previous
+    output that a SIGKILL between the renames left aside (:func:`_clear_leftovers`). An existing
     ``path`` is only replaced when ``replaceable(path)`` says it is a previous output (or it is
     empty); anything else is refused with :class:`OutputPathError` before any work.
     """
     path = check_output_folder(path, replaceable=replaceable)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        for stale in _leftovers(path):
-            shutil.rmtree(stale, ignore_errors=True)
+        _clear_leftovers(path)
         tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
     except OSError as exc:
         raise write_error(exc, path) from exc
@@ -372,9 +418,14 @@ def atomic_folder(path, *, replaceable: Callable[[Path], bool]) -> Iterator[Path
         os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes 0700; reports are meant to be shared
         if path.is_dir():
             old = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old", dir=path.parent))
-            os.replace(path, old)  # an empty folder is replaced by a rename
-            os.replace(tmp, path)
-            shutil.rmtree(old, ignore_errors=True)
+            with _signals_held():  # a Ctrl-C between the two renames would leave no output at path
+                os.replace(path, old)  # an empty folder is replaced by a rename
+                try:
+                    os.replace(tmp, path)
+                except BaseException:
+                    os.replace(old, path)  # the previous output back where it was
+                    raise
+                shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(tmp, path)
     except BaseException as exc:

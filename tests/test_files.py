@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
 import stat
+from pathlib import Path
 
 import pytest
 
@@ -96,3 +98,61 @@ def test_a_folder_output_through_a_link_is_swapped_at_its_target(tmp_path):
         (staging / "new.md").write_text("new")
     assert link.is_symlink() and sorted(p.name for p in (tmp_path / "real").iterdir()) == ["new.md"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "real"]
+
+
+def _previous_output(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "old.md").write_text("old")
+    return out
+
+
+def _signal_between_the_renames(monkeypatch, out, signum):
+    """``os.replace`` that sends ``signum`` to this process right after it moves ``out`` aside (the first rename)."""
+    real, aside = os.replace, out.resolve()
+
+    def replace(src, dst):
+        real(src, dst)
+        if Path(src).resolve() == aside:
+            os.kill(os.getpid(), signum)
+
+    monkeypatch.setattr(os, "replace", replace)
+
+
+def _sigterm_exits(number, frame):
+    raise SystemExit(128 + number)
+
+
+@pytest.mark.skipif(not hasattr(signal, "pthread_kill"), reason="POSIX signals")
+@pytest.mark.parametrize(
+    ("signum", "handler", "raised"),
+    [(signal.SIGINT, signal.default_int_handler, KeyboardInterrupt), (signal.SIGTERM, _sigterm_exits, SystemExit)],
+)
+def test_a_signal_between_the_two_renames_is_held_until_the_new_folder_is_in_place(
+    tmp_path, monkeypatch, signum, handler, raised
+):
+    from lm_eval_evidential.files import atomic_folder
+
+    out = _previous_output(tmp_path)
+    previous = signal.signal(signum, handler)
+    try:
+        _signal_between_the_renames(monkeypatch, out, signum)
+        with pytest.raises(raised), atomic_folder(out, replaceable=lambda p: (p / "old.md").is_file()) as staging:
+            (staging / "new.md").write_text("new")
+    finally:
+        signal.signal(signum, previous)
+    # the signal still stops the command, once the output is whole: the new folder, nothing left beside it
+    assert sorted(p.name for p in out.iterdir()) == ["new.md"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def test_a_previous_output_left_aside_by_a_kill_between_the_renames_is_put_back(tmp_path):
+    from lm_eval_evidential.files import atomic_folder
+
+    out = _previous_output(tmp_path)
+    os.replace(out, tmp_path / ".out.k2j3h4.old")  # SIGKILL after the first rename: out is absent
+    (tmp_path / ".out.x9y8z7.tmp").mkdir()  # and the new folder half written
+    with pytest.raises(RuntimeError), atomic_folder(out, replaceable=lambda p: (p / "old.md").is_file()):
+        raise RuntimeError("the next run fails too")
+    assert (out / "old.md").read_text() == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
