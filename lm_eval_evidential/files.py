@@ -178,6 +178,24 @@ def write_error(exc: OSError, path) -> OSError:
     )
 
 
+def _umask() -> int:
+    """The process's umask, read without setting it where Linux shows it (``os.umask`` can only read it by
+    setting it: for that instant another thread would create its files with no bits masked)."""
+    with contextlib.suppress(OSError, ValueError, StopIteration):
+        with open("/proc/self/status", encoding="ascii", errors="replace") as fh:
+            return int(next(line for line in fh if line.startswith("Umask:")).split()[1], 8)
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return umask
+
+
+def usual_mode(bits: int) -> int:
+    """``bits`` (0o666 for a file, 0o777 for a folder or a program) less the umask: the mode ``open()`` or
+    ``mkdir`` gives what it creates, which every file this package writes gets (a temporary one is made
+    0600 or 0700, and safetensors writes 0600), so results can be shared as the user's other files are."""
+    return bits & ~_umask()
+
+
 def atomic_write_bytes(path: Path, write, *, replaces_records: bool = False) -> None:
     """Call ``write(tmp_path)`` then rename onto ``path``: readers never see a partial file.
 
@@ -199,9 +217,7 @@ def atomic_write_bytes(path: Path, write, *, replaces_records: bool = False) -> 
         write(tmp)
         with open(tmp, "rb") as fh:
             os.fsync(fh.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; results are meant to be shared
+        os.chmod(tmp, usual_mode(0o666))  # mkstemp makes 0600; results are meant to be shared
         os.replace(tmp, path)
     except BaseException as exc:
         if tmp is not None:
@@ -390,6 +406,17 @@ def _signals_held() -> Iterator[None]:
             signal.raise_signal(signum)  # now, to the handler it would have reached
 
 
+def _give_usual_modes(folder: Path) -> None:
+    """Give ``folder``, each folder and each regular file in it the mode :func:`usual_mode` says (a file
+    that can be run keeps its execute bits); links are left alone."""
+    for item in (folder, *folder.rglob("*")):
+        mode = item.lstat().st_mode
+        if stat.S_ISDIR(mode):
+            os.chmod(item, usual_mode(0o777))
+        elif stat.S_ISREG(mode):
+            os.chmod(item, usual_mode(0o666 | (mode & 0o111)))
+
+
 @contextlib.contextmanager
 def atomic_folder(path, *, replaceable: Callable[[Path], bool]) -> Iterator[Path]:
     """Yield a new empty folder beside ``path``; when the block succeeds, swap it in for ``path``.
@@ -413,9 +440,7 @@ def atomic_folder(path, *, replaceable: Callable[[Path], bool]) -> Iterator[Path
         raise write_error(exc, path) from exc
     try:
         yield tmp
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes 0700; reports are meant to be shared
+        _give_usual_modes(tmp)  # mkdtemp makes 0700, safetensors' files are 0600: outputs are meant to be shared
         if path.is_dir():
             old = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old", dir=path.parent))
             with _signals_held():  # a Ctrl-C between the two renames would leave no output at path

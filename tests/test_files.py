@@ -156,3 +156,35 @@ def test_a_previous_output_left_aside_by_a_kill_between_the_renames_is_put_back(
         raise RuntimeError("the next run fails too")
     assert (out / "old.md").read_text() == "old"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027])
+def test_a_folder_swapped_in_has_the_usual_modes_under_the_umask(tmp_path, umask):
+    """What ``laplace`` writes (safetensors makes its files 0600, mkdtemp 0700) is readable as the user's other
+    files are: 0666 / 0777 less the umask, as ``open()`` and ``mkdir`` give."""
+    import tempfile
+
+    import torch
+
+    from lm_eval_evidential.files import atomic_folder, usual_mode
+    from lm_eval_evidential.modeling.laplace import LAPLACE_CONFIG, LAPLACE_POSTERIOR, save_posterior
+
+    previous = os.umask(umask)
+    try:
+        assert usual_mode(0o666) == 0o666 & ~umask  # read without setting it
+        with atomic_folder(tmp_path / "posterior", replaceable=lambda p: False) as staging:
+            save_posterior(staging, {"structure": "diag"}, {"scale": torch.ones(3)})
+            inner = Path(tempfile.mkdtemp(dir=staging))
+            (inner / "tool.sh").write_text("#!/bin/sh\n")
+            os.chmod(inner / "tool.sh", 0o700)
+    finally:
+        os.umask(previous)
+    out = tmp_path / "posterior"
+    modes = {p.relative_to(out).as_posix(): stat.S_IMODE(p.stat().st_mode) for p in (out, *out.rglob("*"))}
+    assert modes == {
+        ".": 0o777 & ~umask,
+        LAPLACE_POSTERIOR: 0o666 & ~umask,
+        LAPLACE_CONFIG: 0o666 & ~umask,
+        inner.name: 0o777 & ~umask,
+        f"{inner.name}/tool.sh": 0o766 & ~umask,  # a program keeps its execute bit (the owner's, here)
+    }
