@@ -43,6 +43,7 @@ __all__ = [
     "FingerprintMismatchError",
     "OrderMismatchError",
     "QuestionMismatchError",
+    "SameRunTwiceError",
     "PermutedRecordsError",
     "EvidentialInputError",
     "AnswerTokenError",
@@ -172,6 +173,11 @@ class OrderMismatchError(RefusalError, ValueError):
 class QuestionMismatchError(RefusalError, ValueError):
     """Methods whose records of one task hold different questions (another ``--limit``, another subset) were about
     to be laid side by side; the message names the task, both methods, a question only one has, and the fix."""
+
+
+class SameRunTwiceError(RefusalError, ValueError):
+    """Two methods about to be laid side by side hold the same predictions (one run given twice, or a copy): a
+    method compared with itself ties every row; the message names both methods, the task and the fix."""
 
 
 class PermutedRecordsError(RefusalError, ValueError):

@@ -140,7 +140,7 @@ def refuse_one_run_twice(runs: Mapping[str, Mapping[str, Records]], id_task: str
     method compared with itself: every row would tie, and the takeaway would name a leader among equals."""
     import hashlib
 
-    from lm_eval_evidential.errors import InvalidValueError
+    from lm_eval_evidential.errors import SameRunTwiceError
 
     seen: dict[str, str] = {}
     for name, by_task in runs.items():
@@ -151,7 +151,7 @@ def refuse_one_run_twice(runs: Mapping[str, Mapping[str, Records]], id_task: str
                 digest.update(np.ascontiguousarray(part).tobytes())
         key = digest.hexdigest()
         if key in seen:
-            raise InvalidValueError(
+            raise SameRunTwiceError(
                 f"methods {seen[key]!r} and {name!r} hold the same predictions on {id_task} (the same run given twice, "
                 f"or a copy of it: {by_task[id_task].path or 'records'}); comparing a method with itself ties every "
                 "row — pass each method's own output folder once"

@@ -28,6 +28,7 @@ BUILTIN = {
     "FingerprintMismatchError": (ValueError, True),
     "OrderMismatchError": (ValueError, True),
     "QuestionMismatchError": (ValueError, True),
+    "SameRunTwiceError": (ValueError, True),
     "PermutedRecordsError": (ValueError, True),
     "EvidentialInputError": (ValueError, False),
     "AnswerTokenError": (ValueError, False),

@@ -2847,14 +2847,14 @@ CATALOGUE = [
         C,
         "compare-one-run-given-twice",
         Cmd(["compare", "{out}", "{tmp}/copy", "--id", "id4", "--ood", "ood4", "--names", "A,B"], _run_copy),
-        Exit(1, r"error: methods 'A' and 'B' hold the same predictions on id4 \(the same run given twice, or a copy"),
+        Exit(2, r"refused: methods 'A' and 'B' hold the same predictions on id4 \(the same run given twice, or a copy"),
     ),
     (
         C,
         "report-compare-given-its-own-run",
         ["report", "{out}", "--id", "id4", "--ood", "ood4", "--n-boot", "0", "--max-extra", "1", "--compare", "{out}"]
         + ["--compare-names", "A,B", "--out", "{tmp}/r"],
-        Exit(1, r"error: methods 'A' and 'B' hold the same predictions on id4"),
+        Exit(2, r"refused: methods 'A' and 'B' hold the same predictions on id4"),
     ),
     # -- issue 34: conformal sets and the selective coverage
     (
