@@ -156,7 +156,7 @@ class DeLongTest(AuditRow):
     auroc_base: float = column("AUROC (x = 0)")
     diff: float = column("ΔAUROC", "signed")
     z: float = column("z")
-    p_value: float = column("p")
+    p_value: float = column("p", "p")
 
 
 @refuses_permuted

@@ -236,16 +236,18 @@ NOT_APPLICABLE = "—"
 
 
 class Style(NamedTuple):
-    """How one medium writes numbers: decimals, and what an undefined (NaN) or missing (None) value reads."""
+    """How one medium writes numbers: decimals, and what an undefined (NaN) or missing (None) value reads;
+    ``p_digits``: the significant digits of a p-value (decimals would write p = 8.4e-06 as 0.000)."""
 
     digits: int
     nan: str
     none: str
     markdown: bool
+    p_digits: int
 
 
-TEXT = Style(digits=4, nan="nan", none="", markdown=False)
-MARKDOWN = Style(digits=3, nan="n/a", none="n/a", markdown=True)
+TEXT = Style(digits=4, nan="nan", none="", markdown=False, p_digits=3)
+MARKDOWN = Style(digits=3, nan="n/a", none="n/a", markdown=True, p_digits=2)
 
 
 def format_number(v, digits: int = 3, signed: bool = False, nan: str = "n/a") -> str:
@@ -262,6 +264,18 @@ def format_number(v, digits: int = 3, signed: bool = False, nan: str = "n/a") ->
         v = v if round(v, digits) else 0.0  # no "-0.000" for a tiny negative
         return f"{v:+.{digits}f}" if signed else f"{v:.{digits}f}"
     return str(v)
+
+
+def format_p(p, style: Style = MARKDOWN) -> str:
+    """A p-value to the style's significant digits (:data:`MARKDOWN`: 2, :data:`TEXT`: 3); its ``nan`` when
+    undefined. The one writing of p-values: a ``"p"`` column, and the prose that quotes one.
+
+    >>> format_p(8.4123e-06), format_p(0.04567, TEXT), format_p(float("nan")), format_p(None, TEXT)
+    ('8.4e-06', '0.0457', 'n/a', 'nan')
+    """
+    if p is None or (isinstance(p, float) and math.isnan(p)):
+        return style.nan
+    return f"{p:.{style.p_digits}g}"
 
 
 def format_ci(v, digits: int = 3, nan: str = "n/a") -> str:
@@ -290,7 +304,8 @@ def _interval(v, style: Style) -> str:
 #:
 #: - ``value``: by type, numbers to the medium's decimals; ``signed``: a number with its sign; ``delta``: a
 #:   signed move from a base row, empty on the base row itself (None);
-#: - ``interval``: ``[lo, hi]``; ``k``: a class count or its histogram (``format_k``; none: ``—`` in Markdown);
+#: - ``p``: a p-value, to the medium's significant digits (:func:`format_p`); ``interval``: ``[lo, hi]``;
+#:   ``k``: a class count or its histogram (``format_k``; none: ``—`` in Markdown);
 #: - ``optional``: a value some rows have by design (the others' None: ``—`` in Markdown);
 #: - ``matched``: a K match, yes/NO, a mismatch stressed in Markdown; ``condition``: a K sweep's side,
 #:   ``OOD-only`` in Markdown; ``dropped``: ``{"id": a, "ood": b}``, ``a/b`` in Markdown;
@@ -301,6 +316,7 @@ FORMATS = {
     "signed": lambda v, s: format_number(v, s.digits, signed=True, nan=s.nan) if isinstance(v, float) else _value(v, s),
     "delta": lambda v, s: "" if v is None else FORMATS["signed"](v, s),
     "interval": _interval,
+    "p": lambda v, s: format_p(v, s) if isinstance(v, float) else _value(v, s),
     "k": lambda v, s: (
         format_k(v) if isinstance(v, (int, dict)) else NOT_APPLICABLE if v is None and s.markdown else _value(v, s)
     ),

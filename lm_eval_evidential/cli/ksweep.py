@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from lm_eval_evidential.audits.ood import DeLongTest, KSweepRow
-from lm_eval_evidential.audits.table import TEXT, format_number
+from lm_eval_evidential.audits.table import TEXT
 from lm_eval_evidential.files import write_json
 
 from .arguments import add_audit_parser, add_param, add_phantom, one_task
@@ -74,12 +74,8 @@ def add_parser(sub) -> None:
 
 
 def delong_line(test: Mapping) -> str:
-    """The DeLong test (:class:`~lm_eval_evidential.audits.ood.DeLongTest`) as one sentence: the AUROCs and their
-    difference as its columns declare them, in the text table's style (4 decimals, as the table above it); z to 3
-    decimals and p to 3 significant digits, which no column declares (the column's 4 decimals would write
-    p = 8.41e-06 as 0.0000)."""
-    p = test["p_value"]
-    ptxt = "undefined" if p != p else f"{p:.3g}"
+    """The DeLong test (:class:`~lm_eval_evidential.audits.ood.DeLongTest`) as one sentence: each number as its
+    column declares it, in the text table's style (as the table above it: 4 decimals, p to 3 significant digits)."""
 
     def num(key: str) -> str:  # as DeLongTest declares it, in the text table's style
         return DeLongTest.written(key, test[key], TEXT)
@@ -87,7 +83,7 @@ def delong_line(test: Mapping) -> str:
     return (
         f"DeLong test, {test['score']} OOD-only x={test['extra']} vs x=0 (same examples): AUROC "
         f"{num('auroc_base')} -> {num('auroc_expanded')} (diff {num('diff')}, "
-        f"z {format_number(test['z'], 3, nan='nan')}, p {ptxt})"
+        f"z {num('z')}, p {num('p_value')})"
     )
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import sys
 
+from lm_eval_evidential.audits.table import TEXT, format_p
 from lm_eval_evidential.errors import InvalidValueError
 from lm_eval_evidential.files import write_json
 
@@ -84,7 +85,7 @@ def _summary_lines(s: dict) -> list[str]:
         f"{pct(follows['letter'])}, neither in {pct(follows['neither'])}",
         "letter pick rate  " + "  ".join(f"{a} {v:.3f}" for a, v in s["letter_pick_rate"].items()),
         "letter gold rate  " + "  ".join(f"{a} {v:.3f}" for a, v in s["letter_gold_rate"].items()),
-        f"uniform picks: chi2 = {uniform['chi2']:.3f}, dof {uniform['dof']}, p = {uniform['p_value']:.4g}",
+        f"uniform picks: chi2 = {uniform['chi2']:.3f}, dof {uniform['dof']}, p = {format_p(uniform['p_value'], TEXT)}",
         f"PriDe (Zheng et al. 2024): accuracy {pride['accuracy']:.4f} -> debiased {pride['debiased_accuracy']:.4f} "
         f"on the questions outside its estimation subset",
     ]

@@ -41,7 +41,7 @@ def add_parser(sub) -> None:
 #: How the tables write an undefined value (the published tables' dash).
 UNDEFINED = "–"
 #: The tables' medium: Markdown, 3 decimals, an undefined or missing value as the published tables' dash.
-PAPER = Style(digits=3, nan=UNDEFINED, none=UNDEFINED, markdown=True)
+PAPER = Style(digits=3, nan=UNDEFINED, none=UNDEFINED, markdown=True, p_digits=2)
 
 
 def table1_columns(published: bool) -> tuple[Column, ...]:

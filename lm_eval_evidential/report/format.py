@@ -1,4 +1,4 @@
-"""How the report writes p-values, reasons and figure links; numbers, intervals and K in its prose are written as
+"""How the report writes reasons and figure links; numbers, p-values, intervals and K in its prose are written as
 the audits' one renderer writes them (:mod:`lm_eval_evidential.audits.table`, re-exported here), and every table
 by that renderer (``rows_markdown``)."""
 
@@ -10,17 +10,13 @@ from collections.abc import Mapping, Sequence
 from lm_eval_evidential.audits.table import (  # noqa: F401 (the one writing of numbers, re-exported)
     format_ci,
     format_number,
+    format_p,
 )
 from lm_eval_evidential.metrics.cardinality import format_k  # noqa: F401 (the one rendering of K, re-exported)
 from lm_eval_evidential.metrics.scores import OOD_DEFAULT_SCORES
 
 #: The file beside ``report.md`` with every score's tables.
 APPENDIX_FILE = "appendix.md"
-
-
-def format_p(p) -> str:
-    """A p-value with two significant digits (``n/a`` when undefined)."""
-    return "n/a" if p is None or p != p else f"{p:.2g}"
 
 
 def figure_lines(figures: Mapping[str, Sequence[str]], name: str, caption: str) -> list[str]:

@@ -27,8 +27,6 @@ from lm_eval_evidential.report.field import md_conformal, md_groups, md_temperat
 from lm_eval_evidential.report.format import (
     APPENDIX_FILE,
     figure_lines,
-    format_number,
-    format_p,
     headline_rows,
     undefined_lines,
 )
@@ -52,12 +50,12 @@ __all__ = [
 
 def delong_text(auroc_base, auroc_expanded, diff, p_value) -> str:
     """The one way the report writes a K-sweep DeLong result (the summary quotes the K-sweep section's): each
-    number as :class:`~lm_eval_evidential.audits.ood.DeLongTest` declares it, the p-value as the report writes
-    p-values (two significant digits: the column's 3 decimals would write p = 8.4e-06 as 0.000)."""
-    auroc = DeLongTest.written
+    number as :class:`~lm_eval_evidential.audits.ood.DeLongTest` declares it (the p-value to two significant
+    digits, :func:`~lm_eval_evidential.audits.table.format_p`)."""
+    num = DeLongTest.written
     return (
-        f"{auroc('auroc_base', auroc_base)} → {auroc('auroc_expanded', auroc_expanded)} "
-        f"(Δ = {DeLongTest.written('diff', diff)}, p = {format_p(p_value)})"
+        f"{num('auroc_base', auroc_base)} → {num('auroc_expanded', auroc_expanded)} "
+        f"(Δ = {num('diff', diff)}, p = {num('p_value', p_value)})"
     )
 
 
@@ -245,7 +243,7 @@ def md_ksweep(report: Report) -> list[str]:
             lines += [
                 f"DeLong test ({t['score']}, OOD-only x = {t['extra']} vs x = 0, same examples): AUROC "
                 f"{delong_text(t['auroc_base'], t['auroc_expanded'], t['diff'], t['p_value'])}, "
-                f"z = {format_number(t['z'], 2)}.",
+                f"z = {DeLongTest.written('z', t['z'])}.",
                 "",
             ]
         lines += _figure(report, ksweep_figure(idt, task), f"AUROC and AUPR-In of {idt} → {task} as K grows")

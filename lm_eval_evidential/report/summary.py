@@ -5,8 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from lm_eval_evidential.audits.compare import COMPARE_SCORES
-from lm_eval_evidential.audits.table import format_ci, format_number
+from lm_eval_evidential.audits.compare import COMPARE_SCORES, MethodCalibrationRow, MethodOODRow
 from lm_eval_evidential.report.types import (
     Artefact,
     AuditRow,
@@ -158,8 +157,8 @@ def _best_clause(rows: Sequence[AuditRow], key: str, what: str, lowest: bool) ->
     best = _best(rows, key, lowest)
     if best is None:
         return ""
-    value = format_number(best[key])
-    tied = [r["method"] for r in rows if _defined(r.get(key)) and format_number(r[key]) == value]
+    value = MethodCalibrationRow.written(key, best[key])  # as the section's table writes it
+    tied = [r["method"] for r in rows if _defined(r.get(key)) and MethodCalibrationRow.written(key, r[key]) == value]
     if len(tied) == len(rows) > 1:
         return f"every method has the same {what.split(' ', 1)[1]} ({value})"
     return f"the {what} is " + " and ".join(f"{m}'s" for m in tied) + f" ({value})"
@@ -179,9 +178,10 @@ def _ood_clause(rows: Sequence[AuditRow], task: str) -> str:
     if lead is None:
         return f"{task} ({score} AUROC): undefined"
     text = f"{task} ({score} AUROC): {lead['method']} "
+    auroc = f"{MethodOODRow.written('auroc', lead['auroc'])} {MethodOODRow.written('auroc_ci', lead['auroc_ci'])}"
     if len(methods) == 1:
-        return text + f"alone, {format_number(lead['auroc'])} {format_ci(lead['auroc_ci'])}"
-    text += f"leads with {format_number(lead['auroc'])} {format_ci(lead['auroc_ci'])}"
+        return text + f"alone, {auroc}"
+    text += f"leads with {auroc}"
     low = (lead.get("auroc_ci") or [float("nan")])[0]
     if not _defined(low):
         return text + ", without an interval to separate it"

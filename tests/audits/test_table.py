@@ -283,3 +283,19 @@ def test_a_sentence_writes_a_quantity_as_its_table_column_does(key, value):
     text_cell = rows_text([row], KSweepRow.columns(key)).splitlines()[-1].strip()
     assert KSweepRow.written(key, value) == markdown_cell
     assert KSweepRow.written(key, value, TEXT) == text_cell
+
+
+def test_a_p_value_is_written_to_significant_digits_in_its_column_and_in_prose():
+    """One writing of p-values: the DeLong table's p column and every sentence that quotes it (decimals would
+    write p = 8.4e-06 as 0.000); z as its column declares it, in the table's medium."""
+    from lm_eval_evidential.audits.ood import DeLongTest
+    from lm_eval_evidential.audits.table import TEXT
+    from lm_eval_evidential.cli.ksweep import delong_line
+    from lm_eval_evidential.report.sections import delong_text
+
+    assert [DeLongTest.written("p_value", 8.4123e-06, style) for style in (None, TEXT)] == ["8.4e-06", "8.41e-06"]
+    assert [DeLongTest.written("p_value", math.nan, style) for style in (None, TEXT)] == ["n/a", "nan"]
+    test = {"score": "max_prob", "extra": 1, "auroc_base": 0.61, "auroc_expanded": 0.7, "diff": 0.09}
+    test |= {"z": 2.345678, "p_value": 0.0123456}
+    assert delong_line(test).endswith("(diff +0.0900, z 2.3457, p 0.0123)")
+    assert delong_text(0.61, 0.7, 0.09, 0.0123456).endswith("(Δ = +0.090, p = 0.012)")
