@@ -281,10 +281,15 @@ class QuestionPlanner:
             return full
         return answer_ids
 
+    def tail_encodings(self, tail: str, endings) -> tuple[list[int], list[list[int]]]:
+        """``(ids of tail, [ids of tail + ending, …])``, tokenised alone (no special tokens) in one batched call:
+        what the checks on a prompt's tail (:meth:`tail_check`, :meth:`tail_split`, :meth:`phantom_ids`) read."""
+        encoded = self.tokenizer([tail, *(tail + e for e in endings)], add_special_tokens=False)["input_ids"]
+        return list(encoded[0]), [list(w) for w in encoded[1:]]
+
     def tail_check(self, tail: str, continuations) -> tuple[list[int], tuple[int, ...], bool] | object:
         """The answer-id check on ``tail`` alone (no special tokens): one batched tokenizer call."""
-        encoded = self.tokenizer([tail, *(tail + c for c in continuations)], add_special_tokens=False)["input_ids"]
-        tail_ids, wholes = list(encoded[0]), [list(w) for w in encoded[1:]]
+        tail_ids, wholes = self.tail_encodings(tail, continuations)
         n = len(tail_ids)
         if not all(len(w) == n + 1 and w[:n] == tail_ids for w in wholes) or len({w[-1] for w in wholes}) != len(
             wholes
@@ -314,9 +319,9 @@ class QuestionPlanner:
                 return ids
         ids = phantom_token_ids(context_ids, [self.encode(context + p) for p in phantoms], answer_ids)
         if tail is not None and known is None:
-            encoded = self.tokenizer([tail, *(tail + p for p in phantoms)], add_special_tokens=False)["input_ids"]
-            if phantom_token_ids(encoded[0], encoded[1:], answer_ids) == ids:
-                self._tail_phantoms[(tail, phantoms, answer_ids)] = (list(encoded[0]), ids)
+            tail_ids, wholes = self.tail_encodings(tail, phantoms)
+            if phantom_token_ids(tail_ids, wholes, answer_ids) == ids:
+                self._tail_phantoms[(tail, phantoms, answer_ids)] = (tail_ids, ids)
         return ids
 
     def split_answers(self, context, context_ids, continuations, task, where) -> tuple[list[int], tuple[int, ...]]:
@@ -370,8 +375,7 @@ class QuestionPlanner:
         ``(tail ids, prefix ids, answer ids, False)``, or FULL_CHECK where the tail's tokens change,
         the choices do not split, or every choice is one token (:meth:`answer_ids_at_tail`'s case).
         """
-        encoded = self.tokenizer([tail, *(tail + c for c in continuations)], add_special_tokens=False)["input_ids"]
-        tail_ids, wholes = list(encoded[0]), [list(w) for w in encoded[1:]]
+        tail_ids, wholes = self.tail_encodings(tail, continuations)
         n = len(tail_ids)
         if not n or not all(w[:n] == tail_ids for w in wholes) or all(len(w) == n + 1 for w in wholes):
             return FULL_CHECK
